@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every Bazel test and ends with its own line "N passed, N failed", counted from Bazel's
+# per-target results (CI's runner detection does not read Bazel's summary).
+#
+# Usage: tools/run_tests.sh [extra bazel test args...]   (default target pattern: //...)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BAZEL=${BAZEL:-bazel}
+args=("$@")
+[[ ${#args[@]} -eq 0 ]] && args=(//...)
+
+log=$(mktemp -t troupe-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+
+start=$(date +%s)
+# --keep_going: one broken target must not hide the results of the others.
+"$BAZEL" test --keep_going "${args[@]}" 2>&1 | tee "$log"
+bazel_rc=${PIPESTATUS[0]}
+
+# Summary lines look like "//runtime:foo_test    (cached) PASSED in 0.1s".
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(PASSED|FLAKY)' "$log")
+failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")
+if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
+  # The build broke before any test ran (or Bazel itself failed): that is a failure, not a pass.
+  failed=1
+  echo "run_tests: bazel exited with code $bazel_rc before reporting test results" >&2
+fi
+echo "run_tests: $(( $(date +%s) - start )) s"
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
