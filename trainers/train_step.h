@@ -1,0 +1,141 @@
+// Trainer: one optimizer step over N micro-batches for any torch::nn::Module.
+//
+// The trainer owns an AdamW optimizer and a warm-up + cosine schedule for the module's parameters
+// and a random generator; the caller supplies a closure that computes the loss of one
+// micro-batch (forward pass, TokenLogProbs, one of trainers/losses.h). Step() runs the closure N
+// times, back-propagates each loss with its accumulation weight, clips the global gradient norm,
+// sets the learning rate from the schedule, updates the parameters and returns the metrics.
+//
+//   Create ──▶ Step ──▶ Step ──▶ ... ──▶ Save(path)      Create ──▶ Load(path) ──▶ Step ...
+//              (step_ = 0, 1, 2, ...)                      (continues bit-identically on CPU)
+//
+// Accumulation: with kMeanOfMicroBatches each micro-batch loss is scaled by 1/N (micro-batches of
+// equal size then reproduce one big batch). With kTokenWeighted each loss (a mean over its
+// num_tokens tokens) is weighted by num_tokens / Σ num_tokens, so a token-mean loss over
+// micro-batches of different lengths reproduces the big-batch token mean exactly (gradients are
+// rescaled after all backward passes, so the total does not have to be known in advance).
+//
+// Weight decay applies to parameters with 2+ dimensions (matrices, embeddings); biases and norm
+// gains (1-d) are not decayed, the usual LLM recipe.
+//
+// Determinism: Create seeds the trainer's generator (handed to the closure for data sampling)
+// and, unless disabled, LibTorch's global default generators (dropout and other ops without an
+// explicit generator). Same seed, same closure and same thread count give bitwise-identical
+// losses on CPU. Save/Load carry the step, the optimizer state, both generators' states and the
+// parameters, so a resumed run continues exactly where the saved one left off.
+//
+// Ownership: the module is borrowed and must outlive the trainer; its parameters are updated in
+// place. Thread-safety: none; a trainer belongs to one thread (the trainer actor). Seeding and
+// restoring the global generator affects every user of it in the process.
+#ifndef TROUPE_TRAINERS_TRAIN_STEP_H_
+#define TROUPE_TRAINERS_TRAIN_STEP_H_
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trainers/optimizer.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace troupe::trainers {
+
+enum class AccumulationScaling {
+  kMeanOfMicroBatches,  // loss_i / N
+  kTokenWeighted,       // loss_i · tokens_i / Σ tokens
+};
+
+struct TrainerOptions {
+  AdamWOptions adamw;
+  double weight_decay = 0.0;  // For parameters with dim >= 2.
+  WarmupCosineOptions schedule;
+  double max_grad_norm = 1.0;  // <= 0 disables clipping (the norm is still reported).
+  int64_t micro_batches_per_step = 1;
+  AccumulationScaling accumulation = AccumulationScaling::kMeanOfMicroBatches;
+  uint64_t seed = 0;
+  bool seed_default_generator = true;
+  // A step whose gradient norm is NaN/inf updates nothing (the step counter still advances and
+  // the metrics say skipped) instead of writing NaN into the weights.
+  bool skip_nonfinite_steps = true;
+};
+
+// What the loss closure sees for one micro-batch.
+struct MicroBatchContext {
+  int64_t step = 0;         // Optimizer step being computed (0-based).
+  int64_t micro_batch = 0;  // 0 .. num_micro_batches - 1.
+  int64_t num_micro_batches = 1;
+  at::Generator generator;  // The trainer's seeded CPU generator; use it for any sampling.
+};
+
+struct MicroBatchLoss {
+  at::Tensor loss;         // 0-dim floating, differentiable; the micro-batch mean.
+  int64_t num_tokens = 0;  // Tokens it averages over (required > 0 for kTokenWeighted).
+};
+
+using LossFn = std::function<absl::StatusOr<MicroBatchLoss>(const MicroBatchContext&)>;
+
+struct StepMetrics {
+  int64_t step = 0;      // The step just taken (0-based).
+  double loss = 0;       // Accumulation-weighted mean of the micro-batch losses.
+  double grad_norm = 0;  // Global L2 norm before clipping.
+  double lr = 0;         // Learning rate used for this step.
+  int64_t tokens = 0;    // Σ num_tokens over the micro-batches.
+  bool skipped = false;  // Non-finite gradient: parameters left untouched.
+};
+
+class Trainer {
+ public:
+  // Collects `module`'s parameters (recursively, requires_grad only) and builds the optimizer
+  // and schedule. InvalidArgument for bad options or a module without trainable parameters.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(torch::nn::Module& module,
+                                                         const TrainerOptions& options);
+
+  // Same, over explicitly named parameters (names are recorded in checkpoints and checked).
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      std::vector<std::pair<std::string, at::Tensor>> named_params, const TrainerOptions& options);
+
+  // One optimizer step over options.micro_batches_per_step calls of `loss_fn`. If the closure
+  // fails or returns a bad loss, the gradients are dropped, nothing is updated, the step counter
+  // does not advance, and the error is returned.
+  absl::StatusOr<StepMetrics> Step(const LossFn& loss_fn);
+
+  // Writes the full trainer state (step, optimizer, generators, and the parameters when
+  // `include_parameters`) to `path` atomically.
+  absl::Status Save(const std::string& path, bool include_parameters = true) const;
+  // Restores a state written by Save for the same parameter layout. Parameters are restored when
+  // the file holds them. On error nothing is changed. NotFound if the file is missing;
+  // InvalidArgument naming the file and field on a layout mismatch.
+  absl::Status Load(const std::string& path);
+
+  int64_t step() const { return step_; }
+  double CurrentLearningRate() const { return schedule_.LearningRate(step_); }
+  const AdamW& optimizer() const { return *optimizer_; }
+
+ private:
+  Trainer(std::vector<std::pair<std::string, at::Tensor>> named_params,
+          std::unique_ptr<AdamW> optimizer, WarmupCosineSchedule schedule,
+          const TrainerOptions& options, at::Generator generator);
+  absl::StatusOr<StepMetrics> StepImpl(const LossFn& loss_fn);
+
+  TrainerOptions options_;
+  std::vector<std::pair<std::string, at::Tensor>> named_params_;
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<AdamW> optimizer_;
+  WarmupCosineSchedule schedule_;
+  at::Generator generator_;
+  int64_t step_ = 0;
+};
+
+}  // namespace troupe::trainers
+
+#endif  // TROUPE_TRAINERS_TRAIN_STEP_H_
