@@ -20,11 +20,59 @@
 namespace troupe {
 namespace internal {
 
-// Lets threads outside CAF use CAF handles only while the CAF system exists: senders hold the
-// reader lock, Shutdown takes the writer lock to flip `alive` and drop every CAF handle.
-struct SystemGuard {
-  absl::Mutex mu;
-  bool alive ABSL_GUARDED_BY(mu) = true;
+// Lets any thread use CAF handles only while the CAF system exists. A sender Enter()s (one
+// uncontended atomic add on its own cache line: the hot path must not share a lock between the
+// caller's and the actor's threads), checks it may, sends, and Exit()s; Close() makes every later
+// Enter fail and waits until no sender is inside, after which Shutdown drops every CAF handle.
+class SystemGuard {
+ public:
+  // True: the caller may use CAF handles until Exit(). False: the system has closed.
+  bool Enter() {
+    std::atomic<int64_t>& c = stripes_[StripeIndex()].count;
+    c.fetch_add(1, std::memory_order_seq_cst);
+    if (closed_.load(std::memory_order_seq_cst)) {
+      c.fetch_sub(1, std::memory_order_release);
+      return false;
+    }
+    return true;
+  }
+  void Exit() { stripes_[StripeIndex()].count.fetch_sub(1, std::memory_order_release); }
+
+  // Refuses new entries and waits for current ones to leave.
+  void Close() {
+    closed_.store(true, std::memory_order_seq_cst);
+    for (Stripe& s : stripes_) {
+      while (s.count.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    }
+  }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
+
+ private:
+  static constexpr int kStripes = 16;
+  struct alignas(64) Stripe {
+    std::atomic<int64_t> count{0};
+  };
+  static size_t StripeIndex() {
+    static std::atomic<size_t> next{0};
+    thread_local const size_t index = next.fetch_add(1, std::memory_order_relaxed) % kStripes;
+    return index;
+  }
+  Stripe stripes_[kStripes];
+  std::atomic<bool> closed_{false};
+};
+
+// Enter/Exit as a scope.
+class GuardScope {
+ public:
+  explicit GuardScope(SystemGuard* g) : g_(g), entered_(g->Enter()) {}
+  ~GuardScope() {
+    if (entered_) g_->Exit();
+  }
+  bool entered() const { return entered_; }
+
+ private:
+  SystemGuard* g_;
+  bool entered_;
 };
 
 class CellExecutor;
@@ -36,10 +84,11 @@ struct ActorCore {
   ActorOptions options;
   std::shared_ptr<const CallTarget> target;
   std::shared_ptr<SystemGuard> guard;
-  DeadlineQueue* queue = nullptr;  // valid while guard->alive
+  DeadlineQueue* queue = nullptr;  // valid until the guard closes
   absl::Duration default_timeout;
 
-  caf::actor cell ABSL_GUARDED_BY(guard->mu);
+  // Used only inside a GuardScope; reset by Shutdown after the guard closed.
+  caf::actor cell;
 
   std::atomic<ActorState> state{ActorState::kPending};
   // Bumped by Kill: calls stamped with an older generation were in flight when it happened.
@@ -71,41 +120,24 @@ class FunctionTask : public Continuable {
   std::function<void()> fn_;
 };
 
-// ---- Messages a cell handles. -------------------------------------------------------------
-
-struct StartMsg {
-  uint64_t seq;
+// ---- The message a cell handles. ----------------------------------------------------------
+// One message type for everything: CAF matches a handler by comparing type information, which
+// for non-builtin types costs a string compare per candidate handler; with a single type the
+// match is one compare and the dispatch is a switch.
+struct CellMsg {
+  enum Kind : uint8_t { kStart, kCall, kResume, kAsyncDone, kPoolDone, kKill, kStop };
+  Kind kind;
+  RefPtr<CallBase> call;     // kCall, kAsyncDone
+  RefPtr<Continuable> task;  // kResume
+  uint64_t n = 0;            // kStart: sequence; kResume/kAsyncDone/kPoolDone: incarnation;
+                             // kKill: new generation
+  bool flag = false;         // kKill: no_restart
 };
-struct CallMsg {
-  RefPtr<CallBase> call;
-};
-struct ResumeMsg {
-  RefPtr<Continuable> task;
-  uint64_t incarnation;
-};
-struct AsyncDoneMsg {
-  RefPtr<CallBase> call;
-  uint64_t incarnation;
-};
-struct PoolDoneMsg {
-  uint64_t incarnation;
-};
-struct KillMsg {
-  bool no_restart;
-  uint64_t new_generation;
-};
-struct StopMsg {};
 
 }  // namespace internal
 }  // namespace troupe
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::StartMsg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::CallMsg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::ResumeMsg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::AsyncDoneMsg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::PoolDoneMsg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::KillMsg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::StopMsg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::CellMsg)
 
 namespace troupe {
 namespace internal {
@@ -118,9 +150,9 @@ class CellExecutor final : public CallSink {
 
   void Schedule(RefPtr<Continuable> task) override {
     {
-      absl::ReaderMutexLock lock(&guard_->mu);
-      if (guard_->alive && cell_ != nullptr) {
-        caf::anon_send(cell_, ResumeMsg{std::move(task), incarnation_});
+      GuardScope scope(guard_.get());
+      if (scope.entered()) {
+        caf::anon_send(cell_, CellMsg{CellMsg::kResume, nullptr, std::move(task), incarnation_});
         return;
       }
     }
@@ -128,18 +160,19 @@ class CellExecutor final : public CallSink {
   }
 
   void AsyncCallDone(CallBase* call) override {
-    absl::ReaderMutexLock lock(&guard_->mu);
-    if (guard_->alive && cell_ != nullptr) {
-      caf::anon_send(cell_, AsyncDoneMsg{RefPtr<CallBase>(call), incarnation_});
+    GuardScope scope(guard_.get());
+    if (scope.entered()) {
+      caf::anon_send(cell_,
+                     CellMsg{CellMsg::kAsyncDone, RefPtr<CallBase>(call), nullptr, incarnation_});
     }
   }
 
-  // Drops the CAF handle; caller holds the guard's writer lock.
-  void Detach() ABSL_NO_THREAD_SAFETY_ANALYSIS { cell_ = caf::actor(); }
+  // Drops the CAF handle; only after the guard closed.
+  void Detach() { cell_ = caf::actor(); }
 
  private:
   std::shared_ptr<SystemGuard> guard_;
-  caf::actor cell_;  // guarded by guard_->mu (writer to reset)
+  caf::actor cell_;  // used inside a GuardScope; reset by Detach
   const uint64_t incarnation_;
 };
 
@@ -216,15 +249,31 @@ class ActorCell : public caf::event_based_actor {
         name_(core_->target->name) {}
 
   caf::behavior make_behavior() override {
-    return {
-        [this](StartMsg& m) { OnStart(m.seq); },
-        [this](CallMsg& m) { OnCall(std::move(m.call)); },
-        [this](ResumeMsg& m) { OnResume(m); },
-        [this](AsyncDoneMsg& m) { OnAsyncDone(m); },
-        [this](PoolDoneMsg& m) { OnPoolDone(m.incarnation); },
-        [this](KillMsg& m) { OnKill(m); },
-        [this](StopMsg&) { OnStop(); },
-    };
+    return {[this](CellMsg& m) {
+      switch (m.kind) {
+        case CellMsg::kCall:
+          OnCall(std::move(m.call));
+          break;
+        case CellMsg::kResume:
+          OnResume(std::move(m.task), m.n);
+          break;
+        case CellMsg::kAsyncDone:
+          OnAsyncDone(m.call.get(), m.n);
+          break;
+        case CellMsg::kPoolDone:
+          OnPoolDone(m.n);
+          break;
+        case CellMsg::kStart:
+          OnStart(m.n);
+          break;
+        case CellMsg::kKill:
+          OnKill(m.flag, m.n);
+          break;
+        case CellMsg::kStop:
+          OnStop();
+          break;
+      }
+    }};
   }
 
  private:
@@ -239,10 +288,10 @@ class ActorCell : public caf::event_based_actor {
   void ScheduleStart(absl::Duration delay) {
     const uint64_t seq = ++start_seq_;
     if (delay <= absl::ZeroDuration()) {
-      send(caf::actor_cast<caf::actor>(this), StartMsg{seq});
+      send(caf::actor_cast<caf::actor>(this), CellMsg{CellMsg::kStart, nullptr, nullptr, seq});
     } else {
       delayed_send(caf::actor_cast<caf::actor>(this), absl::ToChronoNanoseconds(delay),
-                   StartMsg{seq});
+                   CellMsg{CellMsg::kStart, nullptr, nullptr, seq});
     }
   }
 
@@ -250,10 +299,10 @@ class ActorCell : public caf::event_based_actor {
   void OnCall(RefPtr<CallBase> call);
   void Dispatch(RefPtr<CallBase> call);
   void DrainWaiting();
-  void OnResume(ResumeMsg& m);
-  void OnAsyncDone(AsyncDoneMsg& m);
+  void OnResume(RefPtr<Continuable> task, uint64_t incarnation);
+  void OnAsyncDone(CallBase* call, uint64_t incarnation);
   void OnPoolDone(uint64_t incarnation);
-  void OnKill(const KillMsg& m);
+  void OnKill(bool no_restart, uint64_t new_generation);
   void OnStop();
   void EndInstance(const absl::Status& why);
   void Die(absl::Status reason);
@@ -300,6 +349,11 @@ class SystemState {
   bool shut_down ABSL_GUARDED_BY(mu) = false;
   absl::flat_hash_map<std::string, std::shared_ptr<ActorCore>> named ABSL_GUARDED_BY(mu);
   std::vector<std::shared_ptr<ActorCore>> all ABSL_GUARDED_BY(mu);
+  struct NamedChannel {
+    std::type_index type;
+    std::shared_ptr<void> channel;
+  };
+  absl::flat_hash_map<std::string, NamedChannel> channels ABSL_GUARDED_BY(mu);
 
   void ActorDied(const ActorCore& core) {
     absl::MutexLock lock(&mu);
@@ -355,11 +409,13 @@ void ActorCell::OnStart(uint64_t seq) {
     const uint64_t inc = incarnation_;
     caf::actor self = caf::actor_cast<caf::actor>(this);
     std::shared_ptr<SystemGuard> guard = core_->guard;
-    pool_ = std::make_unique<CallPool>(core_->options.max_concurrency, instance_.get(), executor_,
-                                       [guard, self, inc] {
-                                         absl::ReaderMutexLock lock(&guard->mu);
-                                         if (guard->alive) caf::anon_send(self, PoolDoneMsg{inc});
-                                       });
+    pool_ = std::make_unique<CallPool>(
+        core_->options.max_concurrency, instance_.get(), executor_, [guard, self, inc] {
+          GuardScope scope(guard.get());
+          if (scope.entered()) {
+            caf::anon_send(self, CellMsg{CellMsg::kPoolDone, nullptr, nullptr, inc});
+          }
+        });
   }
   set_state(ActorState::kAlive);
   std::vector<Promise<void>> ready;
@@ -427,24 +483,24 @@ void ActorCell::DrainWaiting() {
   }
 }
 
-void ActorCell::OnResume(ResumeMsg& m) {
-  if (m.incarnation != incarnation_ || instance_ == nullptr) {
-    m.task->DropContinuation(
+void ActorCell::OnResume(RefPtr<Continuable> task, uint64_t incarnation) {
+  if (incarnation != incarnation_ || instance_ == nullptr) {
+    task->DropContinuation(
         absl::UnavailableError(absl::StrCat(core_->Describe(), " instance ended")));
     return;
   }
   ScopedActorContext scope(executor_.get(), name_.c_str());
   try {
-    m.task->RunContinuation();
+    task->RunContinuation();
   } catch (...) {
     absl::Status s = ExceptionToStatus(std::current_exception(), "continuation");
     std::fprintf(stderr, "troupe: %s: %s\n", core_->Describe().c_str(), s.ToString().c_str());
   }
 }
 
-void ActorCell::OnAsyncDone(AsyncDoneMsg& m) {
-  if (m.incarnation != incarnation_) return;  // already failed when that instance ended
-  if (async_running_.erase(m.call.get()) == 0) return;
+void ActorCell::OnAsyncDone(CallBase* call, uint64_t incarnation) {
+  if (incarnation != incarnation_) return;  // already failed when that instance ended
+  if (async_running_.erase(call) == 0) return;
   --running_;
   DrainWaiting();
 }
@@ -455,17 +511,17 @@ void ActorCell::OnPoolDone(uint64_t incarnation) {
   DrainWaiting();
 }
 
-void ActorCell::OnKill(const KillMsg& m) {
+void ActorCell::OnKill(bool no_restart, uint64_t new_generation) {
   if (state() == ActorState::kDead || stopped_) return;
-  min_valid_generation_ = std::max(min_valid_generation_, m.new_generation);
+  min_valid_generation_ = std::max(min_valid_generation_, new_generation);
   EndInstance(absl::UnavailableError(
       absl::StrCat(core_->Describe(), " was killed while the call was in flight")));
-  if (!m.no_restart && RestartAllowed()) {
+  if (!no_restart && RestartAllowed()) {
     core_->num_restarts.fetch_add(1);
     set_state(ActorState::kRestarting);
     ScheduleStart(absl::ZeroDuration());
   } else {
-    Die(absl::UnavailableError(m.no_restart ? "killed" : "killed, no restarts left"));
+    Die(absl::UnavailableError(no_restart ? "killed" : "killed, no restarts left"));
   }
 }
 
@@ -478,7 +534,7 @@ void ActorCell::OnStop() {
 }
 
 void ActorCell::EndInstance(const absl::Status& why) {
-  ++start_seq_;  // a StartMsg still queued belongs to the ended incarnation
+  ++start_seq_;  // a kStart message still queued belongs to the ended incarnation
   if (pool_ != nullptr) {
     pool_->Stop(why);
     pool_.reset();
@@ -567,8 +623,8 @@ class LocalActorRef final : public ActorRef {
     const absl::Duration timeout =
         options.timeout > absl::ZeroDuration() ? options.timeout : core_->default_timeout;
     call->set_generation(core_->generation.load(std::memory_order_acquire));
-    absl::ReaderMutexLock lock(&core_->guard->mu);
-    if (!core_->guard->alive) {
+    GuardScope scope(core_->guard.get());
+    if (!scope.entered()) {
       call->Fail(absl::UnavailableError(
           absl::StrCat(call->Describe(), ": the actor system has shut down")));
       return;
@@ -579,7 +635,7 @@ class LocalActorRef final : public ActorRef {
       return;
     }
     call->set_queue(core_->queue, timeout);
-    caf::anon_send(core_->cell, CallMsg{std::move(call)});
+    caf::anon_send(core_->cell, CellMsg{CellMsg::kCall, std::move(call)});
   }
 
   Future<void> Ready() override {
@@ -633,7 +689,11 @@ class ActorSystem::Impl : public internal::SystemState {
 ActorSystem::ActorSystem(ActorSystemOptions options)
     : options_(std::move(options)),
       registry_(options_.registry != nullptr ? options_.registry : &ActorRegistry::Global()),
-      impl_(std::make_unique<Impl>(options_)) {}
+      impl_(std::make_unique<Impl>(options_)) {
+  // Debian's Abseil is built with mutex deadlock detection on, which records every lock
+  // acquisition in a global graph (a third of a call's cost). troupe's locks are leaf locks.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
 ActorSystem::~ActorSystem() { Shutdown(); }
 
@@ -698,11 +758,8 @@ absl::StatusOr<UntypedActorHandle> ActorSystem::SpawnImpl(std::type_index type,
           ? impl_->caf_->spawn<internal::ActorCell, caf::detached>(core, this, impl_.get(),
                                                                    options_)
           : impl_->caf_->spawn<internal::ActorCell>(core, this, impl_.get(), options_);
-  {
-    absl::ReaderMutexLock guard_lock(&impl_->guard->mu);
-    core->cell = cell;
-  }
-  caf::anon_send(cell, internal::StartMsg{0});
+  core->cell = cell;  // before any handle exists: no other thread reads it yet
+  caf::anon_send(cell, internal::CellMsg{internal::CellMsg::kStart, nullptr, nullptr, 0});
   if (!core->options.name.empty()) impl_->named[core->options.name] = core;
   impl_->all.push_back(core);
   return UntypedActorHandle(std::make_shared<internal::LocalActorRef>(std::move(core)));
@@ -725,9 +782,10 @@ absl::Status ActorSystem::Kill(const UntypedActorHandle& actor, bool no_restart)
   const std::shared_ptr<internal::ActorCore>& core = local->core();
   if (core->state.load() == ActorState::kDead) return absl::OkStatus();  // like ray.kill
   const uint64_t gen = core->generation.fetch_add(1) + 1;
-  absl::ReaderMutexLock lock(&impl_->guard->mu);
-  if (!impl_->guard->alive) return absl::UnavailableError("Kill: the actor system has shut down");
-  caf::anon_send<caf::message_priority::high>(core->cell, internal::KillMsg{no_restart, gen});
+  internal::GuardScope scope(impl_->guard.get());
+  if (!scope.entered()) return absl::UnavailableError("Kill: the actor system has shut down");
+  caf::anon_send<caf::message_priority::high>(
+      core->cell, internal::CellMsg{internal::CellMsg::kKill, nullptr, nullptr, gen, no_restart});
   return absl::OkStatus();
 }
 
@@ -748,6 +806,32 @@ std::vector<UntypedActorHandle> ActorSystem::ListActors() const {
   return out;
 }
 
+absl::Status ActorSystem::RegisterChannel(const std::string& name, std::type_index type,
+                                          std::shared_ptr<void> channel) {
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->shut_down)
+    return absl::UnavailableError("CreateChannel: the actor system has shut down");
+  if (!impl_->channels.emplace(name, internal::SystemState::NamedChannel{type, std::move(channel)})
+           .second) {
+    return absl::AlreadyExistsError(absl::StrCat("a channel named '", name, "' already exists"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<void>> ActorSystem::FindChannel(const std::string& name,
+                                                               std::type_index type) const {
+  absl::MutexLock lock(&impl_->mu);
+  auto it = impl_->channels.find(name);
+  if (it == impl_->channels.end()) {
+    return absl::NotFoundError(absl::StrCat("no channel named '", name, "'"));
+  }
+  if (it->second.type != type) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channel '", name, "' carries another item type than the one requested"));
+  }
+  return it->second.channel;
+}
+
 int64_t ActorSystem::pending_calls() const { return impl_->queue.size(); }
 
 void ActorSystem::Shutdown() {
@@ -765,19 +849,20 @@ void ActorSystem::Shutdown() {
     impl_->shut_down = true;
     cores = impl_->all;
     impl_->named.clear();
+    impl_->channels.clear();
   }
   {
-    absl::ReaderMutexLock lock(&impl_->guard->mu);
+    internal::GuardScope scope(impl_->guard.get());
     for (const auto& core : cores) {
-      caf::anon_send<caf::message_priority::high>(core->cell, internal::StopMsg{});
+      caf::anon_send<caf::message_priority::high>(core->cell,
+                                                  internal::CellMsg{internal::CellMsg::kStop});
     }
   }
   // Calls still queued anywhere (mailboxes, waiting lists) fail now instead of at their deadline.
   impl_->queue.Drain(absl::UnavailableError("the actor system shut down"));
   impl_->caf_->await_all_actors_done();
+  impl_->guard->Close();
   {
-    absl::WriterMutexLock lock(&impl_->guard->mu);
-    impl_->guard->alive = false;
     for (const auto& core : cores) {
       core->cell = caf::actor();
       absl::MutexLock core_lock(&core->mu);

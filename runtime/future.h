@@ -99,6 +99,9 @@ class ScopedActorContext {
 
 absl::Status ExceptionToStatus(std::exception_ptr e, const char* where);
 
+// The shared state of a Future/Promise pair. Lock-free on the completion path: completion and
+// callback registration meet through atomic flags, so exactly one of them dispatches the
+// callback; a mutex is touched only when a thread blocks in Wait.
 template <typename T>
 class FutureState : public Continuable {
  public:
@@ -106,46 +109,37 @@ class FutureState : public Continuable {
 
   // Sets the result unless one was set already; returns whether this call set it.
   bool Complete(Result<T> result) {
-    Callback inline_cb;
-    {
-      absl::MutexLock lock(&mu_);
-      if (completed_) return false;
-      completed_ = true;
-      result_.emplace(std::move(result));
-      if (!callback_) return true;
-      if (executor_ == nullptr) inline_cb = std::move(callback_);
+    if (flags_.fetch_or(kClaimed, std::memory_order_acq_rel) & kClaimed) return false;
+    result_.emplace(std::move(result));
+    const uint32_t prev = flags_.fetch_or(kReady, std::memory_order_acq_rel);
+    if (prev & kWaiter) {
+      absl::MutexLock wake(&mu_);  // the waiter's Await re-checks kReady when this unlocks
     }
-    Dispatch(std::move(inline_cb));
+    if (prev & kCallback) Dispatch();
     return true;
   }
 
   // Registers the one continuation; runs it now (or schedules it) if the result is ready.
-  // `executor` null = inline on the completing thread.
+  // `executor` null = inline on the completing thread. Call at most once.
   void SetCallback(Executor* executor, Callback cb) {
-    Callback inline_cb;
-    {
-      absl::MutexLock lock(&mu_);
-      executor_ = RefPtr<Executor>(executor);
-      callback_ = std::move(cb);
-      if (!completed_) return;
-      if (executor_ == nullptr) inline_cb = std::move(callback_);
-    }
-    Dispatch(std::move(inline_cb));
+    executor_ = executor;
+    if (executor_ != nullptr) executor_->Ref();
+    callback_ = std::move(cb);
+    const uint32_t prev = flags_.fetch_or(kCallback, std::memory_order_acq_rel);
+    if (prev & kReady) Dispatch();
   }
 
-  bool ready() const {
-    absl::MutexLock lock(&mu_);
-    return completed_;
-  }
+  bool ready() const { return (flags_.load(std::memory_order_acquire) & kReady) != 0; }
 
   // Blocks until completed or `timeout`; moves the result out.
   Result<T> Wait(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
-    if (!mu_.AwaitWithTimeout(absl::Condition(&completed_), timeout)) {
+    flags_.fetch_or(kWaiter, std::memory_order_acq_rel);
+    if (!mu_.AwaitWithTimeout(absl::Condition(&FutureState::IsReady, this), timeout)) {
       return absl::DeadlineExceededError(
           absl::StrCat("Future::Get timed out after ", absl::FormatDuration(timeout)));
     }
-    if (!result_.has_value()) {
+    if (flags_.fetch_or(kTaken, std::memory_order_acq_rel) & kTaken) {
       return absl::FailedPreconditionError("Future result was already consumed");
     }
     Result<T> r = std::move(*result_);
@@ -154,52 +148,47 @@ class FutureState : public Continuable {
   }
 
   void RunContinuation() override {
-    Callback cb;
-    std::optional<Result<T>> r;
-    {
-      absl::MutexLock lock(&mu_);
-      cb = std::move(callback_);
-      r = std::move(result_);
-      result_.reset();
-    }
-    if (cb && r.has_value()) std::move(cb)(std::move(*r));
+    Callback cb = std::move(callback_);
+    Result<T> r = std::move(*result_);
+    result_.reset();
+    if (cb) std::move(cb)(std::move(r));
   }
 
   void DropContinuation(absl::Status) override {
-    Callback cb;
-    {
-      absl::MutexLock lock(&mu_);
-      cb = std::move(callback_);
-    }
     // Destroying the callback destroys any Promise it owns, which fails the dependent future.
+    Callback cb = std::move(callback_);
+  }
+
+ protected:
+  ~FutureState() override {
+    if (executor_ != nullptr) executor_->Unref();
   }
 
  private:
-  // Called without mu_ held, after completion with a callback registered.
-  void Dispatch(Callback inline_cb) {
-    if (inline_cb) {
-      std::optional<Result<T>> r;
-      {
-        absl::MutexLock lock(&mu_);
-        r = std::move(result_);
-        result_.reset();
-      }
-      std::move(inline_cb)(std::move(*r));
-      return;
+  enum : uint32_t {
+    kClaimed = 1,   // a completer won the right to set the result
+    kReady = 2,     // the result is set
+    kCallback = 4,  // the callback is set
+    kWaiter = 8,    // a thread waits in Wait
+    kTaken = 16,    // Wait moved the result out
+  };
+
+  static bool IsReady(FutureState* s) { return s->ready(); }
+
+  // Runs exactly once, by whichever of Complete/SetCallback came second.
+  void Dispatch() {
+    if (executor_ != nullptr) {
+      executor_->Schedule(RefPtr<Continuable>(this));
+    } else {
+      RunContinuation();
     }
-    RefPtr<Executor> ex;
-    {
-      absl::MutexLock lock(&mu_);
-      ex = executor_;
-    }
-    ex->Schedule(RefPtr<Continuable>(this));
   }
 
-  mutable absl::Mutex mu_;
-  bool completed_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<Result<T>> result_ ABSL_GUARDED_BY(mu_);
-  Callback callback_ ABSL_GUARDED_BY(mu_);
-  RefPtr<Executor> executor_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint32_t> flags_{0};
+  absl::Mutex mu_;  // only for Wait
+  std::optional<Result<T>> result_;
+  Callback callback_;
+  Executor* executor_ = nullptr;  // owned reference when set
 };
 
 template <typename R>
