@@ -22,25 +22,24 @@
 //
 // Lifecycle (Ray's actor states):
 //
-//        Spawn
-//          |
-//          v       constructor ok
-//      PENDING --------------------> ALIVE
-//          |                          |  ^
-//          | ctor threw,              |  | constructor ok
-//          | restarts left            |  |
-//          v            killed or     v  |
-//      RESTARTING <---- ctor threw -- (crash) ; RESTARTING --> PENDING-like rerun
-//          |
-//          | no restarts left / Kill(no_restart) / system shutdown
-//          v
-//        DEAD   (terminal: every later call fails with UNAVAILABLE)
+//            Spawn
+//              |
+//              v       constructor returns
+//          PENDING ---------------------------> ALIVE
+//              |                                 |  ^
+//              | constructor threw,              |  | constructor
+//              | restarts left                   |  | returns
+//              v          killed (restart        v  |
+//         RESTARTING <--- allowed), restarts ----+  |
+//              |  |       left                      |
+//              |  +-------------------------------->+
+//              |
+//              v   (from any state) no restarts left, Kill(no_restart), or shutdown
+//            DEAD  terminal: every later call fails with UNAVAILABLE
 //
-// In words: PENDING -> ALIVE when the constructor returns; ALIVE -> RESTARTING when the
-// instance is killed or crashes and restarts remain, RESTARTING -> ALIVE when the rerun
-// constructor returns; any state -> DEAD when no restarts remain, on Kill(no_restart) or at
-// shutdown. Calls made while PENDING or RESTARTING wait (in order) for ALIVE; calls in flight
-// when an instance ends fail with UNAVAILABLE.
+// Calls made while PENDING or RESTARTING wait, in order, for ALIVE. Calls in flight when an
+// instance ends (running async, or queued to it) fail with UNAVAILABLE; a synchronous method that
+// is running when the kill arrives finishes first (an actor's thread is never interrupted).
 #ifndef TROUPE_RUNTIME_ACTOR_H_
 #define TROUPE_RUNTIME_ACTOR_H_
 
