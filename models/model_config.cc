@@ -1,0 +1,348 @@
+#include "models/model_config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "runtime/status_macros.h"
+
+namespace troupe {
+namespace models {
+namespace {
+
+using Json = nlohmann::json;
+
+// Typed access to the keys of one config object; every error names the source and the key.
+class KeyReader {
+ public:
+  KeyReader(const Json& object, absl::string_view source) : object_(object), source_(source) {}
+
+  absl::Status Error(absl::string_view key, absl::string_view why) const {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": key '", key, "': ", why));
+  }
+
+  // The value of `key`, or nullptr when absent or null.
+  const Json* Find(absl::string_view key) const {
+    auto it = object_.find(std::string(key));
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  absl::Status Missing(absl::string_view key) const {
+    return Error(key, "required key is missing (or null)");
+  }
+
+  absl::StatusOr<std::optional<int64_t>> Int(absl::string_view key) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return std::optional<int64_t>();
+    if (!v->is_number_integer()) {
+      return Error(key, absl::StrCat("must be an integer, got ", v->dump()));
+    }
+    return std::optional<int64_t>(v->get<int64_t>());
+  }
+
+  absl::StatusOr<int64_t> RequiredInt(absl::string_view key) const {
+    TROUPE_ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
+    if (!v.has_value()) return Missing(key);
+    return *v;
+  }
+
+  absl::Status OptionalInt(absl::string_view key, int64_t* out) const {
+    TROUPE_ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
+    if (v.has_value()) *out = *v;
+    return absl::OkStatus();
+  }
+
+  absl::Status OptionalDouble(absl::string_view key, double* out) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return absl::OkStatus();
+    if (!v->is_number()) return Error(key, absl::StrCat("must be a number, got ", v->dump()));
+    *out = v->get<double>();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<bool>> Bool(absl::string_view key) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return std::optional<bool>();
+    if (!v->is_boolean()) return Error(key, absl::StrCat("must be true or false, got ", v->dump()));
+    return std::optional<bool>(v->get<bool>());
+  }
+
+  absl::Status OptionalBool(absl::string_view key, bool* out) const {
+    TROUPE_ASSIGN_OR_RETURN(std::optional<bool> v, Bool(key));
+    if (v.has_value()) *out = *v;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<std::string>> String(absl::string_view key) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return std::optional<std::string>();
+    if (!v->is_string()) return Error(key, absl::StrCat("must be a string, got ", v->dump()));
+    return std::optional<std::string>(v->get<std::string>());
+  }
+
+ private:
+  const Json& object_;
+  absl::string_view source_;
+};
+
+absl::Status CheckPositive(const KeyReader& keys, absl::string_view key, int64_t value) {
+  if (value <= 0) return keys.Error(key, absl::StrCat("must be positive, got ", value));
+  return absl::OkStatus();
+}
+
+absl::Status CheckTokenId(const KeyReader& keys, absl::string_view key, int64_t id,
+                          int64_t vocab_size) {
+  if (id < 0 || id >= vocab_size) {
+    return keys.Error(key, absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                        vocab_size, ") given by vocab_size"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DefaultArchitecture(const std::string& model_type, bool classifier) {
+  const char* base = model_type == "qwen2" ? "Qwen2" : "Llama";
+  return absl::StrCat(base, classifier ? "ForSequenceClassification" : "ForCausalLM");
+}
+
+}  // namespace
+
+absl::Status ModelConfig::Validate(absl::string_view source_name) const {
+  Json empty = Json::object();
+  KeyReader keys(empty, source_name);
+  if (model_type != "llama" && model_type != "qwen2") {
+    return keys.Error("model_type", absl::StrCat("unsupported model type \"", model_type,
+                                                 "\" (supported: \"llama\", \"qwen2\")"));
+  }
+  TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "vocab_size", vocab_size));
+  TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "hidden_size", hidden_size));
+  TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "intermediate_size", intermediate_size));
+  TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "num_hidden_layers", num_hidden_layers));
+  TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "num_attention_heads", num_attention_heads));
+  TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "num_key_value_heads", num_key_value_heads));
+  TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "max_position_embeddings", max_position_embeddings));
+  if (hidden_size % num_attention_heads != 0) {
+    return keys.Error("num_attention_heads",
+                      absl::StrCat("hidden_size ", hidden_size, " is not divisible by ",
+                                   "num_attention_heads ", num_attention_heads));
+  }
+  if (num_attention_heads % num_key_value_heads != 0) {
+    return keys.Error(
+        "num_key_value_heads",
+        absl::StrCat("num_attention_heads ", num_attention_heads,
+                     " is not divisible by num_key_value_heads ", num_key_value_heads));
+  }
+  if (head_dim() % 2 != 0) {
+    return keys.Error("num_attention_heads",
+                      absl::StrCat("head_dim = hidden_size / num_attention_heads = ", head_dim(),
+                                   " must be even for rotary embeddings"));
+  }
+  if (!(rope_theta > 0)) {
+    return keys.Error("rope_theta", absl::StrCat("must be positive, got ", rope_theta));
+  }
+  if (!(rms_norm_eps > 0)) {
+    return keys.Error("rms_norm_eps", absl::StrCat("must be positive, got ", rms_norm_eps));
+  }
+  if (!(initializer_range > 0)) {
+    return keys.Error("initializer_range",
+                      absl::StrCat("must be positive, got ", initializer_range));
+  }
+  if (hidden_act != "silu") {
+    return keys.Error("hidden_act",
+                      absl::StrCat("unsupported activation \"", hidden_act, "\" (only \"silu\")"));
+  }
+  if (torch_dtype != "float32" && torch_dtype != "float16" && torch_dtype != "bfloat16") {
+    return keys.Error("torch_dtype", absl::StrCat("unsupported dtype \"", torch_dtype,
+                                                  "\" (float32, float16 or bfloat16)"));
+  }
+  if (model_type == "qwen2" && !attention_bias) {
+    return keys.Error("attention_bias", "qwen2 always has q/k/v biases; it cannot be false");
+  }
+  if (bos_token_id.has_value()) {
+    TROUPE_RETURN_IF_ERROR(CheckTokenId(keys, "bos_token_id", *bos_token_id, vocab_size));
+  }
+  if (pad_token_id.has_value()) {
+    TROUPE_RETURN_IF_ERROR(CheckTokenId(keys, "pad_token_id", *pad_token_id, vocab_size));
+  }
+  for (int64_t id : eos_token_ids) {
+    TROUPE_RETURN_IF_ERROR(CheckTokenId(keys, "eos_token_id", id, vocab_size));
+  }
+  if (num_labels.has_value())
+    TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "num_labels", *num_labels));
+  return absl::OkStatus();
+}
+
+std::string ModelConfig::ToJson() const {
+  Json j = Json::object();
+  std::vector<std::string> archs = architectures;
+  if (archs.empty()) archs.push_back(DefaultArchitecture(model_type, num_labels.has_value()));
+  j["architectures"] = archs;
+  j["model_type"] = model_type;
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["intermediate_size"] = intermediate_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["num_key_value_heads"] = num_key_value_heads;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["rope_theta"] = rope_theta;
+  j["rms_norm_eps"] = rms_norm_eps;
+  j["initializer_range"] = initializer_range;
+  j["tie_word_embeddings"] = tie_word_embeddings;
+  j["attention_bias"] = attention_bias;
+  j["hidden_act"] = hidden_act;
+  j["torch_dtype"] = torch_dtype;
+  j["head_dim"] = head_dim();
+  j["rope_scaling"] = nullptr;
+  j["use_cache"] = true;
+  if (model_type == "qwen2") j["use_sliding_window"] = false;
+  if (bos_token_id.has_value()) j["bos_token_id"] = *bos_token_id;
+  if (pad_token_id.has_value()) j["pad_token_id"] = *pad_token_id;
+  if (eos_token_ids.size() == 1) {
+    j["eos_token_id"] = eos_token_ids[0];
+  } else if (!eos_token_ids.empty()) {
+    j["eos_token_id"] = eos_token_ids;
+  }
+  if (num_labels.has_value()) j["num_labels"] = *num_labels;
+  return j.dump(2) + "\n";
+}
+
+bool operator==(const ModelConfig& a, const ModelConfig& b) {
+  return a.model_type == b.model_type && a.architectures == b.architectures &&
+         a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
+         a.intermediate_size == b.intermediate_size && a.num_hidden_layers == b.num_hidden_layers &&
+         a.num_attention_heads == b.num_attention_heads &&
+         a.num_key_value_heads == b.num_key_value_heads &&
+         a.max_position_embeddings == b.max_position_embeddings && a.rope_theta == b.rope_theta &&
+         a.rms_norm_eps == b.rms_norm_eps && a.initializer_range == b.initializer_range &&
+         a.tie_word_embeddings == b.tie_word_embeddings && a.attention_bias == b.attention_bias &&
+         a.hidden_act == b.hidden_act && a.torch_dtype == b.torch_dtype &&
+         a.bos_token_id == b.bos_token_id && a.pad_token_id == b.pad_token_id &&
+         a.eos_token_ids == b.eos_token_ids && a.num_labels == b.num_labels;
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
+                                             absl::string_view source_name) {
+  Json root;
+  try {
+    root = Json::parse(json_text.begin(), json_text.end());
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source_name, ": malformed JSON: ", e.what()));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ": the top level must be a JSON object, got ", root.type_name()));
+  }
+  KeyReader keys(root, source_name);
+  ModelConfig c;
+
+  TROUPE_ASSIGN_OR_RETURN(std::optional<std::string> model_type, keys.String("model_type"));
+  if (!model_type.has_value()) return keys.Missing("model_type");
+  c.model_type = *model_type;
+  if (c.model_type != "llama" && c.model_type != "qwen2") {
+    return keys.Error("model_type", absl::StrCat("unsupported model type \"", c.model_type,
+                                                 "\" (supported: \"llama\", \"qwen2\")"));
+  }
+  const bool qwen2 = c.model_type == "qwen2";
+
+  if (const Json* archs = keys.Find("architectures")) {
+    if (!archs->is_array()) return keys.Error("architectures", "must be a list of strings");
+    for (const Json& a : *archs) {
+      if (!a.is_string()) return keys.Error("architectures", "must be a list of strings");
+      c.architectures.push_back(a.get<std::string>());
+    }
+  }
+
+  TROUPE_ASSIGN_OR_RETURN(c.vocab_size, keys.RequiredInt("vocab_size"));
+  TROUPE_ASSIGN_OR_RETURN(c.hidden_size, keys.RequiredInt("hidden_size"));
+  TROUPE_ASSIGN_OR_RETURN(c.intermediate_size, keys.RequiredInt("intermediate_size"));
+  TROUPE_ASSIGN_OR_RETURN(c.num_hidden_layers, keys.RequiredInt("num_hidden_layers"));
+  TROUPE_ASSIGN_OR_RETURN(c.num_attention_heads, keys.RequiredInt("num_attention_heads"));
+  c.num_key_value_heads = c.num_attention_heads;
+  TROUPE_RETURN_IF_ERROR(keys.OptionalInt("num_key_value_heads", &c.num_key_value_heads));
+  c.max_position_embeddings = qwen2 ? 32768 : 2048;
+  TROUPE_RETURN_IF_ERROR(keys.OptionalInt("max_position_embeddings", &c.max_position_embeddings));
+
+  TROUPE_RETURN_IF_ERROR(keys.OptionalDouble("rope_theta", &c.rope_theta));
+  TROUPE_RETURN_IF_ERROR(keys.OptionalDouble("rms_norm_eps", &c.rms_norm_eps));
+  TROUPE_RETURN_IF_ERROR(keys.OptionalDouble("initializer_range", &c.initializer_range));
+  TROUPE_RETURN_IF_ERROR(keys.OptionalBool("tie_word_embeddings", &c.tie_word_embeddings));
+
+  c.attention_bias = qwen2;
+  TROUPE_RETURN_IF_ERROR(keys.OptionalBool("attention_bias", &c.attention_bias));
+
+  TROUPE_ASSIGN_OR_RETURN(std::optional<std::string> act, keys.String("hidden_act"));
+  if (act.has_value()) c.hidden_act = *act;
+
+  // transformers >= 4.56 writes "dtype"; older versions "torch_dtype".
+  TROUPE_ASSIGN_OR_RETURN(std::optional<std::string> dtype, keys.String("torch_dtype"));
+  if (dtype.has_value()) {
+    c.torch_dtype = *dtype;
+  } else {
+    TROUPE_ASSIGN_OR_RETURN(dtype, keys.String("dtype"));
+    if (dtype.has_value()) c.torch_dtype = *dtype;
+  }
+
+  TROUPE_ASSIGN_OR_RETURN(c.bos_token_id, keys.Int("bos_token_id"));
+  TROUPE_ASSIGN_OR_RETURN(c.pad_token_id, keys.Int("pad_token_id"));
+  if (const Json* eos = keys.Find("eos_token_id")) {
+    if (eos->is_number_integer()) {
+      c.eos_token_ids.push_back(eos->get<int64_t>());
+    } else if (eos->is_array()) {
+      for (const Json& id : *eos) {
+        if (!id.is_number_integer()) {
+          return keys.Error("eos_token_id", "must be an integer or a list of integers");
+        }
+        c.eos_token_ids.push_back(id.get<int64_t>());
+      }
+    } else {
+      return keys.Error(
+          "eos_token_id",
+          absl::StrCat("must be an integer or a list of integers, got ", eos->dump()));
+    }
+  }
+  TROUPE_ASSIGN_OR_RETURN(c.num_labels, keys.Int("num_labels"));
+
+  // Architecture options this implementation does not have: refuse rather than compute wrongly.
+  if (const Json* scaling = keys.Find("rope_scaling")) {
+    return keys.Error("rope_scaling",
+                      absl::StrCat("RoPE scaling is not supported, got ", scaling->dump()));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, keys.Int("head_dim"));
+  if (head_dim.has_value() && c.num_attention_heads > 0 &&
+      *head_dim * c.num_attention_heads != c.hidden_size) {
+    return keys.Error("head_dim",
+                      absl::StrCat("head_dim ", *head_dim,
+                                   " != hidden_size / num_attention_heads is not supported"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::optional<bool> sliding, keys.Bool("use_sliding_window"));
+  if (sliding.value_or(false)) {
+    return keys.Error("use_sliding_window", "sliding-window attention is not supported");
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::optional<bool> mlp_bias, keys.Bool("mlp_bias"));
+  if (mlp_bias.value_or(false)) return keys.Error("mlp_bias", "MLP biases are not supported");
+
+  TROUPE_RETURN_IF_ERROR(c.Validate(source_name));
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat(path, ": read failed"));
+  return ParseModelConfig(text.str(), path);
+}
+
+}  // namespace models
+}  // namespace troupe

@@ -1,0 +1,454 @@
+#include "models/transformer.h"
+
+#include <ATen/ATen.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/atomic_file.h"
+#include "models/safetensors.h"
+
+namespace troupe {
+namespace models {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelConfig TinyConfig(const std::string& model_type = "llama", int64_t kv_heads = 2,
+                       bool tied = false) {
+  ModelConfig c;
+  c.model_type = model_type;
+  c.vocab_size = 37;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = kv_heads;
+  c.max_position_embeddings = 128;
+  c.attention_bias = model_type == "qwen2";
+  c.tie_word_embeddings = tied;
+  // Larger than HF's 0.02 so that every mistake moves the logits well above the tolerances.
+  c.initializer_range = 0.2;
+  return c;
+}
+
+CausalLM MakeModel(const ModelConfig& config, uint64_t seed = 1) {
+  absl::StatusOr<CausalLM> model = CreateCausalLM(config);
+  EXPECT_TRUE(model.ok()) << model.status();
+  (*model)->InitWeights(seed);
+  return *model;
+}
+
+at::Tensor Logits(CausalLM& model, const at::Tensor& ids, const at::Tensor& mask = at::Tensor()) {
+  absl::StatusOr<at::Tensor> logits = model->Forward(ids, mask);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  return logits.ok() ? logits->detach() : at::Tensor();
+}
+
+at::Tensor Ids(std::vector<int64_t> ids) { return at::tensor(ids, at::kLong).unsqueeze(0); }
+
+at::Tensor RandomIds(int64_t batch, int64_t t, int64_t vocab, uint64_t seed) {
+  at::manual_seed(seed);
+  return at::randint(vocab, {batch, t}, at::kLong);
+}
+
+::testing::AssertionResult AllClose(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes()) {
+    return ::testing::AssertionFailure() << "shapes differ: " << a.sizes() << " vs " << b.sizes();
+  }
+  if (at::allclose(a, b, /*rtol=*/1e-4, /*atol=*/1e-5)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "max abs difference " << (a - b).abs().max().item<double>();
+}
+
+std::vector<std::string> ParameterNames(const torch::nn::Module& module) {
+  std::vector<std::string> names;
+  for (const auto& item : module.named_parameters()) names.push_back(item.key());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<std::string> HuggingFaceNames(int layers, bool qkv_bias, bool tied) {
+  std::vector<std::string> names = {"model.embed_tokens.weight", "model.norm.weight"};
+  if (!tied) names.push_back("lm_head.weight");
+  for (int i = 0; i < layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      names.push_back(p + "self_attn." + proj + ".weight");
+    }
+    if (qkv_bias) {
+      for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+        names.push_back(p + "self_attn." + proj + ".bias");
+      }
+    }
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      names.push_back(p + "mlp." + proj + ".weight");
+    }
+    names.push_back(p + "input_layernorm.weight");
+    names.push_back(p + "post_attention_layernorm.weight");
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string TestDir(const std::string& name) {
+  std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+TEST(Transformer, ParameterNamesAreExactlyHuggingFacesForATwoLayerLlama) {
+  CausalLM model = MakeModel(TinyConfig("llama"));
+  EXPECT_EQ(ParameterNames(*model), HuggingFaceNames(2, /*qkv_bias=*/false, /*tied=*/false));
+  // Shapes as HF: Linear weights are [out, in]; k/v project to num_kv_heads * head_dim.
+  auto params = model->named_parameters();
+  EXPECT_EQ(params["model.embed_tokens.weight"].sizes(), at::IntArrayRef({37, 32}));
+  EXPECT_EQ(params["model.layers.1.self_attn.q_proj.weight"].sizes(), at::IntArrayRef({32, 32}));
+  EXPECT_EQ(params["model.layers.1.self_attn.k_proj.weight"].sizes(), at::IntArrayRef({16, 32}));
+  EXPECT_EQ(params["model.layers.1.self_attn.o_proj.weight"].sizes(), at::IntArrayRef({32, 32}));
+  EXPECT_EQ(params["model.layers.0.mlp.gate_proj.weight"].sizes(), at::IntArrayRef({64, 32}));
+  EXPECT_EQ(params["model.layers.0.mlp.down_proj.weight"].sizes(), at::IntArrayRef({32, 64}));
+  EXPECT_EQ(params["lm_head.weight"].sizes(), at::IntArrayRef({37, 32}));
+  EXPECT_TRUE(model->named_buffers().is_empty());
+}
+
+TEST(Transformer, Qwen2HasQkvBiasesAndTiedModelsHaveNoLmHead) {
+  CausalLM qwen = MakeModel(TinyConfig("qwen2", 2, /*tied=*/true));
+  EXPECT_EQ(ParameterNames(*qwen), HuggingFaceNames(2, /*qkv_bias=*/true, /*tied=*/true));
+  EXPECT_EQ(qwen->named_parameters()["model.layers.0.self_attn.k_proj.bias"].sizes(),
+            at::IntArrayRef({16}));
+}
+
+TEST(Transformer, ForwardReturnsLogitsShapedBatchByTimeByVocab) {
+  CausalLM model = MakeModel(TinyConfig());
+  at::Tensor logits = Logits(model, RandomIds(3, 5, 37, 1));
+  EXPECT_EQ(logits.sizes(), at::IntArrayRef({3, 5, 37}));
+  EXPECT_TRUE(at::isfinite(logits).all().item<bool>());
+  absl::StatusOr<at::Tensor> hidden = model->HiddenStates(RandomIds(3, 5, 37, 1));
+  ASSERT_TRUE(hidden.ok());
+  EXPECT_EQ(hidden->sizes(), at::IntArrayRef({3, 5, 32}));
+}
+
+TEST(Transformer, ForwardIsCausal) {
+  CausalLM model = MakeModel(TinyConfig());
+  at::Tensor ids = RandomIds(1, 8, 37, 2);
+  at::Tensor changed = ids.clone();
+  changed[0][5] = (ids[0][5].item<int64_t>() + 1) % 37;
+  at::Tensor a = Logits(model, ids);
+  at::Tensor b = Logits(model, changed);
+  EXPECT_TRUE(AllClose(a.narrow(1, 0, 5), b.narrow(1, 0, 5)));   // before the change: same
+  EXPECT_FALSE(AllClose(a.narrow(1, 5, 3), b.narrow(1, 5, 3)));  // from the change on: differs
+}
+
+TEST(Transformer, GroupedQueryAttentionEqualsMultiHeadWithRepeatedKeyValueHeads) {
+  // Query head h must read kv head h / (heads / kv_heads), as HF's repeat_kv.
+  ModelConfig gqa_config = TinyConfig("qwen2", /*kv_heads=*/2);
+  CausalLM gqa = MakeModel(gqa_config, 3);
+  ModelConfig mha_config = TinyConfig("qwen2", /*kv_heads=*/4);
+  CausalLM mha = MakeModel(mha_config, 4);
+  {
+    at::NoGradGuard no_grad;
+    auto mha_params = mha->named_parameters();
+    const int64_t d = gqa_config.head_dim();
+    for (const auto& item : gqa->named_parameters()) {
+      at::Tensor v = item.value();
+      const std::string& name = item.key();
+      if (name.find("k_proj") != std::string::npos || name.find("v_proj") != std::string::npos) {
+        // [kv * d, ...] -> [kv, d, ...] -> each kv head twice -> [2 * kv * d, ...]
+        std::vector<int64_t> split = {2, d};
+        for (int64_t i = 1; i < v.dim(); ++i) split.push_back(v.size(i));
+        v = v.reshape(split).repeat_interleave(2, 0).reshape(mha_params[name].sizes());
+      }
+      mha_params[name].copy_(v);
+    }
+  }
+  at::Tensor ids = RandomIds(2, 6, 37, 5);
+  EXPECT_TRUE(AllClose(Logits(gqa, ids), Logits(mha, ids)));
+}
+
+TEST(Transformer, TiedEmbeddingsShareStorageWithTheLmHead) {
+  CausalLM model = MakeModel(TinyConfig("llama", 2, /*tied=*/true));
+  EXPECT_TRUE(model->lm_head.is_empty());
+  EXPECT_EQ(model->output_embedding().data_ptr(), model->model->embed_tokens->weight.data_ptr());
+  at::Tensor ids = RandomIds(1, 4, 37, 6);
+  at::Tensor before = Logits(model, ids);
+  {
+    at::NoGradGuard no_grad;
+    model->model->embed_tokens->weight[7].mul_(3);  // moves both the input and the output matrix
+  }
+  at::Tensor hidden = *model->HiddenStates(ids);
+  EXPECT_TRUE(
+      AllClose(Logits(model, ids), at::matmul(hidden, model->model->embed_tokens->weight.t())));
+  EXPECT_FALSE(AllClose(before.select(2, 7), Logits(model, ids).select(2, 7)));
+}
+
+TEST(Transformer, RotaryFollowsHuggingFacesRotateHalfConvention) {
+  // head_dim 4: frequencies 1 and theta^-1/2. For x = e0 at position p, rotate_half pairs index 0
+  // with index 2: result [cos p, 0, sin p, 0].
+  const double p = 3.0;
+  RotaryTables rope = ComputeRotary(at::full({1, 1}, 3, at::kLong), 4, 10000.0, at::kFloat);
+  at::Tensor x = at::tensor({1.0f, 0.0f, 0.0f, 0.0f}).view({1, 1, 1, 4});
+  at::Tensor y = ApplyRotary(x, rope).flatten();
+  EXPECT_TRUE(AllClose(y, at::tensor({static_cast<float>(std::cos(p)), 0.0f,
+                                      static_cast<float>(std::sin(p)), 0.0f})));
+  at::Tensor x1 = at::tensor({0.0f, 1.0f, 0.0f, 0.0f}).view({1, 1, 1, 4});
+  const double a = p / 100.0;  // p * 10000^(-2/4)
+  EXPECT_TRUE(AllClose(
+      ApplyRotary(x1, rope).flatten(),
+      at::tensor({0.0f, static_cast<float>(std::cos(a)), 0.0f, static_cast<float>(std::sin(a))})));
+}
+
+TEST(Transformer, CachedDecodingMatchesTheFullForwardTokenByToken) {
+  for (const ModelConfig& config : {TinyConfig("llama"), TinyConfig("qwen2", 2, true)}) {
+    CausalLM model = MakeModel(config, 7);
+    at::Tensor ids = RandomIds(1, 10, 37, 8);
+    at::Tensor full = Logits(model, ids);
+    absl::StatusOr<KVCache> cache = model->CreateKVCache(/*num_slots=*/1, /*max_len=*/16);
+    ASSERT_TRUE(cache.ok());
+    // Prefill 4 tokens, then decode the remaining 6 one at a time.
+    absl::StatusOr<at::Tensor> prefill = model->ForwardWithCache(
+        ids.narrow(1, 0, 4), at::arange(4, at::kLong).unsqueeze(0), *cache, {0});
+    ASSERT_TRUE(prefill.ok()) << prefill.status();
+    EXPECT_TRUE(AllClose(*prefill, full.narrow(1, 0, 4)));
+    EXPECT_EQ(cache->lengths[0], 4);
+    for (int64_t t = 4; t < 10; ++t) {
+      absl::StatusOr<at::Tensor> step =
+          model->ForwardWithCache(ids.narrow(1, t, 1), at::full({1, 1}, t, at::kLong), *cache, {0});
+      ASSERT_TRUE(step.ok()) << step.status();
+      EXPECT_TRUE(AllClose(*step, full.narrow(1, t, 1))) << "position " << t;
+    }
+    EXPECT_EQ(cache->lengths[0], 10);
+  }
+}
+
+TEST(Transformer, CachedBatchServesSequencesAtDifferentPositionsInAnySlotOrder) {
+  CausalLM model = MakeModel(TinyConfig(), 9);
+  at::Tensor a = RandomIds(1, 9, 37, 10);
+  at::Tensor b = RandomIds(1, 6, 37, 11);
+  at::Tensor c = RandomIds(1, 5, 37, 12);
+  at::Tensor full_a = Logits(model, a), full_b = Logits(model, b), full_c = Logits(model, c);
+  absl::StatusOr<KVCache> cache = model->CreateKVCache(/*num_slots=*/3, /*max_len=*/12);
+  ASSERT_TRUE(cache.ok());
+  auto pos = [](int64_t p) { return at::full({1, 1}, p, at::kLong); };
+
+  // Sequence a: prompt of 5 into slot 2, two decode steps.
+  ASSERT_TRUE(
+      model->ForwardWithCache(a.narrow(1, 0, 5), at::arange(5).unsqueeze(0), *cache, {2}).ok());
+  for (int64_t t = 5; t < 7; ++t) {
+    ASSERT_TRUE(model->ForwardWithCache(a.narrow(1, t, 1), pos(t), *cache, {2}).ok());
+  }
+  // Sequence b is prefilled into slot 0 while a is mid-decode; slot 2 is untouched by it.
+  absl::StatusOr<at::Tensor> pb =
+      model->ForwardWithCache(b.narrow(1, 0, 3), at::arange(3).unsqueeze(0), *cache, {0});
+  ASSERT_TRUE(pb.ok());
+  EXPECT_TRUE(AllClose(*pb, full_b.narrow(1, 0, 3)));
+  EXPECT_EQ(cache->lengths, (std::vector<int64_t>{3, 0, 7}));
+
+  // Decode both in one batch, rows in slot order {2, 0} (not contiguous), at positions 7 and 3.
+  for (int64_t i = 0; i < 2; ++i) {
+    at::Tensor ids = at::cat({a.narrow(1, 7 + i, 1), b.narrow(1, 3 + i, 1)}, 0);
+    at::Tensor positions = at::tensor({7 + i, 3 + i}, at::kLong).view({2, 1});
+    absl::StatusOr<at::Tensor> step = model->ForwardWithCache(ids, positions, *cache, {2, 0});
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_TRUE(AllClose((*step)[0], full_a[0].narrow(0, 7 + i, 1)));
+    EXPECT_TRUE(AllClose((*step)[1], full_b[0].narrow(0, 3 + i, 1)));
+  }
+  EXPECT_EQ(cache->lengths, (std::vector<int64_t>{5, 0, 9}));
+
+  // One call that prefills c (3 tokens) into slot 1 and decodes b's next token in slot 0, with
+  // padding after b's single real token; only the last real token's logits are returned.
+  at::Tensor ids = at::cat({b.narrow(1, 5, 1).repeat({1, 3}), c.narrow(1, 0, 3)}, 0);
+  at::Tensor positions = at::tensor({5, 6, 7, 0, 1, 2}, at::kLong).view({2, 3});
+  CacheForwardOptions options;
+  options.num_new = {1, 3};
+  options.last_token_only = true;
+  absl::StatusOr<at::Tensor> mixed =
+      model->ForwardWithCache(ids, positions, *cache, {0, 1}, options);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->sizes(), at::IntArrayRef({2, 1, 37}));
+  EXPECT_TRUE(AllClose((*mixed)[0], full_b[0].narrow(0, 5, 1)));
+  EXPECT_TRUE(AllClose((*mixed)[1], full_c[0].narrow(0, 2, 1)));
+  EXPECT_EQ(cache->lengths, (std::vector<int64_t>{6, 3, 9}));
+
+  // Continuous batching: slot 2 finishes and is refilled; the stale entries are never read.
+  cache->ResetSlot(2);
+  absl::StatusOr<at::Tensor> refill =
+      model->ForwardWithCache(c, at::arange(5).unsqueeze(0), *cache, {2});
+  ASSERT_TRUE(refill.ok());
+  EXPECT_TRUE(AllClose(*refill, full_c));
+}
+
+TEST(Transformer, PaddedBatchMatchesEachSequenceAlone) {
+  CausalLM model = MakeModel(TinyConfig("qwen2"), 13);
+  at::Tensor s1 = RandomIds(1, 5, 37, 14);
+  at::Tensor s2 = RandomIds(1, 8, 37, 15);
+  at::Tensor alone1 = Logits(model, s1), alone2 = Logits(model, s2);
+  const int64_t pad = 0;
+
+  // Left padding: positions come from the mask, so the short row sees positions 0..4.
+  at::Tensor left = at::cat({at::cat({at::full({1, 3}, pad, at::kLong), s1}, 1), s2}, 0);
+  at::Tensor left_mask = at::ones({2, 8}, at::kLong);
+  left_mask[0].narrow(0, 0, 3).zero_();
+  at::Tensor batched = Logits(model, left, left_mask);
+  EXPECT_TRUE(AllClose(batched[0].narrow(0, 3, 5), alone1[0]));
+  EXPECT_TRUE(AllClose(batched[1], alone2[0]));
+  EXPECT_TRUE(at::isfinite(batched).all().item<bool>());  // even at the padded positions
+
+  // Right padding.
+  at::Tensor right = at::cat({at::cat({s1, at::full({1, 3}, pad, at::kLong)}, 1), s2}, 0);
+  at::Tensor right_mask = at::ones({2, 8}, at::kLong);
+  right_mask[0].narrow(0, 5, 3).zero_();
+  at::Tensor rbatched = Logits(model, right, right_mask);
+  EXPECT_TRUE(AllClose(rbatched[0].narrow(0, 0, 5), alone1[0]));
+  EXPECT_TRUE(AllClose(rbatched[1], alone2[0]));
+}
+
+TEST(Transformer, ValueModelReturnsOneValuePerToken) {
+  absl::StatusOr<ValueModel> critic = CreateValueModel(TinyConfig());
+  ASSERT_TRUE(critic.ok());
+  (*critic)->InitWeights(3);
+  std::vector<std::string> expected = HuggingFaceNames(2, false, /*tied=*/true);
+  expected.push_back("score.weight");
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(ParameterNames(**critic), expected);
+  EXPECT_EQ((*critic)->score->weight.sizes(), at::IntArrayRef({1, 32}));
+  absl::StatusOr<at::Tensor> values = (*critic)->Forward(RandomIds(3, 7, 37, 16));
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(values->sizes(), at::IntArrayRef({3, 7}));
+  absl::StatusOr<at::Tensor> hidden = (*critic)->HiddenStates(RandomIds(3, 7, 37, 16));
+  ASSERT_TRUE(hidden.ok());
+  EXPECT_TRUE(AllClose(*values, at::matmul(*hidden, (*critic)->score->weight.t()).squeeze(-1)));
+}
+
+TEST(Transformer, SeededInitIsReproducibleAndFollowsHuggingFace) {
+  ModelConfig config = TinyConfig();
+  config.initializer_range = 0.02;
+  config.pad_token_id = 0;
+  CausalLM a = MakeModel(config, 42), b = MakeModel(config, 42), c = MakeModel(config, 43);
+  auto pa = a->named_parameters(), pb = b->named_parameters(), pc = c->named_parameters();
+  bool any_differs = false;
+  for (const auto& item : pa) {
+    EXPECT_TRUE(at::equal(item.value(), pb[item.key()])) << item.key();
+    if (!at::equal(item.value(), pc[item.key()])) any_differs = true;
+  }
+  EXPECT_TRUE(any_differs);
+  EXPECT_TRUE(at::equal(pa["model.norm.weight"], at::ones({32})));
+  EXPECT_TRUE(at::equal(pa["model.embed_tokens.weight"][0], at::zeros({32})));  // padding row
+  at::Tensor w = pa["model.layers.0.mlp.down_proj.weight"];
+  EXPECT_NEAR(w.std().item<double>(), 0.02, 0.002);
+  EXPECT_NEAR(w.mean().item<double>(), 0.0, 0.002);
+}
+
+TEST(Transformer, RefusesBadInputsWithStatusesInsteadOfThrowing) {
+  CausalLM model = MakeModel(TinyConfig());
+  EXPECT_THAT(model->Forward(Ids({1, 2, 99})).status().message(), HasSubstr("vocabulary"));
+  EXPECT_FALSE(model->Forward(at::zeros({2, 3}, at::kFloat)).ok());
+  EXPECT_FALSE(model->Forward(at::zeros({3}, at::kLong)).ok());
+  EXPECT_THAT(model->Forward(Ids({1, 2}), at::ones({1, 3})).status().message(),
+              HasSubstr("attention_mask"));
+
+  absl::StatusOr<KVCache> cache = model->CreateKVCache(2, 4);
+  ASSERT_TRUE(cache.ok());
+  at::Tensor three = Ids({1, 2, 3});
+  at::Tensor pos = at::arange(3).unsqueeze(0);
+  ASSERT_TRUE(model->ForwardWithCache(three, pos, *cache, {1}).ok());
+  absl::StatusOr<at::Tensor> over = model->ForwardWithCache(three, pos + 3, *cache, {1});
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(cache->lengths, (std::vector<int64_t>{0, 3}));  // unchanged by the failed call
+  EXPECT_THAT(model->ForwardWithCache(three.repeat({2, 1}), pos.repeat({2, 1}), *cache, {0, 0})
+                  .status()
+                  .message(),
+              HasSubstr("twice"));
+  EXPECT_THAT(model->ForwardWithCache(three, pos, *cache, {5}).status().message(),
+              HasSubstr("slot 5"));
+  EXPECT_THAT(model->ForwardWithCache(three, pos, *cache, {0, 1}).status().message(),
+              HasSubstr("slots"));
+  CausalLM other = MakeModel(TinyConfig("llama", 4));
+  absl::StatusOr<KVCache> foreign = other->CreateKVCache(2, 4);
+  EXPECT_THAT(model->ForwardWithCache(three, pos, *foreign, {0}).status().message(),
+              HasSubstr("cache layer 0"));
+  ModelConfig bad = TinyConfig();
+  bad.num_key_value_heads = 3;
+  EXPECT_EQ(CreateCausalLM(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Transformer, SavedDirectoryLoadsBackToTheSameModel) {
+  for (bool tied : {false, true}) {
+    const std::string dir = TestDir(tied ? "saved_tied" : "saved");
+    CausalLM model = MakeModel(TinyConfig(tied ? "qwen2" : "llama", 2, tied), 21);
+    ASSERT_TRUE(SavePretrained(*model, dir).ok());
+    absl::StatusOr<ModelConfig> config = LoadModelConfig(dir + "/config.json");
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->architectures,
+              std::vector<std::string>{tied ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
+    EXPECT_EQ(config->torch_dtype, "float32");
+    absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(dir);
+    ASSERT_TRUE(reader.ok());
+    EXPECT_EQ(reader->Contains("lm_head.weight"), !tied);
+    EXPECT_EQ(reader->names(), ParameterNames(*model));
+
+    absl::StatusOr<CausalLM> loaded = LoadCausalLM(dir);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    at::Tensor ids = RandomIds(2, 5, 37, 22);
+    EXPECT_TRUE(at::equal(Logits(*loaded, ids), Logits(model, ids)));
+  }
+}
+
+TEST(Transformer, ShardedBf16DirectoryLoadsIntoAFloatModel) {
+  const std::string dir = TestDir("sharded_bf16");
+  CausalLM model = MakeModel(TinyConfig(), 23);
+  model->to(at::kBFloat16);
+  ASSERT_TRUE(SavePretrained(*model, dir, /*max_shard_bytes=*/8 * 1024).ok());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(dir + "/config.json");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->torch_dtype, "bfloat16");
+  absl::StatusOr<CausalLM> loaded = LoadCausalLM(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->output_embedding().scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal((*loaded)->output_embedding(), model->output_embedding().to(at::kFloat)));
+}
+
+TEST(Transformer, LoadRejectsACheckpointOfAnotherShapeNamingTheTensor) {
+  const std::string dir = TestDir("mismatch");
+  CausalLM model = MakeModel(TinyConfig(), 24);
+  ASSERT_TRUE(SavePretrained(*model, dir).ok());
+  ModelConfig other = TinyConfig();
+  other.intermediate_size = 48;
+  ASSERT_TRUE(WriteFileAtomically(dir + "/config.json", other.ToJson()).ok());
+  absl::StatusOr<CausalLM> loaded = LoadCausalLM(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(std::string(loaded.status().message()),
+              HasSubstr("'model.layers.0.mlp.gate_proj.weight' has shape [64, 32] in the file but "
+                        "the module expects [48, 32]"));
+}
+
+TEST(Transformer, ValueModelStartsFromAPolicyCheckpointAndRoundTrips) {
+  const std::string policy_dir = TestDir("policy");
+  CausalLM policy = MakeModel(TinyConfig(), 25);
+  ASSERT_TRUE(SavePretrained(*policy, policy_dir).ok());
+  absl::StatusOr<ValueModel> critic = LoadValueModel(policy_dir, /*score_seed=*/5);
+  ASSERT_TRUE(critic.ok()) << critic.status();
+  at::Tensor ids = RandomIds(2, 4, 37, 26);
+  EXPECT_TRUE(at::equal(*(*critic)->HiddenStates(ids), *policy->HiddenStates(ids)));
+  EXPECT_GT((*critic)->score->weight.abs().sum().item<float>(), 0.0f);
+
+  const std::string critic_dir = TestDir("critic");
+  ASSERT_TRUE(SavePretrained(**critic, critic_dir).ok());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(critic_dir + "/config.json");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->architectures, std::vector<std::string>{"LlamaForSequenceClassification"});
+  EXPECT_EQ(config->num_labels, 1);
+  absl::StatusOr<ValueModel> again = LoadValueModel(critic_dir, /*score_seed=*/999);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(at::equal(*(*again)->Forward(ids), *(*critic)->Forward(ids)));
+}
+
+}  // namespace
+}  // namespace models
+}  // namespace troupe
