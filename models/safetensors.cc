@@ -23,8 +23,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "models/atomic_file.h"
 #include "nlohmann/json.hpp"
+#include "runtime/atomic_file.h"
 #include "runtime/status_macros.h"
 
 namespace troupe {

@@ -16,8 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/atomic_file.h"
 #include "models/safetensors.h"
+#include "runtime/atomic_file.h"
 #include "runtime/status_macros.h"
 
 namespace troupe {

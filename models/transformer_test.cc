@@ -11,8 +11,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/atomic_file.h"
 #include "models/safetensors.h"
+#include "runtime/atomic_file.h"
 
 namespace troupe {
 namespace models {

@@ -139,10 +139,6 @@ class WarmupCosineSchedule {
   WarmupCosineOptions options_;
 };
 
-// Writes `contents` to `path` so readers see either the old file or the complete new one: writes
-// `path`.tmp.<pid>, fsyncs it, renames it over `path`, and fsyncs the directory.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
-
 // Reads a whole file. NotFound if it does not exist.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

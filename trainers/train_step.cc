@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/atomic_file.h"
 #include "runtime/status_macros.h"
 
 namespace troupe::trainers {

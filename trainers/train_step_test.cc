@@ -33,6 +33,10 @@ void SetGrad(at::Tensor& p, std::vector<double> g) {
 // AdamW
 // ----------------------------------------------------------------------------------------------
 
+TEST(ReadFile, MissingFileIsNotFound) {
+  EXPECT_EQ(ReadFile(TempPath("missing")).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(AdamW, FirstStepMovesEachParameterByLrTimesSignAfterDecoupledDecay) {
   // Step 1: m̂ = g, v̂ = g², so p ← p(1 - lr·wd) - lr·g / (|g| + ε).
   at::Tensor p = Param({1.0, -2.0});
@@ -217,20 +221,6 @@ TEST(WarmupCosineSchedule, RejectsOutOfRangeOptionsNamingTheField) {
   EXPECT_FALSE(WarmupCosineSchedule::Create({.peak_lr = 0.0}).ok());
   EXPECT_FALSE(
       WarmupCosineSchedule::Create({.peak_lr = 1, .warmup_steps = 9, .total_steps = 5}).ok());
-}
-
-TEST(WriteFileAtomically, ReplacesTheFileAndLeavesNoTemporaryBehind) {
-  const std::string path = TempPath("atomic.bin");
-  ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, std::string("sec\0nd", 6)).ok());
-  auto read = ReadFile(path);
-  ASSERT_TRUE(read.ok());
-  EXPECT_EQ(*read, std::string("sec\0nd", 6));
-  for (const auto& entry : std::filesystem::directory_iterator(testing::TempDir())) {
-    EXPECT_THAT(entry.path().filename().string(), ::testing::Not(HasSubstr("atomic.bin.tmp")));
-  }
-  EXPECT_EQ(ReadFile(TempPath("missing")).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_FALSE(WriteFileAtomically(TempPath("no/such/dir/file"), "x").ok());
 }
 
 // ----------------------------------------------------------------------------------------------

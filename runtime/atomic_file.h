@@ -14,8 +14,8 @@
 //
 // Thread-safety: the functions are thread-safe; concurrent writers of the same path each produce a
 // whole file and the last rename wins. An AtomicFileSink is used by one thread.
-#ifndef TROUPE_MODELS_ATOMIC_FILE_H_
-#define TROUPE_MODELS_ATOMIC_FILE_H_
+#ifndef TROUPE_RUNTIME_ATOMIC_FILE_H_
+#define TROUPE_RUNTIME_ATOMIC_FILE_H_
 
 #include <cstdint>
 #include <functional>
@@ -25,7 +25,6 @@
 #include "absl/strings/string_view.h"
 
 namespace troupe {
-namespace models {
 
 // Appends bytes to the temporary file behind WriteFileAtomically.
 class AtomicFileSink {
@@ -53,7 +52,6 @@ absl::Status WriteFileAtomically(const std::string& path,
 // Replaces `path` with `contents`.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
-}  // namespace models
 }  // namespace troupe
 
-#endif  // TROUPE_MODELS_ATOMIC_FILE_H_
+#endif  // TROUPE_RUNTIME_ATOMIC_FILE_H_

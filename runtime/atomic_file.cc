@@ -1,4 +1,4 @@
-#include "models/atomic_file.h"
+#include "runtime/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace troupe {
-namespace models {
 namespace {
 
 absl::Status ErrnoError(absl::string_view what, absl::string_view path, int err) {
@@ -108,5 +107,4 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
                              [contents](AtomicFileSink& sink) { return sink.Append(contents); });
 }
 
-}  // namespace models
 }  // namespace troupe

@@ -1,4 +1,4 @@
-#include "models/atomic_file.h"
+#include "runtime/atomic_file.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -15,7 +15,6 @@
 #include "gtest/gtest.h"
 
 namespace troupe {
-namespace models {
 namespace {
 
 using ::testing::HasSubstr;
@@ -97,5 +96,4 @@ TEST(AtomicFile, ReportsAMissingDirectoryByPath) {
 }
 
 }  // namespace
-}  // namespace models
 }  // namespace troupe
