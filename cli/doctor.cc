@@ -27,70 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// CUDA runtime entry points we call through dlsym; signatures from cuda_runtime_api.h, with the
-// enum return type as int so no CUDA header is needed.
-using CudaGetDeviceCountFn = int (*)(int*);
-using CudaVersionFn = int (*)(int*);
-using CudaGetErrorStringFn = const char* (*)(int);
-using NcclGetVersionFn = int (*)(int*);
-
-void* OpenFirst(const std::vector<std::string>& candidates, std::string* path) {
-  for (const std::string& c : candidates) {
-    if (void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *path = c;
-      return h;
-    }
-  }
-  return nullptr;
-}
-
-std::vector<std::string> CudaLibCandidates(const std::vector<std::string>& names) {
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
-    dirs.push_back(absl::StrCat(home, "/lib64/"));
-  }
-  dirs.push_back("/usr/local/cuda/lib64/");
-  dirs.push_back("");  // the loader's own search path
-  std::vector<std::string> out;
-  for (const std::string& d : dirs) {
-    for (const std::string& n : names) out.push_back(d + n);
-  }
-  return out;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Value in kB of a /proc/meminfo field, or -1.
-int64_t MeminfoKb(const std::string& meminfo, const std::string& key) {
-  size_t pos = meminfo.find(key + ":");
-  if (pos == std::string::npos) return -1;
-  return std::strtoll(meminfo.c_str() + pos + key.size() + 1, nullptr, 10);
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "model name")) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-int AffinityCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
-  return CPU_COUNT(&set);
-}
-
 }  // namespace
 
 MatmulResult MeasureMatmulGflops(int64_t n, double min_seconds) {
@@ -156,50 +92,6 @@ BlasInfo DetectBlas() {
   return info;
 }
 
-GpuProbe ProbeGpus() {
-  GpuProbe g;
-  void* rt = OpenFirst(CudaLibCandidates({"libcudart.so", "libcudart.so.13", "libcudart.so.12"}),
-                       &g.runtime_path);
-  if (rt == nullptr) {
-    g.error = "libcudart not found (no CUDA toolkit)";
-  } else {
-    g.runtime_loaded = true;
-    auto count_fn = reinterpret_cast<CudaGetDeviceCountFn>(dlsym(rt, "cudaGetDeviceCount"));
-    auto rt_ver = reinterpret_cast<CudaVersionFn>(dlsym(rt, "cudaRuntimeGetVersion"));
-    auto drv_ver = reinterpret_cast<CudaVersionFn>(dlsym(rt, "cudaDriverGetVersion"));
-    auto err_str = reinterpret_cast<CudaGetErrorStringFn>(dlsym(rt, "cudaGetErrorString"));
-    if (rt_ver != nullptr) rt_ver(&g.runtime_version);
-    if (drv_ver != nullptr) drv_ver(&g.driver_version);
-    if (count_fn == nullptr) {
-      g.error = "libcudart has no cudaGetDeviceCount";
-    } else {
-      int n = 0;
-      const int rc = count_fn(&n);
-      if (rc != 0) {
-        // Any error means "no usable GPU": 35 (insufficient driver) is what a machine without a
-        // driver returns, 100 (no device) one with a driver and no card.
-        g.error = absl::StrCat("cudaGetDeviceCount returned ", rc, " (",
-                               err_str != nullptr ? err_str(rc) : "unknown error", ")");
-      } else {
-        g.device_count = n;
-      }
-    }
-    // Device names through torch would need a CUDA LibTorch; the runtime's property struct
-    // layout varies by version, so names come from torch when it has CUDA.
-    if (g.device_count > 0 && torch::cuda::is_available()) {
-      for (int i = 0; i < g.device_count; ++i) g.device_names.push_back(absl::StrCat("cuda:", i));
-    }
-  }
-  void* nccl = OpenFirst(CudaLibCandidates({"libnccl.so.2", "libnccl.so"}), &g.nccl_path);
-  if (nccl != nullptr) {
-    g.nccl_loaded = true;
-    if (auto ver = reinterpret_cast<NcclGetVersionFn>(dlsym(nccl, "ncclGetVersion"))) {
-      ver(&g.nccl_version);
-    }
-  }
-  return g;
-}
-
 std::string TorchVersion() { return TORCH_VERSION; }
 
 bool TorchHasCuda() { return torch::cuda::is_available(); }
@@ -218,16 +110,15 @@ int RunDoctor(bool json) {
 
   // CPU and memory.
   const int hw = static_cast<int>(std::thread::hardware_concurrency());
-  const int affinity = AffinityCpus();
-  add("cpu", absl::StrCat(affinity, " usable of ", hw, " logical CPUs, ", CpuModel()));
-  j["cpus"] = affinity;
-  const std::string meminfo = ReadFile("/proc/meminfo");
-  const int64_t total_kb = MeminfoKb(meminfo, "MemTotal");
-  const int64_t avail_kb = MeminfoKb(meminfo, "MemAvailable");
-  add("memory", absl::StrFormat("%.1f GiB total, %.1f GiB available", total_kb / 1048576.0,
-                                avail_kb / 1048576.0));
-  j["memory_bytes"] = total_kb * 1024;
-  j["memory_available_bytes"] = avail_kb * 1024;
+  const int usable = UsableCpus();
+  add("cpu", absl::StrCat(usable, " usable of ", hw, " logical CPUs, ", CpuModel()));
+  j["cpus"] = usable;
+  const int64_t total = TotalMemoryBytes();
+  const int64_t avail = AvailableMemoryBytes();
+  add("memory", absl::StrFormat("%.1f GiB total, %.1f GiB available", total / 1073741824.0,
+                                avail / 1073741824.0));
+  j["memory_bytes"] = total;
+  j["memory_available_bytes"] = avail;
 
   // LibTorch, BLAS and a matmul roofline.
   const bool torch_cuda = TorchHasCuda();

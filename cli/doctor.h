@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/machine.h"
+
 namespace troupe {
 
 struct BlasInfo {
@@ -35,19 +37,6 @@ struct MatmulResult {
   double seconds = 0.0;  // elapsed time of the timed iterations
 };
 
-struct GpuProbe {
-  bool runtime_loaded = false;  // libcudart could be dlopened
-  std::string runtime_path;     // which libcudart
-  int runtime_version = 0;      // cudaRuntimeGetVersion, e.g. 13000
-  int driver_version = 0;       // cudaDriverGetVersion (0 = no driver)
-  int device_count = 0;         // devices that respond; 0 on any error
-  std::string error;            // e.g. "cudaGetDeviceCount returned 35 (...)"
-  std::vector<std::string> device_names;
-  bool nccl_loaded = false;
-  std::string nccl_path;
-  int nccl_version = 0;  // ncclGetVersion, e.g. 22803
-};
-
 // Runs a float32 n x n matmul in LibTorch, warm-up first, then repeats for about
 // `min_seconds`; returns the achieved GFLOP/s. This is the roofline later benchmarks compare to.
 MatmulResult MeasureMatmulGflops(int64_t n = 1024, double min_seconds = 0.5);
@@ -55,10 +44,6 @@ MatmulResult MeasureMatmulGflops(int64_t n = 1024, double min_seconds = 0.5);
 // Which BLAS the process has mapped. Call after at least one matmul (LibTorch loads BLAS lazily
 // through the libblas.so.3 alternative on Debian).
 BlasInfo DetectBlas();
-
-// Probes libcudart and libnccl via dlopen ($CUDA_HOME/lib64, /usr/local/cuda/lib64, then the
-// loader's search path).
-GpuProbe ProbeGpus();
 
 // LibTorch's version string and whether it was built with CUDA / sees a CUDA device.
 std::string TorchVersion();
