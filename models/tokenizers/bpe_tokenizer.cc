@@ -1,0 +1,673 @@
+#include "models/tokenizers/bpe_tokenizer.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "models/tokenizers/json_util.h"
+#include "models/tokenizers/unicode.h"
+#include "nlohmann/json.hpp"
+#include "runtime/status_macros.h"
+
+namespace troupe::models {
+namespace {
+
+using internal::FieldError;
+using internal::FindMember;
+using internal::Quote;
+using json = nlohmann::json;
+
+constexpr size_t kMaxCachedPieceBytes = 256;
+constexpr size_t kMaxCacheEntries = 1 << 17;
+
+// GPT-2's reversible byte <-> unicode map: printable Latin-1 bytes ('!'..'~', '¡'..'¬', '®'..'ÿ')
+// stand for themselves; the other 68 bytes (controls, space, DEL, NBSP, soft hyphen) map, in byte
+// order, to U+0100 onwards, so space is 'Ġ' (U+0120) and '\n' is 'Ċ' (U+010A).
+class ByteAlphabet {
+ public:
+  ByteAlphabet() {
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      const char32_t cp = printable ? static_cast<char32_t>(b) : next++;
+      byte_to_cp_[b] = cp;
+      cp_to_byte_[cp] = static_cast<int16_t>(b);
+      unicode::AppendUtf8(cp, &byte_text_[b]);
+    }
+  }
+  // The symbol text of byte `b` (UTF-8 of its code point).
+  const std::string& ByteText(uint8_t b) const { return byte_text_[b]; }
+  // The byte a symbol stands for, or -1 if `cp` is not a symbol.
+  int ByteOf(char32_t cp) const { return cp < kSize ? cp_to_byte_[cp] : -1; }
+
+ private:
+  static constexpr char32_t kSize = 256 + 68;
+  std::array<char32_t, 256> byte_to_cp_{};
+  std::array<int16_t, kSize> cp_to_byte_ = MakeUnset();
+  std::array<std::string, 256> byte_text_;
+
+  static std::array<int16_t, kSize> MakeUnset() {
+    std::array<int16_t, kSize> a;
+    a.fill(-1);
+    return a;
+  }
+};
+
+const ByteAlphabet& Alphabet() {
+  static const ByteAlphabet* const alphabet = new ByteAlphabet();
+  return *alphabet;
+}
+
+// The bytes a vocabulary token stands for. Characters outside the byte alphabet (which byte-level
+// BPE never produces) are kept as their own UTF-8.
+std::string TokenBytes(absl::string_view token) {
+  const ByteAlphabet& alphabet = Alphabet();
+  std::string bytes;
+  bytes.reserve(token.size());
+  for (size_t pos = 0; pos < token.size();) {
+    const unicode::DecodedChar c = unicode::DecodeUtf8(token, pos);
+    const int b = c.code_point == unicode::kInvalidCodePoint ? -1 : alphabet.ByteOf(c.code_point);
+    if (b >= 0) {
+      bytes.push_back(static_cast<char>(b));
+    } else {
+      bytes.append(token.data() + pos, c.length);
+    }
+    pos += c.length;
+  }
+  return bytes;
+}
+
+struct Node {
+  int32_t id;  // -1 once merged into its left neighbour
+  int32_t prev;
+  int32_t next;
+};
+
+struct Candidate {
+  int32_t rank;
+  int32_t pos;  // index of the left node
+  int32_t left_id;
+  int32_t right_id;
+  int32_t merged_id;
+};
+
+// Min-heap order: lowest rank first, then leftmost.
+struct CandidateAfter {
+  bool operator()(const Candidate& a, const Candidate& b) const {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  }
+};
+
+}  // namespace
+
+std::string BytesToByteLevelText(absl::string_view bytes) {
+  std::string text;
+  text.reserve(bytes.size() * 2);
+  for (char b : bytes) text += Alphabet().ByteText(static_cast<uint8_t>(b));
+  return text;
+}
+
+absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJson(absl::string_view json_text,
+                                                                     absl::string_view source) {
+  TROUPE_ASSIGN_OR_RETURN(json root, internal::ParseJson(json_text, source));
+  return FromJsonValue(root, source);
+}
+
+absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJsonValue(
+    const json& root, absl::string_view source) {
+  std::unique_ptr<BpeTokenizer> tokenizer(new BpeTokenizer());
+  try {
+    TROUPE_RETURN_IF_ERROR(tokenizer->Load(root, source));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": unexpected tokenizer.json structure: ", e.what()));
+  }
+  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFile(const std::string& path) {
+  TROUPE_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(path));
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tokenizer, FromJson(text, path));
+  TROUPE_RETURN_IF_ERROR(tokenizer->LoadConfigBeside(path));
+  return tokenizer;
+}
+
+absl::Status BpeTokenizer::Load(const json& root, absl::string_view source) {
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a JSON object at top level"));
+  }
+  const json* model = FindMember(root, "model");
+  if (model == nullptr) return FieldError(source, "model", "missing");
+  if (!model->is_object()) return FieldError(source, "model", "expected an object");
+
+  TROUPE_ASSIGN_OR_RETURN(std::string type,
+                          internal::OptionalString(*model, "type", "BPE", source, "model.type"));
+  if (type != "BPE") {
+    return FieldError(
+        source, "model.type",
+        absl::StrCat("unsupported model type ", Quote(type), " (only \"BPE\" is supported)"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(
+      bool byte_fallback,
+      internal::OptionalBool(*model, "byte_fallback", false, source, "model.byte_fallback"));
+  if (byte_fallback) {
+    return FieldError(source, "model.byte_fallback",
+                      "byte_fallback (SentencePiece-style) BPE is not supported; only byte-level "
+                      "BPE is");
+  }
+  if (const json* dropout = FindMember(*model, "dropout");
+      dropout != nullptr && !dropout->is_null()) {
+    if (!dropout->is_number()) return FieldError(source, "model.dropout", "expected a number");
+    if (dropout->get<double>() > 0) {
+      return FieldError(source, "model.dropout", "BPE dropout is not supported");
+    }
+  }
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const std::string field = absl::StrCat("model.", affix);
+    TROUPE_ASSIGN_OR_RETURN(std::string value,
+                            internal::OptionalString(*model, affix, "", source, field));
+    if (!value.empty()) {
+      return FieldError(source, field,
+                        absl::StrCat(Quote(value), " is not supported by byte-level BPE"));
+    }
+  }
+  TROUPE_ASSIGN_OR_RETURN(
+      fuse_unk_, internal::OptionalBool(*model, "fuse_unk", false, source, "model.fuse_unk"));
+  TROUPE_ASSIGN_OR_RETURN(ignore_merges_, internal::OptionalBool(*model, "ignore_merges", false,
+                                                                 source, "model.ignore_merges"));
+
+  TROUPE_RETURN_IF_ERROR(LoadVocab(*model, source));
+  TROUPE_ASSIGN_OR_RETURN(std::string unk, internal::OptionalString(*model, "unk_token", "", source,
+                                                                    "model.unk_token"));
+  if (!unk.empty()) {
+    const auto it = vocab_.find(unk);
+    if (it == vocab_.end()) {
+      return FieldError(source, "model.unk_token",
+                        absl::StrCat("token ", Quote(unk), " is not in model.vocab"));
+    }
+    unk_id_ = it->second;
+  }
+  TROUPE_RETURN_IF_ERROR(LoadMerges(*model, source));
+  TROUPE_RETURN_IF_ERROR(LoadAddedTokens(root, source));
+
+  if (const json* normalizer = FindMember(root, "normalizer");
+      normalizer != nullptr && !normalizer->is_null()) {
+    if (!normalizer->is_object()) return FieldError(source, "normalizer", "expected an object");
+    TROUPE_ASSIGN_OR_RETURN(
+        std::string normalizer_type,
+        internal::OptionalString(*normalizer, "type", "", source, "normalizer.type"));
+    if (normalizer_type != "NFC") {
+      return FieldError(source, "normalizer.type",
+                        absl::StrCat("unsupported normalizer ", Quote(normalizer_type),
+                                     " (supported: null, \"NFC\")"));
+    }
+  }
+
+  const json* pre_tokenizer = FindMember(root, "pre_tokenizer");
+  if (pre_tokenizer == nullptr || pre_tokenizer->is_null()) {
+    return FieldError(source, "pre_tokenizer",
+                      "missing: byte-level BPE needs a ByteLevel pre-tokenizer");
+  }
+  bool saw_byte_level = false;
+  TROUPE_RETURN_IF_ERROR(
+      LoadPreTokenizer(*pre_tokenizer, source, "pre_tokenizer", /*first=*/true, &saw_byte_level));
+  if (!saw_byte_level) {
+    return FieldError(source, "pre_tokenizer",
+                      "no ByteLevel step: only byte-level BPE is supported");
+  }
+
+  if (const json* decoder = FindMember(root, "decoder");
+      decoder != nullptr && !decoder->is_null()) {
+    if (!decoder->is_object()) return FieldError(source, "decoder", "expected an object");
+    TROUPE_ASSIGN_OR_RETURN(std::string decoder_type,
+                            internal::OptionalString(*decoder, "type", "", source, "decoder.type"));
+    bool ok = decoder_type == "ByteLevel";
+    if (decoder_type == "Sequence") {
+      const json* steps = FindMember(*decoder, "decoders");
+      ok = steps != nullptr && steps->is_array() && !steps->empty() &&
+           std::all_of(steps->begin(), steps->end(), [](const json& step) {
+             return step.is_object() && step.value("type", std::string()) == "ByteLevel";
+           });
+    }
+    if (!ok) {
+      return FieldError(source, "decoder.type",
+                        absl::StrCat("unsupported decoder ", Quote(decoder_type),
+                                     " (supported: null, \"ByteLevel\")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void BpeTokenizer::SetToken(int32_t id, std::string token, std::string bytes) {
+  if (static_cast<size_t>(id) >= id_bytes_.size()) {
+    id_text_.resize(id + 1);
+    id_bytes_.resize(id + 1);
+    id_present_.resize(id + 1, 0);
+    id_special_.resize(id + 1, 0);
+  }
+  id_text_[id] = std::move(token);
+  id_bytes_[id] = std::move(bytes);
+  id_present_[id] = 1;
+}
+
+absl::Status BpeTokenizer::LoadVocab(const json& model, absl::string_view source) {
+  const json* vocab = FindMember(model, "vocab");
+  if (vocab == nullptr) return FieldError(source, "model.vocab", "missing");
+  if (!vocab->is_object()) {
+    return FieldError(source, "model.vocab", "expected an object mapping token text to id");
+  }
+  if (vocab->empty()) return FieldError(source, "model.vocab", "empty");
+  vocab_.reserve(vocab->size());
+  for (const auto& item : vocab->items()) {
+    const std::string& token = item.key();
+    TROUPE_ASSIGN_OR_RETURN(
+        int32_t id,
+        internal::ToId(item.value(), source, absl::StrCat("model.vocab[", Quote(token), "]")));
+    if (static_cast<size_t>(id) < id_present_.size() && id_present_[id]) {
+      return FieldError(source, "model.vocab",
+                        absl::StrCat("id ", id, " is assigned to both ", Quote(id_text_[id]),
+                                     " and ", Quote(token)));
+    }
+    std::string bytes = TokenBytes(token);
+    if (ignore_merges_) bytes_to_id_.emplace(bytes, id);
+    vocab_.emplace(token, id);
+    SetToken(id, token, std::move(bytes));
+  }
+  for (int b = 0; b < 256; ++b) {
+    const auto it = vocab_.find(Alphabet().ByteText(static_cast<uint8_t>(b)));
+    byte_id_[b] = it == vocab_.end() ? -1 : it->second;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpeTokenizer::LoadMerges(const json& model, absl::string_view source) {
+  const json* merges = FindMember(model, "merges");
+  if (merges == nullptr) return FieldError(source, "model.merges", "missing");
+  if (!merges->is_array()) return FieldError(source, "model.merges", "expected an array");
+  merges_.reserve(merges->size());
+  std::string left;
+  std::string right;
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const json& entry = (*merges)[i];
+    const std::string field = absl::StrCat("model.merges[", i, "]");
+    if (entry.is_string()) {
+      const std::string& text = entry.get_ref<const std::string&>();
+      const size_t space = text.find(' ');
+      if (space == std::string::npos || space == 0 || space + 1 == text.size() ||
+          text.find(' ', space + 1) != std::string::npos) {
+        return FieldError(
+            source, field,
+            absl::StrCat("expected two tokens separated by one space, got ", Quote(text)));
+      }
+      left.assign(text, 0, space);
+      right.assign(text, space + 1);
+    } else if (entry.is_array() && entry.size() == 2 && entry[0].is_string() &&
+               entry[1].is_string()) {
+      left = entry[0].get<std::string>();
+      right = entry[1].get<std::string>();
+    } else {
+      return FieldError(source, field,
+                        "expected a \"left right\" string or a [\"left\", \"right\"] pair");
+    }
+    const auto left_it = vocab_.find(left);
+    if (left_it == vocab_.end()) {
+      return FieldError(source, field,
+                        absl::StrCat("token ", Quote(left), " is not in model.vocab"));
+    }
+    const auto right_it = vocab_.find(right);
+    if (right_it == vocab_.end()) {
+      return FieldError(source, field,
+                        absl::StrCat("token ", Quote(right), " is not in model.vocab"));
+    }
+    const auto merged_it = vocab_.find(absl::StrCat(left, right));
+    if (merged_it == vocab_.end()) {
+      return FieldError(source, field,
+                        absl::StrCat("merged token ", Quote(absl::StrCat(left, right)),
+                                     " is not in model.vocab"));
+    }
+    // A repeated pair keeps its first (lowest) rank.
+    merges_.try_emplace(PairKey(left_it->second, right_it->second),
+                        Merge{static_cast<int32_t>(i), merged_it->second});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpeTokenizer::LoadAddedTokens(const json& root, absl::string_view source) {
+  const json* added = FindMember(root, "added_tokens");
+  if (added == nullptr || added->is_null()) return absl::OkStatus();
+  if (!added->is_array()) return FieldError(source, "added_tokens", "expected an array");
+  std::vector<AddedToken> tokens;
+  for (size_t i = 0; i < added->size(); ++i) {
+    const json& entry = (*added)[i];
+    const std::string field = absl::StrCat("added_tokens[", i, "]");
+    if (!entry.is_object()) return FieldError(source, field, "expected an object");
+    AddedToken token;
+    const json* id = FindMember(entry, "id");
+    if (id == nullptr) return FieldError(source, field + ".id", "missing");
+    TROUPE_ASSIGN_OR_RETURN(token.id, internal::ToId(*id, source, field + ".id"));
+    TROUPE_ASSIGN_OR_RETURN(
+        token.content, internal::OptionalString(entry, "content", "", source, field + ".content"));
+    if (token.content.empty()) return FieldError(source, field + ".content", "missing or empty");
+    TROUPE_ASSIGN_OR_RETURN(
+        token.special, internal::OptionalBool(entry, "special", false, source, field + ".special"));
+    TROUPE_ASSIGN_OR_RETURN(
+        token.lstrip, internal::OptionalBool(entry, "lstrip", false, source, field + ".lstrip"));
+    TROUPE_ASSIGN_OR_RETURN(
+        token.rstrip, internal::OptionalBool(entry, "rstrip", false, source, field + ".rstrip"));
+    TROUPE_ASSIGN_OR_RETURN(
+        token.single_word,
+        internal::OptionalBool(entry, "single_word", false, source, field + ".single_word"));
+    if (added_by_content_.contains(token.content)) {
+      return FieldError(source, field + ".content",
+                        absl::StrCat(Quote(token.content), " appears twice"));
+    }
+    const bool taken = static_cast<size_t>(token.id) < id_present_.size() && id_present_[token.id];
+    if (taken && id_text_[token.id] != token.content) {
+      return FieldError(
+          source, field + ".id",
+          absl::StrCat("id ", token.id, " already belongs to ", Quote(id_text_[token.id])));
+    }
+    SetToken(token.id, token.content, token.content);
+    id_special_[token.id] = token.special ? 1 : 0;
+    added_by_content_.emplace(token.content, token.id);
+    tokens.push_back(std::move(token));
+  }
+  added_ = AddedTokenMatcher(std::move(tokens));
+  return absl::OkStatus();
+}
+
+absl::Status BpeTokenizer::LoadPreTokenizer(const json& node, absl::string_view source,
+                                            const std::string& field, bool first,
+                                            bool* saw_byte_level) {
+  if (!node.is_object()) return FieldError(source, field, "expected an object");
+  TROUPE_ASSIGN_OR_RETURN(std::string type,
+                          internal::OptionalString(node, "type", "", source, field + ".type"));
+  if (type == "Sequence") {
+    const json* steps = FindMember(node, "pretokenizers");
+    if (steps == nullptr || !steps->is_array()) {
+      return FieldError(source, field + ".pretokenizers", "expected an array");
+    }
+    for (size_t i = 0; i < steps->size(); ++i) {
+      TROUPE_RETURN_IF_ERROR(LoadPreTokenizer((*steps)[i], source,
+                                              absl::StrCat(field, ".pretokenizers[", i, "]"),
+                                              first && i == 0, saw_byte_level));
+    }
+    return absl::OkStatus();
+  }
+  if (type == "ByteLevel") {
+    // Hugging Face's defaults for both flags are true.
+    TROUPE_ASSIGN_OR_RETURN(bool add_prefix_space,
+                            internal::OptionalBool(node, "add_prefix_space", true, source,
+                                                   field + ".add_prefix_space"));
+    TROUPE_ASSIGN_OR_RETURN(bool use_regex, internal::OptionalBool(node, "use_regex", true, source,
+                                                                   field + ".use_regex"));
+    if (add_prefix_space) {
+      if (!first) {
+        return FieldError(source, field + ".add_prefix_space",
+                          "supported only on the first pre-tokenizer step");
+      }
+      add_prefix_space_ = true;
+    }
+    if (use_regex) splitters_.push_back(PatternSplitter::Gpt2());
+    *saw_byte_level = true;
+    return absl::OkStatus();
+  }
+  if (type == "Split") {
+    const json* pattern = FindMember(node, "pattern");
+    if (pattern == nullptr || !pattern->is_object()) {
+      return FieldError(source, field + ".pattern", "expected {\"Regex\": \"...\"}");
+    }
+    const json* regex = FindMember(*pattern, "Regex");
+    if (regex == nullptr) {
+      if (FindMember(*pattern, "String") != nullptr) {
+        return FieldError(source, field + ".pattern.String",
+                          "literal String split patterns are not supported (use Regex)");
+      }
+      return FieldError(source, field + ".pattern", "expected {\"Regex\": \"...\"}");
+    }
+    if (!regex->is_string())
+      return FieldError(source, field + ".pattern.Regex", "expected a string");
+    absl::StatusOr<PatternSplitter> splitter =
+        PatternSplitter::FromRegex(regex->get_ref<const std::string&>());
+    if (!splitter.ok()) {
+      return FieldError(source, field + ".pattern.Regex", splitter.status().message());
+    }
+    TROUPE_ASSIGN_OR_RETURN(
+        std::string behavior,
+        internal::OptionalString(node, "behavior", "Isolated", source, field + ".behavior"));
+    if (behavior != "Isolated") {
+      return FieldError(
+          source, field + ".behavior",
+          absl::StrCat("unsupported behavior ", Quote(behavior), " (supported: \"Isolated\")"));
+    }
+    TROUPE_ASSIGN_OR_RETURN(
+        bool invert, internal::OptionalBool(node, "invert", false, source, field + ".invert"));
+    if (invert) return FieldError(source, field + ".invert", "inverted splits are not supported");
+    splitters_.push_back(*splitter);
+    return absl::OkStatus();
+  }
+  if (type.empty()) return FieldError(source, field + ".type", "missing");
+  return FieldError(source, field + ".type",
+                    absl::StrCat("unsupported pre-tokenizer ", Quote(type),
+                                 " (supported: ByteLevel, Split, Sequence)"));
+}
+
+absl::Status BpeTokenizer::ApplyTokenizerConfig(absl::string_view config_json,
+                                                absl::string_view source) {
+  TROUPE_ASSIGN_OR_RETURN(json config, internal::ParseJson(config_json, source));
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a JSON object at top level"));
+  }
+  struct Slot {
+    const char* field;
+    std::optional<int32_t>* id;
+  };
+  for (const Slot& slot :
+       {Slot{"bos_token", &bos_id_}, Slot{"eos_token", &eos_id_}, Slot{"pad_token", &pad_id_}}) {
+    const json* value = FindMember(config, slot.field);
+    if (value == nullptr || value->is_null()) continue;
+    std::string content;
+    if (value->is_string()) {
+      content = value->get<std::string>();
+    } else if (value->is_object() && value->contains("content") &&
+               value->at("content").is_string()) {
+      content = value->at("content").get<std::string>();
+    } else {
+      return FieldError(source, slot.field, "expected a string or {\"content\": string}");
+    }
+    absl::StatusOr<int32_t> id = TokenId(content);
+    if (!id.ok()) {
+      return FieldError(source, slot.field,
+                        absl::StrCat("token ", Quote(content), " is not in the vocabulary"));
+    }
+    *slot.id = *id;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BpeTokenizer::LoadConfigBeside(const std::string& tokenizer_json_path) {
+  const std::string config_path =
+      internal::SiblingPath(tokenizer_json_path, "tokenizer_config.json");
+  if (!internal::IsRegularFile(config_path)) return absl::OkStatus();
+  TROUPE_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(config_path));
+  return ApplyTokenizerConfig(text, config_path);
+}
+
+void BpeTokenizer::PreTokenizeInto(absl::string_view text, std::string* storage,
+                                   std::vector<absl::string_view>* pieces) const {
+  if (text.empty()) return;
+  if (add_prefix_space_ && text[0] != ' ') {
+    *storage = absl::StrCat(" ", text);
+    text = *storage;
+  }
+  if (splitters_.empty()) {
+    pieces->push_back(text);
+    return;
+  }
+  const size_t first = pieces->size();
+  splitters_[0].Split(text, pieces);
+  for (size_t s = 1; s < splitters_.size(); ++s) {
+    std::vector<absl::string_view> next;
+    for (size_t i = first; i < pieces->size(); ++i) splitters_[s].Split((*pieces)[i], &next);
+    pieces->resize(first);
+    pieces->insert(pieces->end(), next.begin(), next.end());
+  }
+}
+
+std::vector<std::string> BpeTokenizer::PreTokenize(absl::string_view text) const {
+  std::string storage;
+  std::vector<absl::string_view> pieces;
+  PreTokenizeInto(text, &storage, &pieces);
+  return std::vector<std::string>(pieces.begin(), pieces.end());
+}
+
+absl::StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(absl::string_view text,
+                                                          const EncodeOptions& options) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  std::vector<AddedTokenMatcher::Segment> segments;
+  if (added_.empty()) {
+    segments.push_back({text, -1});
+  } else {
+    added_.Split(text, options.match_special_tokens, &segments);
+  }
+  std::string storage;
+  std::vector<absl::string_view> pieces;
+  for (const AddedTokenMatcher::Segment& segment : segments) {
+    if (segment.id >= 0) {
+      ids.push_back(segment.id);
+      continue;
+    }
+    pieces.clear();
+    PreTokenizeInto(segment.text, &storage, &pieces);
+    for (absl::string_view piece : pieces) TROUPE_RETURN_IF_ERROR(EncodePiece(piece, &ids));
+  }
+  return ids;
+}
+
+absl::Status BpeTokenizer::EncodePiece(absl::string_view piece, std::vector<int32_t>* out) const {
+  if (piece.size() == 1) {
+    const int32_t id = byte_id_[static_cast<unsigned char>(piece[0])];
+    if (id >= 0) {
+      out->push_back(id);
+      return absl::OkStatus();
+    }
+  }
+  if (ignore_merges_) {
+    const auto it = bytes_to_id_.find(piece);
+    if (it != bytes_to_id_.end()) {
+      out->push_back(it->second);
+      return absl::OkStatus();
+    }
+  }
+  if (piece.size() > kMaxCachedPieceBytes) return MergePiece(piece, out);
+  {
+    absl::ReaderMutexLock lock(&cache_mu_);
+    const auto it = cache_.find(piece);
+    if (it != cache_.end()) {
+      out->insert(out->end(), it->second.begin(), it->second.end());
+      return absl::OkStatus();
+    }
+  }
+  const size_t before = out->size();
+  TROUPE_RETURN_IF_ERROR(MergePiece(piece, out));
+  absl::WriterMutexLock lock(&cache_mu_);
+  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+  cache_.try_emplace(piece, out->begin() + before, out->end());
+  return absl::OkStatus();
+}
+
+absl::Status BpeTokenizer::MergePiece(absl::string_view piece, std::vector<int32_t>* out) const {
+  thread_local std::vector<Node> nodes;
+  thread_local std::vector<Candidate> heap;
+  nodes.clear();
+  heap.clear();
+  bool previous_unknown = false;
+  for (size_t i = 0; i < piece.size(); ++i) {
+    const unsigned char b = static_cast<unsigned char>(piece[i]);
+    int32_t id = byte_id_[b];
+    if (id < 0) {
+      if (unk_id_ < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("byte 0x%02X (in %s) has no token in model.vocab and "
+                            "model.unk_token is not set",
+                            b, Quote(piece)));
+      }
+      if (fuse_unk_ && previous_unknown) continue;
+      id = unk_id_;
+      previous_unknown = true;
+    } else {
+      previous_unknown = false;
+    }
+    const int32_t index = static_cast<int32_t>(nodes.size());
+    nodes.push_back({id, index - 1, -1});
+    if (index > 0) nodes[index - 1].next = index;
+  }
+  const auto push_candidate = [&](int32_t pos) {
+    const int32_t right = nodes[pos].next;
+    if (right < 0) return;
+    const auto it = merges_.find(PairKey(nodes[pos].id, nodes[right].id));
+    if (it == merges_.end()) return;
+    heap.push_back({it->second.rank, pos, nodes[pos].id, nodes[right].id, it->second.merged_id});
+    std::push_heap(heap.begin(), heap.end(), CandidateAfter());
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(nodes.size()); ++i) push_candidate(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), CandidateAfter());
+    const Candidate c = heap.back();
+    heap.pop_back();
+    Node& left = nodes[c.pos];
+    // Skip candidates made stale by earlier merges.
+    if (left.id != c.left_id || left.next < 0 || nodes[left.next].id != c.right_id) continue;
+    Node& right = nodes[left.next];
+    left.id = c.merged_id;
+    left.next = right.next;
+    if (right.next >= 0) nodes[right.next].prev = c.pos;
+    right.id = -1;
+    if (left.prev >= 0) push_candidate(left.prev);
+    push_candidate(c.pos);
+  }
+  for (int32_t i = nodes.empty() ? -1 : 0; i >= 0; i = nodes[i].next) out->push_back(nodes[i].id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> BpeTokenizer::Decode(absl::Span<const int32_t> ids,
+                                                 const DecodeOptions& options) const {
+  std::string text;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || id >= vocab_size() || !id_present_[id]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "id ", id, " at index ", i, " is not in the vocabulary (vocab_size ", vocab_size(), ")"));
+    }
+    if (options.skip_special_tokens && id_special_[id]) continue;
+    text += id_bytes_[id];
+  }
+  return text;
+}
+
+absl::StatusOr<int32_t> BpeTokenizer::TokenId(absl::string_view token) const {
+  if (const auto it = added_by_content_.find(token); it != added_by_content_.end()) {
+    return it->second;
+  }
+  if (const auto it = vocab_.find(token); it != vocab_.end()) return it->second;
+  return absl::NotFoundError(absl::StrCat("no token ", Quote(token), " in the vocabulary"));
+}
+
+absl::StatusOr<std::string> BpeTokenizer::TokenText(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || !id_present_[id]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("id ", id, " is not in the vocabulary (vocab_size ", vocab_size(), ")"));
+  }
+  return id_text_[id];
+}
+
+bool BpeTokenizer::IsSpecialToken(int32_t id) const {
+  return id >= 0 && id < vocab_size() && id_special_[id];
+}
+
+}  // namespace troupe::models

@@ -1,0 +1,156 @@
+// BpeTokenizer: byte-level BPE (GPT-2 / Qwen2 / Llama-3 style) loaded from a Hugging Face
+// tokenizer.json.
+//
+// Encoding a text:
+//   1. added tokens ("added_tokens") are matched first (added_tokens.h) and become their ids;
+//   2. each remaining stretch is pre-tokenized by the file's pre_tokenizer: a ByteLevel step
+//      (use_regex = true means the GPT-2 regex), a Split with a supported Regex (pre_tokenizer.h),
+//      or a Sequence of these;
+//   3. each piece's UTF-8 bytes become the GPT-2 byte-to-unicode symbols and the merges
+//      ("model.merges", either "a b" strings or ["a", "b"] pairs) are applied lowest rank first
+//      (ties: leftmost first), exactly as Hugging Face's BPE model does.
+// Decoding concatenates the tokens and maps each symbol back to its byte.
+//
+// Accepted tokenizer.json: model.type "BPE" (or absent) with vocab and merges; unk_token
+// optional; byte_fallback, dropout, continuing_subword_prefix and end_of_word_suffix must be off;
+// ignore_merges and fuse_unk are honoured. normalizer: null or "NFC". NFC is not applied: input is
+// assumed to be NFC already (true of nearly all text), so decomposed accents may encode
+// differently from Hugging Face. pre_tokenizer: must contain a ByteLevel step; add_prefix_space
+// only on the first step. decoder: null or ByteLevel. post_processor: ignored. Anything else is
+// refused with InvalidArgument naming the file and the field.
+//
+// bos/eos/pad ids are not in tokenizer.json: they come from tokenizer_config.json
+// ("bos_token", "eos_token", "pad_token") via LoadConfigBeside / ApplyTokenizerConfig.
+//
+// Thread-safety: after loading (and ApplyTokenizerConfig), all const methods may be called
+// concurrently. Encode memoizes the merge result per piece in a bounded cache guarded by a mutex.
+#ifndef TROUPE_MODELS_TOKENIZERS_BPE_TOKENIZER_H_
+#define TROUPE_MODELS_TOKENIZERS_BPE_TOKENIZER_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "models/tokenizers/added_tokens.h"
+#include "models/tokenizers/pre_tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
+#include "nlohmann/json_fwd.hpp"
+
+namespace troupe::models {
+
+// The byte-level symbol text of raw `bytes` under GPT-2's byte-to-unicode map, as vocabulary
+// entries are written: " the" -> "Ġthe", "\n" -> "Ċ". For building tokenizer.json files.
+std::string BytesToByteLevelText(absl::string_view bytes);
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  // Parses tokenizer.json text; `source` (usually the path) prefixes every error message.
+  static absl::StatusOr<std::unique_ptr<BpeTokenizer>> FromJson(absl::string_view json,
+                                                                absl::string_view source);
+  // As FromJson, from an already parsed document.
+  static absl::StatusOr<std::unique_ptr<BpeTokenizer>> FromJsonValue(const nlohmann::json& root,
+                                                                     absl::string_view source);
+  // Reads `path` and then LoadConfigBeside(path).
+  static absl::StatusOr<std::unique_ptr<BpeTokenizer>> FromFile(const std::string& path);
+
+  BpeTokenizer(const BpeTokenizer&) = delete;
+  BpeTokenizer& operator=(const BpeTokenizer&) = delete;
+
+  // Sets bos/eos/pad from a tokenizer_config.json document: each of "bos_token", "eos_token",
+  // "pad_token" may be absent, null, a string or {"content": string}, and must name a token.
+  // InvalidArgument naming `source` and the field otherwise. Not thread-safe: call before use.
+  absl::Status ApplyTokenizerConfig(absl::string_view config_json, absl::string_view source);
+  // Applies tokenizer_config.json from the directory of `tokenizer_json_path`; OK if there is none.
+  absl::Status LoadConfigBeside(const std::string& tokenizer_json_path);
+
+  using Tokenizer::Decode;
+  using Tokenizer::Encode;
+  absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
+                                              const EncodeOptions& options) const override;
+  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
+                                     const DecodeOptions& options) const override;
+  int32_t vocab_size() const override { return static_cast<int32_t>(id_bytes_.size()); }
+  absl::StatusOr<int32_t> TokenId(absl::string_view token) const override;
+  absl::StatusOr<std::string> TokenText(int32_t id) const override;
+  bool IsSpecialToken(int32_t id) const override;
+  std::optional<int32_t> bos_id() const override { return bos_id_; }
+  std::optional<int32_t> eos_id() const override { return eos_id_; }
+  std::optional<int32_t> pad_id() const override { return pad_id_; }
+
+  // The pieces that BPE runs on for `text` (no added-token matching; add_prefix_space applied),
+  // for inspection and tests.
+  std::vector<std::string> PreTokenize(absl::string_view text) const;
+
+  int num_merges() const { return static_cast<int>(merges_.size()); }
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t merged_id;
+  };
+
+  BpeTokenizer() = default;
+
+  absl::Status Load(const nlohmann::json& root, absl::string_view source);
+  absl::Status LoadVocab(const nlohmann::json& model, absl::string_view source);
+  absl::Status LoadMerges(const nlohmann::json& model, absl::string_view source);
+  absl::Status LoadAddedTokens(const nlohmann::json& root, absl::string_view source);
+  absl::Status LoadPreTokenizer(const nlohmann::json& node, absl::string_view source,
+                                const std::string& field, bool first, bool* saw_byte_level);
+  // Registers `id` with vocabulary text `token` and decoded bytes `bytes`.
+  void SetToken(int32_t id, std::string token, std::string bytes);
+
+  // Splits one added-token-free stretch into pieces (views into `text` or `*storage`).
+  void PreTokenizeInto(absl::string_view text, std::string* storage,
+                       std::vector<absl::string_view>* pieces) const;
+  // Appends the BPE ids of one piece.
+  absl::Status EncodePiece(absl::string_view piece, std::vector<int32_t>* out) const;
+  // Merges the symbols of `piece` (one per byte) and appends the resulting ids.
+  absl::Status MergePiece(absl::string_view piece, std::vector<int32_t>* out) const;
+
+  static uint64_t PairKey(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
+  }
+
+  // Vocabulary.
+  absl::flat_hash_map<std::string, int32_t> vocab_;        // token text -> id
+  absl::flat_hash_map<std::string, int32_t> bytes_to_id_;  // decoded bytes -> id (model vocab)
+  std::vector<std::string> id_text_;                       // id -> token text
+  std::vector<std::string> id_bytes_;                      // id -> decoded bytes
+  std::vector<uint8_t> id_present_;                        // 1 if the id is assigned
+  std::vector<uint8_t> id_special_;                        // 1 if special
+  std::array<int32_t, 256> byte_id_{};                     // byte -> id of its symbol, or -1
+  absl::flat_hash_map<uint64_t, Merge> merges_;            // (left, right) -> merge
+  absl::flat_hash_map<std::string, int32_t> added_by_content_;
+  AddedTokenMatcher added_;
+  int32_t unk_id_ = -1;
+  bool fuse_unk_ = false;
+  bool ignore_merges_ = false;
+
+  // Pre-tokenization.
+  std::vector<PatternSplitter> splitters_;  // applied in order
+  bool add_prefix_space_ = false;
+
+  std::optional<int32_t> bos_id_;
+  std::optional<int32_t> eos_id_;
+  std::optional<int32_t> pad_id_;
+
+  // piece bytes -> ids, for pieces up to kMaxCachedPieceBytes; cleared when full.
+  mutable absl::Mutex cache_mu_;
+  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_ ABSL_GUARDED_BY(cache_mu_);
+};
+
+}  // namespace troupe::models
+
+#endif  // TROUPE_MODELS_TOKENIZERS_BPE_TOKENIZER_H_
