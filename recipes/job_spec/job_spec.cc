@@ -1,0 +1,1377 @@
+#include "recipes/job_spec/job_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <tuple>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "models/model_config.h"
+#include "recipes/job_spec/job_tasks.h"
+#include "recipes/job_spec/spec_tree.h"
+#include "runtime/status_macros.h"
+
+namespace troupe::recipes {
+namespace {
+
+using job_spec_internal::ClassifyPlainText;
+using job_spec_internal::ClassifyScalar;
+using job_spec_internal::FormatFloat;
+using job_spec_internal::FormatLoc;
+using job_spec_internal::ScalarValue;
+using job_spec_internal::SpecEntry;
+using job_spec_internal::SpecLoc;
+using job_spec_internal::SpecNode;
+using Kind = SpecNode::Kind;
+using nlohmann::ordered_json;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kMaxReportedErrors = 25;
+
+// ------------------------------------------------------------------------------------------------
+// Enum spellings
+// ------------------------------------------------------------------------------------------------
+
+template <typename E>
+using NameTable = std::vector<std::pair<absl::string_view, E>>;
+
+const NameTable<AdvEstimator>& AdvEstimators() {
+  static const NameTable<AdvEstimator> table = {{"grpo", AdvEstimator::kGrpo},
+                                                {"gae", AdvEstimator::kGae}};
+  return table;
+}
+const NameTable<KlType>& KlTypes() {
+  static const NameTable<KlType> table = {
+      {"k1", KlType::kK1}, {"k2", KlType::kK2}, {"k3", KlType::kK3}};
+  return table;
+}
+const NameTable<LossAggMode>& LossAggModes() {
+  static const NameTable<LossAggMode> table = {
+      {"token-mean", LossAggMode::kTokenMean},
+      {"seq-mean-token-mean", LossAggMode::kSeqMeanTokenMean},
+      {"seq-mean-token-sum-norm", LossAggMode::kSeqMeanTokenSumNorm}};
+  return table;
+}
+const NameTable<OffPolicyMode>& OffPolicyModes() {
+  static const NameTable<OffPolicyMode> table = {{"truncate", OffPolicyMode::kTruncate},
+                                                 {"mask", OffPolicyMode::kMask},
+                                                 {"none", OffPolicyMode::kNone}};
+  return table;
+}
+const NameTable<LrSchedule>& LrSchedules() {
+  static const NameTable<LrSchedule> table = {{"constant", LrSchedule::kConstant},
+                                              {"cosine", LrSchedule::kCosine}};
+  return table;
+}
+
+template <typename E>
+absl::string_view NameOf(const NameTable<E>& table, E value) {
+  for (const auto& [name, v] : table) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+// verl's names for keys that are spelled differently (or live elsewhere) here.
+const std::vector<std::pair<absl::string_view, absl::string_view>>& VerlNames() {
+  static const std::vector<std::pair<absl::string_view, absl::string_view>> table = {
+      {"clip_ratio", "algorithm.clip_eps"},
+      {"clip_ratio_low", "algorithm.clip_eps_low"},
+      {"clip_ratio_high", "algorithm.clip_eps_high"},
+      {"kl_loss_coef", "algorithm.kl.coef"},
+      {"kl_loss_type", "algorithm.kl.type"},
+      {"use_kl_loss", "algorithm.kl.coef (0 = off)"},
+      {"norm_adv_by_std_in_grpo", "algorithm.norm_adv_by_std"},
+      {"total_training_steps", "trainer.total_steps"},
+      {"test_freq", "trainer.eval_every"},
+      {"save_freq", "actors.checkpointer.every_steps"},
+      {"max_actor_ckpt_to_keep", "actors.checkpointer.keep"},
+      {"ppo_micro_batch_size_per_gpu", "trainer.micro_batch_size"},
+      {"lr_warmup_steps", "trainer.warmup_steps"},
+      {"warmup_style", "trainer.lr_schedule"},
+      {"response_length", "data.max_response_length"},
+      {"num_gpus", "actors.<kind>.resources.GPU"},
+      {"num_cpus", "actors.<kind>.resources.CPU"},
+  };
+  return table;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Small helpers
+// ------------------------------------------------------------------------------------------------
+
+std::string ChildPath(absl::string_view path, absl::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+}
+
+std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CEscape(s), "\""); }
+
+std::string Number(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
+    return absl::StrCat(static_cast<int64_t>(v));
+  }
+  return absl::StrCat(v);
+}
+
+// How a value is shown in "got ..." messages.
+std::string Got(const SpecNode& node) {
+  switch (node.kind) {
+    case Kind::kNull:
+      return "null";
+    case Kind::kMap:
+      return "a map";
+    case Kind::kList:
+      return "a list";
+    case Kind::kScalar:
+      break;
+  }
+  if (node.quoted) return absl::StrCat(Quote(node.scalar), " (a quoted string)");
+  if (ClassifyPlainText(node.scalar).type == ScalarValue::Type::kString) return Quote(node.scalar);
+  return node.scalar;
+}
+
+size_t EditDistance(absl::string_view a_in, absl::string_view b_in) {
+  const std::string a = absl::AsciiStrToLower(a_in);
+  const std::string b = absl::AsciiStrToLower(b_in);
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate closest to `word` if it is close enough to be a plausible typo, else "".
+std::string Closest(absl::string_view word, const std::vector<std::string>& candidates) {
+  const size_t budget = word.size() <= 3 ? 1 : word.size() <= 8 ? 2 : 3;
+  std::string best;
+  size_t best_distance = budget + 1;
+  for (const std::string& candidate : candidates) {
+    const size_t d = EditDistance(word, candidate);
+    if (d < best_distance || (d == best_distance && candidate < best)) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  return best_distance <= budget ? best : "";
+}
+
+// Inclusive/exclusive bounds on a number, and how to say them.
+struct Range {
+  double lo = -kInf;
+  double hi = kInf;
+  bool lo_open = false;
+  bool hi_open = false;
+
+  bool Contains(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  std::string Describe(bool integer) const {
+    const char* noun = integer ? "integer" : "number";
+    if (lo == 0 && hi == kInf) {
+      return absl::StrCat(lo_open ? "a positive " : "a non-negative ", noun);
+    }
+    const char* article = integer ? "an " : "a ";
+    if (lo == -kInf && hi == kInf) return absl::StrCat(article, noun);
+    if (lo == hi) return absl::StrCat("exactly ", Number(lo));
+    if (hi == kInf) return absl::StrCat(article, noun, lo_open ? " > " : " >= ", Number(lo));
+    if (lo == -kInf) return absl::StrCat(article, noun, hi_open ? " < " : " <= ", Number(hi));
+    return absl::StrCat(article, noun, " in ", lo_open ? "(" : "[", Number(lo), ", ", Number(hi),
+                        hi_open ? ")" : "]");
+  }
+};
+
+Range Positive() { return {0, kInf, true, false}; }
+Range NonNegative() { return {0, kInf, false, false}; }
+Range AtLeast(double lo) { return {lo, kInf, false, false}; }
+Range Closed(double lo, double hi) { return {lo, hi, false, false}; }
+Range Open(double lo, double hi) { return {lo, hi, true, true}; }
+Range LeftOpen(double lo, double hi) { return {lo, hi, true, false}; }
+
+// ------------------------------------------------------------------------------------------------
+// Diagnostics and the reader context
+// ------------------------------------------------------------------------------------------------
+
+class Diagnostics {
+ public:
+  Diagnostics(std::string source_name, std::vector<std::string> overrides)
+      : source_name_(std::move(source_name)), overrides_(std::move(overrides)) {}
+
+  void Add(const SpecLoc& loc, absl::string_view path, absl::string_view message) {
+    std::string where = FormatLoc(loc, source_name_);
+    std::string text = path.empty() ? absl::StrCat(where, ": ", message)
+                                    : absl::StrCat(where, ": ", path, ": ", message);
+    if (!seen_.insert(text).second) return;
+    // File order: unlocated first, then by line and column, then overrides in the order given.
+    int group = 0;
+    int64_t major = 0;
+    int64_t minor = 0;
+    if (!loc.override_text.empty()) {
+      group = 2;
+      major =
+          std::find(overrides_.begin(), overrides_.end(), loc.override_text) - overrides_.begin();
+    } else if (loc.line > 0) {
+      group = 1;
+      major = loc.line;
+      minor = loc.column;
+    }
+    items_.push_back({group, major, minor, static_cast<int64_t>(items_.size()), std::move(text)});
+  }
+
+  bool empty() const { return items_.empty(); }
+
+  absl::Status ToStatus() const {
+    if (items_.empty()) return absl::OkStatus();
+    std::vector<Item> sorted = items_;
+    std::sort(sorted.begin(), sorted.end(), [](const Item& a, const Item& b) {
+      return std::tie(a.group, a.major, a.minor, a.order) <
+             std::tie(b.group, b.major, b.minor, b.order);
+    });
+    std::vector<std::string> lines;
+    for (const Item& item : sorted) {
+      if (static_cast<int>(lines.size()) == kMaxReportedErrors) {
+        lines.push_back(absl::StrCat("(and ", sorted.size() - kMaxReportedErrors, " more)"));
+        break;
+      }
+      lines.push_back(item.text);
+    }
+    return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
+  }
+
+ private:
+  struct Item {
+    int group;
+    int64_t major;
+    int64_t minor;
+    int64_t order;
+    std::string text;
+  };
+  std::string source_name_;
+  std::vector<std::string> overrides_;
+  std::vector<Item> items_;
+  absl::flat_hash_set<std::string> seen_;
+};
+
+// An unknown key, reported once every section has been read (so that the suggestion can name a
+// key of another section: "trainer.n: unknown key (did you mean algorithm.n?)").
+struct UnknownKey {
+  SpecLoc loc;
+  std::string parent_path;
+  std::string key;
+  std::vector<std::string> siblings;  // The keys the section knows.
+  std::string noun;                   // "key" or "actor kind".
+};
+
+struct Context {
+  Context(std::string source_name, std::vector<std::string> overrides)
+      : source_name(source_name), diag(std::move(source_name), std::move(overrides)) {}
+
+  // Location of `path`'s nearest written ancestor (or the path itself).
+  SpecLoc LocOf(absl::string_view path) const {
+    std::string p(path);
+    while (true) {
+      auto it = locs.find(p);
+      if (it != locs.end()) return it->second;
+      const size_t dot = p.rfind('.');
+      if (dot == std::string::npos) return SpecLoc{};
+      p.resize(dot);
+    }
+  }
+
+  void ReportUnknownKeys() {
+    for (const UnknownKey& u : unknown) {
+      const std::string path = ChildPath(u.parent_path, u.key);
+      std::string message = absl::StrCat("unknown ", u.noun);
+      const std::string local = Closest(u.key, u.siblings);
+      std::string elsewhere;
+      for (const std::string& known : known_paths) {
+        const size_t dot = known.rfind('.');
+        if (dot != std::string::npos && known.substr(dot + 1) == u.key && known != path) {
+          elsewhere = known;
+          break;
+        }
+      }
+      std::string verl;
+      for (const auto& [name, ours] : VerlNames()) {
+        if (name == u.key) verl = absl::StrCat("verl's ", name, " is ", ours, " here");
+      }
+      // The same key in another section is a stronger hint than a near-miss spelling here.
+      if (!elsewhere.empty()) {
+        absl::StrAppend(&message, " (did you mean ", elsewhere, "?)");
+      } else if (!local.empty()) {
+        absl::StrAppend(&message, " (did you mean ", Quote(local), "?)");
+      } else if (!verl.empty()) {
+        absl::StrAppend(&message, " (", verl, ")");
+      }
+      if (u.noun != "key") {
+        std::vector<std::string> known = u.siblings;
+        std::sort(known.begin(), known.end());
+        absl::StrAppend(&message, "; known: ", absl::StrJoin(known, ", "));
+      }
+      diag.Add(u.loc, path, message);
+    }
+    unknown.clear();
+  }
+
+  std::string source_name;
+  Diagnostics diag;
+  absl::flat_hash_map<std::string, SpecLoc> locs;  // Every written key path.
+  std::vector<std::string> known_paths;            // Every key path the schema read.
+  std::vector<UnknownKey> unknown;
+};
+
+// One map of the spec being read. Each typed reader marks its key as known, records where it was
+// written, checks type and range (errors go to the context, the output keeps its default), and
+// returns the written node when it was valid, else nullptr. Finish() reports the keys nobody read.
+class Section {
+ public:
+  // `node`: the section's value (nullptr when absent; kNull counts as an empty map). `loc`:
+  // where missing keys are reported (the section's key, or its nearest written ancestor).
+  // `silent`: report no missing keys (the section itself was wrong).
+  Section(Context* ctx, const SpecNode* node, std::string path, SpecLoc loc, bool silent = false)
+      : ctx_(ctx), node_(node), path_(std::move(path)), loc_(std::move(loc)), silent_(silent) {}
+
+  const std::string& path() const { return path_; }
+  // The section was written (possibly as an empty or null value).
+  bool written() const { return node_ != nullptr; }
+
+  // Marks `key` known; its entry if written.
+  const SpecEntry* Take(absl::string_view key) {
+    known_.emplace_back(key);
+    const std::string path = ChildPath(path_, key);
+    ctx_->known_paths.push_back(path);
+    if (node_ == nullptr || node_->kind != Kind::kMap) return nullptr;
+    const SpecEntry* entry = node_->Find(key);
+    if (entry != nullptr) {
+      const bool scalar = entry->value.kind == Kind::kScalar || entry->value.kind == Kind::kNull;
+      ctx_->locs[path] = scalar ? entry->value.loc : entry->key_loc;
+    }
+    return entry;
+  }
+
+  void Error(const SpecNode& at, absl::string_view key, absl::string_view message) {
+    ctx_->diag.Add(at.loc, ChildPath(path_, key), message);
+  }
+
+  const SpecNode* Int(absl::string_view key, int64_t* out, Range range, bool required = false) {
+    const SpecNode* v = Present(key, required);
+    if (v == nullptr) return nullptr;
+    const ScalarValue s = ClassifyScalar(*v);
+    if (v->kind != Kind::kScalar || s.type != ScalarValue::Type::kInt ||
+        !range.Contains(static_cast<double>(s.int_value))) {
+      Error(*v, key, absl::StrCat("expected ", range.Describe(true), ", got ", Got(*v)));
+      return nullptr;
+    }
+    *out = s.int_value;
+    return v;
+  }
+
+  const SpecNode* Double(absl::string_view key, double* out, Range range, bool required = false) {
+    const SpecNode* v = Present(key, required);
+    if (v == nullptr) return nullptr;
+    const ScalarValue s = ClassifyScalar(*v);
+    const bool numeric = s.type == ScalarValue::Type::kInt || s.type == ScalarValue::Type::kFloat;
+    if (v->kind != Kind::kScalar || !numeric || !range.Contains(s.float_value)) {
+      Error(*v, key, absl::StrCat("expected ", range.Describe(false), ", got ", Got(*v)));
+      return nullptr;
+    }
+    *out = s.float_value;
+    return v;
+  }
+
+  const SpecNode* Bool(absl::string_view key, bool* out) {
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    const ScalarValue s = ClassifyScalar(*v);
+    if (v->kind != Kind::kScalar || s.type != ScalarValue::Type::kBool) {
+      Error(*v, key, absl::StrCat("expected true or false, got ", Got(*v)));
+      return nullptr;
+    }
+    *out = s.bool_value;
+    return v;
+  }
+
+  // Any scalar, quoted or not; empty strings are refused unless allow_empty, which also takes a
+  // null (`tokenizer:`, or `model.tokenizer=` on the command line) as "".
+  const SpecNode* String(absl::string_view key, std::string* out, bool required = false,
+                         bool allow_empty = false) {
+    const SpecNode* v = Present(key, required);
+    if (v == nullptr) return nullptr;
+    if (allow_empty && v->kind == Kind::kNull) {
+      out->clear();
+      return v;
+    }
+    if (v->kind != Kind::kScalar || (!allow_empty && v->scalar.empty())) {
+      Error(*v, key,
+            absl::StrCat("expected ", allow_empty ? "a string" : "a non-empty string", ", got ",
+                         v->kind == Kind::kScalar ? Quote(v->scalar) : Got(*v)));
+      return nullptr;
+    }
+    *out = v->scalar;
+    return v;
+  }
+
+  // One of the names in `table`; `hints` add advice for likely mistakes ("ppo" -> "gae").
+  template <typename E>
+  const SpecNode* Enum(
+      absl::string_view key, E* out, const NameTable<E>& table,
+      const std::vector<std::pair<absl::string_view, absl::string_view>>& hints = {}) {
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    std::vector<std::string> names;
+    for (const auto& [name, value] : table) {
+      if (v->kind == Kind::kScalar && v->scalar == name) {
+        *out = value;
+        return v;
+      }
+      names.emplace_back(name);
+    }
+    std::string message = absl::StrCat("expected one of ", absl::StrJoin(names, ", "), ", got ",
+                                       v->kind == Kind::kScalar ? Quote(v->scalar) : Got(*v));
+    if (v->kind == Kind::kScalar) {
+      bool hinted = false;
+      for (const auto& [bad, hint] : hints) {
+        if (v->scalar == bad) {
+          absl::StrAppend(&message, " (", hint, ")");
+          hinted = true;
+        }
+      }
+      const std::string close = Closest(v->scalar, names);
+      if (!hinted && !close.empty())
+        absl::StrAppend(&message, " (did you mean ", Quote(close), "?)");
+    }
+    Error(*v, key, message);
+    return nullptr;
+  }
+
+  // Bytes: a non-negative number, or a size with a unit ("512MiB", "4 GB", "1.5Gi").
+  const SpecNode* Memory(absl::string_view key, double* out) {
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    std::optional<double> bytes;
+    if (v->kind == Kind::kScalar) {
+      const ScalarValue s = ClassifyScalar(*v);
+      if (s.type == ScalarValue::Type::kInt || s.type == ScalarValue::Type::kFloat) {
+        bytes = s.float_value;
+      } else if (s.type == ScalarValue::Type::kString) {
+        bytes = ParseSize(v->scalar);
+      }
+    }
+    if (!bytes.has_value() || !(*bytes >= 0) || !std::isfinite(*bytes)) {
+      Error(*v, key,
+            absl::StrCat("expected a non-negative number of bytes or a size such as \"512MiB\" or "
+                         "\"4GB\", got ",
+                         Got(*v)));
+      return nullptr;
+    }
+    *out = std::round(*bytes);
+    return v;
+  }
+
+  // A free-form map (or null = {}), converted to JSON.
+  const SpecNode* Json(absl::string_view key, nlohmann::json* out) {
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    if (v->kind != Kind::kMap && v->kind != Kind::kNull) {
+      Error(*v, key, absl::StrCat("expected a map, got ", Got(*v)));
+      return nullptr;
+    }
+    *out = v->kind == Kind::kNull ? nlohmann::json::object() : job_spec_internal::SpecToJson(*v);
+    return v;
+  }
+
+  // The sub-section at `key`; a non-map value is an error and gives a silent, empty section.
+  Section Sub(absl::string_view key) {
+    const SpecEntry* entry = Take(key);
+    const std::string path = ChildPath(path_, key);
+    if (entry == nullptr) return Section(ctx_, nullptr, path, loc_, silent_);
+    if (entry->value.kind != Kind::kMap && entry->value.kind != Kind::kNull) {
+      Error(entry->value, key, absl::StrCat("expected a map, got ", Got(entry->value)));
+      return Section(ctx_, nullptr, path, entry->key_loc, /*silent=*/true);
+    }
+    return Section(ctx_, &entry->value, path, entry->key_loc, silent_);
+  }
+
+  // The written keys, in order.
+  std::vector<std::string> Keys() const {
+    std::vector<std::string> keys;
+    if (node_ != nullptr) {
+      for (const SpecEntry& entry : node_->entries) keys.push_back(entry.key);
+    }
+    return keys;
+  }
+
+  // Treat every written key as known (when they cannot be checked, e.g. under an unknown task).
+  void AcceptRest() {
+    for (const std::string& key : Keys()) known_.push_back(key);
+  }
+
+  // Queues the keys nobody read as unknown. `noun` names them in the message.
+  void Finish(absl::string_view noun = "key") {
+    if (node_ == nullptr || node_->kind != Kind::kMap) return;
+    for (const SpecEntry& entry : node_->entries) {
+      if (std::find(known_.begin(), known_.end(), entry.key) != known_.end()) continue;
+      ctx_->unknown.push_back({entry.key_loc, path_, entry.key, known_, std::string(noun)});
+    }
+  }
+
+ private:
+  // The written, non-null-checked value of `key`, reporting it missing if required.
+  const SpecNode* Present(absl::string_view key, bool required) {
+    const SpecEntry* entry = Take(key);
+    if (entry == nullptr) {
+      if (required && !silent_) ctx_->diag.Add(loc_, ChildPath(path_, key), "missing required key");
+      return nullptr;
+    }
+    return &entry->value;
+  }
+
+  static std::optional<double> ParseSize(absl::string_view text) {
+    static const std::vector<std::pair<absl::string_view, double>> units = {
+        {"KiB", 1024.0},
+        {"MiB", 1024.0 * 1024},
+        {"GiB", 1024.0 * 1024 * 1024},
+        {"TiB", 1024.0 * 1024 * 1024 * 1024},
+        {"Ki", 1024.0},
+        {"Mi", 1024.0 * 1024},
+        {"Gi", 1024.0 * 1024 * 1024},
+        {"Ti", 1024.0 * 1024 * 1024 * 1024},
+        {"KB", 1e3},
+        {"MB", 1e6},
+        {"GB", 1e9},
+        {"TB", 1e12},
+        {"K", 1e3},
+        {"M", 1e6},
+        {"G", 1e9},
+        {"T", 1e12},
+        {"B", 1.0}};
+    text = absl::StripAsciiWhitespace(text);
+    for (const auto& [unit, scale] : units) {
+      if (!absl::EndsWith(text, unit)) continue;
+      const absl::string_view number =
+          absl::StripAsciiWhitespace(text.substr(0, text.size() - unit.size()));
+      const ScalarValue v = ClassifyPlainText(number);
+      if (v.type != ScalarValue::Type::kInt && v.type != ScalarValue::Type::kFloat) return {};
+      return v.float_value * scale;
+    }
+    return {};
+  }
+
+  Context* ctx_;
+  const SpecNode* node_;
+  std::string path_;
+  SpecLoc loc_;
+  bool silent_;
+  std::vector<std::string> known_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// The schema
+// ------------------------------------------------------------------------------------------------
+
+bool IsRunName(absl::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+std::string JoinPath(absl::string_view dir, absl::string_view leaf) {
+  if (dir.empty()) return std::string(leaf);
+  if (absl::EndsWith(dir, "/")) return absl::StrCat(dir, leaf);
+  return absl::StrCat(dir, "/", leaf);
+}
+
+// What was written, for the defaults that depend on other keys.
+struct Written {
+  bool logging_dir = false;
+  bool checkpointer_dir = false;
+  bool sft_dir = false;
+  bool clip_eps_low = false;
+  bool clip_eps_high = false;
+  bool max_new_tokens = false;
+};
+
+class JobSpecReader {
+ public:
+  JobSpecReader(Context* ctx, JobSpec* spec) : ctx_(ctx), spec_(spec) {}
+
+  void Read(const SpecNode& root) {
+    Section top(ctx_, &root, "", SpecLoc{});
+    if (const SpecNode* v = top.String("name", &spec_->name, /*required=*/true)) {
+      if (!IsRunName(spec_->name)) {
+        top.Error(*v, "name",
+                  absl::StrCat("expected letters, digits, '.', '_' or '-' (it names the run's "
+                               "directories), got ",
+                               Quote(spec_->name)));
+      }
+    }
+    Section model = top.Sub("model");
+    ReadModel(model);
+    Section data = top.Sub("data");
+    ReadData(data);
+    Section algorithm = top.Sub("algorithm");
+    ReadAlgorithm(algorithm);
+    Section async = top.Sub("async");
+    async.Int("max_staleness", &spec_->async.max_staleness, NonNegative());
+    async.Finish();
+    Section rollout = top.Sub("rollout");
+    ReadRollout(rollout);
+    Section trainer = top.Sub("trainer");
+    ReadTrainer(trainer);
+    Section sft = top.Sub("sft");
+    ReadSft(sft);
+    Section actors = top.Sub("actors");
+    ReadActors(actors);
+    Section logging = top.Sub("logging");
+    written_.logging_dir = logging.String("dir", &spec_->logging.dir) != nullptr;
+    logging.Bool("tensorboard", &spec_->logging.tensorboard);
+    logging.Int("log_every", &spec_->logging.log_every, Positive());
+    logging.Finish();
+    // Top-level "x-..." keys are free (for anchors, as in Docker Compose): x-cpu: &cpu {CPU: 1}.
+    for (const std::string& key : top.Keys()) {
+      if (absl::StartsWith(key, "x-")) top.Take(key);
+    }
+    top.Finish();
+    ctx_->ReportUnknownKeys();
+  }
+
+  // Defaults that depend on other keys.
+  void Resolve() {
+    JobSpec& s = *spec_;
+    if (!written_.logging_dir) s.logging.dir = JoinPath("runs", s.name);
+    if (!written_.checkpointer_dir) s.actors.checkpointer.dir = JoinPath(s.logging.dir, "ckpt");
+    if (!written_.sft_dir) s.sft.dir = JoinPath(s.logging.dir, "sft");
+    if (!written_.clip_eps_low) s.algorithm.clip_eps_low = s.algorithm.clip_eps;
+    if (!written_.clip_eps_high) s.algorithm.clip_eps_high = s.algorithm.clip_eps;
+    if (!written_.max_new_tokens) s.rollout.max_new_tokens = s.data.max_response_length;
+  }
+
+  // Rules between keys; run only when every key was valid on its own.
+  void CrossCheck() {
+    const JobSpec& s = *spec_;
+    const AlgorithmSpec& a = s.algorithm;
+    if (a.adv_estimator == AdvEstimator::kGrpo && a.n < 2) {
+      Add("algorithm.n", absl::StrCat("adv_estimator grpo needs at least 2 responses per prompt "
+                                      "to form a group, got ",
+                                      a.n));
+    }
+    if (a.adv_estimator == AdvEstimator::kGae && s.actors.critic.replicas == 0) {
+      Add("actors.critic.replicas",
+          "adv_estimator gae needs a critic: set actors.critic.replicas >= 1");
+    }
+    if (a.adv_estimator != AdvEstimator::kGae && s.actors.critic.replicas > 0) {
+      Add("actors.critic.replicas", absl::StrCat("a critic is only used with adv_estimator gae, "
+                                                 "not ",
+                                                 AdvEstimatorName(a.adv_estimator)));
+    }
+    if (a.kl.coef > 0 && s.actors.reference.replicas == 0) {
+      Add("actors.reference.replicas",
+          "algorithm.kl.coef > 0 needs a reference model (replicas >= 1); set kl.coef: 0 to run "
+          "without one");
+    }
+    if (s.rollout.max_new_tokens > s.data.max_response_length) {
+      Add("rollout.max_new_tokens",
+          absl::StrCat(s.rollout.max_new_tokens, " exceeds data.max_response_length (",
+                       s.data.max_response_length, ")"));
+    }
+    if (s.trainer.warmup_steps > 0 && s.trainer.warmup_steps >= s.trainer.total_steps) {
+      Add("trainer.warmup_steps",
+          absl::StrCat("must be less than trainer.total_steps (", s.trainer.total_steps, "), got ",
+                       s.trainer.warmup_steps));
+    }
+    const int64_t step_sequences = s.data.train_batch_size * a.n;
+    if (s.trainer.micro_batch_size > step_sequences) {
+      Add("trainer.micro_batch_size",
+          absl::StrCat("larger than a step's batch (data.train_batch_size x algorithm.n = ",
+                       step_sequences, "), got ", s.trainer.micro_batch_size));
+    }
+    if (s.model.init == ModelInit::kSft) {
+      if (s.sft.warmup_steps > 0 && s.sft.warmup_steps >= s.sft.steps) {
+        Add("sft.warmup_steps", absl::StrCat("must be less than sft.steps (", s.sft.steps,
+                                             "), got ", s.sft.warmup_steps));
+      }
+      std::optional<TaskDefinition> task = FindJobTask(s.data.task);
+      if (task.has_value() && !task->supports_sft) {
+        Add("model.init",
+            absl::StrCat("the sft warm start needs supervised data, which task ", s.data.task,
+                         " has not; use init: random or a checkpoint path"));
+      }
+    }
+  }
+
+ private:
+  void Add(absl::string_view path, absl::string_view message) {
+    ctx_->diag.Add(ctx_->LocOf(path), path, message);
+  }
+
+  void ReadModel(Section& m) {
+    ModelSpec& model = spec_->model;
+    std::string init = "sft";
+    if (m.String("init", &init) != nullptr) {
+      if (init == "sft") {
+        model.init = ModelInit::kSft;
+      } else if (init == "random") {
+        model.init = ModelInit::kRandom;
+      } else {
+        model.init = ModelInit::kPath;
+        model.init_path = init;
+      }
+    }
+    m.String("config", &model.config, /*required=*/model.init != ModelInit::kPath);
+    m.String("tokenizer", &model.tokenizer, false, /*allow_empty=*/true);
+    m.Finish();
+  }
+
+  void ReadData(Section& d) {
+    DataSpec& data = spec_->data;
+    const SpecNode* task_node = d.String("task", &data.task, /*required=*/true);
+    d.Int("train_batch_size", &data.train_batch_size, Positive());
+    d.Int("max_prompt_length", &data.max_prompt_length, Positive());
+    d.Int("max_response_length", &data.max_response_length, Positive());
+    d.Int("heldout_size", &data.heldout_size, Positive());
+    d.Int("seed", &data.seed, NonNegative());
+    if (task_node == nullptr) {
+      d.AcceptRest();  // Task-specific keys cannot be checked without a valid task.
+      return;
+    }
+    std::optional<TaskDefinition> task = FindJobTask(data.task);
+    if (!task.has_value()) {
+      std::vector<std::string> names = JobTaskNames();
+      std::string message = absl::StrCat("unknown task ", Quote(data.task));
+      const std::string close = Closest(data.task, names);
+      if (!close.empty()) absl::StrAppend(&message, " (did you mean ", Quote(close), "?)");
+      absl::StrAppend(&message, "; registered tasks: ", absl::StrJoin(names, ", "));
+      d.Error(*task_node, "task", message);
+      d.AcceptRest();
+      return;
+    }
+    data.task_params = nlohmann::json::object();
+    for (const TaskParam& param : task->params) {
+      nlohmann::json value = param.default_value;
+      const Range range = Closed(param.min, param.max);
+      switch (param.type) {
+        case TaskParam::Type::kInt: {
+          int64_t v = value.get<int64_t>();
+          d.Int(param.name, &v, range);
+          value = v;
+          break;
+        }
+        case TaskParam::Type::kNumber: {
+          double v = value.get<double>();
+          d.Double(param.name, &v, range);
+          value = v;
+          break;
+        }
+        case TaskParam::Type::kBool: {
+          bool v = value.get<bool>();
+          d.Bool(param.name, &v);
+          value = v;
+          break;
+        }
+        case TaskParam::Type::kString: {
+          std::string v = value.get<std::string>();
+          d.String(param.name, &v, false, /*allow_empty=*/true);
+          value = v;
+          break;
+        }
+      }
+      data.task_params[param.name] = value;
+    }
+    d.Finish();
+  }
+
+  void ReadAlgorithm(Section& a) {
+    AlgorithmSpec& alg = spec_->algorithm;
+    a.Enum("adv_estimator", &alg.adv_estimator, AdvEstimators(),
+           {{"ppo", "PPO's estimator is called gae, as in verl"}});
+    a.Int("n", &alg.n, Positive());
+    a.Bool("norm_adv_by_std", &alg.norm_adv_by_std);
+    a.Double("clip_eps", &alg.clip_eps, Open(0, 1));
+    written_.clip_eps_low = a.Double("clip_eps_low", &alg.clip_eps_low, Open(0, 1)) != nullptr;
+    written_.clip_eps_high = a.Double("clip_eps_high", &alg.clip_eps_high, Open(0, 1)) != nullptr;
+    Section kl = a.Sub("kl");
+    kl.Double("coef", &alg.kl.coef, NonNegative());
+    kl.Enum("type", &alg.kl.type, KlTypes(),
+            {{"low_var_kl", "verl's low_var_kl is k3"},
+             {"kl", "verl's kl is k1"},
+             {"mse", "verl's mse is k2"}});
+    kl.Finish();
+    a.Double("entropy_coeff", &alg.entropy_coeff, NonNegative());
+    a.Enum("loss_agg_mode", &alg.loss_agg_mode, LossAggModes());
+    a.Double("gamma", &alg.gamma, Closed(0, 1));
+    a.Double("lam", &alg.lam, Closed(0, 1));
+    Section off_policy = a.Sub("off_policy");
+    off_policy.Enum("correction", &alg.off_policy.correction, OffPolicyModes());
+    off_policy.Double("cap", &alg.off_policy.cap, Positive());
+    off_policy.Finish();
+    a.Finish();
+  }
+
+  void ReadRollout(Section& r) {
+    RolloutSpec& rollout = spec_->rollout;
+    r.Double("temperature", &rollout.temperature, NonNegative());
+    r.Double("top_p", &rollout.top_p, LeftOpen(0, 1));
+    r.Int("top_k", &rollout.top_k, NonNegative());
+    written_.max_new_tokens =
+        r.Int("max_new_tokens", &rollout.max_new_tokens, Positive()) != nullptr;
+    r.Finish();
+  }
+
+  void ReadTrainer(Section& t) {
+    TrainerSpec& trainer = spec_->trainer;
+    t.Int("total_steps", &trainer.total_steps, Positive(), /*required=*/true);
+    t.Int("seed", &trainer.seed, NonNegative());
+    t.Double("lr", &trainer.lr, Positive());
+    t.Enum("lr_schedule", &trainer.lr_schedule, LrSchedules());
+    t.Int("warmup_steps", &trainer.warmup_steps, NonNegative());
+    t.Double("min_lr_ratio", &trainer.min_lr_ratio, Closed(0, 1));
+    t.Double("weight_decay", &trainer.weight_decay, NonNegative());
+    t.Double("grad_clip", &trainer.grad_clip, Positive());
+    t.Int("micro_batch_size", &trainer.micro_batch_size, NonNegative());
+    t.Int("eval_every", &trainer.eval_every, NonNegative());
+    t.Finish();
+  }
+
+  void ReadSft(Section& s) {
+    SftSpec& sft = spec_->sft;
+    s.Int("steps", &sft.steps, Positive());
+    s.Int("batch_size", &sft.batch_size, Positive());
+    s.Double("lr", &sft.lr, Positive());
+    s.Int("warmup_steps", &sft.warmup_steps, NonNegative());
+    s.Double("min_lr_ratio", &sft.min_lr_ratio, Closed(0, 1));
+    s.Double("weight_decay", &sft.weight_decay, NonNegative());
+    s.Double("grad_clip", &sft.grad_clip, Positive());
+    s.Int("eval_every", &sft.eval_every, Positive());
+    s.Double("target_accuracy", &sft.target_accuracy, Closed(0, 1));
+    written_.sft_dir = s.String("dir", &sft.dir) != nullptr;
+    s.Finish();
+  }
+
+  void ReadActors(Section& a) {
+    ActorsSpec& actors = spec_->actors;
+    ReadActorGroup(a, "rollout", &actors.rollout, Positive());
+    ReadActorGroup(a, "reward", &actors.reward, Positive());
+    ReadActorGroup(a, "reference", &actors.reference, NonNegative());
+    ReadActorGroup(a, "trainer", &actors.trainer, Positive());
+    ReadActorGroup(a, "critic", &actors.critic, NonNegative());
+    ReadActorGroup(a, "replay_buffer", &actors.replay_buffer, Closed(1, 1));
+    Section checkpointer =
+        ReadActorGroup(a, "checkpointer", &actors.checkpointer, Closed(1, 1), /*finish=*/false);
+    written_.checkpointer_dir = checkpointer.String("dir", &actors.checkpointer.dir) != nullptr;
+    checkpointer.Int("every_steps", &actors.checkpointer.every_steps, NonNegative());
+    checkpointer.Int("keep", &actors.checkpointer.keep, NonNegative());
+    checkpointer.Finish();
+    a.Finish("actor kind");
+  }
+
+  Section ReadActorGroup(Section& actors, absl::string_view kind, ActorGroupSpec* group,
+                         Range replicas, bool finish = true) {
+    Section g = actors.Sub(kind);
+    g.String("type", &group->type);
+    g.Int("replicas", &group->replicas, replicas);
+    Section r = g.Sub("resources");
+    if (r.written()) ReadResources(r, &group->resources);
+    g.Int("max_restarts", &group->max_restarts, AtLeast(-1));
+    g.Json("config", &group->config);
+    if (finish) g.Finish();
+    return g;
+  }
+
+  // A written resources map is the whole request: what it does not name is 0.
+  void ReadResources(Section& r, ActorResources* out) {
+    *out = ActorResources{};
+    r.Double("CPU", &out->cpu, NonNegative());
+    if (const SpecNode* v = r.Double("GPU", &out->gpu, NonNegative())) {
+      if (out->gpu != std::floor(out->gpu)) {
+        r.Error(*v, "GPU", absl::StrCat("expected a whole number of GPUs, got ", Got(*v)));
+        out->gpu = 0;
+      }
+    }
+    r.Memory("memory", &out->memory);
+    Section custom = r.Sub("custom");
+    for (const std::string& name : custom.Keys()) {
+      if (name == "CPU" || name == "GPU" || name == "memory") {
+        const SpecEntry* entry = custom.Take(name);
+        custom.Error(entry->value, name,
+                     absl::StrCat("a built-in resource: set ", r.path(), ".", name, " instead"));
+        continue;
+      }
+      double amount = 0;
+      if (custom.Double(name, &amount, NonNegative()) != nullptr) out->custom[name] = amount;
+    }
+    custom.Finish();
+    r.Finish();
+  }
+
+  Context* ctx_;
+  JobSpec* spec_;
+  Written written_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Output
+// ------------------------------------------------------------------------------------------------
+
+ordered_json ActorGroupJson(const ActorGroupSpec& group) {
+  ordered_json j;
+  j["type"] = group.type;
+  j["replicas"] = group.replicas;
+  ordered_json resources;
+  resources["CPU"] = group.resources.cpu;
+  resources["GPU"] = static_cast<int64_t>(group.resources.gpu);
+  resources["memory"] = static_cast<int64_t>(group.resources.memory);
+  if (!group.resources.custom.empty()) {
+    ordered_json custom = ordered_json::object();
+    for (const auto& [name, amount] : group.resources.custom) custom[name] = amount;
+    resources["custom"] = custom;
+  }
+  j["resources"] = resources;
+  j["max_restarts"] = group.max_restarts;
+  j["config"] = ordered_json::parse(group.config.dump());
+  return j;
+}
+
+// Sub-objects are built whole and then added: ordered_json keeps its members in a vector, so a
+// reference to one would not survive adding the next.
+ordered_json ToJsonValue(const JobSpec& s) {
+  ordered_json j;
+  j["name"] = s.name;
+
+  ordered_json model;
+  model["config"] = s.model.config;
+  model["init"] = s.model.init == ModelInit::kPath ? s.model.init_path
+                                                   : std::string(ModelInitName(s.model.init));
+  model["tokenizer"] = s.model.tokenizer;
+  j["model"] = std::move(model);
+
+  ordered_json data;
+  data["task"] = s.data.task;
+  data["train_batch_size"] = s.data.train_batch_size;
+  data["max_prompt_length"] = s.data.max_prompt_length;
+  data["max_response_length"] = s.data.max_response_length;
+  data["heldout_size"] = s.data.heldout_size;
+  data["seed"] = s.data.seed;
+  // In the task's declaration order.
+  if (std::optional<TaskDefinition> task = FindJobTask(s.data.task)) {
+    for (const TaskParam& param : task->params) {
+      if (s.data.task_params.contains(param.name)) {
+        data[param.name] = ordered_json::parse(s.data.task_params.at(param.name).dump());
+      }
+    }
+  }
+  j["data"] = std::move(data);
+
+  const AlgorithmSpec& a = s.algorithm;
+  ordered_json algorithm;
+  algorithm["adv_estimator"] = AdvEstimatorName(a.adv_estimator);
+  algorithm["n"] = a.n;
+  algorithm["norm_adv_by_std"] = a.norm_adv_by_std;
+  algorithm["clip_eps"] = a.clip_eps;
+  algorithm["clip_eps_low"] = a.clip_eps_low;
+  algorithm["clip_eps_high"] = a.clip_eps_high;
+  ordered_json kl;
+  kl["coef"] = a.kl.coef;
+  kl["type"] = KlTypeName(a.kl.type);
+  algorithm["kl"] = std::move(kl);
+  algorithm["entropy_coeff"] = a.entropy_coeff;
+  algorithm["loss_agg_mode"] = LossAggModeName(a.loss_agg_mode);
+  algorithm["gamma"] = a.gamma;
+  algorithm["lam"] = a.lam;
+  ordered_json off_policy;
+  off_policy["correction"] = OffPolicyModeName(a.off_policy.correction);
+  off_policy["cap"] = a.off_policy.cap;
+  algorithm["off_policy"] = std::move(off_policy);
+  j["algorithm"] = std::move(algorithm);
+
+  ordered_json async;
+  async["max_staleness"] = s.async.max_staleness;
+  j["async"] = std::move(async);
+
+  ordered_json rollout;
+  rollout["temperature"] = s.rollout.temperature;
+  rollout["top_p"] = s.rollout.top_p;
+  rollout["top_k"] = s.rollout.top_k;
+  rollout["max_new_tokens"] = s.rollout.max_new_tokens;
+  j["rollout"] = std::move(rollout);
+
+  const TrainerSpec& t = s.trainer;
+  ordered_json trainer;
+  trainer["total_steps"] = t.total_steps;
+  trainer["seed"] = t.seed;
+  trainer["lr"] = t.lr;
+  trainer["lr_schedule"] = LrScheduleName(t.lr_schedule);
+  trainer["warmup_steps"] = t.warmup_steps;
+  trainer["min_lr_ratio"] = t.min_lr_ratio;
+  trainer["weight_decay"] = t.weight_decay;
+  trainer["grad_clip"] = t.grad_clip;
+  trainer["micro_batch_size"] = t.micro_batch_size;
+  trainer["eval_every"] = t.eval_every;
+  j["trainer"] = std::move(trainer);
+
+  ordered_json sft;
+  sft["steps"] = s.sft.steps;
+  sft["batch_size"] = s.sft.batch_size;
+  sft["lr"] = s.sft.lr;
+  sft["warmup_steps"] = s.sft.warmup_steps;
+  sft["min_lr_ratio"] = s.sft.min_lr_ratio;
+  sft["weight_decay"] = s.sft.weight_decay;
+  sft["grad_clip"] = s.sft.grad_clip;
+  sft["eval_every"] = s.sft.eval_every;
+  sft["target_accuracy"] = s.sft.target_accuracy;
+  sft["dir"] = s.sft.dir;
+  j["sft"] = std::move(sft);
+
+  ordered_json actors;
+  for (const auto& [kind, group] : ActorGroups(s)) {
+    ordered_json g = ActorGroupJson(*group);
+    if (kind == "checkpointer") {
+      g["dir"] = s.actors.checkpointer.dir;
+      g["every_steps"] = s.actors.checkpointer.every_steps;
+      g["keep"] = s.actors.checkpointer.keep;
+    }
+    actors[kind] = std::move(g);
+  }
+  j["actors"] = std::move(actors);
+
+  ordered_json logging;
+  logging["dir"] = s.logging.dir;
+  logging["tensorboard"] = s.logging.tensorboard;
+  logging["log_every"] = s.logging.log_every;
+  j["logging"] = std::move(logging);
+  return j;
+}
+
+// Strings that a YAML reader would take for something else are double-quoted (also YAML 1.1's
+// yes/no/on/off, for readers such as PyYAML).
+void EmitString(const std::string& s, YAML::Emitter* out) {
+  static const absl::flat_hash_set<std::string> yaml11_bools = {"yes", "no", "on", "off"};
+  if (ClassifyPlainText(s).type != ScalarValue::Type::kString ||
+      yaml11_bools.contains(absl::AsciiStrToLower(s))) {
+    *out << YAML::DoubleQuoted << s;
+  } else {
+    *out << s;
+  }
+}
+
+// Small maps of scalars below the top-level sections are written on one line:
+// `resources: {CPU: 0.5, GPU: 0, memory: 0}`, `kl: {coef: 0.01, type: k3}`.
+bool IsSmallScalarMap(const ordered_json& j) {
+  return j.size() <= 4 && std::all_of(j.begin(), j.end(), [](const ordered_json& v) {
+           return !v.is_object() && !v.is_array();
+         });
+}
+
+void EmitYaml(const ordered_json& j, int depth, YAML::Emitter* out) {
+  switch (j.type()) {
+    case ordered_json::value_t::object:
+      if (j.empty() || (depth >= 2 && IsSmallScalarMap(j))) *out << YAML::Flow;
+      *out << YAML::BeginMap;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        *out << YAML::Key;
+        EmitString(it.key(), out);
+        *out << YAML::Value;
+        EmitYaml(it.value(), depth + 1, out);
+      }
+      *out << YAML::EndMap;
+      return;
+    case ordered_json::value_t::array:
+      *out << YAML::Flow << YAML::BeginSeq;
+      for (const ordered_json& item : j) EmitYaml(item, depth + 1, out);
+      *out << YAML::EndSeq;
+      return;
+    case ordered_json::value_t::string:
+      EmitString(j.get<std::string>(), out);
+      return;
+    case ordered_json::value_t::boolean:
+      *out << (j.get<bool>() ? "true" : "false");
+      return;
+    case ordered_json::value_t::number_integer:
+      *out << std::to_string(j.get<int64_t>());
+      return;
+    case ordered_json::value_t::number_unsigned:
+      *out << std::to_string(j.get<uint64_t>());
+      return;
+    case ordered_json::value_t::number_float:
+      *out << FormatFloat(j.get<double>());
+      return;
+    default:
+      *out << YAML::Null;
+      return;
+  }
+}
+
+std::string FormatAmount(absl::string_view resource, double amount) {
+  if (resource == "memory") {
+    if (amount >= 1024.0 * 1024 * 1024) {
+      return absl::StrCat(amount / (1024.0 * 1024 * 1024), " GiB");
+    }
+    return absl::StrCat(amount / (1024.0 * 1024), " MiB");
+  }
+  return absl::StrCat(amount);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Public API
+// ------------------------------------------------------------------------------------------------
+
+absl::string_view ModelInitName(ModelInit init) {
+  switch (init) {
+    case ModelInit::kSft:
+      return "sft";
+    case ModelInit::kRandom:
+      return "random";
+    case ModelInit::kPath:
+      return "path";
+  }
+  return "?";
+}
+absl::string_view AdvEstimatorName(AdvEstimator v) { return NameOf(AdvEstimators(), v); }
+absl::string_view KlTypeName(KlType v) { return NameOf(KlTypes(), v); }
+absl::string_view LossAggModeName(LossAggMode v) { return NameOf(LossAggModes(), v); }
+absl::string_view OffPolicyModeName(OffPolicyMode v) { return NameOf(OffPolicyModes(), v); }
+absl::string_view LrScheduleName(LrSchedule v) { return NameOf(LrSchedules(), v); }
+
+std::map<std::string, double> ActorResources::AsMap() const {
+  std::map<std::string, double> amounts;
+  if (cpu > 0) amounts["CPU"] = cpu;
+  if (gpu > 0) amounts["GPU"] = gpu;
+  if (memory > 0) amounts["memory"] = memory;
+  for (const auto& [name, amount] : custom) {
+    if (amount > 0) amounts[name] = amount;
+  }
+  return amounts;
+}
+
+ActorGroupSpec DefaultActorGroup(absl::string_view type, int64_t replicas, double cpu,
+                                 int64_t max_restarts) {
+  ActorGroupSpec group;
+  group.type = std::string(type);
+  group.replicas = replicas;
+  group.resources.cpu = cpu;
+  group.max_restarts = max_restarts;
+  return group;
+}
+
+std::string JobSpec::Where(absl::string_view key_path) const {
+  std::string path(key_path);
+  while (true) {
+    auto it = locations.find(path);
+    if (it != locations.end()) return it->second;
+    const size_t dot = path.rfind('.');
+    if (dot == std::string::npos) return source_name;
+    path.resize(dot);
+  }
+}
+
+absl::Status JobSpec::ErrorAt(absl::string_view key_path, absl::string_view message) const {
+  return absl::InvalidArgumentError(absl::StrCat(Where(key_path), ": ", key_path, ": ", message));
+}
+
+std::vector<std::pair<std::string, const ActorGroupSpec*>> ActorGroups(const JobSpec& spec) {
+  const ActorsSpec& a = spec.actors;
+  return {
+      {"rollout", &a.rollout},          {"reward", &a.reward}, {"reference", &a.reference},
+      {"trainer", &a.trainer},          {"critic", &a.critic}, {"replay_buffer", &a.replay_buffer},
+      {"checkpointer", &a.checkpointer}};
+}
+
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view yaml_text, absl::string_view source_name,
+                                     absl::Span<const std::string> overrides) {
+  TROUPE_ASSIGN_OR_RETURN(SpecNode root, job_spec_internal::ParseSpecYaml(yaml_text, source_name));
+  if (root.kind != Kind::kMap && root.kind != Kind::kNull) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        FormatLoc(root.loc, source_name),
+        ": expected a map of sections (name, model, data, algorithm, ...), got ", Got(root)));
+  }
+  for (const std::string& text : overrides) {
+    TROUPE_RETURN_IF_ERROR(job_spec_internal::ApplyOverride(text, source_name, &root));
+  }
+
+  JobSpec spec;
+  spec.source_name = std::string(source_name);
+  spec.overrides.assign(overrides.begin(), overrides.end());
+  Context ctx(spec.source_name, spec.overrides);
+  JobSpecReader reader(&ctx, &spec);
+  reader.Read(root);
+  if (ctx.diag.empty()) {
+    reader.Resolve();
+    reader.CrossCheck();
+  }
+  TROUPE_RETURN_IF_ERROR(ctx.diag.ToStatus());
+  for (const auto& [path, loc] : ctx.locs) spec.locations[path] = FormatLoc(loc, source_name);
+  return spec;
+}
+
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
+                                    absl::Span<const std::string> overrides) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("job spec ", path, ": cannot read the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::NotFoundError(absl::StrCat("job spec ", path, ": read error"));
+  return ParseJobSpec(text.str(), path, overrides);
+}
+
+absl::Status ValidateFiles(const JobSpec& spec) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> errors;
+  auto add = [&](absl::string_view path, absl::string_view message) {
+    errors.push_back(absl::StrCat(spec.Where(path), ": ", path, ": ", message));
+  };
+  std::error_code ec;
+
+  if (!spec.model.config.empty()) {
+    const std::string& path = spec.model.config;
+    if (!fs::exists(path, ec)) {
+      add("model.config", absl::StrCat("file not found: ", path));
+    } else if (fs::is_directory(path, ec)) {
+      add("model.config", absl::StrCat("expected a config.json file, got a directory: ", path));
+    } else if (absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig(path);
+               !config.ok()) {
+      add("model.config", config.status().message());
+    } else {
+      const int64_t needed = spec.data.max_prompt_length + spec.data.max_response_length;
+      if (config->max_position_embeddings < needed) {
+        add("data.max_response_length",
+            absl::StrCat("data.max_prompt_length + data.max_response_length = ", needed,
+                         " exceeds max_position_embeddings = ", config->max_position_embeddings,
+                         " of ", path));
+      }
+    }
+  }
+
+  if (spec.model.init == ModelInit::kPath) {
+    const std::string& path = spec.model.init_path;
+    if (!fs::exists(path, ec)) {
+      add("model.init", absl::StrCat("not found: ", path, " (expected sft, random, or a path)"));
+    } else if (fs::is_directory(path, ec)) {
+      bool has_weights = false;
+      for (const fs::directory_entry& entry : fs::directory_iterator(path, ec)) {
+        const std::string leaf = entry.path().filename().string();
+        if (absl::EndsWith(leaf, ".safetensors") || leaf == "model.safetensors.index.json") {
+          has_weights = true;
+          break;
+        }
+      }
+      if (!has_weights) {
+        add("model.init", absl::StrCat("no .safetensors file in ", path));
+      }
+      if (spec.model.config.empty() && !fs::exists(fs::path(path) / "config.json", ec)) {
+        add("model.init",
+            absl::StrCat("no config.json in ", path, ", and model.config is not set"));
+      }
+    } else if (!absl::EndsWith(path, ".safetensors")) {
+      add("model.init",
+          absl::StrCat("expected a .safetensors file or a directory holding one, got ", path));
+    } else if (spec.model.config.empty()) {
+      add("model.config", absl::StrCat("required when model.init is a file (", path, ")"));
+    }
+  }
+
+  if (!spec.model.tokenizer.empty()) {
+    const std::string& path = spec.model.tokenizer;
+    if (!fs::exists(path, ec)) {
+      add("model.tokenizer", absl::StrCat("file not found: ", path));
+    } else if (fs::is_directory(path, ec)) {
+      add("model.tokenizer",
+          absl::StrCat("expected a tokenizer.json file, got a directory: ", path));
+    }
+  }
+
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+}
+
+absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes) {
+  constexpr double kSlack = 1e-9;
+  if (nodes.empty()) return absl::FailedPreconditionError("the cluster has no nodes");
+  auto amount_on = [](const NodeResources& node, const std::string& name) {
+    auto it = node.find(name);
+    return it == node.end() ? 0.0 : it->second;
+  };
+  std::vector<std::string> errors;
+  std::map<std::string, double> needed;
+  std::map<std::string, std::vector<std::string>> needed_by;
+  for (const auto& [kind, group] : ActorGroups(spec)) {
+    if (group->replicas == 0) continue;
+    const std::map<std::string, double> request = group->resources.AsMap();
+    for (const auto& [name, amount] : request) {
+      needed[name] += amount * static_cast<double>(group->replicas);
+      needed_by[name].push_back(
+          absl::StrCat(kind, " ", group->replicas, " x ", FormatAmount(name, amount)));
+    }
+    bool fits = false;
+    for (const NodeResources& node : nodes) {
+      fits = std::all_of(request.begin(), request.end(), [&](const auto& r) {
+        return r.second <= amount_on(node, r.first) + kSlack;
+      });
+      if (fits) break;
+    }
+    if (fits) continue;
+    std::vector<std::string> reasons;
+    for (const auto& [name, amount] : request) {
+      double largest = 0;
+      for (const NodeResources& node : nodes) largest = std::max(largest, amount_on(node, name));
+      if (amount > largest + kSlack) {
+        reasons.push_back(absl::StrCat(name, ": requested ", FormatAmount(name, amount),
+                                       ", the largest node has ", FormatAmount(name, largest)));
+      }
+    }
+    if (reasons.empty()) reasons.push_back("no single node has all of it at once");
+    const std::string path = absl::StrCat("actors.", kind, ".resources");
+    errors.push_back(absl::StrCat(spec.Where(path), ": ", path, ": fits on no node (",
+                                  absl::StrJoin(reasons, "; "), ")"));
+  }
+  for (const auto& [name, amount] : needed) {
+    double total = 0;
+    for (const NodeResources& node : nodes) total += amount_on(node, name);
+    if (amount > total + kSlack) {
+      errors.push_back(absl::StrCat(spec.Where("actors"), ": actors: the job needs ",
+                                    FormatAmount(name, amount), " ", name, " in total (",
+                                    absl::StrJoin(needed_by[name], ", "), "), the cluster has ",
+                                    FormatAmount(name, total)));
+    }
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrJoin(errors, "\n"));
+}
+
+std::string ToYaml(const JobSpec& spec) {
+  YAML::Emitter out;
+  std::string origin = absl::StrCat("Resolved troupe job spec, from ",
+                                    spec.source_name.empty() ? "(unnamed)" : spec.source_name);
+  if (!spec.overrides.empty()) {
+    absl::StrAppend(&origin, " with overrides: ", absl::StrJoin(spec.overrides, " "));
+  }
+  absl::StrReplaceAll({{"\n", " "}, {"\r", " "}}, &origin);
+  out << YAML::Comment(origin) << YAML::Newline;
+  EmitYaml(ToJsonValue(spec), 0, &out);
+  return absl::StrCat(out.c_str(), "\n");
+}
+
+std::string ToJson(const JobSpec& spec) { return ToJsonValue(spec).dump(2) + "\n"; }
+
+}  // namespace troupe::recipes

@@ -1,0 +1,361 @@
+// JobSpec: an RL job as written in a job YAML (`troupe run job.yaml`, `troupe job submit`),
+// parsed, checked and resolved (defaults filled in) before any actor starts.
+//
+//   absl::StatusOr<JobSpec> spec = LoadJobSpec("job.yaml", {"algorithm.n=4"});
+//   if (!spec.ok()) return spec.status();  // "job.yaml:7:6: algorithm.n: expected a positive
+//                                          //  integer, got "eight""
+//   TROUPE_RETURN_IF_ERROR(ValidateFiles(*spec));        // model.config exists and parses, ...
+//   TROUPE_RETURN_IF_ERROR(CheckResourcesFit(*spec, cluster_nodes));
+//   std::string resolved = ToYaml(*spec);   // record as <logging.dir>/job.yaml
+//
+//   name: grpo-arith
+//   model: {config: examples/models/tiny.json, init: sft}
+//   data: {task: arithmetic, train_batch_size: 32, max_response_length: 16}
+//   algorithm: {adv_estimator: grpo, n: 8, clip_eps: 0.2, kl: {coef: 0.01, type: k3}}
+//   async: {max_staleness: 2}
+//   actors:
+//     rollout: {replicas: 2, resources: {CPU: 1}}
+//     checkpointer: {dir: runs/grpo-arith/ckpt, every_steps: 20, keep: 3}
+//   trainer: {total_steps: 200, seed: 1}
+//
+// Rules. Unknown keys are errors (with a did-you-mean); every error names the location, the key
+// path and what was expected: "FILE:LINE:COL: key.path: message", or "override TEXT: key.path:
+// message" for a command-line override. The errors of all keys are reported at once, one per
+// line in file order (then overrides); malformed YAML, a duplicate key or a malformed override
+// stops at the first, and the rules between keys are checked once every key is valid on its own.
+// Scalars are typed by the YAML 1.2 core schema: `8` is an integer, `"8"`
+// a string, `1e-4` a number, `yes` a string. An empty section (`reference:`) means "all
+// defaults". Anchors, aliases and merge keys (`<<: *cpu_actor`) work; top-level keys starting
+// with "x-" are ignored, as in Docker Compose, to hold anchors. Relative paths are relative to the
+// working directory (like verl), not to the YAML file.
+//
+// Overrides ("key.path=VALUE", applied in order before validation) replace the value at the path;
+// VALUE is YAML, so `actors.rollout.resources={CPU: 2}` replaces the whole resources map and
+// `actors.trainer.config.lr=3e-4` sets one key of a free-form config.
+//
+// Keys (names follow verl where it has one; defaults are verl's unless noted):
+//
+//   key                              type        default            meaning
+//   name                             string      required           run name, [A-Za-z0-9._-]+
+//   model.config                     path        required (1)       HF config.json: architecture
+//   model.init                       string      sft                sft: SFT warm start (sft.*);
+//                                                                   random: fresh weights; else a
+//                                                                   path: .safetensors file or dir
+//   model.tokenizer                  path        ""                 tokenizer.json; "" = the init
+//                                                                   dir's, else the task's own
+//   data.task                        string      required           a registered task (job_tasks.h)
+//   data.train_batch_size            int > 0     1024               prompts per step
+//   data.max_prompt_length           int > 0     512                prompt tokens
+//   data.max_response_length         int > 0     512                response tokens
+//   data.heldout_size                int > 0     500                held-out problems for evals
+//   data.seed                        int >= 0    0                  chooses the task's splits
+//   data.<param>                     per task    per task           arithmetic: digits, num_train
+//   algorithm.adv_estimator          enum        grpo (2)           grpo | gae (PPO with a critic)
+//   algorithm.n                      int >= 1    8 (2)              responses per prompt (verl:
+//                                                                   rollout.n); grpo needs >= 2
+//   algorithm.norm_adv_by_std        bool        true               GRPO: divide by the group std;
+//                                                                   false = Dr. GRPO
+//   algorithm.clip_eps               (0, 1)      0.2                PPO clip (verl: clip_ratio)
+//   algorithm.clip_eps_low           (0, 1)      clip_eps           ratio floor 1 - eps_low
+//   algorithm.clip_eps_high          (0, 1)      clip_eps           ratio cap 1 + eps_high (DAPO's
+//                                                                   clip-higher: 0.28)
+//   algorithm.kl.coef                >= 0        0.001              KL-to-reference loss weight
+//                                                                   (verl: kl_loss_coef); 0 = off
+//   algorithm.kl.type                enum        k3                 k1 | k2 | k3 (verl's
+//                                                                   low_var_kl is k3)
+//   algorithm.entropy_coeff          >= 0        0                  entropy bonus
+//   algorithm.loss_agg_mode          enum        token-mean         token-mean |
+//                                                                   seq-mean-token-mean |
+//                                                                   seq-mean-token-sum-norm
+//   algorithm.gamma                  [0, 1]      1.0                GAE discount (gae only)
+//   algorithm.lam                    [0, 1]      1.0                GAE lambda (gae only)
+//   algorithm.off_policy.correction  enum        truncate (2)       truncate | mask | none: the
+//                                                                   pi_prox / pi_behav weight of
+//                                                                   stale samples (losses.h)
+//   algorithm.off_policy.cap         > 0         2.0 (2)            its truncation / mask bound
+//   async.max_staleness              int >= 0    0 (2)              versions a sample may lag;
+//                                                                   0 = synchronous, on-policy
+//   rollout.temperature              >= 0        1.0                0 = greedy
+//   rollout.top_p                    (0, 1]      1.0                1 = no nucleus filter
+//   rollout.top_k                    int >= 0    0 (verl: -1)       0 = no top-k filter
+//   rollout.max_new_tokens           int > 0     max_response_len   <= data.max_response_length
+//   trainer.total_steps              int > 0     required           optimizer steps
+//   trainer.seed                     int >= 0    0                  init, sampling, batches
+//   trainer.lr                       > 0         1e-6               peak learning rate
+//   trainer.lr_schedule              enum        constant           constant | cosine (verl:
+//                                                                   warmup_style)
+//   trainer.warmup_steps             int >= 0    0                  linear warm-up, < total_steps
+//   trainer.min_lr_ratio             [0, 1]      0.0                cosine floor, times lr
+//   trainer.weight_decay             >= 0        0.01               AdamW decoupled decay
+//   trainer.grad_clip                > 0         1.0                max global gradient norm
+//   trainer.micro_batch_size         int >= 0    0                  sequences per forward and
+//                                                                   backward; 0 = the whole step
+//   trainer.eval_every               int >= 0    0 (verl: test_freq)  held-out eval every K steps;
+//                                                                   0 = before and after only
+//   sft.steps                        int > 0     1000 (3)           SFT warm start (init: sft)
+//   sft.batch_size                   int > 0     64                 sequences per step
+//   sft.lr                           > 0         3e-3               peak learning rate (cosine)
+//   sft.warmup_steps                 int >= 0    50                 < sft.steps
+//   sft.min_lr_ratio                 [0, 1]      0.1                cosine floor, times lr
+//   sft.weight_decay                 >= 0        0.01
+//   sft.grad_clip                    > 0         1.0
+//   sft.eval_every                   int > 0     100                held-out eval every K steps
+//   sft.target_accuracy              [0, 1]      1.0                stop at this held-out accuracy
+//   sft.dir                          path        <logging.dir>/sft  SFT checkpoint directory
+//   actors.<kind>.type               string      per kind (below)   registered actor type
+//   actors.<kind>.replicas           int         per kind           instances
+//   actors.<kind>.resources          map         per kind           {CPU, GPU, memory, custom:
+//                                                                   {NAME: amount}}; when written
+//                                                                   it is the whole request
+//   actors.<kind>.resources.CPU      >= 0        0                  fractions allowed
+//   actors.<kind>.resources.GPU      whole >= 0  0                  whole GPUs only
+//   actors.<kind>.resources.memory   bytes >= 0  0                  or "512MiB", "4GB", "1.5Gi"
+//   actors.<kind>.max_restarts       int >= -1   per kind           -1 = unlimited (Ray)
+//   actors.<kind>.config             map         {}                 free-form, passed to the actor
+//                                                                   as JSON (4)
+//   actors.checkpointer.dir          path        <logging.dir>/ckpt  checkpoint root
+//   actors.checkpointer.every_steps  int >= 0    0 (verl: save_freq)  0 = only at the end
+//   actors.checkpointer.keep         int >= 0    0                  newest K kept; 0 = all
+//   logging.dir                      path        runs/<name>        metrics.jsonl, events, spec
+//   logging.tensorboard              bool        true               TensorBoard event files
+//   logging.log_every                int > 0     1                  progress line every K steps
+//
+//   actor kind      type           replicas         resources   max_restarts
+//   rollout         RolloutWorker  1, >= 1          {CPU: 1}    3
+//   reward          RewardServer   1, >= 1          {}          3
+//   reference       Reference      1, >= 0 (5)      {CPU: 1}    3
+//   trainer         Trainer        1, >= 1          {CPU: 1}    0
+//   critic          Critic         0, >= 0 (6)      {CPU: 1}    0
+//   replay_buffer   ReplayBuffer   1, exactly 1     {}          0
+//   checkpointer    Checkpointer   1, exactly 1     {}          3
+//
+//   (1) Optional when model.init is a path: its config.json is used.
+//   (2) troupe's own default (verl: gae, n = 1; AReaL for the off-policy and staleness keys):
+//       troupe's first recipe is GRPO, which needs a group per prompt.
+//   (3) The sft defaults are the SFT recipe's (recipes/sft/sft_recipe.h). Read only when
+//       model.init is sft.
+//   (4) Drivers merge it over the settings they derive from the typed sections; its keys win.
+//   (5) >= 1 when algorithm.kl.coef > 0.  (6) >= 1 exactly when adv_estimator is gae.
+//
+// Thread-safety: JobSpec is a plain value; all functions are thread-safe (the task registry they
+// consult has its own lock).
+#ifndef TROUPE_RECIPES_JOB_SPEC_JOB_SPEC_H_
+#define TROUPE_RECIPES_JOB_SPEC_JOB_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "nlohmann/json.hpp"
+
+namespace troupe::recipes {
+
+enum class ModelInit { kSft, kRandom, kPath };
+enum class AdvEstimator { kGrpo, kGae };
+enum class KlType { kK1, kK2, kK3 };
+enum class LossAggMode { kTokenMean, kSeqMeanTokenMean, kSeqMeanTokenSumNorm };
+enum class OffPolicyMode { kNone, kTruncate, kMask };
+enum class LrSchedule { kConstant, kCosine };
+
+// The spellings used in the YAML ("sft", "grpo", "k3", "token-mean", "truncate", "cosine").
+absl::string_view ModelInitName(ModelInit init);
+absl::string_view AdvEstimatorName(AdvEstimator estimator);
+absl::string_view KlTypeName(KlType type);
+absl::string_view LossAggModeName(LossAggMode mode);
+absl::string_view OffPolicyModeName(OffPolicyMode mode);
+absl::string_view LrScheduleName(LrSchedule schedule);
+
+struct ModelSpec {
+  std::string config;  // May be empty only when init == kPath.
+  ModelInit init = ModelInit::kSft;
+  std::string init_path;  // kPath only.
+  std::string tokenizer;
+};
+
+struct DataSpec {
+  std::string task;
+  int64_t train_batch_size = 1024;
+  int64_t max_prompt_length = 512;
+  int64_t max_response_length = 512;
+  int64_t heldout_size = 500;
+  int64_t seed = 0;
+  // The task's own keys (job_tasks.h), every one present, defaults filled in.
+  nlohmann::json task_params = nlohmann::json::object();
+};
+
+struct KlSpec {
+  double coef = 0.001;
+  KlType type = KlType::kK3;
+};
+
+struct OffPolicySpec {
+  OffPolicyMode correction = OffPolicyMode::kTruncate;
+  double cap = 2.0;
+};
+
+struct AlgorithmSpec {
+  AdvEstimator adv_estimator = AdvEstimator::kGrpo;
+  int64_t n = 8;
+  bool norm_adv_by_std = true;
+  double clip_eps = 0.2;
+  double clip_eps_low = 0.2;  // Resolved: clip_eps unless given.
+  double clip_eps_high = 0.2;
+  KlSpec kl;
+  double entropy_coeff = 0.0;
+  LossAggMode loss_agg_mode = LossAggMode::kTokenMean;
+  double gamma = 1.0;
+  double lam = 1.0;
+  OffPolicySpec off_policy;
+};
+
+struct AsyncSpec {
+  int64_t max_staleness = 0;  // 0 = synchronous, on-policy.
+};
+
+struct RolloutSpec {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+  int64_t max_new_tokens = 0;  // Resolved: data.max_response_length unless given.
+};
+
+struct TrainerSpec {
+  int64_t total_steps = 0;  // Required.
+  int64_t seed = 0;
+  double lr = 1e-6;
+  LrSchedule lr_schedule = LrSchedule::kConstant;
+  int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.0;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;
+  int64_t micro_batch_size = 0;
+  int64_t eval_every = 0;
+};
+
+struct SftSpec {
+  int64_t steps = 1000;
+  int64_t batch_size = 64;
+  double lr = 3e-3;
+  int64_t warmup_steps = 50;
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;
+  int64_t eval_every = 100;
+  double target_accuracy = 1.0;
+  std::string dir;  // Resolved: <logging.dir>/sft unless given.
+};
+
+struct ActorResources {
+  double cpu = 0;
+  double gpu = 0;     // A whole number.
+  double memory = 0;  // Bytes.
+  std::map<std::string, double> custom;
+
+  // {"CPU": .., "GPU": .., "memory": .., custom...} with the non-zero amounts only (the form
+  // proto::Resources and the scheduler take).
+  std::map<std::string, double> AsMap() const;
+};
+
+// One kind of actor of the job: `replicas` instances of a registered actor type.
+struct ActorGroupSpec {
+  std::string type;
+  int64_t replicas = 1;
+  ActorResources resources;
+  int64_t max_restarts = 0;
+  nlohmann::json config = nlohmann::json::object();
+};
+
+// The per-kind defaults of the table in the file comment.
+ActorGroupSpec DefaultActorGroup(absl::string_view type, int64_t replicas, double cpu,
+                                 int64_t max_restarts);
+
+struct CheckpointerSpec : ActorGroupSpec {
+  CheckpointerSpec() : ActorGroupSpec(DefaultActorGroup("Checkpointer", 1, 0, 3)) {}
+
+  std::string dir;  // Resolved: <logging.dir>/ckpt unless given.
+  int64_t every_steps = 0;
+  int64_t keep = 0;
+};
+
+struct ActorsSpec {
+  ActorGroupSpec rollout = DefaultActorGroup("RolloutWorker", 1, 1, 3);
+  ActorGroupSpec reward = DefaultActorGroup("RewardServer", 1, 0, 3);
+  ActorGroupSpec reference = DefaultActorGroup("Reference", 1, 1, 3);
+  ActorGroupSpec trainer = DefaultActorGroup("Trainer", 1, 1, 0);
+  ActorGroupSpec critic = DefaultActorGroup("Critic", 0, 1, 0);
+  ActorGroupSpec replay_buffer = DefaultActorGroup("ReplayBuffer", 1, 0, 0);
+  CheckpointerSpec checkpointer;
+};
+
+struct LoggingSpec {
+  std::string dir;  // Resolved: runs/<name> unless given.
+  bool tensorboard = true;
+  int64_t log_every = 1;
+};
+
+struct JobSpec {
+  std::string name;
+  ModelSpec model;
+  DataSpec data;
+  AlgorithmSpec algorithm;
+  AsyncSpec async;
+  RolloutSpec rollout;
+  TrainerSpec trainer;
+  SftSpec sft;
+  ActorsSpec actors;
+  LoggingSpec logging;
+
+  // Provenance: the file (or source name) and the overrides it was parsed with, and where each
+  // key that was written came from ("algorithm.n" -> "job.yaml:7:6" or "override algorithm.n=4").
+  std::string source_name;
+  std::vector<std::string> overrides;
+  absl::flat_hash_map<std::string, std::string> locations;
+
+  // The location of `key_path`, else of its nearest written ancestor, else source_name.
+  std::string Where(absl::string_view key_path) const;
+  // InvalidArgument "WHERE: key_path: message", for checks made after parsing (drivers, CLI).
+  absl::Status ErrorAt(absl::string_view key_path, absl::string_view message) const;
+};
+
+// The actor kinds in a fixed order (rollout, reward, reference, trainer, critic, replay_buffer,
+// checkpointer) with their specs; pointers into `spec`.
+std::vector<std::pair<std::string, const ActorGroupSpec*>> ActorGroups(const JobSpec& spec);
+
+// Parses `yaml_text` (errors are located at `source_name`, e.g. the file path), applies
+// `overrides` in order, validates and resolves. InvalidArgument listing every problem.
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view yaml_text, absl::string_view source_name,
+                                     absl::Span<const std::string> overrides = {});
+
+// Reads `path` and ParseJobSpec's it with source_name = path. NotFound if it cannot be read.
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
+                                    absl::Span<const std::string> overrides = {});
+
+// The checks that need the filesystem: model.config exists and is a valid model config whose
+// max_position_embeddings holds max_prompt_length + max_response_length; an init path exists and
+// is a .safetensors file or a directory holding one (or an index) and, when model.config is empty,
+// a config.json; model.tokenizer exists. InvalidArgument listing every problem, located.
+absl::Status ValidateFiles(const JobSpec& spec);
+
+// A cluster's nodes, each as its total resources ({"CPU": 2, "memory": 8e9, ...}).
+using NodeResources = std::map<std::string, double>;
+
+// Whether the cluster can ever run the job: every actor's request fits on some node, and every
+// resource's sum over all replicas fits in the cluster's total (all actors live for the whole
+// job). FailedPrecondition naming actors.<kind>.resources and its location otherwise.
+absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes);
+
+// The resolved spec with every key, as YAML (with a comment naming the source and overrides) or
+// as pretty-printed JSON. ParseJobSpec(ToYaml(spec)) gives the same spec.
+std::string ToYaml(const JobSpec& spec);
+std::string ToJson(const JobSpec& spec);
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_JOB_SPEC_JOB_SPEC_H_

@@ -1,0 +1,552 @@
+#include "recipes/job_spec/job_spec.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace troupe::recipes {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// The example of issue 6, verbatim.
+constexpr char kIssueExample[] = R"(name: grpo-arith
+model: {config: examples/models/tiny.json, init: sft}      # or a safetensors directory
+data: {task: arithmetic, train_batch_size: 32, max_response_length: 16}
+algorithm: {adv_estimator: grpo, n: 8, clip_eps: 0.2, kl: {coef: 0.01, type: k3}}
+async: {max_staleness: 2}                                   # 0 = synchronous, on-policy
+actors:
+  rollout:   {replicas: 2, resources: {CPU: 1}}
+  reward:    {replicas: 1, resources: {CPU: 0.5}}
+  reference: {replicas: 1}
+  trainer:   {replicas: 1, resources: {CPU: 1}, config: {lr: 1e-4}}
+  checkpointer: {dir: runs/grpo-arith/ckpt, every_steps: 20, keep: 3}
+trainer: {total_steps: 200, seed: 1}
+logging: {dir: runs/grpo-arith}
+)";
+
+// A minimal valid spec of four lines; tests append sections from line 5 on.
+constexpr char kBase[] = R"(name: t
+model: {config: m.json, init: random}
+data: {task: arithmetic}
+trainer: {total_steps: 10}
+)";
+
+JobSpec Parse(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "job.yaml", overrides);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *std::move(spec) : JobSpec{};
+}
+
+// The error message of a spec that must not parse.
+std::string ParseError(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "job.yaml", overrides);
+  EXPECT_FALSE(spec.ok()) << "parsed:\n" << yaml;
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::filesystem::path dir = std::filesystem::path(base ? base : "/tmp") / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// ------------------------------------------------------------------------------------------------
+// Values and defaults
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpec, ParsesTheIssueExampleWithItsValuesAndFillsInDefaults) {
+  const JobSpec spec = Parse(kIssueExample);
+  EXPECT_EQ(spec.name, "grpo-arith");
+  EXPECT_EQ(spec.model.config, "examples/models/tiny.json");
+  EXPECT_EQ(spec.model.init, ModelInit::kSft);
+  EXPECT_EQ(spec.data.task, "arithmetic");
+  EXPECT_EQ(spec.data.train_batch_size, 32);
+  EXPECT_EQ(spec.data.max_response_length, 16);
+  EXPECT_EQ(spec.algorithm.adv_estimator, AdvEstimator::kGrpo);
+  EXPECT_EQ(spec.algorithm.n, 8);
+  EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps, 0.2);
+  EXPECT_DOUBLE_EQ(spec.algorithm.kl.coef, 0.01);
+  EXPECT_EQ(spec.algorithm.kl.type, KlType::kK3);
+  EXPECT_EQ(spec.async.max_staleness, 2);
+  EXPECT_EQ(spec.actors.rollout.replicas, 2);
+  EXPECT_DOUBLE_EQ(spec.actors.rollout.resources.cpu, 1);
+  EXPECT_DOUBLE_EQ(spec.actors.reward.resources.cpu, 0.5);
+  EXPECT_EQ(spec.actors.reference.replicas, 1);
+  EXPECT_EQ(spec.actors.trainer.config, nlohmann::json::parse(R"({"lr": 0.0001})"));
+  EXPECT_EQ(spec.actors.checkpointer.dir, "runs/grpo-arith/ckpt");
+  EXPECT_EQ(spec.actors.checkpointer.every_steps, 20);
+  EXPECT_EQ(spec.actors.checkpointer.keep, 3);
+  EXPECT_EQ(spec.trainer.total_steps, 200);
+  EXPECT_EQ(spec.trainer.seed, 1);
+  EXPECT_EQ(spec.logging.dir, "runs/grpo-arith");
+
+  // Defaults (verl's where it has them) and the ones derived from other keys.
+  EXPECT_EQ(spec.data.max_prompt_length, 512);
+  EXPECT_EQ(spec.data.heldout_size, 500);
+  EXPECT_EQ(spec.data.task_params, nlohmann::json::parse(R"({"digits": 2, "num_train": 0})"));
+  EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps_low, 0.2);
+  EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps_high, 0.2);
+  EXPECT_TRUE(spec.algorithm.norm_adv_by_std);
+  EXPECT_EQ(spec.algorithm.loss_agg_mode, LossAggMode::kTokenMean);
+  EXPECT_DOUBLE_EQ(spec.algorithm.entropy_coeff, 0);
+  EXPECT_EQ(spec.algorithm.off_policy.correction, OffPolicyMode::kTruncate);
+  EXPECT_EQ(spec.rollout.max_new_tokens, 16);  // = data.max_response_length.
+  EXPECT_DOUBLE_EQ(spec.rollout.temperature, 1.0);
+  EXPECT_DOUBLE_EQ(spec.trainer.lr, 1e-6);
+  EXPECT_DOUBLE_EQ(spec.trainer.grad_clip, 1.0);
+  EXPECT_EQ(spec.sft.dir, "runs/grpo-arith/sft");
+  EXPECT_TRUE(spec.logging.tensorboard);
+  EXPECT_EQ(spec.actors.rollout.type, "RolloutWorker");
+  EXPECT_EQ(spec.actors.rollout.max_restarts, 3);
+  EXPECT_DOUBLE_EQ(spec.actors.reference.resources.cpu, 1);  // Not written: the kind's default.
+  EXPECT_EQ(spec.actors.trainer.max_restarts, 0);
+  EXPECT_EQ(spec.actors.critic.replicas, 0);
+  EXPECT_EQ(spec.actors.replay_buffer.replicas, 1);
+  EXPECT_EQ(spec.actors.checkpointer.type, "Checkpointer");
+
+  // Locations of what was written; defaults point at their nearest written ancestor.
+  EXPECT_EQ(spec.Where("algorithm.n"), "job.yaml:4:37");
+  EXPECT_EQ(spec.Where("actors.rollout.resources.CPU"), "job.yaml:7:45");
+  EXPECT_EQ(spec.Where("actors.rollout.max_restarts"), "job.yaml:7:3");
+  EXPECT_EQ(spec.Where("sft.steps"), "job.yaml");
+  EXPECT_EQ(spec.ErrorAt("algorithm.n", "too many").message(),
+            "job.yaml:4:37: algorithm.n: too many");
+}
+
+TEST(JobSpec, DerivedDefaultsFollowTheRunName) {
+  const JobSpec spec = Parse(kBase);
+  EXPECT_EQ(spec.logging.dir, "runs/t");
+  EXPECT_EQ(spec.actors.checkpointer.dir, "runs/t/ckpt");
+  EXPECT_EQ(spec.sft.dir, "runs/t/sft");
+  EXPECT_EQ(spec.model.init, ModelInit::kRandom);
+}
+
+TEST(JobSpec, AnEmptySectionMeansDefaultsAndAWrittenResourcesMapIsTheWholeRequest) {
+  const JobSpec spec = Parse(absl::StrCat(kBase, R"(actors:
+  reference:
+  trainer: {resources: {GPU: 1, memory: 4GiB, custom: {tpu_slice: 2}}}
+  rollout: {resources: {memory: 512MB}}
+)"));
+  EXPECT_EQ(spec.actors.reference.replicas, 1);
+  EXPECT_DOUBLE_EQ(spec.actors.reference.resources.cpu, 1);
+  EXPECT_DOUBLE_EQ(spec.actors.trainer.resources.cpu, 0);  // Not named, so 0.
+  EXPECT_DOUBLE_EQ(spec.actors.trainer.resources.gpu, 1);
+  EXPECT_DOUBLE_EQ(spec.actors.trainer.resources.memory, 4.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(spec.actors.trainer.resources.AsMap(),
+            (std::map<std::string, double>{
+                {"GPU", 1}, {"memory", 4.0 * 1024 * 1024 * 1024}, {"tpu_slice", 2}}));
+  EXPECT_DOUBLE_EQ(spec.actors.rollout.resources.memory, 512e6);
+}
+
+TEST(JobSpec, ModelInitTakesAPathAndThenModelConfigIsOptional) {
+  const JobSpec spec = Parse(R"(name: t
+model: {init: ckpt/step_20}
+data: {task: arithmetic}
+trainer: {total_steps: 10}
+)");
+  EXPECT_EQ(spec.model.init, ModelInit::kPath);
+  EXPECT_EQ(spec.model.init_path, "ckpt/step_20");
+  EXPECT_EQ(spec.model.config, "");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Errors: each names FILE:LINE:COL and the key path
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpec, AWrongTypeNamesTheLineColumnAndKeyPath) {
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, R"(algorithm:
+  adv_estimator: grpo
+  n: eight
+)")),
+            R"(job.yaml:7:6: algorithm.n: expected a positive integer, got "eight")");
+  EXPECT_EQ(
+      ParseError(absl::StrCat(kBase, "algorithm: {n: \"8\"}\n")),
+      R"(job.yaml:5:16: algorithm.n: expected a positive integer, got "8" (a quoted string))");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "logging: {tensorboard: yes}\n")),
+            R"(job.yaml:5:24: logging.tensorboard: expected true or false, got "yes")");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: [1, 2]\n")),
+            "job.yaml:5:12: algorithm: expected a map, got a list");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {trainer: {config: 3}}\n")),
+            "job.yaml:5:28: actors.trainer.config: expected a map, got 3");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {adv_estimator: ppo}\n")),
+            "job.yaml:5:28: algorithm.adv_estimator: expected one of grpo, gae, got \"ppo\" "
+            "(PPO's estimator is called gae, as in verl)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {kl: {type: k4}}\n")),
+            "job.yaml:5:24: algorithm.kl.type: expected one of k1, k2, k3, got \"k4\" (did you "
+            "mean \"k1\"?)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {trainer: {resources: {memory: lots}}}\n")),
+            "job.yaml:5:40: actors.trainer.resources.memory: expected a non-negative number of "
+            "bytes or a size such as \"512MiB\" or \"4GB\", got \"lots\"");
+  EXPECT_EQ(ParseError("- name: t\n"),
+            "job.yaml:1:1: expected a map of sections (name, model, data, algorithm, ...), got a "
+            "list");
+}
+
+TEST(JobSpec, UnknownKeysAreErrorsWithADidYouMean) {
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, R"(actors:
+  rollout:
+    replica: 2
+)")),
+            R"(job.yaml:7:5: actors.rollout.replica: unknown key (did you mean "replicas"?))");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "trainr: {seed: 1}\n")),
+            R"(job.yaml:5:1: trainr: unknown key (did you mean "trainer"?))");
+  // A key of another section, and verl's spelling of a key.
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {lr: 0.1}\n")),
+            "job.yaml:5:13: algorithm.lr: unknown key (did you mean trainer.lr?)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "rollout: {n: 4}\n")),
+            "job.yaml:5:11: rollout.n: unknown key (did you mean algorithm.n?)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {reward: {every_steps: 4}}\n")),
+            "job.yaml:5:19: actors.reward.every_steps: unknown key (did you mean "
+            "actors.checkpointer.every_steps?)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {clip_ratio: 0.2}\n")),
+            "job.yaml:5:13: algorithm.clip_ratio: unknown key (verl's clip_ratio is "
+            "algorithm.clip_eps here)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {rollout: {resources: {cpu: 1}}}\n")),
+            R"(job.yaml:5:32: actors.rollout.resources.cpu: unknown key (did you mean "CPU"?))");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "data_: 1\n")),
+            "job.yaml:5:1: data_: unknown key (did you mean \"data\"?)");
+}
+
+TEST(JobSpec, AnUnknownTaskOrActorKindIsAnError) {
+  EXPECT_EQ(ParseError(R"(name: t
+model: {config: m.json}
+data: {task: arithmetc, digits: 3}
+trainer: {total_steps: 10}
+actors: {critc: {replicas: 1}}
+)"),
+            "job.yaml:3:14: data.task: unknown task \"arithmetc\" (did you mean \"arithmetic\"?); "
+            "registered tasks: arithmetic\n"
+            "job.yaml:5:10: actors.critc: unknown actor kind (did you mean \"critic\"?); known: "
+            "checkpointer, critic, reference, replay_buffer, reward, rollout, trainer");
+}
+
+TEST(JobSpec, OutOfRangeValuesAreAllReportedInFileOrder) {
+  EXPECT_EQ(
+      ParseError(R"(name: t
+model: {config: m.json}
+data: {task: arithmetic, digits: 7}
+trainer: {total_steps: 10}
+algorithm: {n: 0, clip_eps: 1.5}
+async: {max_staleness: -1}
+rollout: {top_p: 0}
+actors:
+  rollout: {resources: {CPU: -1, GPU: 0.5}}
+  replay_buffer: {replicas: 2, max_restarts: -2}
+)"),
+      "job.yaml:3:34: data.digits: expected an integer in [1, 3], got 7\n"
+      "job.yaml:5:16: algorithm.n: expected a positive integer, got 0\n"
+      "job.yaml:5:29: algorithm.clip_eps: expected a number in (0, 1), got 1.5\n"
+      "job.yaml:6:24: async.max_staleness: expected a non-negative integer, got -1\n"
+      "job.yaml:7:18: rollout.top_p: expected a number in (0, 1], got 0\n"
+      "job.yaml:9:30: actors.rollout.resources.CPU: expected a non-negative number, got -1\n"
+      "job.yaml:9:39: actors.rollout.resources.GPU: expected a whole number of GPUs, got 0.5\n"
+      "job.yaml:10:29: actors.replay_buffer.replicas: expected exactly 1, got 2\n"
+      "job.yaml:10:46: actors.replay_buffer.max_restarts: expected an integer >= -1, got -2");
+}
+
+TEST(JobSpec, MissingRequiredKeysAreNamed) {
+  EXPECT_EQ(ParseError("model: {init: random}\n"),
+            "job.yaml: name: missing required key\n"
+            "job.yaml: data.task: missing required key\n"
+            "job.yaml: trainer.total_steps: missing required key\n"
+            "job.yaml:1:1: model.config: missing required key");
+  EXPECT_EQ(ParseError(""),
+            "job.yaml: name: missing required key\n"
+            "job.yaml: model.config: missing required key\n"
+            "job.yaml: data.task: missing required key\n"
+            "job.yaml: trainer.total_steps: missing required key");
+}
+
+TEST(JobSpec, RulesBetweenKeysAreCheckedWithTheLocationOfTheKeyToChange) {
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {n: 1}\n")),
+            "job.yaml:5:16: algorithm.n: adv_estimator grpo needs at least 2 responses per prompt "
+            "to form a group, got 1");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {reference: {replicas: 0}}\n")),
+            "job.yaml:5:32: actors.reference.replicas: algorithm.kl.coef > 0 needs a reference "
+            "model (replicas >= 1); set kl.coef: 0 to run without one");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {adv_estimator: gae}\n")),
+            "job.yaml: actors.critic.replicas: adv_estimator gae needs a critic: set "
+            "actors.critic.replicas >= 1");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "rollout: {max_new_tokens: 600}\n")),
+            "job.yaml:5:27: rollout.max_new_tokens: 600 exceeds data.max_response_length (512)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "name: x\n")),
+            "job.yaml:5:1: name: duplicate key (first at job.yaml:1:1)");
+  // Fine: no KL term, so no reference model needed; gae with a critic.
+  Parse(absl::StrCat(kBase, "algorithm: {kl: {coef: 0}}\nactors: {reference: {replicas: 0}}\n"));
+  Parse(absl::StrCat(kBase,
+                     "algorithm: {adv_estimator: gae, n: 1}\nactors: {critic: {replicas: 1}}\n"));
+}
+
+TEST(JobSpec, MalformedYamlIsReportedWithLineAndColumn) {
+  const std::string message = ParseError("name: t\nmodel: {config: m.json\ndata: {task: x}\n");
+  EXPECT_THAT(message, StartsWith("job.yaml:3:"));
+  EXPECT_THAT(message, HasSubstr(": malformed YAML: "));
+  EXPECT_THAT(ParseError("name: t\n  bad: indent\n"), StartsWith("job.yaml:2:6: malformed YAML: "));
+  EXPECT_EQ(ParseError("name: a\n---\nname: b\n"),
+            "job.yaml: expected one YAML document, found 2 (--- separators)");
+  const std::string recursive = ParseError("a: &x {b: *x}\n");
+  EXPECT_THAT(recursive, StartsWith("job.yaml:1:4: a.b.b.b.b.b."));
+  EXPECT_THAT(recursive, HasSubstr(".b: nested deeper than 64 levels (a recursive alias?)"));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Anchors, aliases and merge keys
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpec, AnchorsAliasesAndMergeKeysWork) {
+  const JobSpec spec = Parse(R"(name: anchors
+x-cpu: &cpu {CPU: 0.5}
+model: {config: m.json, init: random}
+data: {task: arithmetic}
+trainer: {total_steps: 10}
+actors:
+  rollout: &worker {replicas: 2, resources: *cpu, max_restarts: 5}
+  reward: *worker
+  reference: {<<: *worker, replicas: 1}
+  trainer: {<<: [{resources: {CPU: 1}}, *worker], replicas: 1}
+)");
+  EXPECT_EQ(spec.actors.rollout.replicas, 2);
+  EXPECT_DOUBLE_EQ(spec.actors.rollout.resources.cpu, 0.5);
+  EXPECT_EQ(spec.actors.reward.replicas, 2);
+  EXPECT_EQ(spec.actors.reward.max_restarts, 5);
+  EXPECT_EQ(spec.actors.reference.replicas, 1);  // The explicit key wins over the merged one.
+  EXPECT_DOUBLE_EQ(spec.actors.reference.resources.cpu, 0.5);
+  EXPECT_EQ(spec.actors.reference.max_restarts, 5);
+  EXPECT_DOUBLE_EQ(spec.actors.trainer.resources.cpu, 1);  // The first merge source wins.
+  EXPECT_EQ(spec.actors.trainer.max_restarts, 5);
+
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {rollout: {<<: 3}}\n")),
+            "job.yaml:5:24: actors.rollout.<<: a merge key takes a map or a list of maps");
+}
+
+TEST(JobSpec, AnOverrideThroughAnAliasDoesNotChangeTheAnchor) {
+  const JobSpec spec = Parse(absl::StrCat(kBase, R"(actors:
+  rollout: &w {replicas: 2, resources: {CPU: 1}}
+  reward: *w
+)"),
+                             {"actors.reward.replicas=1", "actors.reward.resources.CPU=0.25"});
+  EXPECT_EQ(spec.actors.rollout.replicas, 2);
+  EXPECT_DOUBLE_EQ(spec.actors.rollout.resources.cpu, 1);
+  EXPECT_EQ(spec.actors.reward.replicas, 1);
+  EXPECT_DOUBLE_EQ(spec.actors.reward.resources.cpu, 0.25);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Overrides
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpec, OverridesSetScalarsNestedKeysAndWholeMaps) {
+  const JobSpec spec =
+      Parse(kIssueExample,
+            {"algorithm.n=4", "trainer.total_steps=50", "actors.rollout.replicas=3",
+             "actors.trainer.config.lr=3e-4", "actors.reward.resources={CPU: 2, memory: 1GiB}",
+             "algorithm.kl={coef: 0.0}", "logging.dir=/tmp/r"});
+  EXPECT_EQ(spec.algorithm.n, 4);
+  EXPECT_EQ(spec.trainer.total_steps, 50);
+  EXPECT_EQ(spec.trainer.seed, 1);  // Untouched siblings stay.
+  EXPECT_EQ(spec.actors.rollout.replicas, 3);
+  EXPECT_DOUBLE_EQ(spec.actors.rollout.resources.cpu, 1);
+  EXPECT_EQ(spec.actors.trainer.config, nlohmann::json::parse(R"({"lr": 0.0003})"));
+  EXPECT_DOUBLE_EQ(spec.actors.reward.resources.cpu, 2);
+  EXPECT_DOUBLE_EQ(spec.actors.reward.resources.memory, 1024.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(spec.algorithm.kl.coef, 0.0);
+  EXPECT_EQ(spec.algorithm.kl.type, KlType::kK3);  // The replaced map's other key: default.
+  EXPECT_EQ(spec.logging.dir, "/tmp/r");
+  EXPECT_EQ(spec.Where("algorithm.n"), "override algorithm.n=4");
+  EXPECT_EQ(spec.Where("algorithm.clip_eps"), "job.yaml:4:50");
+  EXPECT_EQ(spec.overrides.size(), 7u);
+}
+
+TEST(JobSpec, OverridesCreateSectionsAndMergeIntoFreeFormConfig) {
+  const JobSpec spec = Parse(absl::StrCat(kBase, R"(actors:
+  trainer: {config: {lr: 1e-4, betas: [0.9, 0.95]}}
+)"),
+                             {"actors.trainer.config.lr=3e-4", "actors.trainer.config.opt.eps=1e-8",
+                              "rollout.temperature=0", "name=renamed"});
+  EXPECT_EQ(spec.actors.trainer.config,
+            nlohmann::json::parse(R"({"lr": 0.0003, "betas": [0.9, 0.95], "opt": {"eps": 1e-8}})"));
+  EXPECT_DOUBLE_EQ(spec.rollout.temperature, 0);
+  EXPECT_EQ(spec.name, "renamed");
+  EXPECT_EQ(spec.logging.dir, "runs/renamed");
+}
+
+TEST(JobSpec, InvalidOverridesNameTheOverride) {
+  EXPECT_EQ(ParseError(kBase, {"algorithm.nn=4"}),
+            R"(override algorithm.nn=4: algorithm.nn: unknown key (did you mean "n"?))");
+  EXPECT_EQ(ParseError(kBase, {"algorithm.n=eight"}),
+            R"(override algorithm.n=eight: algorithm.n: expected a positive integer, got "eight")");
+  EXPECT_EQ(ParseError(kBase, {"actors.rollout.resources={CPU: 2, GPUU: 1}"}),
+            "override actors.rollout.resources={CPU: 2, GPUU: 1}: actors.rollout.resources.GPUU: "
+            "unknown key (did you mean \"GPU\"?)");
+  EXPECT_EQ(ParseError(kBase, {"actors.learner.replicas=1"}),
+            "override actors.learner.replicas=1: actors.learner: unknown actor kind; known: "
+            "checkpointer, critic, reference, replay_buffer, reward, rollout, trainer");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {n: 4}\n"), {"algorithm.n.x=1"}),
+            "override algorithm.n.x=1: algorithm.n is a scalar (at job.yaml:5:16), not a map");
+  EXPECT_EQ(ParseError(kBase, {"n4"}),
+            "override \"n4\": expected KEY.PATH=VALUE, e.g. algorithm.n=4");
+  EXPECT_EQ(ParseError(kBase, {"=4"}),
+            "override \"=4\": expected KEY.PATH=VALUE, e.g. algorithm.n=4");
+  EXPECT_EQ(ParseError(kBase, {"a..b=1"}), "override a..b=1: empty key in \"a..b\"");
+  EXPECT_THAT(ParseError(kBase, {"algorithm.n=[1,"}),
+              StartsWith("override algorithm.n=[1,: malformed value: "));
+  // Errors in the file and in overrides together: the file's first.
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "async: {max_staleness: x}\n"), {"trainer.seed=-1"}),
+            "job.yaml:5:24: async.max_staleness: expected a non-negative integer, got \"x\"\n"
+            "override trainer.seed=-1: trainer.seed: expected a non-negative integer, got -1");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Output
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpec, ToYamlRoundTripsThroughParse) {
+  const std::string yaml = absl::StrCat(kIssueExample, R"(rollout: {top_k: 5}
+sft: {lr: 0.001}
+)");
+  const JobSpec spec = Parse(yaml, {"actors.trainer.config={lr: 1e-4, name: \"true\", empty: \"\", "
+                                    "version: \"1.5\", list: [1, two, {x: null}], word: yes, "
+                                    "nested: {a: {b: 1.0}}, big: 12345678901234}",
+                                    "algorithm.clip_eps_high=0.28", "trainer.lr=3e-7"});
+  EXPECT_EQ(spec.actors.trainer.config, nlohmann::json::parse(R"({
+      "lr": 0.0001, "name": "true", "empty": "", "version": "1.5", "list": [1, "two", {"x": null}],
+      "word": "yes", "nested": {"a": {"b": 1.0}}, "big": 12345678901234})"));
+  EXPECT_TRUE(spec.actors.trainer.config["nested"]["a"]["b"].is_number_float());
+
+  const std::string out = ToYaml(spec);
+  EXPECT_THAT(out, StartsWith("# Resolved troupe job spec, from job.yaml with overrides: "));
+  EXPECT_THAT(out, HasSubstr("\n  lr: 3.0e-07\n"));
+  EXPECT_THAT(out, HasSubstr("\n  clip_eps_high: 0.28\n"));
+
+  absl::StatusOr<JobSpec> again = ParseJobSpec(out, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << out;
+  EXPECT_EQ(ToJson(*again), ToJson(spec));
+  EXPECT_TRUE(again->actors.trainer.config["nested"]["a"]["b"].is_number_float());
+  EXPECT_EQ(ToYaml(*again).substr(ToYaml(*again).find('\n')), out.substr(out.find('\n')));
+
+  // JSON is YAML too: the recorded JSON parses back to the same spec.
+  absl::StatusOr<JobSpec> from_json = ParseJobSpec(ToJson(spec), "resolved.json");
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(ToJson(*from_json), ToJson(spec));
+}
+
+TEST(JobSpec, ToJsonHasEveryKeyWithTypedValues) {
+  const nlohmann::json j = nlohmann::json::parse(ToJson(Parse(kIssueExample)));
+  EXPECT_EQ(j["name"], "grpo-arith");
+  EXPECT_EQ(j["algorithm"]["n"], 8);
+  EXPECT_EQ(j["algorithm"]["kl"]["type"], "k3");
+  EXPECT_EQ(j["algorithm"]["loss_agg_mode"], "token-mean");
+  EXPECT_EQ(j["data"]["digits"], 2);
+  EXPECT_EQ(j["model"]["init"], "sft");
+  EXPECT_EQ(j["actors"]["reward"]["resources"]["CPU"], 0.5);
+  EXPECT_EQ(j["actors"]["checkpointer"]["keep"], 3);
+  EXPECT_EQ(j["rollout"]["max_new_tokens"], 16);
+  EXPECT_EQ(j["sft"]["dir"], "runs/grpo-arith/sft");
+  EXPECT_EQ(j["logging"]["tensorboard"], true);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Checks against the filesystem and the cluster
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpec, ValidateFilesReportsAMissingModelConfigAtItsLine) {
+  const absl::Status status = ValidateFiles(Parse(kBase));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "job.yaml:2:17: model.config: file not found: m.json");
+}
+
+TEST(JobSpec, ValidateFilesChecksTheModelConfigAgainstTheSequenceLengths) {
+  const std::string dir = TempDir("model_config");
+  const std::string config = dir + "/tiny.json";
+  WriteFile(config, R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 128,
+      "intermediate_size": 352, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "max_position_embeddings": 256})");
+  const std::string yaml = R"(name: t
+model: {config: m.json, init: random}
+data: {task: arithmetic, max_prompt_length: 200, max_response_length: 100}
+trainer: {total_steps: 10}
+)";
+  EXPECT_EQ(std::string(ValidateFiles(Parse(yaml, {"model.config=" + config})).message()),
+            absl::StrCat("job.yaml:3:71: data.max_response_length: data.max_prompt_length + "
+                         "data.max_response_length = 300 exceeds max_position_embeddings = 256 of ",
+                         config));
+  const JobSpec fits = Parse(yaml, {"model.config=" + config, "data.max_prompt_length=156"});
+  EXPECT_TRUE(ValidateFiles(fits).ok()) << ValidateFiles(fits);
+
+  const std::string bad_config = dir + "/bad.json";
+  WriteFile(bad_config, R"({"model_type": "llama"})");
+  const absl::Status bad = ValidateFiles(Parse(kBase, {"model.config=" + bad_config}));
+  EXPECT_THAT(std::string(bad.message()),
+              StartsWith(absl::StrCat("override model.config=", bad_config, ": model.config: ")));
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("vocab_size"));
+  EXPECT_EQ(std::string(ValidateFiles(Parse(kBase, {"model.config=" + dir})).message()),
+            absl::StrCat("override model.config=", dir,
+                         ": model.config: expected a config.json "
+                         "file, got a directory: ",
+                         dir));
+}
+
+TEST(JobSpec, ValidateFilesChecksAnInitDirectoryAndTheTokenizer) {
+  const std::string dir = TempDir("init_dir");
+  const std::string yaml = absl::StrCat(R"(name: t
+model: {init: )",
+                                        dir, R"(, tokenizer: missing/tokenizer.json}
+data: {task: arithmetic}
+trainer: {total_steps: 10}
+)");
+  EXPECT_EQ(std::string(ValidateFiles(Parse(yaml)).message()),
+            absl::StrCat("job.yaml:2:15: model.init: no .safetensors file in ", dir, "\n",
+                         "job.yaml:2:15: model.init: no config.json in ", dir,
+                         ", and model.config is not set\n", "job.yaml:2:", 28 + dir.size(),
+                         ": model.tokenizer: file not found: missing/tokenizer.json"));
+  WriteFile(dir + "/model.safetensors", "");
+  WriteFile(dir + "/config.json", "{}");
+  WriteFile(dir + "/tokenizer.json", "{}");
+  EXPECT_TRUE(ValidateFiles(Parse(yaml, {"model.tokenizer=" + dir + "/tokenizer.json"})).ok());
+  EXPECT_EQ(
+      std::string(ValidateFiles(Parse(yaml, {"model.init=nowhere", "model.tokenizer="})).message()),
+      "override model.init=nowhere: model.init: not found: nowhere (expected sft, random, "
+      "or a path)");
+}
+
+TEST(JobSpec, CheckResourcesFitNamesWhatNoNodeOrTheWholeClusterCanHold) {
+  const JobSpec spec = Parse(kIssueExample);
+  // rollout 2 x 1 + reward 0.5 + reference 1 (default) + trainer 1 = 4.5 CPUs.
+  EXPECT_TRUE(CheckResourcesFit(spec, {{{"CPU", 8}}}).ok());
+  EXPECT_TRUE(CheckResourcesFit(spec, {{{"CPU", 2}}, {{"CPU", 2.5}}}).ok());
+  const absl::Status total = CheckResourcesFit(spec, {{{"CPU", 2}}});
+  EXPECT_EQ(total.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(total.message()),
+            "job.yaml:6:1: actors: the job needs 4.5 CPU in total (rollout 2 x 1, reward 1 x 0.5, "
+            "reference 1 x 1, trainer 1 x 1), the cluster has 2");
+
+  const JobSpec gpu = Parse(kIssueExample, {"actors.trainer.resources={CPU: 1, GPU: 1}"});
+  EXPECT_EQ(
+      std::string(CheckResourcesFit(gpu, {{{"CPU", 8}}, {{"CPU", 1}, {"GPU", 0}}}).message()),
+      "override actors.trainer.resources={CPU: 1, GPU: 1}: actors.trainer.resources: fits "
+      "on no node (GPU: requested 1, the largest node has 0)\n"
+      "job.yaml:6:1: actors: the job needs 1 GPU in total (trainer 1 x 1), the cluster has 0");
+  EXPECT_EQ(
+      std::string(CheckResourcesFit(gpu, {{{"CPU", 8}}, {{"CPU", 0.5}, {"GPU", 1}}}).message()),
+      "override actors.trainer.resources={CPU: 1, GPU: 1}: actors.trainer.resources: fits "
+      "on no node (no single node has all of it at once)");
+}
+
+}  // namespace
+}  // namespace troupe::recipes
