@@ -1,8 +1,8 @@
 // Speed of the tiny demo transformer on this machine's CPU, as JSON lines
 // {"bench","metric","value","unit"[,"baseline","baseline_value","ratio"]}.
 //
-//   bazel build //models:transformer_bench
-//   bazel-bin/models/transformer_bench [examples/models/tiny.json] [batch] [seq_len]
+//   bazel build -c opt //bench:transformer_bench
+//   bazel-bin/bench/transformer_bench [examples/models/tiny.json] [batch] [seq_len]
 //
 // Metrics (median over timed iterations after warm-up):
 //   train_step_ms / train_tokens_per_s: forward + cross-entropy + backward, batch x seq_len.

@@ -1,0 +1,345 @@
+#include "rollout/generation_engine.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/token_logprobs.h"
+#include "models/transformer.h"
+#include "runtime/status_macros.h"
+
+namespace troupe::rollout {
+
+// One KV-cache slot and the sequence living in it.
+struct GenerationEngine::Slot {
+  bool active = false;
+  int64_t item = 0;  // Index of the sample in Generate's work queue.
+  const std::vector<int32_t>* prompt = nullptr;
+  std::vector<int32_t> uncached;  // Tokens to feed at the next forward.
+  GeneratedSample sample;
+};
+
+namespace {
+
+std::string ShapeString(at::IntArrayRef shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+}  // namespace
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<GenerationEngine>> GenerationEngine::Create(
+    std::shared_ptr<models::CausalLMImpl> model, const GenerationEngineOptions& options) {
+  if (model == nullptr) return absl::InvalidArgumentError("GenerationEngine: model is null");
+  if (options.num_slots <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GenerationEngine: num_slots = ", options.num_slots, " must be > 0"));
+  }
+  if (options.max_seq_len <= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GenerationEngine: max_seq_len = ", options.max_seq_len, " must be > 1"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(models::KVCache cache,
+                          model->CreateKVCache(options.num_slots, options.max_seq_len));
+  return std::unique_ptr<GenerationEngine>(new GenerationEngine(
+      std::move(model), std::make_unique<models::KVCache>(std::move(cache)), options));
+}
+
+GenerationEngine::GenerationEngine(std::shared_ptr<models::CausalLMImpl> model,
+                                   std::unique_ptr<models::KVCache> cache,
+                                   const GenerationEngineOptions& options)
+    : model_(std::move(model)),
+      cache_(std::move(cache)),
+      options_(options),
+      vocab_size_(model_->config().vocab_size),
+      slots_(options.num_slots),
+      version_(options.initial_weight_version),
+      accepted_version_(options.initial_weight_version) {
+  for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
+    params_.emplace(item.key(), item.value());
+  }
+}
+
+GenerationEngine::~GenerationEngine() = default;
+
+int64_t GenerationEngine::weight_version() const {
+  absl::MutexLock lock(&mutex_);
+  return version_;
+}
+
+absl::Status GenerationEngine::UpdateWeights(WeightUpdate update) {
+  const std::string what = absl::StrCat("UpdateWeights (version ", update.version, "): ");
+  auto check_version = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) -> absl::Status {
+    if (update.version <= accepted_version_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "version must exceed the latest accepted version ", accepted_version_));
+    }
+    return absl::OkStatus();
+  };
+  {
+    absl::MutexLock lock(&mutex_);
+    TROUPE_RETURN_IF_ERROR(check_version());
+  }
+  absl::flat_hash_set<std::string> seen;
+  std::vector<std::pair<std::string, at::Tensor>> copies;
+  copies.reserve(update.tensors.size());
+  for (const auto& [name, tensor] : update.tensors) {
+    auto it = params_.find(name);
+    if (it == params_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "unknown tensor '", name, "'"));
+    }
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "tensor '", name, "' appears twice"));
+    }
+    if (!tensor.defined() || !at::isFloatingType(tensor.scalar_type())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "tensor '", name, "' must be a defined floating-point tensor"));
+    }
+    const at::Tensor& param = it->second;
+    if (tensor.sizes() != param.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, "tensor '", name, "' has shape ",
+                                                     ShapeString(tensor.sizes()), ", the model ",
+                                                     ShapeString(param.sizes())));
+    }
+    try {
+      // A private copy in the parameter's dtype and device: the caller may keep changing its own.
+      copies.emplace_back(name, tensor.detach().to(param.options(), /*non_blocking=*/false,
+                                                   /*copy=*/true));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(what, "cannot copy tensor '", name, "': ", e.what()));
+    }
+  }
+  if (!update.partial && seen.size() != params_.size()) {
+    std::vector<std::string> missing;
+    for (const auto& [name, param] : params_) {
+      if (!seen.contains(name)) missing.push_back(name);
+    }
+    std::sort(missing.begin(), missing.end());
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, missing.size(), " parameter(s) missing (set partial for a partial update), e.g. '",
+        missing.front(), "'"));
+  }
+
+  absl::MutexLock lock(&mutex_);
+  TROUPE_RETURN_IF_ERROR(check_version());
+  if (pending_.has_value() && update.partial) {
+    // Merge over the queued update: the newer tensors win.
+    for (auto& [name, tensor] : pending_->tensors) {
+      if (!seen.contains(name)) copies.emplace_back(name, std::move(tensor));
+    }
+    update.partial = pending_->partial;
+  }
+  update.tensors = std::move(copies);
+  accepted_version_ = update.version;
+  pending_ = std::move(update);
+  return absl::OkStatus();
+}
+
+bool GenerationEngine::ApplyPendingUpdate() {
+  std::optional<WeightUpdate> update;
+  {
+    absl::MutexLock lock(&mutex_);
+    update.swap(pending_);
+  }
+  if (!update.has_value()) return false;
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& [name, tensor] : update->tensors) params_.at(name).copy_(tensor);
+  }
+  ++stats_.weight_updates_applied;
+  absl::MutexLock lock(&mutex_);
+  version_ = update->version;
+  return true;
+}
+
+absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::Generate(
+    absl::Span<const std::vector<int32_t>> prompts, const SamplingParams& params,
+    const StepCallback& on_step) {
+  auto error = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("Generate: ", parts...));
+  };
+  if (prompts.empty()) return error("no prompts");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::vector<int32_t>& prompt = prompts[p];
+    if (prompt.empty()) return error("prompt ", p, " is empty");
+    if (static_cast<int64_t>(prompt.size()) >= options_.max_seq_len) {
+      return error("prompt ", p, " has ", prompt.size(), " tokens; max_seq_len ",
+                   options_.max_seq_len, " leaves no room to generate");
+    }
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (prompt[i] < 0 || prompt[i] >= vocab_size_) {
+        return error("prompt ", p, " token ", i, " = ", prompt[i],
+                     " is outside the vocabulary [0, ", vocab_size_, ")");
+      }
+    }
+  }
+  TROUPE_RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size_));
+
+  absl::StatusOr<std::vector<GeneratedSample>> result;
+  try {
+    result = GenerateImpl(prompts, params, on_step);
+  } catch (const c10::Error& e) {
+    result = absl::InternalError(absl::StrCat("Generate: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    result = absl::InternalError(absl::StrCat("Generate: ", e.what()));
+  }
+  // Leave no sequence behind, whatever happened.
+  for (int64_t s = 0; s < cache_->num_slots(); ++s) {
+    cache_->ResetSlot(s);
+    slots_[s] = Slot();
+  }
+  return result;
+}
+
+absl::StatusOr<at::Tensor> GenerationEngine::ForwardRows(const std::vector<int64_t>& rows,
+                                                         bool prefill) {
+  const int64_t batch = static_cast<int64_t>(rows.size());
+  int64_t width = 1;
+  for (int64_t s : rows) width = std::max<int64_t>(width, slots_[s].uncached.size());
+  std::vector<int64_t> ids(batch * width, 0);
+  std::vector<int64_t> positions(batch * width, 0);
+  models::CacheForwardOptions forward_options;
+  forward_options.last_token_only = true;
+  for (int64_t b = 0; b < batch; ++b) {
+    const Slot& slot = slots_[rows[b]];
+    const int64_t cached = cache_->lengths[rows[b]];
+    for (int64_t t = 0; t < width; ++t) {
+      if (t < static_cast<int64_t>(slot.uncached.size())) ids[b * width + t] = slot.uncached[t];
+      positions[b * width + t] = cached + t;  // Padding gets harmless positions too.
+    }
+    if (prefill) forward_options.num_new.push_back(slot.uncached.size());
+  }
+  at::Tensor ids_t = at::tensor(ids, at::kLong).view({batch, width});
+  at::Tensor positions_t = at::tensor(positions, at::kLong).view({batch, width});
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor logits, model_->ForwardWithCache(ids_t, positions_t, *cache_,
+                                                                      rows, forward_options));
+  ++stats_.forward_calls;
+  for (int64_t s : rows) {
+    (prefill ? stats_.prefill_tokens : stats_.decode_tokens) += slots_[s].uncached.size();
+  }
+  return logits.select(1, 0);  // [B, V]
+}
+
+absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::GenerateImpl(
+    absl::Span<const std::vector<int32_t>> prompts, const SamplingParams& params,
+    const StepCallback& on_step) {
+  at::NoGradGuard no_grad;
+  const int64_t total = static_cast<int64_t>(prompts.size()) * params.n;
+  std::vector<GeneratedSample> results(total);
+  int64_t next_item = 0;
+  for (int64_t s = 0; s < cache_->num_slots(); ++s) {
+    cache_->ResetSlot(s);
+    slots_[s] = Slot();
+  }
+
+  for (int64_t step = 0;; ++step) {
+    // ---- Step boundary: callback, weight update, refill.
+    if (on_step) on_step(step);
+    if (ApplyPendingUpdate()) {
+      // The cached keys/values came from the old weights: rebuild them from the new ones.
+      for (int64_t s = 0; s < cache_->num_slots(); ++s) {
+        Slot& slot = slots_[s];
+        if (!slot.active) continue;
+        cache_->ResetSlot(s);
+        slot.uncached = *slot.prompt;
+        slot.uncached.insert(slot.uncached.end(), slot.sample.tokens.begin(),
+                             slot.sample.tokens.end());
+        stats_.recomputed_tokens += slot.uncached.size();
+      }
+    }
+    for (int64_t s = 0; s < cache_->num_slots() && next_item < total; ++s) {
+      Slot& slot = slots_[s];
+      if (slot.active) continue;
+      slot = Slot();
+      slot.active = true;
+      slot.item = next_item++;
+      slot.sample.prompt_index = slot.item / params.n;
+      slot.sample.sample_index = slot.item % params.n;
+      slot.prompt = &prompts[slot.sample.prompt_index];
+      slot.uncached = *slot.prompt;
+    }
+
+    // ---- Forward: prefill rows and decode rows (ascending slots, so contiguous runs are cheap).
+    std::vector<int64_t> prefill_rows;
+    std::vector<int64_t> decode_rows;
+    for (int64_t s = 0; s < cache_->num_slots(); ++s) {
+      if (!slots_[s].active) continue;
+      (slots_[s].uncached.size() > 1 ? prefill_rows : decode_rows).push_back(s);
+    }
+    if (prefill_rows.empty() && decode_rows.empty()) break;
+    ++stats_.steps;
+    stats_.max_active_slots =
+        std::max<int64_t>(stats_.max_active_slots, prefill_rows.size() + decode_rows.size());
+    const int64_t version = weight_version();
+    std::vector<at::Tensor> logits_parts;
+    std::vector<int64_t> rows;
+    for (const auto* group : {&prefill_rows, &decode_rows}) {
+      if (group->empty()) continue;
+      TROUPE_ASSIGN_OR_RETURN(at::Tensor part, ForwardRows(*group, group == &prefill_rows));
+      logits_parts.push_back(part);
+      rows.insert(rows.end(), group->begin(), group->end());
+    }
+    at::Tensor logits =
+        logits_parts.size() == 1 ? logits_parts[0] : at::cat(logits_parts, /*dim=*/0);
+
+    // ---- Sample one token per row.
+    std::vector<double> uniforms;
+    uniforms.reserve(rows.size());
+    for (int64_t s : rows) {
+      const GeneratedSample& sample = slots_[s].sample;
+      uniforms.push_back(SampleUniform(params.seed, sample.prompt_index, sample.sample_index,
+                                       static_cast<int64_t>(sample.tokens.size())));
+    }
+    at::Tensor logq = ProcessedLogProbs(logits, params);
+    at::Tensor tokens = DrawTokens(logq, uniforms);
+    at::Tensor logp = kernels::TokenLogProbs(logits, tokens).contiguous();
+    at::Tensor logq_token = logq.gather(1, tokens.unsqueeze(1)).squeeze(1).contiguous();
+    tokens = tokens.contiguous();
+    const int64_t* token_data = tokens.data_ptr<int64_t>();
+    const float* logp_data = logp.data_ptr<float>();
+    const float* logq_data = logq_token.data_ptr<float>();
+    stats_.generated_tokens += static_cast<int64_t>(rows.size());
+
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const int64_t s = rows[r];
+      Slot& slot = slots_[s];
+      GeneratedSample& sample = slot.sample;
+      const int32_t token = static_cast<int32_t>(token_data[r]);
+      sample.tokens.push_back(token);
+      sample.logprobs.push_back(logp_data[r]);
+      sample.sampling_logprobs.push_back(logq_data[r]);
+      sample.weight_versions.push_back(version);
+      slot.uncached.assign(1, token);
+      const int64_t generated = static_cast<int64_t>(sample.tokens.size());
+      const bool stopped = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(),
+                                     token) != params.stop_token_ids.end();
+      const bool full =
+          generated >= params.max_new_tokens ||
+          static_cast<int64_t>(slot.prompt->size()) + generated >= options_.max_seq_len;
+      if (stopped || full) {
+        sample.finish_reason = stopped ? FinishReason::kStop : FinishReason::kLength;
+        results[slot.item] = std::move(sample);
+        slot = Slot();
+        cache_->ResetSlot(s);
+      }
+    }
+  }
+  return results;
+}
+
+}  // namespace troupe::rollout
