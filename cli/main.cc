@@ -1,28 +1,87 @@
 // The `troupe` command: one binary for every process and user command.
 //
-//   troupe version          prints troupe's version
-//   troupe doctor [--json]  probes what this machine gives troupe (see cli/doctor.h)
+//   troupe version                 troupe's version
+//   troupe doctor [--json]         what this machine gives troupe (cli/doctor.h)
+//   troupe start --head ...        a cluster head (+ a node agent), Ray-style
+//   (cli/cluster_commands.h) troupe start --address H:P ... a node agent joining a head troupe
+//   status                  nodes, resources, actors, placement groups, pending reasons troupe stop
+//   stops what `troupe start` started on this machine troupe worker ...              (internal)
+//   hosts one actor for a node agent
+//
+// The actor types a cluster can run are those linked into this binary (see //cli:troupe).
 #include <cstdio>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "cli/cluster_commands.h"
+#include "cli/command_registry.h"
 #include "cli/doctor.h"
 #include "cli/version.h"
+#include "runtime/cluster/worker_main.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"troupe: a native C++ runtime for asynchronous RL post-training"};
   app.require_subcommand(1);
+  int exit_code = 0;
 
   CLI::App* version = app.add_subcommand("version", "Print troupe's version");
   version->callback([] { std::printf("troupe %s\n", troupe::kTroupeVersion); });
 
   bool doctor_json = false;
-  int doctor_exit = 0;
   CLI::App* doctor = app.add_subcommand(
       "doctor", "Probe this machine: LibTorch, BLAS and matmul GFLOP/s, CPUs, memory, CUDA, NCCL");
   doctor->add_flag("--json", doctor_json, "Print one JSON object instead of text");
-  doctor->callback([&] { doctor_exit = troupe::RunDoctor(doctor_json); });
+  doctor->callback([&] { exit_code = troupe::RunDoctor(doctor_json); });
+
+  troupe::StartFlags start_flags;
+  CLI::App* start =
+      app.add_subcommand("start", "Start a head (--head) or a node agent (--address)");
+  start->add_flag("--head", start_flags.head, "Start the cluster head (and a node agent)");
+  start->add_flag("--head-only", start_flags.head_only, "With --head: no node agent");
+  start->add_option("--address", start_flags.address, "Head to join, HOST:PORT");
+  start->add_option("--port", start_flags.port, "Head port (default 6380; 0 = any)");
+  start->add_option("--node-ip-address", start_flags.node_ip,
+                    "Address to bind and advertise (default 127.0.0.1)");
+  start->add_option("--resources", start_flags.resources,
+                    "JSON resources of this node, e.g. '{\"CPU\":2,\"GPU\":8}'");
+  start->add_option("--token", start_flags.token,
+                    "Cluster token (default: TROUPE_TOKEN, state dir)");
+  start->add_option("--state-dir", start_flags.state_dir, "State and logs (default /tmp/troupe)");
+  start->add_option("--worker-binary", start_flags.worker_binary,
+                    "Binary that runs workers (default: this troupe)");
+  start->add_flag("--block", start_flags.block, "Stay in the foreground until Ctrl-C");
+  start->add_option("--heartbeat-interval-ms", start_flags.heartbeat_interval_ms)->group("");
+  start->add_option("--heartbeat-timeout-ms", start_flags.heartbeat_timeout_ms)->group("");
+  start->callback([&] { exit_code = troupe::RunStart(start_flags); });
+
+  troupe::StatusFlags status_flags;
+  CLI::App* status = app.add_subcommand("status", "Show nodes, actors and placement groups");
+  status->add_option("--address", status_flags.address, "Head HOST:PORT (default: state dir)");
+  status->add_option("--token", status_flags.token, "Cluster token");
+  status->add_option("--state-dir", status_flags.state_dir, "State dir (default /tmp/troupe)");
+  status->callback([&] { exit_code = troupe::RunStatus(status_flags); });
+
+  std::string stop_state_dir = "/tmp/troupe";
+  bool stop_force = false;
+  CLI::App* stop = app.add_subcommand("stop", "Stop the head and nodes started on this machine");
+  stop->add_option("--state-dir", stop_state_dir, "State dir (default /tmp/troupe)");
+  stop->add_flag("--force", stop_force, "SIGKILL instead of SIGTERM");
+  stop->callback([&] { exit_code = troupe::RunStop(stop_state_dir, stop_force); });
+
+  troupe::WorkerArgs worker_args;
+  CLI::App* worker = app.add_subcommand("worker", "(internal) Host one actor for a node agent");
+  worker->group("");  // hidden from --help
+  worker->add_option("--head", worker_args.head_address)->required();
+  worker->add_option("--actor-id", worker_args.actor_id)->required();
+  worker->add_option("--incarnation", worker_args.incarnation);
+  worker->add_option("--spec-file", worker_args.spec_file)->required();
+  worker->add_option("--host", worker_args.host);
+  worker->callback([&] { exit_code = troupe::RunWorker(worker_args); });
+
+  for (troupe::CliCommandInstaller install : troupe::RegisteredCliCommands()) {
+    install(app, &exit_code);
+  }
 
   CLI11_PARSE(app, argc, argv);
-  return doctor_exit;
+  return exit_code;
 }

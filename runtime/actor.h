@@ -80,6 +80,9 @@ struct ActorOptions {
   bool dedicated_thread = false;
   // Resources the actor needs (used by the cluster scheduler; recorded locally).
   proto::Resources resources;
+  // Restarts this actor had before this system hosts it (a cluster worker hosting a restarted
+  // actor sets it, so ActorContext::num_restarts() counts cluster-wide restarts).
+  int previous_restarts = 0;
 };
 
 // Per-call options.

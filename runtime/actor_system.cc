@@ -376,9 +376,9 @@ void ActorCell::OnStart(uint64_t seq) {
     absl::MutexLock lock(&core_->mu);
     core_->executors.push_back(executor_);
   }
-  context_ = std::make_unique<ActorContext>(system_, core_->id, core_->type->name,
-                                            core_->options.name, core_->options.config,
-                                            core_->num_restarts.load(), executor_.get());
+  context_ = std::make_unique<ActorContext>(
+      system_, core_->id, core_->type->name, core_->options.name, core_->options.config,
+      core_->options.previous_restarts + core_->num_restarts.load(), executor_.get());
   absl::Status failure;
   try {
     ScopedActorContext scope(executor_.get(), name_.c_str());
@@ -725,6 +725,13 @@ absl::StatusOr<UntypedActorHandle> ActorSystem::SpawnImpl(std::type_index type,
     return absl::InvalidArgumentError(absl::StrCat("spawning ", info->name, ": max_restarts is ",
                                                    options.max_restarts,
                                                    ", must be >= 0 or -1 (unlimited)"));
+  }
+  // A null config (e.g. `.config = {}`) means "no settings": actors read it with value(...),
+  // which needs an object.
+  if (options.config.is_null()) options.config = nlohmann::json::object();
+  if (!options.config.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spawning ", info->name, ": config must be a JSON object, got ", options.config.dump()));
   }
   auto core = std::make_shared<ActorCore>();
   core->id = internal::NewActorId();

@@ -112,7 +112,7 @@ package(default_visibility = ["//visibility:public"])
 # CUDA from {home}.
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["include/**/*.h", "include/**/*.hpp"]),
+    hdrs = glob(["include/**"]),
     includes = ["include"],
 )
 

@@ -99,7 +99,8 @@ TEST(JobSpec, ParsesTheIssueExampleWithItsValuesAndFillsInDefaults) {
   // Defaults (verl's where it has them) and the ones derived from other keys.
   EXPECT_EQ(spec.data.max_prompt_length, 512);
   EXPECT_EQ(spec.data.heldout_size, 500);
-  EXPECT_EQ(spec.data.task_params, nlohmann::json::parse(R"({"digits": 2, "num_train": 0})"));
+  EXPECT_EQ(spec.data.task_params,
+            nlohmann::json::parse(R"({"digits": 2, "dropped_carry_rate": 0.0, "num_train": 0})"));
   EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps_low, 0.2);
   EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps_high, 0.2);
   EXPECT_TRUE(spec.algorithm.norm_adv_by_std);

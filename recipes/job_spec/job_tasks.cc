@@ -30,6 +30,8 @@ TaskDefinition Arithmetic() {
       {"digits", TaskParam::Type::kInt, 2, 1, 3, "operand digits"},
       {"num_train", TaskParam::Type::kInt, 0, 0, std::numeric_limits<double>::infinity(),
        "SFT training problems; 0 = every problem not held out"},
+      {"dropped_carry_rate", TaskParam::Type::kNumber, 0.0, 0.0, 1.0,
+       "share of carrying SFT targets written by a careless teacher (carries dropped)"},
   };
   return task;
 }

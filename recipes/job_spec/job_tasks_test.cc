@@ -29,7 +29,8 @@ TEST(JobTasks, ArithmeticIsBuiltIn) {
   std::optional<TaskDefinition> task = FindJobTask("arithmetic");
   ASSERT_TRUE(task.has_value());
   EXPECT_TRUE(task->supports_sft);
-  ASSERT_EQ(task->params.size(), 2u);
+  ASSERT_EQ(task->params.size(), 3u);
+  EXPECT_EQ(task->params[2].name, "dropped_carry_rate");
   EXPECT_EQ(task->params[0].name, "digits");
   EXPECT_EQ(task->params[0].default_value, 2);
   EXPECT_THAT(JobTaskNames(), Contains("arithmetic"));

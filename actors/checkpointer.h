@@ -1,0 +1,43 @@
+// Checkpointer: writes RL checkpoints asynchronously (the trainer hands a snapshot over and
+// goes on), atomically, keeping the newest `keep`.
+//
+// A checkpoint is a directory <dir>/step_<NNNNNNNN>/ holding
+//   model.safetensors + config.json + tokenizer.json   (a Hugging Face-style model directory)
+//   trainer_state.pt    optimizer, schedule step, RNG state (trainers::Trainer::Save)
+//   driver_state.json   data cursor, step, weight version, metrics state (the driver's)
+//   meta.json           {"step": N, "weight_version": V}
+// It is written under a temporary name, every file fsynced, then renamed into place and the
+// parent fsynced: a directory named step_* is always complete. Older ones beyond `keep` are
+// removed after the new one is in place.
+// config: {"dir": "runs/x/ckpt", "keep": 3}
+#ifndef TROUPE_ACTORS_CHECKPOINTER_H_
+#define TROUPE_ACTORS_CHECKPOINTER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/rl.pb.h"
+#include "runtime/actor.h"
+
+namespace troupe::actors {
+
+// Writes one checkpoint into `dir` (see the file comment) and prunes to `keep`; returns its path.
+absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
+                                            const proto::CheckpointRequest& req);
+
+// The newest complete checkpoint directory under `dir`; NOT_FOUND naming `dir` if none.
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
+
+class Checkpointer : public Actor {
+ public:
+  explicit Checkpointer(const ActorContext& ctx);
+  absl::StatusOr<proto::CheckpointReply> Save(const proto::CheckpointRequest& req);
+
+ private:
+  std::string dir_;
+  int keep_;
+};
+
+}  // namespace troupe::actors
+
+#endif  // TROUPE_ACTORS_CHECKPOINTER_H_

@@ -1,0 +1,71 @@
+// Shared by the torch-based RL actors (rollout worker, reference, trainer): loading a policy
+// checkpoint, batching samples, per-token log-probs of responses, state dicts.
+//
+// A policy checkpoint directory holds config.json + model.safetensors (models::SavePretrained)
+// and tokenizer.json (what the SFT recipe and the checkpointer write).
+//
+// Thread-safety: functions are pure; a PolicyModel is used by one thread at a time.
+#ifndef TROUPE_ACTORS_POLICY_UTIL_H_
+#define TROUPE_ACTORS_POLICY_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/tokenizers/tokenizer.h"
+#include "models/transformer.h"
+#include "proto/rl.pb.h"
+#include "runtime/collective/weight_sync.h"
+
+namespace troupe::actors {
+
+struct PolicyModel {
+  models::CausalLM model{nullptr};
+  std::unique_ptr<models::Tokenizer> tokenizer;
+  std::string dir;
+};
+
+// Loads `dir`/config.json + weights + tokenizer.json. Errors name the file.
+absl::StatusOr<PolicyModel> LoadPolicy(const std::string& dir);
+
+// Prompt + response of each sample, right-padded into one batch.
+//   input_ids      [B, L]      prompt then response tokens, pad after
+//   attention_mask [B, L]      1 on real tokens
+//   targets        [B, L - 1]  input_ids shifted left: the token each position predicts
+//   response_mask  [B, L - 1]  1 where the predicted token is a response token
+// Per-token values of sample b's response token j sit at [b, prompt_len_b - 1 + j].
+struct SequenceBatch {
+  at::Tensor input_ids, attention_mask, targets, response_mask;
+  std::vector<int64_t> prompt_lengths, response_lengths;
+};
+
+// INVALID_ARGUMENT for a sample with an empty prompt or response.
+absl::StatusOr<SequenceBatch> BuildBatch(const std::vector<const proto::Sample*>& samples,
+                                         int64_t pad_id);
+
+// log pi(target) at every position [B, L - 1] (zero where response_mask is 0), through
+// kernels::TokenLogProbs; differentiable when grad mode is on.
+absl::StatusOr<at::Tensor> ResponseLogprobs(models::CausalLMImpl& model,
+                                            const SequenceBatch& batch);
+
+// Lays per-response values (one list per sample, in response order) into [B, L - 1] positions.
+absl::StatusOr<at::Tensor> ScatterResponseValues(const SequenceBatch& batch,
+                                                 const std::vector<std::vector<float>>& values);
+
+// The inverse: per-sample lists of the response positions of `values` [B, L - 1].
+std::vector<std::vector<float>> GatherResponseValues(const SequenceBatch& batch,
+                                                     const at::Tensor& values);
+
+// The model's parameters by HF name (shared storage, not copies).
+std::vector<collective::NamedTensor> StateDict(models::CausalLMImpl& model);
+
+// Deep copies of the parameters (detached, contiguous).
+std::vector<collective::NamedTensor> CopyStateDict(models::CausalLMImpl& model);
+
+// Parameters as a proto TensorMap at `version` (for checkpoints and tests).
+absl::StatusOr<proto::TensorMap> StateDictToProto(models::CausalLMImpl& model, int64_t version);
+
+}  // namespace troupe::actors
+
+#endif  // TROUPE_ACTORS_POLICY_UTIL_H_

@@ -1,0 +1,119 @@
+#include "actors/replay_buffer.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/actor_registry.h"
+
+namespace troupe::actors {
+
+int64_t GroupVersion(const proto::SampleGroup& group) {
+  int64_t v = std::numeric_limits<int64_t>::max();
+  for (const proto::Sample& s : group.samples()) v = std::min(v, s.policy_version());
+  return group.samples().empty() ? 0 : v;
+}
+
+absl::StatusOr<proto::ReplayAddReply> ReplayBufferCore::Add(
+    const std::vector<proto::SampleGroup>& groups) {
+  for (const proto::SampleGroup& g : groups) {
+    if (g.samples().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("replay buffer: group of prompt ", g.prompt_id(), " has no samples"));
+    }
+    for (const proto::Sample& s : g.samples()) {
+      if (s.prompt_id() != g.prompt_id()) {
+        return absl::InvalidArgumentError(absl::StrCat("replay buffer: group of prompt ",
+                                                       g.prompt_id(), " holds a sample of prompt ",
+                                                       s.prompt_id()));
+      }
+    }
+  }
+  int64_t fresh = 0;
+  for (const proto::SampleGroup& g : groups) fresh += seen_prompts_.contains(g.prompt_id()) ? 0 : 1;
+  if (static_cast<int64_t>(groups_.size()) + fresh > capacity_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("replay buffer full (", groups_.size(), " of ", capacity_, " groups)"));
+  }
+  proto::ReplayAddReply reply;
+  for (const proto::SampleGroup& g : groups) {
+    if (!seen_prompts_.insert(g.prompt_id()).second) {
+      duplicates_ += g.samples_size();
+      reply.set_duplicates(reply.duplicates() + g.samples_size());
+      continue;
+    }
+    groups_.emplace(std::make_pair(GroupVersion(g), g.prompt_id()), g);
+    added_ += g.samples_size();
+    buffered_ += g.samples_size();
+    reply.set_accepted(reply.accepted() + g.samples_size());
+  }
+  return reply;
+}
+
+proto::ReplayTakeReply ReplayBufferCore::Take(int num_groups, int64_t current_version,
+                                              int64_t max_staleness, int min_groups) {
+  proto::ReplayTakeReply reply;
+  if (min_groups > 0 && Ready(current_version, max_staleness) < min_groups) num_groups = 0;
+  // Oldest first: drop what is too stale, then take.
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    const int64_t staleness = current_version - it->first.first;
+    if (staleness > max_staleness) {
+      const int64_t n = it->second.samples_size();
+      dropped_ += n;
+      buffered_ -= n;
+      reply.set_dropped_stale(reply.dropped_stale() + n);
+      it = groups_.erase(it);
+      continue;
+    }
+    if (reply.groups_size() >= num_groups) break;
+    const int64_t n = it->second.samples_size();
+    const int64_t s = std::max<int64_t>(0, staleness);
+    if (static_cast<int64_t>(staleness_counts_.size()) <= s) staleness_counts_.resize(s + 1, 0);
+    staleness_counts_[s] += n;
+    used_ += n;
+    buffered_ -= n;
+    *reply.add_groups() = std::move(it->second);
+    it = groups_.erase(it);
+  }
+  return reply;
+}
+
+int64_t ReplayBufferCore::Ready(int64_t current_version, int64_t max_staleness) const {
+  int64_t ready = 0;
+  for (const auto& [key, g] : groups_) ready += current_version - key.first <= max_staleness;
+  return ready;
+}
+
+proto::ReplayStats ReplayBufferCore::Stats() const {
+  proto::ReplayStats s;
+  s.set_added(added_);
+  s.set_used(used_);
+  s.set_dropped_stale(dropped_);
+  s.set_buffered(buffered_);
+  s.set_duplicates(duplicates_);
+  for (int64_t c : staleness_counts_) s.add_staleness_counts(c);
+  return s;
+}
+
+ReplayBuffer::ReplayBuffer(const ActorContext& ctx)
+    : core_(ctx.config().value("capacity_groups", int64_t{1} << 20)) {}
+
+absl::StatusOr<proto::ReplayAddReply> ReplayBuffer::Add(const proto::ReplayAddRequest& req) {
+  return core_.Add({req.groups().begin(), req.groups().end()});
+}
+
+absl::StatusOr<proto::ReplayTakeReply> ReplayBuffer::Take(const proto::ReplayTakeRequest& req) {
+  if (req.num_groups() < 0 || req.max_staleness() < 0) {
+    return absl::InvalidArgumentError(
+        "replay buffer Take: num_groups and max_staleness must be >= 0");
+  }
+  return core_.Take(req.num_groups(), req.current_version(), req.max_staleness(), req.min_groups());
+}
+
+absl::StatusOr<proto::ReplayStats> ReplayBuffer::Stats(const proto::Empty&) {
+  return core_.Stats();
+}
+
+TROUPE_REGISTER_ACTOR(ReplayBuffer, Add, Take, Stats);
+
+}  // namespace troupe::actors

@@ -1,0 +1,77 @@
+// ReplayBuffer: where scored sample groups wait for the trainer, with the staleness bound of
+// asynchronous RL and exact sample accounting.
+//
+// Groups arrive complete (all n samples of one prompt, scored). Take() hands the trainer the
+// oldest groups whose staleness — the trainer's current weight version minus the group's policy
+// version (the oldest version that produced any of its tokens) — is at most max_staleness (eta);
+// groups staler than that are dropped, never trained on. Every sample is counted exactly once:
+//
+//   added == used + dropped_stale + buffered        (duplicates are refused, counted apart)
+//
+// so a run's accounting adds up (the end-to-end tests check it). A prompt id is accepted once:
+// a group arriving again (a retried rollout call) is a duplicate, refused.
+//
+// ReplayBufferCore is the logic (not thread-safe; the actor serialises it); ReplayBuffer is the
+// registered actor type wrapping it (methods Add, Take, Stats).
+#ifndef TROUPE_ACTORS_REPLAY_BUFFER_H_
+#define TROUPE_ACTORS_REPLAY_BUFFER_H_
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "proto/rl.pb.h"
+#include "runtime/actor.h"
+
+namespace troupe::actors {
+
+// The policy version of a group: the oldest version among its samples.
+int64_t GroupVersion(const proto::SampleGroup& group);
+
+class ReplayBufferCore {
+ public:
+  // capacity_groups bounds memory: Add refuses (RESOURCE_EXHAUSTED) groups beyond it, which the
+  // caller treats as backpressure.
+  explicit ReplayBufferCore(int64_t capacity_groups = 1 << 20) : capacity_(capacity_groups) {}
+
+  // Accepts groups; INVALID_ARGUMENT for an empty group or mixed prompt ids (naming it),
+  // RESOURCE_EXHAUSTED when full (nothing of the call is added).
+  absl::StatusOr<proto::ReplayAddReply> Add(const std::vector<proto::SampleGroup>& groups);
+
+  // Drops every buffered group staler than max_staleness against current_version, then returns up
+  // to num_groups of the oldest remaining (by policy version, then prompt id).
+  // With min_groups > 0, takes nothing unless at least that many fresh groups are there.
+  proto::ReplayTakeReply Take(int num_groups, int64_t current_version, int64_t max_staleness,
+                              int min_groups = 0);
+
+  // Groups that Take would return now (after dropping stale ones) without taking them.
+  int64_t Ready(int64_t current_version, int64_t max_staleness) const;
+
+  proto::ReplayStats Stats() const;
+
+ private:
+  int64_t capacity_;
+  // (policy version, prompt id) -> group: iteration order is oldest first.
+  std::map<std::pair<int64_t, int64_t>, proto::SampleGroup> groups_;
+  absl::flat_hash_set<int64_t> seen_prompts_;
+  int64_t added_ = 0, used_ = 0, dropped_ = 0, buffered_ = 0, duplicates_ = 0;
+  std::vector<int64_t> staleness_counts_;
+};
+
+class ReplayBuffer : public Actor {
+ public:
+  // config: {"capacity_groups": N}
+  explicit ReplayBuffer(const ActorContext& ctx);
+  absl::StatusOr<proto::ReplayAddReply> Add(const proto::ReplayAddRequest& req);
+  absl::StatusOr<proto::ReplayTakeReply> Take(const proto::ReplayTakeRequest& req);
+  absl::StatusOr<proto::ReplayStats> Stats(const proto::Empty& req);
+
+ private:
+  ReplayBufferCore core_;
+};
+
+}  // namespace troupe::actors
+
+#endif  // TROUPE_ACTORS_REPLAY_BUFFER_H_

@@ -1,0 +1,118 @@
+#include "actors/replay_buffer.h"
+
+#include "gtest/gtest.h"
+
+namespace troupe::actors {
+namespace {
+
+proto::SampleGroup Group(int64_t prompt, std::vector<int64_t> versions) {
+  proto::SampleGroup g;
+  g.set_prompt_id(prompt);
+  for (size_t i = 0; i < versions.size(); ++i) {
+    proto::Sample* s = g.add_samples();
+    s->set_prompt_id(prompt);
+    s->set_sample_index(static_cast<int32_t>(i));
+    s->set_policy_version(versions[i]);
+  }
+  return g;
+}
+
+void ExpectBalanced(const proto::ReplayStats& s) {
+  EXPECT_EQ(s.added(), s.used() + s.dropped_stale() + s.buffered())
+      << "added " << s.added() << " used " << s.used() << " dropped " << s.dropped_stale()
+      << " buffered " << s.buffered();
+}
+
+TEST(ReplayBuffer, GroupVersionIsTheOldestTokenVersion) {
+  EXPECT_EQ(GroupVersion(Group(1, {3, 2, 5})), 2);
+}
+
+TEST(ReplayBuffer, TakesOldestFirstAndDropsWhatIsTooStale) {
+  ReplayBufferCore rb;
+  ASSERT_TRUE(
+      rb.Add({Group(1, {0, 0}), Group(2, {1, 1}), Group(3, {2, 2}), Group(4, {3, 3})}).ok());
+  // Trainer at version 3, eta = 1: versions 0 and 1 are too stale (staleness 3 and 2).
+  proto::ReplayTakeReply r = rb.Take(/*num_groups=*/1, /*current_version=*/3, /*max_staleness=*/1);
+  EXPECT_EQ(r.dropped_stale(), 4);
+  ASSERT_EQ(r.groups_size(), 1);
+  EXPECT_EQ(r.groups(0).prompt_id(), 3);
+  EXPECT_EQ(rb.Ready(3, 1), 1);
+  proto::ReplayStats s = rb.Stats();
+  EXPECT_EQ(s.used(), 2);
+  EXPECT_EQ(s.dropped_stale(), 4);
+  EXPECT_EQ(s.buffered(), 2);
+  ASSERT_GE(s.staleness_counts_size(), 2);
+  EXPECT_EQ(s.staleness_counts(1), 2);  // the taken group was 1 version old
+  ExpectBalanced(s);
+}
+
+TEST(ReplayBuffer, SynchronousModeTakesOnlyCurrentVersionGroups) {
+  ReplayBufferCore rb;
+  ASSERT_TRUE(rb.Add({Group(1, {4}), Group(2, {5})}).ok());
+  proto::ReplayTakeReply r = rb.Take(8, /*current_version=*/5, /*max_staleness=*/0);
+  ASSERT_EQ(r.groups_size(), 1);
+  EXPECT_EQ(r.groups(0).prompt_id(), 2);
+  EXPECT_EQ(r.dropped_stale(), 1);
+  ExpectBalanced(rb.Stats());
+}
+
+TEST(ReplayBuffer, MinGroupsTakesNothingUntilEnoughAreReadyButStillDropsStaleOnes) {
+  ReplayBufferCore rb;
+  ASSERT_TRUE(rb.Add({Group(1, {0}), Group(2, {5})}).ok());
+  proto::ReplayTakeReply r =
+      rb.Take(4, /*current_version=*/5, /*max_staleness=*/1, /*min_groups=*/2);
+  EXPECT_EQ(r.groups_size(), 0);
+  EXPECT_EQ(r.dropped_stale(), 1);  // version 0 is 5 behind
+  ASSERT_TRUE(rb.Add({Group(3, {5})}).ok());
+  EXPECT_EQ(rb.Take(4, 5, 1, 2).groups_size(), 2);
+  ExpectBalanced(rb.Stats());
+}
+
+TEST(ReplayBuffer, AGroupArrivingTwiceIsCountedOnce) {
+  ReplayBufferCore rb;
+  ASSERT_TRUE(rb.Add({Group(7, {0, 0, 0})}).ok());
+  absl::StatusOr<proto::ReplayAddReply> again = rb.Add({Group(7, {0, 0, 0})});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->accepted(), 0);
+  EXPECT_EQ(again->duplicates(), 3);
+  EXPECT_EQ(rb.Stats().added(), 3);
+  EXPECT_EQ(rb.Stats().duplicates(), 3);
+  ExpectBalanced(rb.Stats());
+}
+
+TEST(ReplayBuffer, FullBufferRefusesTheWholeCall) {
+  ReplayBufferCore rb(/*capacity_groups=*/2);
+  ASSERT_TRUE(rb.Add({Group(1, {0}), Group(2, {0})}).ok());
+  absl::StatusOr<proto::ReplayAddReply> r = rb.Add({Group(3, {0})});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(rb.Stats().added(), 2);
+  rb.Take(1, 0, 0);
+  EXPECT_TRUE(rb.Add({Group(3, {0})}).ok());  // room again
+}
+
+TEST(ReplayBuffer, MalformedGroupsAreRefusedNamingThePrompt) {
+  ReplayBufferCore rb;
+  proto::SampleGroup mixed = Group(5, {0, 0});
+  mixed.mutable_samples(1)->set_prompt_id(6);
+  absl::StatusOr<proto::ReplayAddReply> r = rb.Add({mixed});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("prompt 5"), std::string::npos);
+  proto::SampleGroup empty;
+  empty.set_prompt_id(9);
+  EXPECT_EQ(rb.Add({empty}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ReplayBuffer, AccountingHoldsThroughARandomWorkload) {
+  ReplayBufferCore rb;
+  int64_t prompt = 0;
+  for (int step = 0; step < 200; ++step) {
+    std::vector<proto::SampleGroup> batch;
+    for (int g = 0; g < 3; ++g) batch.push_back(Group(prompt++, {step / 4, step / 4 + (g % 2)}));
+    ASSERT_TRUE(rb.Add(batch).ok());
+    rb.Take(2, step / 3, 2);
+    ExpectBalanced(rb.Stats());
+  }
+}
+
+}  // namespace
+}  // namespace troupe::actors

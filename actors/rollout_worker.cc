@@ -1,0 +1,200 @@
+#include "actors/rollout_worker.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "recipes/sft/compute_threads.h"
+#include "runtime/actor_registry.h"
+#include "runtime/cluster/cluster_client.h"
+#include "runtime/collective/cluster_kv_store.h"
+#include "runtime/status_macros.h"
+
+namespace troupe::actors {
+
+RolloutWorker::RolloutWorker(const ActorContext& ctx) : name_(ctx.name()) {
+  recipes::SetComputeThreads(ctx.config().value("threads", 1));
+  absl::StatusOr<PolicyModel> p = LoadPolicy(ctx.config().value("model_dir", ""));
+  if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
+  policy_ = std::move(*p);
+  policy_.model->eval();
+  eos_id_ = policy_.tokenizer->eos_id().value_or(2);
+  absl::StatusOr<std::unique_ptr<rollout::GenerationEngine>> engine =
+      rollout::GenerationEngine::Create(policy_.model.ptr(),
+                                        {.num_slots = ctx.config().value("num_slots", 32),
+                                         .max_seq_len = ctx.config().value("max_seq_len", 64)});
+  if (!engine.ok()) throw std::runtime_error(std::string(engine.status().message()));
+  engine_ = std::move(*engine);
+}
+
+RolloutWorker::~RolloutWorker() { StopReceiver(); }
+
+void RolloutWorker::StopReceiver() {
+  stop_receiver_ = true;
+  if (receiver_.joinable()) receiver_.join();
+  stop_receiver_ = false;
+}
+
+absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::GenerateRequest& req) {
+  if (req.prompts().empty()) return absl::InvalidArgumentError("Generate: no prompts");
+  // Synchronous mode: wait until the weights the driver asked for have arrived.
+  if (req.min_weight_version() > 0) {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [this, &req]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return received_version_ >= req.min_weight_version() || group_broken_;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Minutes(5)) || group_broken_) {
+      return absl::UnavailableError(absl::StrCat(
+          name_, ": weights of version ", req.min_weight_version(), " did not arrive (have ",
+          received_version_, group_broken_ ? "; weight group broken: " + group_error_ : "", ")"));
+    }
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (const proto::Prompt& p : req.prompts())
+    prompts.emplace_back(p.tokens().begin(), p.tokens().end());
+  rollout::SamplingParams params;
+  params.temperature = req.greedy() ? 0.0 : req.temperature();
+  params.top_p = req.top_p() > 0 ? req.top_p() : 1.0;
+  params.top_k = req.top_k();
+  params.max_new_tokens = req.max_new_tokens();
+  params.n = std::max(1, req.n());
+  params.seed = req.seed();
+  params.stop_token_ids = {eos_id_};
+  const auto start = std::chrono::steady_clock::now();
+  TROUPE_ASSIGN_OR_RETURN(std::vector<rollout::GeneratedSample> samples,
+                          engine_->Generate(prompts, params));
+  proto::GenerateReply reply;
+  reply.set_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  for (const proto::Prompt& p : req.prompts()) {
+    proto::SampleGroup* g = reply.add_groups();
+    g->set_prompt_id(p.prompt_id());
+  }
+  int64_t tokens = 0;
+  for (rollout::GeneratedSample& gs : samples) {
+    const proto::Prompt& prompt = req.prompts(static_cast<int>(gs.prompt_index));
+    proto::Sample* s = reply.mutable_groups(static_cast<int>(gs.prompt_index))->add_samples();
+    s->set_prompt_id(prompt.prompt_id());
+    s->set_sample_index(static_cast<int32_t>(gs.sample_index));
+    *s->mutable_prompt_tokens() = prompt.tokens();
+    *s->mutable_response_tokens() = {gs.tokens.begin(), gs.tokens.end()};
+    *s->mutable_behaviour_logprobs() = {gs.logprobs.begin(), gs.logprobs.end()};
+    *s->mutable_token_versions() = {gs.weight_versions.begin(), gs.weight_versions.end()};
+    int64_t oldest = gs.weight_versions.empty() ? engine_->weight_version() : gs.weight_versions[0];
+    for (int64_t v : gs.weight_versions) oldest = std::min(oldest, v);
+    s->set_policy_version(oldest);
+    s->set_finish_reason(rollout::FinishReasonName(gs.finish_reason));
+    std::vector<int32_t> text_tokens = gs.tokens;
+    if (!text_tokens.empty() && text_tokens.back() == eos_id_) text_tokens.pop_back();
+    absl::StatusOr<std::string> text =
+        policy_.tokenizer->Decode(text_tokens, {.skip_special_tokens = true});
+    s->set_response_text(text.ok() ? *text : "");
+    s->set_reference_answer(prompt.reference_answer());
+    s->set_worker(name_);
+    tokens += static_cast<int64_t>(gs.tokens.size());
+  }
+  reply.set_tokens_generated(tokens);
+  reply.set_weight_version(engine_->weight_version());
+  return reply;
+}
+
+absl::StatusOr<proto::JoinWeightGroupReply> RolloutWorker::JoinWeightGroup(
+    const proto::JoinWeightGroupRequest& req) {
+  if (req.rank() < 1 || req.rank() >= req.world_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "JoinWeightGroup: rank ", req.rank(), " is not a subscriber rank of ", req.world_size()));
+  }
+  if (Cluster::Current() == nullptr) {
+    return absl::FailedPreconditionError("JoinWeightGroup: this worker is not part of a cluster");
+  }
+  StopReceiver();
+  uint64_t session;
+  proto::JoinWeightGroupReply reply;
+  {
+    absl::MutexLock lock(&mu_);
+    session = ++session_;
+    group_broken_ = false;
+    group_error_.clear();
+    reply.set_weight_version(received_version_);
+  }
+  receiver_ = std::thread([this, req, session] { ReceiveLoop(req, session); });
+  return reply;
+}
+
+void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t session) {
+  auto fail = [&](const absl::Status& s) {
+    absl::MutexLock lock(&mu_);
+    if (session_ != session) return;
+    group_broken_ = true;
+    group_error_ = s.ToString();
+    std::fprintf(stderr, "%s: weight group %s: %s\n", name_.c_str(), req.group_name().c_str(),
+                 group_error_.c_str());
+  };
+  collective::ClusterKvStore kv(Cluster::Current());
+  // Staging tensors the subscriber writes into; the engine copies them at UpdateWeights.
+  std::vector<collective::NamedTensor> staging = CopyStateDict(*policy_.model);
+  absl::StatusOr<std::unique_ptr<collective::WeightSubscriber>> sub =
+      collective::WeightSubscriber::Create(
+          &kv,
+          {.name = absl::StrCat(req.group_name(), ".", req.epoch()),
+           .world_size = req.world_size(),
+           .rank = req.rank(),
+           .timeout = absl::Seconds(120),
+           .gloo_host = "127.0.0.1"},
+          staging);
+  if (!sub.ok()) {
+    fail(sub.status());
+    return;
+  }
+  while (!stop_receiver_) {
+    absl::StatusOr<int64_t> announced = (*sub)->AnnouncedVersion();
+    if (!announced.ok()) {
+      fail(announced.status());
+      break;
+    }
+    if (*announced <= (*sub)->version()) {
+      absl::SleepFor(absl::Milliseconds(10));
+      continue;
+    }
+    absl::StatusOr<int64_t> v = (*sub)->Receive();
+    if (!v.ok()) {
+      fail(v.status());
+      break;
+    }
+    if (*v <= engine_->weight_version()) {
+      // Already running these weights (e.g. the initial publish of version 0 to a fresh worker).
+      absl::MutexLock lock(&mu_);
+      received_version_ = std::max(received_version_, *v);
+      continue;
+    }
+    rollout::WeightUpdate update;
+    update.version = *v;
+    for (const collective::NamedTensor& t : staging) update.tensors.emplace_back(t.name, t.tensor);
+    absl::Status queued = engine_->UpdateWeights(std::move(update));
+    if (!queued.ok()) {
+      fail(queued);
+      break;
+    }
+    absl::MutexLock lock(&mu_);
+    received_version_ = std::max(received_version_, *v);
+  }
+  (void)(*sub)->Close();
+}
+
+absl::StatusOr<proto::WorkerStatus> RolloutWorker::Status(const proto::Empty&) {
+  proto::WorkerStatus s;
+  absl::MutexLock lock(&mu_);
+  s.set_weight_version(received_version_);
+  s.set_weight_group_broken(group_broken_);
+  s.set_weight_group_error(group_error_);
+  s.set_pid(::getpid());
+  return s;
+}
+
+TROUPE_REGISTER_ACTOR(RolloutWorker, Generate, JoinWeightGroup, Status);
+
+}  // namespace troupe::actors

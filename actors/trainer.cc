@@ -1,0 +1,292 @@
+#include "actors/trainer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "actors/checkpointer.h"
+#include "models/safetensors.h"
+#include "nlohmann/json.hpp"
+#include "recipes/sft/compute_threads.h"
+#include "runtime/actor_registry.h"
+#include "runtime/cluster/cluster_client.h"
+#include "runtime/status_macros.h"
+
+namespace troupe::actors {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+[[noreturn]] void ConfigError(const std::string& what) {
+  throw std::runtime_error("trainer config: " + what);
+}
+
+}  // namespace
+
+Trainer::Trainer(const ActorContext& ctx) {
+  const nlohmann::json& c = ctx.config();
+  recipes::SetComputeThreads(c.value("threads", 1));
+  const std::string model_dir = c.value("model_dir", "");
+  absl::StatusOr<PolicyModel> p = LoadPolicy(model_dir);
+  if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
+  policy_ = std::move(*p);
+  policy_.model->train();
+  pad_id_ = policy_.tokenizer->pad_id().value_or(0);
+  model_config_json_ = ReadAll(model_dir + "/config.json");
+  tokenizer_json_ = ReadAll(model_dir + "/tokenizer.json");
+  checkpointer_ = c.value("checkpointer", "checkpointer");
+
+  trainers::TrainerOptions to;
+  to.weight_decay = c.value("weight_decay", 0.0);
+  to.schedule.peak_lr = c.value("lr", 1e-4);
+  to.schedule.warmup_steps = c.value("warmup_steps", 0);
+  to.schedule.total_steps =
+      std::max<int64_t>(c.value("total_steps", 1000), to.schedule.warmup_steps + 1);
+  to.schedule.min_lr_ratio = c.value("min_lr_ratio", 1.0);
+  to.max_grad_norm = c.value("grad_clip", 1.0);
+  to.seed = c.value("seed", 0);
+  absl::StatusOr<std::unique_ptr<trainers::Trainer>> t =
+      trainers::Trainer::Create(*policy_.model, to);
+  if (!t.ok()) throw std::runtime_error(std::string(t.status().message()));
+  trainer_ = std::move(*t);
+
+  const double clip = c.value("clip_eps", 0.2);
+  loss_options_.clip_eps_low = c.value("clip_eps_low", clip);
+  loss_options_.clip_eps_high = c.value("clip_eps_high", clip);
+  loss_options_.kl_coef = c.value("kl_coef", 0.0);
+  const std::string kl = c.value("kl_type", "k3");
+  if (kl == "k1") {
+    loss_options_.kl_estimator = trainers::KlEstimator::kK1;
+  } else if (kl == "k2") {
+    loss_options_.kl_estimator = trainers::KlEstimator::kK2;
+  } else if (kl == "k3") {
+    loss_options_.kl_estimator = trainers::KlEstimator::kK3;
+  } else {
+    ConfigError("kl_type must be k1, k2 or k3, got " + kl);
+  }
+  loss_options_.entropy_coef = c.value("entropy_coeff", 0.0);
+  const std::string agg = c.value("loss_agg_mode", "token-mean");
+  if (agg == "token-mean") {
+    loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
+  } else if (agg == "seq-mean-token-mean") {
+    loss_options_.aggregation = trainers::LossAggregation::kSequenceMean;
+  } else if (agg == "seq-mean-token-sum-norm") {
+    loss_options_.aggregation = trainers::LossAggregation::kSequenceSumNormalized;
+    loss_options_.normalizer_length = c.value("max_response_length", 16);
+  } else {
+    ConfigError(
+        "loss_agg_mode must be token-mean, seq-mean-token-mean or seq-mean-token-sum-norm, got " +
+        agg);
+  }
+  const std::string off = c.value("off_policy", "truncate");
+  if (off == "none") {
+    loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kNone;
+  } else if (off == "truncate") {
+    loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kTruncate;
+  } else if (off == "mask") {
+    loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kMask;
+  } else {
+    ConfigError("off_policy must be none, truncate or mask, got " + off);
+  }
+  loss_options_.importance_weight_cap = c.value("importance_cap", 2.0);
+  norm_adv_by_std_ = c.value("norm_adv_by_std", true);
+
+  // Resume: weights from the checkpoint's safetensors, optimizer and RNG from trainer_state.pt.
+  const std::string resume = c.value("resume_dir", "");
+  if (!resume.empty()) {
+    absl::StatusOr<models::SafetensorsReader> reader =
+        models::SafetensorsReader::Open(resume + "/model.safetensors");
+    if (!reader.ok()) throw std::runtime_error(std::string(reader.status().message()));
+    if (absl::Status s = models::LoadIntoModule(*reader, *policy_.model); !s.ok()) {
+      throw std::runtime_error(std::string(s.message()));
+    }
+    if (absl::Status s = trainer_->Load(resume + "/trainer_state.pt"); !s.ok()) {
+      throw std::runtime_error(std::string(s.message()));
+    }
+    try {
+      version_ =
+          nlohmann::json::parse(ReadAll(resume + "/meta.json")).value("weight_version", int64_t{0});
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(absl::StrCat(resume, "/meta.json: ", e.what()));
+    }
+  }
+}
+
+Trainer::~Trainer() {
+  if (publisher_ != nullptr) (void)publisher_->Close();
+}
+
+absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepRequest& req) {
+  if (req.groups().empty()) return absl::InvalidArgumentError("Step: no sample groups");
+  std::vector<const proto::Sample*> samples;
+  std::vector<float> rewards;
+  const int group_size = req.groups(0).samples_size();
+  for (const proto::SampleGroup& g : req.groups()) {
+    if (g.samples_size() != group_size || group_size == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Step: group of prompt ", g.prompt_id(),
+                                                     " has ", g.samples_size(),
+                                                     " samples, expected ", group_size));
+    }
+    for (const proto::Sample& s : g.samples()) {
+      samples.push_back(&s);
+      rewards.push_back(s.reward());
+    }
+  }
+  TROUPE_ASSIGN_OR_RETURN(SequenceBatch batch, BuildBatch(samples, pad_id_));
+  std::vector<std::vector<float>> behaviour;
+  for (const proto::Sample* s : samples) {
+    behaviour.emplace_back(s->behaviour_logprobs().begin(), s->behaviour_logprobs().end());
+  }
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor behaviour_logp, ScatterResponseValues(batch, behaviour));
+  at::Tensor ref_logp;
+  if (loss_options_.kl_coef != 0) {
+    if (req.ref_logprobs_size() != static_cast<int>(samples.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("Step: ", req.ref_logprobs_size(),
+                                                     " reference log-prob lists for ",
+                                                     samples.size(), " samples"));
+    }
+    std::vector<std::vector<float>> ref;
+    for (const proto::FloatList& l : req.ref_logprobs())
+      ref.emplace_back(l.values().begin(), l.values().end());
+    TROUPE_ASSIGN_OR_RETURN(ref_logp, ScatterResponseValues(batch, ref));
+  }
+  TROUPE_ASSIGN_OR_RETURN(
+      at::Tensor advantages,
+      trainers::GroupNormalizedAdvantages(torch::tensor(rewards, torch::kFloat), group_size,
+                                          {.scale_by_std = norm_adv_by_std_}));
+  trainers::PolicyLossOutput last;
+  absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+      [&](const trainers::MicroBatchContext&) -> absl::StatusOr<trainers::MicroBatchLoss> {
+        TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, batch));
+        trainers::PolicyLossInputs in;
+        in.logp = logp;
+        in.behaviour_logp = behaviour_logp;
+        in.ref_logp = ref_logp;
+        in.advantages = advantages;
+        in.mask = batch.response_mask;
+        TROUPE_ASSIGN_OR_RETURN(last, trainers::ClippedPolicyLoss(in, loss_options_));
+        return trainers::MicroBatchLoss{last.loss, last.num_tokens};
+      });
+  if (!metrics.ok()) return metrics.status();
+  if (!metrics->skipped) ++version_;
+
+  proto::TrainStepReply reply;
+  reply.set_step(metrics->step);
+  reply.set_weight_version(version_);
+  auto& m = *reply.mutable_metrics();
+  m["train/loss"] = metrics->loss;
+  m["train/pg_loss"] = last.pg_loss;
+  m["train/kl"] = last.kl_loss;
+  m["train/clip_fraction"] = last.clip_fraction;
+  m["train/ratio_mean"] = last.ratio_mean;
+  m["train/approx_kl"] = last.approx_kl;
+  m["train/importance_weight_mean"] = last.importance_weight_mean;
+  m["train/grad_norm"] = metrics->grad_norm;
+  m["train/lr"] = metrics->lr;
+  m["train/tokens"] = static_cast<double>(metrics->tokens);
+  m["train/skipped"] = metrics->skipped ? 1 : 0;
+  double reward_sum = 0;
+  for (float r : rewards) reward_sum += r;
+  m["reward/mean"] = reward_sum / rewards.size();
+
+  if (publisher_ != nullptr && !metrics->skipped) {
+    absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model));
+    if (!s.ok()) {
+      std::fprintf(stderr, "trainer: publishing weights v%lld failed: %s\n",
+                   static_cast<long long>(version_), s.ToString().c_str());
+      (void)publisher_->Close();
+      publisher_.reset();
+      reply.set_publish_failed(true);
+      reply.set_publish_error(s.ToString());
+    }
+  } else if (publisher_ == nullptr) {
+    reply.set_publish_failed(true);
+    reply.set_publish_error("no weight group");
+  }
+  return reply;
+}
+
+absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinWeightGroup(
+    const proto::JoinWeightGroupRequest& req) {
+  if (req.rank() != 0) return absl::InvalidArgumentError("the trainer publishes: rank must be 0");
+  if (Cluster::Current() == nullptr) {
+    return absl::FailedPreconditionError("JoinWeightGroup: the trainer is not part of a cluster");
+  }
+  if (publisher_ != nullptr) {
+    (void)publisher_->Close();
+    publisher_.reset();
+  }
+  if (kv_ == nullptr) kv_ = std::make_unique<collective::ClusterKvStore>(Cluster::Current());
+  TROUPE_ASSIGN_OR_RETURN(publisher_, collective::WeightPublisher::Create(
+                                          kv_.get(),
+                                          {.name = absl::StrCat(req.group_name(), ".", req.epoch()),
+                                           .world_size = req.world_size(),
+                                           .rank = 0,
+                                           .timeout = absl::Seconds(120),
+                                           .gloo_host = "127.0.0.1"},
+                                          StateDict(*policy_.model)));
+  if (absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model)); !s.ok()) {
+    (void)publisher_->Close();
+    publisher_.reset();
+    return s;
+  }
+  proto::JoinWeightGroupReply reply;
+  reply.set_weight_version(version_);
+  return reply;
+}
+
+Future<proto::CheckpointReply> Trainer::Checkpoint(const proto::CheckpointRequest& req) {
+  auto fail = [](absl::Status s) { return MakeReadyFuture<proto::CheckpointReply>(std::move(s)); };
+  if (Cluster::Current() == nullptr) {
+    return fail(absl::FailedPreconditionError("Checkpoint: the trainer is not part of a cluster"));
+  }
+  proto::CheckpointRequest snapshot = req;
+  snapshot.set_weight_version(version_);
+  absl::StatusOr<proto::TensorMap> weights = StateDictToProto(*policy_.model, version_);
+  if (!weights.ok()) return fail(weights.status());
+  *snapshot.mutable_weights() = std::move(*weights);
+  const std::string state_path = absl::StrCat("/tmp/troupe-trainer-state-", ::getpid(), ".pt");
+  if (absl::Status s = trainer_->Save(state_path, /*include_parameters=*/false); !s.ok())
+    return fail(s);
+  snapshot.set_trainer_state(ReadAll(state_path));
+  std::remove(state_path.c_str());
+  snapshot.set_model_config_json(model_config_json_);
+  snapshot.set_tokenizer_json(tokenizer_json_);
+  absl::StatusOr<ActorHandle<Checkpointer>> ckpt =
+      Cluster::Current()->GetActor<Checkpointer>(checkpointer_);
+  if (!ckpt.ok()) return fail(ckpt.status());
+  Future<proto::CheckpointReply> written =
+      ckpt->Call(&Checkpointer::Save, std::move(snapshot), {.timeout = absl::Minutes(10)});
+  if (req.wait()) return written;
+  // Hand over and go on: the write happens on the checkpointer's side.
+  std::move(written).OnCompleteInline(
+      [step = req.step()](absl::StatusOr<proto::CheckpointReply> r) {
+        if (!r.ok()) {
+          std::fprintf(stderr, "trainer: checkpoint of step %lld failed: %s\n",
+                       static_cast<long long>(step), r.status().ToString().c_str());
+        }
+      });
+  proto::CheckpointReply reply;
+  reply.set_path(absl::StrCat("step_", req.step()));
+  return MakeReadyFuture<proto::CheckpointReply>(reply);
+}
+
+absl::StatusOr<proto::WeightsReply> Trainer::Weights(const proto::Empty&) {
+  proto::WeightsReply reply;
+  TROUPE_ASSIGN_OR_RETURN(*reply.mutable_weights(), StateDictToProto(*policy_.model, version_));
+  return reply;
+}
+
+TROUPE_REGISTER_ACTOR(Trainer, Step, JoinWeightGroup, Checkpoint, Weights);
+
+}  // namespace troupe::actors

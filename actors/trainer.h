@@ -1,0 +1,74 @@
+// Trainer (actor): the GRPO policy update. Takes groups of scored samples (with their behaviour
+// log-probs and the reference log-probs), computes group-normalised advantages and the clipped
+// policy-gradient loss with the KL penalty (trainers/losses.h), steps AdamW, bumps the weight
+// version and publishes the new weights to the rollout workers over the weight-sync group.
+//
+// Off-policy correction: samples may come from older policy versions (asynchronous mode). The
+// clipped ratio is taken against the behaviour log-probs the rollout recorded (pi_theta /
+// pi_behaviour, the PPO "old policy" being the policy that actually generated the tokens), so a
+// stale sample's update is bounded by the clip range; the staleness bound of the replay buffer
+// keeps the gap small. (trainers::ClippedPolicyLoss documents the decoupled variant with a
+// proximal policy.)
+//
+// Weight sync: JoinWeightGroup (rank 0) creates the publisher of group "<name>.<epoch>" with the
+// workers and publishes the current weights at once. If a later publish fails (a worker died),
+// the step still counts, the reply says publish_failed, and the driver re-forms the group.
+//
+// Checkpoints: Checkpoint() snapshots weights + optimizer/RNG state and hands them to the
+// "checkpointer" actor without waiting (asynchronous; the write is atomic on its side).
+//
+// config: {"model_dir", "resume_dir" (optional checkpoint to restore), "lr", "warmup_steps",
+//          "total_steps", "min_lr_ratio", "weight_decay", "grad_clip", "seed", "threads",
+//          "clip_eps_low", "clip_eps_high", "kl_coef", "kl_type" (k1|k2|k3), "entropy_coeff",
+//          "loss_agg_mode" (token-mean|seq-mean-token-mean|seq-mean-token-sum-norm),
+//          "norm_adv_by_std", "off_policy" (none|truncate|mask), "importance_cap",
+//          "max_response_length", "checkpointer" (actor name)}
+#ifndef TROUPE_ACTORS_TRAINER_H_
+#define TROUPE_ACTORS_TRAINER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "actors/policy_util.h"
+#include "proto/rl.pb.h"
+#include "runtime/actor.h"
+#include "runtime/collective/cluster_kv_store.h"
+#include "runtime/collective/weight_sync.h"
+#include "trainers/losses.h"
+#include "trainers/train_step.h"
+
+namespace troupe::actors {
+
+class Trainer : public Actor {
+ public:
+  // Throws std::runtime_error for a model that cannot be loaded or a bad config field.
+  explicit Trainer(const ActorContext& ctx);
+  ~Trainer() override;
+
+  absl::StatusOr<proto::TrainStepReply> Step(const proto::TrainStepRequest& req);
+  // Blocks until every subscriber joined (or the group timeout), then publishes the current
+  // weights.
+  absl::StatusOr<proto::JoinWeightGroupReply> JoinWeightGroup(
+      const proto::JoinWeightGroupRequest& req);
+  // Snapshot for the checkpointer, handed over asynchronously; replies at once with the path it
+  // will write, or (req.wait) once it is written.
+  Future<proto::CheckpointReply> Checkpoint(const proto::CheckpointRequest& req);
+  absl::StatusOr<proto::WeightsReply> Weights(const proto::Empty& req);
+
+ private:
+  PolicyModel policy_;
+  std::unique_ptr<trainers::Trainer> trainer_;
+  trainers::PolicyLossOptions loss_options_;
+  bool norm_adv_by_std_ = true;
+  int64_t pad_id_ = 0;
+  int64_t version_ = 0;
+  std::string checkpointer_;
+  std::string model_config_json_, tokenizer_json_;
+  std::unique_ptr<collective::ClusterKvStore> kv_;
+  std::unique_ptr<collective::WeightPublisher> publisher_;
+};
+
+}  // namespace troupe::actors
+
+#endif  // TROUPE_ACTORS_TRAINER_H_

@@ -1,0 +1,364 @@
+#include "cli/cluster_commands.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "runtime/cluster/cluster_client.h"
+#include "runtime/cluster/head_server.h"
+#include "runtime/cluster/node_agent.h"
+
+namespace troupe {
+namespace {
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string FormatAmount(const std::string& name, double v) {
+  if (name == "memory") return absl::StrFormat("%.1fGiB", v / 1073741824.0);
+  if (v == static_cast<int64_t>(v)) return absl::StrCat(static_cast<int64_t>(v));
+  return absl::StrFormat("%.2f", v);
+}
+
+const char* ActorStateName(proto::ActorState s) {
+  switch (s) {
+    case proto::PENDING:
+      return "PENDING";
+    case proto::ALIVE:
+      return "ALIVE";
+    case proto::RESTARTING:
+      return "RESTARTING";
+    case proto::DEAD:
+      return "DEAD";
+    default:
+      return "?";
+  }
+}
+
+const char* StrategyName(proto::PlacementStrategy s) {
+  switch (s) {
+    case proto::PACK:
+      return "PACK";
+    case proto::SPREAD:
+      return "SPREAD";
+    case proto::STRICT_PACK:
+      return "STRICT_PACK";
+    case proto::STRICT_SPREAD:
+      return "STRICT_SPREAD";
+    default:
+      return "?";
+  }
+}
+
+// Blocks SIGINT/SIGTERM (call before starting any thread) and returns when one arrives.
+class SignalWaiter {
+ public:
+  SignalWaiter() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  int Wait() {
+    int sig = 0;
+    sigwait(&set_, &sig);
+    return sig;
+  }
+
+ private:
+  sigset_t set_;
+};
+
+// The running services of one `troupe start`.
+struct Services {
+  std::unique_ptr<HeadServer> head;
+  std::unique_ptr<NodeAgent> node;
+  std::string summary;  // what to tell the user
+
+  void Shutdown() {
+    if (node != nullptr) node->Shutdown();
+    if (head != nullptr) head->Shutdown();
+  }
+};
+
+absl::StatusOr<Services> StartServices(const StartFlags& f) {
+  Services s;
+  std::string head_address = f.address;
+  std::string token = f.token;
+  if (f.head) {
+    absl::StatusOr<std::unique_ptr<HeadServer>> head =
+        HeadServer::Start({.host = f.node_ip,
+                           .port = f.port,
+                           .state_dir = f.state_dir,
+                           .token = f.token,
+                           .heartbeat_interval = absl::Milliseconds(f.heartbeat_interval_ms),
+                           .heartbeat_timeout = absl::Milliseconds(f.heartbeat_timeout_ms)});
+    if (!head.ok()) return head.status();
+    s.head = std::move(*head);
+    head_address = s.head->address();
+    token = s.head->token();
+    s.summary = absl::StrCat(
+        "troupe head serving at ", head_address, " (state in ", f.state_dir, ")\n",
+        "  join another machine:  troupe start --address ", head_address, " --token ", token, "\n",
+        "  check the cluster:     troupe status\n", "  stop it:               troupe stop\n");
+  }
+  if (!f.head || !f.head_only) {
+    if (token.empty()) token = DefaultToken(f.state_dir);
+    absl::StatusOr<std::unique_ptr<NodeAgent>> node =
+        NodeAgent::Start({.head_address = head_address,
+                          .host = f.node_ip,
+                          .token = token,
+                          .resources_json = f.resources,
+                          .state_dir = f.state_dir,
+                          .worker_binary = f.worker_binary});
+    if (!node.ok()) {
+      if (s.head != nullptr) s.head->Shutdown();
+      return node.status();
+    }
+    s.node = std::move(*node);
+    std::vector<std::string> res;
+    for (const auto& [k, v] : std::map<std::string, double>(s.node->total().amounts().begin(),
+                                                            s.node->total().amounts().end())) {
+      res.push_back(absl::StrCat(k, " ", FormatAmount(k, v)));
+    }
+    absl::StrAppend(&s.summary, "troupe node ", s.node->node_id(), " at ", s.node->address(),
+                    " joined ", head_address, " with ", absl::StrJoin(res, ", "), "\n");
+  }
+  return s;
+}
+
+void WritePidFile(const std::string& state_dir, const std::string& role) {
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir + "/pids", ec);
+  std::ofstream out(absl::StrCat(state_dir, "/pids/", role, "-", ::getpid(), ".pid"));
+  out << ::getpid() << "\n";
+}
+
+void RemovePidFile(const std::string& state_dir, const std::string& role) {
+  std::error_code ec;
+  std::filesystem::remove(absl::StrCat(state_dir, "/pids/", role, "-", ::getpid(), ".pid"), ec);
+}
+
+}  // namespace
+
+std::string DefaultHeadAddress(const std::string& state_dir) {
+  return ReadFirstLine(state_dir + "/head.address");
+}
+
+std::string DefaultToken(const std::string& state_dir) {
+  if (const char* t = std::getenv("TROUPE_TOKEN"); t != nullptr && *t != '\0') return t;
+  return ReadFirstLine(state_dir + "/token");
+}
+
+int RunStart(const StartFlags& f) {
+  if (f.head == !f.address.empty()) {
+    std::fprintf(stderr, "troupe start: give exactly one of --head or --address HOST:PORT\n");
+    return 2;
+  }
+  // Bad input is refused before anything starts.
+  if (absl::StatusOr<proto::Resources> r = ParseResourcesJson(f.resources); !r.ok()) {
+    std::fprintf(stderr, "troupe start: %s\n", std::string(r.status().message()).c_str());
+    return 2;
+  }
+  if (!f.head && f.token.empty() && DefaultToken(f.state_dir).empty()) {
+    std::fprintf(stderr,
+                 "troupe start: no cluster token: pass --token (printed by `troupe start --head`) "
+                 "or set TROUPE_TOKEN\n");
+    return 2;
+  }
+  const std::string role = f.head ? "head" : "node";
+  std::error_code ec;
+  std::filesystem::create_directories(f.state_dir + "/logs", ec);
+  if (ec) {
+    std::fprintf(stderr, "troupe start: cannot create %s/logs: %s\n", f.state_dir.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
+
+  if (f.block) {
+    SignalWaiter signals;
+    absl::StatusOr<Services> s = StartServices(f);
+    if (!s.ok()) {
+      std::fprintf(stderr, "troupe start: %s\n", s.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s(blocking; Ctrl-C to stop)\n", s->summary.c_str());
+    std::fflush(stdout);
+    WritePidFile(f.state_dir, role);
+    signals.Wait();
+    s->Shutdown();
+    RemovePidFile(f.state_dir, role);
+    return 0;
+  }
+
+  // Background: fork before any thread exists; the child reports readiness through a pipe.
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::perror("troupe start: pipe");
+    return 1;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("troupe start: fork");
+    return 1;
+  }
+  if (pid > 0) {
+    ::close(fds[1]);
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(fds[0], buf, sizeof(buf))) > 0) msg.append(buf, n);
+    ::close(fds[0]);
+    if (msg.rfind("OK\n", 0) == 0) {
+      std::printf("%s  (running in the background, pid %d; log: %s/logs/%s.log)\n",
+                  msg.substr(3).c_str(), pid, f.state_dir.c_str(), role.c_str());
+      return 0;
+    }
+    std::fprintf(stderr, "troupe start: %s\n",
+                 msg.empty() ? "the background process exited before it was ready" : msg.c_str());
+    return 1;
+  }
+  // Child.
+  ::close(fds[0]);
+  ::setsid();
+  const std::string log = absl::StrCat(f.state_dir, "/logs/", role, ".log");
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) ::dup2(null_fd, 0);
+  if (log_fd >= 0) {
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+  }
+  SignalWaiter signals;
+  absl::StatusOr<Services> s = StartServices(f);
+  const std::string report = s.ok() ? "OK\n" + s->summary : std::string(s.status().ToString());
+  (void)!::write(fds[1], report.data(), report.size());
+  ::close(fds[1]);
+  if (!s.ok()) return 1;
+  std::fprintf(stderr, "%s", s->summary.c_str());
+  WritePidFile(f.state_dir, role);
+  signals.Wait();
+  s->Shutdown();
+  RemovePidFile(f.state_dir, role);
+  return 0;
+}
+
+int RunStop(const std::string& state_dir, bool force) {
+  std::vector<std::pair<pid_t, std::string>> procs;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(state_dir + "/pids", ec)) {
+    const std::string name = entry.path().filename().string();
+    const pid_t pid = static_cast<pid_t>(std::atoi(ReadFirstLine(entry.path().string()).c_str()));
+    if (pid <= 0 || ::kill(pid, 0) != 0) {
+      std::filesystem::remove(entry.path(), ec);  // stale
+      continue;
+    }
+    procs.emplace_back(pid, name.substr(0, name.find('-')));
+  }
+  if (procs.empty()) {
+    std::printf("troupe stop: nothing running from %s\n", state_dir.c_str());
+    return 0;
+  }
+  for (const auto& [pid, role] : procs) ::kill(pid, force ? SIGKILL : SIGTERM);
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  for (const auto& [pid, role] : procs) {
+    while (::kill(pid, 0) == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
+    if (::kill(pid, 0) == 0) {
+      ::kill(pid, SIGKILL);
+      std::printf("troupe stop: %s (pid %d) did not exit in time; killed\n", role.c_str(), pid);
+    } else {
+      std::printf("troupe stop: stopped %s (pid %d)\n", role.c_str(), pid);
+    }
+    std::filesystem::remove(absl::StrCat(state_dir, "/pids/", role, "-", pid, ".pid"), ec);
+  }
+  return 0;
+}
+
+int RunStatus(const StatusFlags& f) {
+  const std::string address = f.address.empty() ? DefaultHeadAddress(f.state_dir) : f.address;
+  if (address.empty()) {
+    std::fprintf(stderr, "troupe status: no cluster found in %s; pass --address HOST:PORT\n",
+                 f.state_dir.c_str());
+    return 1;
+  }
+  const std::string token = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster =
+      Cluster::Connect({.address = address, .token = token, .rpc_timeout = absl::Seconds(5)});
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "troupe status: %s\n", cluster.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<proto::ClusterStatusReply> st = (*cluster)->Status();
+  if (!st.ok()) {
+    std::fprintf(stderr, "troupe status: %s\n", st.status().ToString().c_str());
+    return 1;
+  }
+  const absl::Duration up =
+      absl::Milliseconds(absl::ToUnixMillis(absl::Now()) - st->head_start_time_ms());
+  std::printf("troupe cluster at %s (head up %s)\n", st->head_address().c_str(),
+              absl::FormatDuration(absl::Trunc(up, absl::Seconds(1))).c_str());
+  int alive = 0;
+  for (const auto& n : st->nodes()) alive += n.state() == proto::NODE_ALIVE;
+  std::printf("\nNodes: %d alive, %d dead\n", alive, st->nodes_size() - alive);
+  for (const auto& n : st->nodes()) {
+    std::vector<std::string> res;
+    for (const auto& [k, total] :
+         std::map<std::string, double>(n.total().amounts().begin(), n.total().amounts().end())) {
+      auto a = n.available().amounts().find(k);
+      const double used = a == n.available().amounts().end() ? 0 : total - a->second;
+      res.push_back(absl::StrCat(k, " ", FormatAmount(k, n.state() == proto::NODE_ALIVE ? used : 0),
+                                 "/", FormatAmount(k, total)));
+    }
+    std::printf("  %-16s %-21s %-5s %s\n", n.id().id().c_str(), n.address().c_str(),
+                n.state() == proto::NODE_ALIVE ? "ALIVE" : "DEAD",
+                absl::StrJoin(res, "  ").c_str());
+  }
+  std::map<std::string, int> by_state;
+  for (const auto& a : st->actors()) ++by_state[ActorStateName(a.state())];
+  std::vector<std::string> counts;
+  for (const auto& [state, n] : by_state) counts.push_back(absl::StrCat(n, " ", state));
+  std::printf("\nActors: %d (%s)\n", st->actors_size(), absl::StrJoin(counts, ", ").c_str());
+  if (st->actors_size() > 0) {
+    std::printf("  %-16s %-18s %-14s %-10s %-16s %-8s %s\n", "ID", "TYPE", "NAME", "STATE", "NODE",
+                "RESTARTS", "DETAIL");
+  }
+  for (const auto& a : st->actors()) {
+    std::printf("  %-16s %-18s %-14s %-10s %-16s %-8d %s\n", a.id().id().c_str(),
+                a.spec().type_name().c_str(),
+                a.spec().name().empty() ? "-" : a.spec().name().c_str(), ActorStateName(a.state()),
+                a.node_id().id().empty() ? "-" : a.node_id().id().c_str(), a.num_restarts(),
+                a.state() == proto::ALIVE ? a.address().c_str() : a.status_message().c_str());
+  }
+  std::printf("\nPlacement groups: %d\n", st->placement_groups_size());
+  for (const auto& g : st->placement_groups()) {
+    std::vector<std::string> where;
+    for (const auto& b : g.bundles())
+      where.push_back(b.node_id().id().empty() ? "?" : b.node_id().id());
+    std::printf("  %-16s %-14s %-13s %-8s bundles on [%s] %s\n", g.id().id().c_str(),
+                g.name().empty() ? "-" : g.name().c_str(), StrategyName(g.strategy()),
+                g.state() == proto::PG_CREATED ? "CREATED" : "PENDING",
+                absl::StrJoin(where, ", ").c_str(), g.status_message().c_str());
+  }
+  return 0;
+}
+
+}  // namespace troupe

@@ -1,0 +1,54 @@
+// The cluster commands of the `troupe` binary: start, stop, status, and the internal worker.
+//
+//   troupe start --head [--port 6380] [--node-ip-address IP] [--block] [--head-only]
+//   troupe start --address HOST:PORT [--resources '{"CPU":2,"GPU":8}'] [--block]
+//   troupe status [--address HOST:PORT]
+//   troupe stop
+//
+// Conventions follow Ray's `ray start/stop/status`. Without --block, `start` runs the process in
+// the background (logs in <state-dir>/logs, pid in <state-dir>/pids) and returns once it serves;
+// `stop` ends what `start` started on this machine. `--head` also runs a node agent in the head
+// process (as `ray start --head` does), unless --head-only. The token comes from --token, else
+// $TROUPE_TOKEN, else <state-dir>/token (written by the head).
+#ifndef TROUPE_CLI_CLUSTER_COMMANDS_H_
+#define TROUPE_CLI_CLUSTER_COMMANDS_H_
+
+#include <string>
+
+namespace troupe {
+
+struct StartFlags {
+  bool head = false;
+  bool head_only = false;
+  std::string address;  // head to join (node agents)
+  int port = 6380;
+  std::string node_ip = "127.0.0.1";
+  bool block = false;
+  std::string token;
+  std::string state_dir = "/tmp/troupe";
+  std::string resources;  // JSON
+  std::string worker_binary;
+  // Failure detection (hidden flags; tests shorten them).
+  int heartbeat_interval_ms = 1000;
+  int heartbeat_timeout_ms = 5000;
+};
+
+struct StatusFlags {
+  std::string address;
+  std::string token;
+  std::string state_dir = "/tmp/troupe";
+};
+
+// Each returns the process exit code and prints a one-line error naming the culprit on failure.
+int RunStart(const StartFlags& flags);
+int RunStop(const std::string& state_dir, bool force);
+int RunStatus(const StatusFlags& flags);
+
+// The address and token of the cluster in `state_dir` (what `troupe status` and drivers on the
+// head machine use when none is given).
+std::string DefaultHeadAddress(const std::string& state_dir);
+std::string DefaultToken(const std::string& state_dir);
+
+}  // namespace troupe
+
+#endif  // TROUPE_CLI_CLUSTER_COMMANDS_H_

@@ -1,0 +1,61 @@
+// EmbeddedCluster: a head and one node agent inside this process, with workers as child
+// processes — the whole cluster on one machine from one library call, for `troupe run` and
+// for tests.
+//
+//   TROUPE_ASSIGN_OR_RETURN(auto ec, troupe::EmbeddedCluster::Start({}));
+//   TROUPE_ASSIGN_OR_RETURN(auto h, ec->cluster().Spawn<Scorer>({.resources = {{"CPU", 1}}}));
+//
+// The head binds 127.0.0.1 on a free port; the token is generated per cluster. Workers run the
+// binary in options.worker_binary (default: this executable, which must then handle the
+// `worker` subcommand, as the troupe binary does).
+//
+// Thread-safety: the accessors are thread-safe; Shutdown must not race with destruction.
+#ifndef TROUPE_RUNTIME_CLUSTER_EMBEDDED_CLUSTER_H_
+#define TROUPE_RUNTIME_CLUSTER_EMBEDDED_CLUSTER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/cluster/cluster_client.h"
+#include "runtime/cluster/head_server.h"
+#include "runtime/cluster/node_agent.h"
+
+namespace troupe {
+
+struct EmbeddedClusterOptions {
+  // Where state and logs go; empty = a new directory under $TMPDIR (or /tmp).
+  std::string state_dir;
+  // Node resource overrides, e.g. {"CPU": 4, "GPU": 2}.
+  std::string resources_json;
+  std::string worker_binary;
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+};
+
+class EmbeddedCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmbeddedCluster>> Start(EmbeddedClusterOptions options);
+  // Runs Shutdown().
+  ~EmbeddedCluster();
+
+  Cluster& cluster() { return *cluster_; }
+  HeadServer& head() { return *head_; }
+  NodeAgent& node() { return *node_; }
+  const std::string& state_dir() const { return state_dir_; }
+
+  // Kills the workers, stops the node and the head. Idempotent.
+  void Shutdown();
+
+ private:
+  EmbeddedCluster() = default;
+  std::string state_dir_;
+  std::unique_ptr<HeadServer> head_;
+  std::unique_ptr<NodeAgent> node_;
+  std::unique_ptr<Cluster> cluster_;
+};
+
+}  // namespace troupe
+
+#endif  // TROUPE_RUNTIME_CLUSTER_EMBEDDED_CLUSTER_H_

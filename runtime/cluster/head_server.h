@@ -1,0 +1,82 @@
+// HeadServer: the cluster's control plane (`troupe start --head`).
+//
+// Keeps the node registry (registration, heartbeats, failure detection), the actor directory
+// (where each actor runs, its state and restarts), placement groups, a small KV store (used for
+// collective rendezvous) and, for `troupe status`, why anything is pending. Decisions about
+// where things run come from scheduler::ClusterScheduler; the head acts on them by asking node
+// agents to start and kill worker processes.
+//
+// Durability: every change is written through to SQLite (StateStore, WAL) under
+// options.state_dir, so a head that is killed and restarted recovers nodes, actors, placement
+// groups and KV entries; node agents keep heartbeating through the outage and workers keep
+// serving, so the actor directory stays valid.
+//
+// Actor lifecycle, as the head drives it (see proto/core.proto ActorInfo):
+//   CreateActor -> PENDING (placed? -> StartWorker on the node) -> ALIVE (worker reported in)
+//   worker exit / node death / Kill(restart) -> RESTARTING (if max_restarts allows; re-placed,
+//   possibly on another node) -> ALIVE ...;  no restarts left or Kill(no_restart) -> DEAD.
+// Each (re)start gets a new incarnation number; reports from older incarnations are ignored and
+// their workers killed, so a slow or partitioned worker can never act as the current one.
+//
+// Security: every RPC must carry the cluster token (metadata `x-troupe-token`); the head takes
+// it from options.token, else reuses the one in state_dir/token, else generates one and writes
+// it there (mode 0600).
+//
+// Thread-safety: all public methods are thread-safe.
+#ifndef TROUPE_RUNTIME_CLUSTER_HEAD_SERVER_H_
+#define TROUPE_RUNTIME_CLUSTER_HEAD_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace troupe {
+
+struct HeadOptions {
+  // Address to bind and advertise; port 0 picks a free port (see HeadServer::address()).
+  std::string host = "127.0.0.1";
+  int port = 6380;
+  // Holds head.db (state), token, logs.
+  std::string state_dir = "/tmp/troupe";
+  // Cluster token; empty = reuse state_dir/token or generate one.
+  std::string token;
+  // How often nodes heartbeat, and how long without one before a node is declared dead.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+};
+
+class HeadServer {
+ public:
+  // Opens the state, binds, and starts serving. UNAVAILABLE if the port is in use (naming it),
+  // DATA_LOSS if the state file is unusable.
+  static absl::StatusOr<std::unique_ptr<HeadServer>> Start(HeadOptions options);
+  // Runs Shutdown().
+  ~HeadServer();
+  HeadServer(const HeadServer&) = delete;
+  HeadServer& operator=(const HeadServer&) = delete;
+
+  // "host:port" being served.
+  const std::string& address() const;
+  const std::string& token() const;
+  const std::string& state_dir() const;
+
+  // Stops serving (state stays on disk). Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown.
+  void Wait();
+
+  class Impl;
+
+ private:
+  explicit HeadServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads state_dir/token, or generates a random token and writes it there (0600).
+absl::StatusOr<std::string> LoadOrCreateToken(const std::string& state_dir);
+
+}  // namespace troupe
+
+#endif  // TROUPE_RUNTIME_CLUSTER_HEAD_SERVER_H_

@@ -1,0 +1,130 @@
+#include "runtime/cluster/worker_main.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "proto/cluster.grpc.pb.h"
+#include "runtime/actor_system.h"
+#include "runtime/cluster/cluster_client.h"
+#include "runtime/transport/transport_common.h"
+#include "runtime/transport/transport_server.h"
+
+namespace troupe {
+namespace {
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "troupe worker: %s\n", message.c_str());
+  std::fflush(stderr);
+  return code;
+}
+
+}  // namespace
+
+int RunWorker(const WorkerArgs& args) {
+  std::string token = args.token;
+  if (token.empty() && std::getenv("TROUPE_TOKEN") != nullptr) token = std::getenv("TROUPE_TOKEN");
+  if (args.head_address.empty() || args.actor_id.empty() || args.spec_file.empty() ||
+      token.empty()) {
+    return Fail(2, "needs --head, --actor-id, --spec-file and a token (TROUPE_TOKEN)");
+  }
+  proto::StartWorkerRequest start;
+  {
+    std::ifstream in(args.spec_file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in || !start.ParseFromString(ss.str())) {
+      return Fail(2, absl::StrCat("cannot read the actor spec ", args.spec_file));
+    }
+  }
+  const proto::ActorSpec& spec = start.spec();
+  // Block the signals we wait for before any thread starts, so sigwait below receives them.
+  sigset_t wait_set;
+  sigemptyset(&wait_set);
+  sigaddset(&wait_set, SIGTERM);
+  sigaddset(&wait_set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &wait_set, nullptr);
+
+  ActorOptions options;
+  options.name = spec.name();
+  options.max_restarts = 0;
+  options.max_concurrency = std::max(1, spec.max_concurrency());
+  options.dedicated_thread = true;
+  options.resources = spec.resources();
+  options.previous_restarts = start.num_restarts();
+  if (spec.default_call_timeout_ms() > 0) {
+    options.default_call_timeout = absl::Milliseconds(spec.default_call_timeout_ms());
+  }
+  if (!spec.config_json().empty()) {
+    try {
+      options.config = nlohmann::json::parse(spec.config_json());
+    } catch (const nlohmann::json::exception& e) {
+      return Fail(
+          2, absl::StrCat("the config of actor ", spec.type_name(), " is not JSON: ", e.what()));
+    }
+  }
+
+  // Actors in this worker reach the rest of the cluster (other actors, KV) through this client.
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster =
+      Cluster::Connect({.address = args.head_address, .token = token});
+  if (!cluster.ok()) return Fail(5, cluster.status().ToString());
+  Cluster::SetCurrent(cluster->get());
+
+  ActorSystem system;
+  absl::StatusOr<UntypedActorHandle> actor = system.SpawnByName(spec.type_name(), options);
+  if (!actor.ok()) {
+    return Fail(
+        3, absl::StrCat("cannot create actor ", spec.type_name(), ": ", actor.status().message()));
+  }
+  absl::Status ready = actor->Ready().Get(absl::Minutes(10));
+  if (!ready.ok()) return Fail(4, std::string(ready.message()));
+
+  absl::StatusOr<std::unique_ptr<transport::ActorTransportServer>> server =
+      transport::ActorTransportServer::Start(
+          {.address = absl::StrCat(args.host, ":0"), .token = token});
+  if (!server.ok()) return Fail(5, server.status().ToString());
+  absl::Status registered = (*server)->Register(args.actor_id, *actor);
+  if (!registered.ok()) return Fail(5, registered.ToString());
+
+  absl::Notification died;
+  std::string death_reason;
+  std::atomic<bool> stopping{false};
+  system.Monitor(*actor, [&](const ActorDeath& d) {
+    if (stopping.load()) return;  // our own shutdown
+    death_reason = d.reason.ToString();
+    died.Notify();
+    ::kill(::getpid(), SIGTERM);  // wake sigwait
+  });
+
+  absl::StatusOr<bool> keep =
+      (*cluster)->ReportActorStarted(args.actor_id, (*server)->address(), args.incarnation);
+  if (!keep.ok()) return Fail(5, keep.status().ToString());
+  if (!*keep) {
+    std::fprintf(stderr, "troupe worker: the head no longer wants incarnation %d of %s; exiting\n",
+                 args.incarnation, args.actor_id.c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "troupe worker: %s '%s' (%s) serving at %s\n", spec.type_name().c_str(),
+               spec.name().c_str(), args.actor_id.c_str(), (*server)->address().c_str());
+  std::fflush(stderr);
+
+  int sig = 0;
+  sigwait(&wait_set, &sig);
+  stopping = true;
+  const bool actor_died = died.HasBeenNotified();
+  (*server)->Shutdown();
+  system.Shutdown();
+  Cluster::SetCurrent(nullptr);
+  if (actor_died) return Fail(6, absl::StrCat("the actor died: ", death_reason));
+  return 0;
+}
+
+}  // namespace troupe

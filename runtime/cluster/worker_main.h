@@ -1,0 +1,36 @@
+// `troupe worker`: the process that hosts one actor for the cluster. Started by a node agent,
+// never by hand.
+//
+// It reads the actor's spec, creates the actor in a local ActorSystem (on a thread of its own),
+// waits for its constructor, serves it over the actor transport on --host:<any port>, and tells
+// the head (ReportActorStarted). It exits when the actor dies, when the head says this
+// incarnation is no longer wanted, or on SIGTERM/SIGINT. Restarts are the head's business: the
+// local actor never restarts by itself.
+//
+// Exit codes: 0 normal (SIGTERM, or superseded), 2 bad arguments or spec, 3 unknown actor type,
+// 4 constructor failed, 5 cannot serve or reach the head, 6 the actor died. The reason is the last
+// line on stderr (the node agent forwards it to the head, and `troupe status` shows it).
+#ifndef TROUPE_RUNTIME_CLUSTER_WORKER_MAIN_H_
+#define TROUPE_RUNTIME_CLUSTER_WORKER_MAIN_H_
+
+#include <string>
+
+namespace troupe {
+
+struct WorkerArgs {
+  std::string head_address;
+  std::string actor_id;
+  int incarnation = 0;
+  // The StartWorkerRequest (binary protobuf) the node agent received for this worker.
+  std::string spec_file;
+  std::string host = "127.0.0.1";
+  // Cluster token; empty = $TROUPE_TOKEN.
+  std::string token;
+};
+
+// Runs the worker until it should exit; returns the process exit code.
+int RunWorker(const WorkerArgs& args);
+
+}  // namespace troupe
+
+#endif  // TROUPE_RUNTIME_CLUSTER_WORKER_MAIN_H_

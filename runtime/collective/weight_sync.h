@@ -1,0 +1,143 @@
+// WeightPublisher / WeightSubscriber: versioned policy weights from the trainer (publisher,
+// rank 0) to rollout workers (subscribers, ranks 1..N) over a CollectiveGroup.
+//
+//   // Trainer, once:
+//   TROUPE_ASSIGN_OR_RETURN(auto pub, WeightPublisher::Create(&kv, {.name = "policy.0",
+//                                                                   .world_size = 3,
+//                                                                   .rank = 0}, state_dict));
+//   // ... after each optimizer step:
+//   TROUPE_RETURN_IF_ERROR(pub->Publish(step + 1, state_dict));
+//
+//   // Rollout worker r, once (targets = its own preallocated parameter tensors):
+//   TROUPE_ASSIGN_OR_RETURN(auto sub, WeightSubscriber::Create(&kv, {.name = "policy.0",
+//                                                                    .world_size = 3,
+//                                                                    .rank = r}, params));
+//   // ... between decode steps:
+//   TROUPE_ASSIGN_OR_RETURN(int64_t announced, sub->AnnouncedVersion());   // one KV read
+//   if (announced > sub->version()) TROUPE_ASSIGN_OR_RETURN(int64_t v, sub->Receive());
+//
+// Protocol:
+//   * Creation (every member, collectively): the group is created (see collective_group.h), the
+//     publisher broadcasts its manifest — every tensor's name, dtype and shape, in the order it
+//     will send them — and each subscriber matches it against its targets by name. One
+//     all-reduce shares the first mismatch, so on a mismatch Create fails on every member with
+//     INVALID_ARGUMENT naming the tensor (and the subscriber rank), and the group is destroyed.
+//   * Publish(v) (publisher): checks the state dict against the manifest (INVALID_ARGUMENT naming
+//     the tensor, nothing sent); v must exceed the last published version. It writes v to the KV
+//     key "collective/<name>/weights/announced" (what AnnouncedVersion reads), broadcasts one
+//     list — a header [magic, v, manifest hash, count], then the tensors in manifest order
+//     (chunked and layout-checked, see CollectiveGroup::Broadcast) — then joins a one-int
+//     all-reduce that every subscriber enters only after it has the whole version and checked
+//     the header: Publish returns OK only once every subscriber has v.
+//   * Receive() (each subscriber, once per published version, in order): takes part in those
+//     two steps, writing straight into its targets, and returns v. Publish blocks until every
+//     subscriber calls Receive, so subscribers should poll AnnouncedVersion between units of
+//     work (a decode step) and Receive promptly; the group timeout bounds the wait.
+//   * Failure: if a member dies or stalls past the timeout, Publish / Receive fail on every
+//     member (UNAVAILABLE or DEADLINE_EXCEEDED) and the group is BROKEN. While a Receive fails,
+//     its targets may hold a mix of two versions: keep generating with them only if that is
+//     acceptable, else wait for the next version. Recovery: every survivor destroys its
+//     publisher / subscriber; the trainer picks a new group name ("policy.<epoch+1>") and tells
+//     the workers (and any replacement) over its control RPC to create them again; the first
+//     Publish then sends the full current weights.
+//
+// Ownership: both keep handles to the tensors they were given (subscribers write into their
+// storage); `kv` is not owned and must outlive them.
+// Thread-safety: drive each object from one thread; version() and AnnouncedVersion() may be
+// called from any thread.
+#ifndef TROUPE_RUNTIME_COLLECTIVE_WEIGHT_SYNC_H_
+#define TROUPE_RUNTIME_COLLECTIVE_WEIGHT_SYNC_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/collective/collective_group.h"
+#include "runtime/collective/kv_store.h"
+
+namespace troupe::collective {
+
+// One entry of a state dict.
+struct NamedTensor {
+  std::string name;
+  at::Tensor tensor;
+};
+
+// Name, dtype and shape of each tensor, in publish order.
+struct ManifestEntry {
+  std::string name;
+  at::ScalarType dtype;
+  std::vector<int64_t> shape;
+};
+
+class WeightPublisher {
+ public:
+  // Creates the group as its rank 0 (options.rank must be 0) and agrees the manifest taken from
+  // `state` (its names, dtypes and shapes, in this order) with every subscriber. Errors: those
+  // of CollectiveGroup::Create; INVALID_ARGUMENT for duplicate or empty names, undefined
+  // tensors, or a subscriber whose targets differ (naming the tensor and the rank).
+  static absl::StatusOr<std::unique_ptr<WeightPublisher>> Create(
+      KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> state);
+  ~WeightPublisher();
+
+  // Sends `state` (matched to the manifest by name, any order) as version `version` to every
+  // subscriber; returns once all have it. INVALID_ARGUMENT (nothing sent) if a tensor is
+  // missing, extra or differs from the manifest, or `version` <= the last one published.
+  absl::Status Publish(int64_t version, absl::Span<const NamedTensor> state);
+  // The last version published successfully; -1 before the first.
+  int64_t version() const { return version_.load(); }
+  const std::vector<ManifestEntry>& manifest() const { return manifest_; }
+  CollectiveGroup& group() { return *group_; }
+  // Destroys the group (see CollectiveGroup::Destroy). Idempotent.
+  absl::Status Close();
+
+ private:
+  WeightPublisher(std::unique_ptr<CollectiveGroup> group, std::vector<ManifestEntry> manifest,
+                  int64_t manifest_hash);
+  std::unique_ptr<CollectiveGroup> group_;
+  const std::vector<ManifestEntry> manifest_;
+  const int64_t manifest_hash_;
+  std::atomic<int64_t> version_{-1};
+};
+
+class WeightSubscriber {
+ public:
+  // Joins the group as options.rank (>= 1) and checks the publisher's manifest against
+  // `targets` (matched by name): INVALID_ARGUMENT naming the first tensor that is missing,
+  // extra, or of another dtype or shape — on every member. Keeps handles to `targets`.
+  static absl::StatusOr<std::unique_ptr<WeightSubscriber>> Create(
+      KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> targets);
+  ~WeightSubscriber();
+
+  // The newest version the publisher has announced, -1 if none: one non-blocking KV read.
+  absl::StatusOr<int64_t> AnnouncedVersion();
+  // Waits for the publisher's next Publish, writes it into the targets and returns its version.
+  absl::StatusOr<int64_t> Receive();
+  // The last version received completely; -1 before the first.
+  int64_t version() const { return version_.load(); }
+  CollectiveGroup& group() { return *group_; }
+  // Destroys the group (see CollectiveGroup::Destroy). Idempotent.
+  absl::Status Close();
+
+ private:
+  WeightSubscriber(std::unique_ptr<CollectiveGroup> group, at::Tensor header,
+                   std::vector<at::Tensor> receive_list, int64_t manifest_hash);
+  std::unique_ptr<CollectiveGroup> group_;
+  // Where each version's header lands: [magic, version, manifest hash, count].
+  const at::Tensor header_;
+  // header_, then the targets in manifest order: what one Broadcast receives.
+  const std::vector<at::Tensor> receive_list_;
+  const int64_t manifest_hash_;
+  std::atomic<int64_t> version_{-1};
+};
+
+}  // namespace troupe::collective
+
+#endif  // TROUPE_RUNTIME_COLLECTIVE_WEIGHT_SYNC_H_

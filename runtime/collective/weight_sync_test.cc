@@ -1,0 +1,249 @@
+// WeightPublisher / WeightSubscriber over Gloo, members as threads, InMemoryKvStore rendezvous.
+#include "runtime/collective/weight_sync.h"
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "runtime/collective/kv_store.h"
+
+namespace troupe::collective {
+namespace {
+
+GroupOptions Options(const std::string& name, int world, int rank) {
+  GroupOptions o;
+  o.name = name;
+  o.world_size = world;
+  o.rank = rank;
+  o.timeout = absl::Seconds(20);
+  o.gloo_host = "127.0.0.1";
+  o.chunk_bytes = 32 << 10;
+  return o;
+}
+
+std::vector<absl::Status> RunMembers(int world, const std::function<absl::Status(int)>& fn) {
+  std::vector<absl::Status> out(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back([&, r] { out[r] = fn(r); });
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+void ExpectAllOk(const std::vector<absl::Status>& statuses) {
+  for (size_t r = 0; r < statuses.size(); ++r)
+    EXPECT_TRUE(statuses[r].ok()) << r << ": " << statuses[r];
+}
+
+// A small "model": the publisher's values depend on the version, the shapes never do.
+std::vector<NamedTensor> StateDict(int64_t version) {
+  const double v = static_cast<double>(version);
+  return {
+      {"embed.weight", at::arange(64 * 300, at::kFloat).view({64, 300}) + v},  // > chunk
+      {"layers.0.norm.weight", at::full({300}, v, at::kBFloat16)},
+      {"layers.0.attn.q.weight", at::full({300, 40}, -v, at::kFloat)},
+      {"step", at::full({1}, version, at::kLong)},
+  };
+}
+
+std::vector<NamedTensor> Zeros() {
+  std::vector<NamedTensor> z = StateDict(0);
+  for (NamedTensor& nt : z) nt.tensor.zero_();
+  return z;
+}
+
+void ExpectHolds(const std::vector<NamedTensor>& got, int64_t version) {
+  const std::vector<NamedTensor> want = StateDict(version);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(at::equal(got[i].tensor, want[i].tensor))
+        << got[i].name << " at version " << version;
+  }
+}
+
+TEST(WeightSync, SubscribersReceiveEveryPublishedVersionInOrder) {
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(3, [&](int rank) -> absl::Status {
+    if (rank == 0) {
+      auto pub = WeightPublisher::Create(&kv, Options("policy", 3, 0), StateDict(0));
+      if (!pub.ok()) return pub.status();
+      EXPECT_EQ((*pub)->version(), -1);
+      for (int64_t v : {1, 2, 5}) {
+        absl::Status s = (*pub)->Publish(v, StateDict(v));
+        if (!s.ok()) return s;
+        EXPECT_EQ((*pub)->version(), v);
+      }
+      return absl::OkStatus();
+    }
+    std::vector<NamedTensor> params = Zeros();
+    auto sub = WeightSubscriber::Create(&kv, Options("policy", 3, rank), params);
+    if (!sub.ok()) return sub.status();
+    std::vector<int64_t> seen;
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<int64_t> v = (*sub)->Receive();
+      if (!v.ok()) return v.status();
+      seen.push_back(*v);
+      EXPECT_EQ((*sub)->version(), *v);
+      ExpectHolds(params, *v);  // written in place into the caller's tensors
+      absl::StatusOr<int64_t> announced = (*sub)->AnnouncedVersion();
+      EXPECT_TRUE(announced.ok() && *announced >= *v) << announced.status();
+    }
+    EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 5}));
+    return absl::OkStatus();
+  }));
+}
+
+TEST(WeightSync, AnnouncedVersionIsMinusOneBeforeTheFirstPublish) {
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    if (rank == 0) {
+      auto pub = WeightPublisher::Create(&kv, Options("fresh", 2, 0), StateDict(0));
+      if (!pub.ok()) return pub.status();
+      absl::Status s = (*pub)->group().Barrier();  // subscriber checks here
+      if (s.ok()) s = (*pub)->group().Barrier();
+      if (s.ok()) s = (*pub)->Publish(3, StateDict(3));
+      return s;
+    }
+    std::vector<NamedTensor> params = Zeros();
+    auto sub = WeightSubscriber::Create(&kv, Options("fresh", 2, 1), params);
+    if (!sub.ok()) return sub.status();
+    absl::Status s = (*sub)->group().Barrier();
+    EXPECT_EQ(*(*sub)->AnnouncedVersion(), -1);
+    EXPECT_EQ((*sub)->version(), -1);
+    if (s.ok()) s = (*sub)->group().Barrier();
+    if (!s.ok()) return s;
+    absl::StatusOr<int64_t> v = (*sub)->Receive();
+    if (!v.ok()) return v.status();
+    EXPECT_EQ(*v, 3);
+    EXPECT_EQ(*(*sub)->AnnouncedVersion(), 3);
+    return absl::OkStatus();
+  }));
+}
+
+TEST(WeightSync, PublishRejectsAVersionThatDoesNotIncreaseAndSendsNothing) {
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    if (rank == 0) {
+      auto pub = WeightPublisher::Create(&kv, Options("order", 2, 0), StateDict(0));
+      if (!pub.ok()) return pub.status();
+      absl::Status s = (*pub)->Publish(5, StateDict(5));
+      if (!s.ok()) return s;
+      EXPECT_TRUE(absl::IsInvalidArgument((*pub)->Publish(5, StateDict(5))));
+      EXPECT_TRUE(absl::IsInvalidArgument((*pub)->Publish(4, StateDict(4))));
+      return (*pub)->Publish(6, StateDict(6));
+    }
+    std::vector<NamedTensor> params = Zeros();
+    auto sub = WeightSubscriber::Create(&kv, Options("order", 2, 1), params);
+    if (!sub.ok()) return sub.status();
+    absl::StatusOr<int64_t> a = (*sub)->Receive();
+    absl::StatusOr<int64_t> b = a.ok() ? (*sub)->Receive() : a;
+    if (!b.ok()) return b.status();
+    EXPECT_EQ(*a, 5);
+    EXPECT_EQ(*b, 6);
+    ExpectHolds(params, 6);
+    return absl::OkStatus();
+  }));
+}
+
+TEST(WeightSync, PublishRejectsAStateDictThatDiffersFromTheManifestNamingTheTensor) {
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    if (rank == 0) {
+      auto pub = WeightPublisher::Create(&kv, Options("drift", 2, 0), StateDict(0));
+      if (!pub.ok()) return pub.status();
+      std::vector<NamedTensor> reshaped = StateDict(1);
+      reshaped[2].tensor = at::zeros({40, 300}, at::kFloat);
+      absl::Status s = (*pub)->Publish(1, reshaped);
+      EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "layers.0.attn.q.weight")) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "Float[40, 300]")) << s;
+      std::vector<NamedTensor> missing = StateDict(1);
+      missing.pop_back();
+      s = (*pub)->Publish(1, missing);
+      EXPECT_TRUE(absl::StrContains(s.message(), "'step'")) << s;
+      std::vector<NamedTensor> extra = StateDict(1);
+      extra.push_back({"lm_head.weight", at::zeros({2})});
+      s = (*pub)->Publish(1, extra);
+      EXPECT_TRUE(absl::StrContains(s.message(), "'lm_head.weight' is not in the manifest")) << s;
+      // The subscriber never saw any of those: the next valid publish is the first it gets.
+      return (*pub)->Publish(1, StateDict(1));
+    }
+    std::vector<NamedTensor> params = Zeros();
+    auto sub = WeightSubscriber::Create(&kv, Options("drift", 2, 1), params);
+    if (!sub.ok()) return sub.status();
+    absl::StatusOr<int64_t> v = (*sub)->Receive();
+    if (!v.ok()) return v.status();
+    EXPECT_EQ(*v, 1);
+    ExpectHolds(params, 1);
+    return absl::OkStatus();
+  }));
+}
+
+TEST(WeightSync, ManifestMismatchFailsCreateOnEveryMemberNamingTheTensorAndRank) {
+  InMemoryKvStore kv;
+  std::vector<absl::Status> statuses = RunMembers(3, [&](int rank) -> absl::Status {
+    if (rank == 0)
+      return WeightPublisher::Create(&kv, Options("shape", 3, 0), StateDict(0)).status();
+    std::vector<NamedTensor> params = Zeros();
+    if (rank == 2) params[1].tensor = at::zeros({300}, at::kFloat);  // bf16 expected
+    return WeightSubscriber::Create(&kv, Options("shape", 3, rank), params).status();
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(absl::IsInvalidArgument(statuses[r])) << r << ": " << statuses[r];
+    EXPECT_TRUE(absl::StrContains(statuses[r].message(), "'layers.0.norm.weight'")) << statuses[r];
+    EXPECT_TRUE(absl::StrContains(statuses[r].message(), "subscriber rank 2")) << statuses[r];
+  }
+  EXPECT_TRUE(absl::StrContains(statuses[2].message(), "has Float[300]")) << statuses[2];
+  EXPECT_TRUE(kv.List(CollectiveGroup::KeyPrefix("shape"))->empty())
+      << "a failed Create must not leave the group's keys behind";
+}
+
+TEST(WeightSync, MissingAndExtraTargetsAreNamed) {
+  InMemoryKvStore kv;
+  std::vector<absl::Status> statuses = RunMembers(2, [&](int rank) -> absl::Status {
+    if (rank == 0)
+      return WeightPublisher::Create(&kv, Options("missing", 2, 0), StateDict(0)).status();
+    std::vector<NamedTensor> params = Zeros();
+    params.erase(params.begin());  // no "embed.weight"
+    return WeightSubscriber::Create(&kv, Options("missing", 2, 1), params).status();
+  });
+  for (const absl::Status& s : statuses) {
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "'embed.weight'")) << s;
+  }
+  EXPECT_TRUE(absl::StrContains(statuses[1].message(), "has no such target")) << statuses[1];
+
+  statuses = RunMembers(2, [&](int rank) -> absl::Status {
+    if (rank == 0)
+      return WeightPublisher::Create(&kv, Options("extra", 2, 0), StateDict(0)).status();
+    std::vector<NamedTensor> params = Zeros();
+    params.push_back({"value_head.weight", at::zeros({3})});
+    return WeightSubscriber::Create(&kv, Options("extra", 2, 1), params).status();
+  });
+  for (const absl::Status& s : statuses) {
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "does not send")) << s;
+  }
+  EXPECT_TRUE(absl::StrContains(statuses[1].message(), "'value_head.weight'")) << statuses[1];
+}
+
+TEST(WeightSync, CreateRejectsWrongRanksAndBadStateDicts) {
+  InMemoryKvStore kv;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      WeightPublisher::Create(&kv, Options("r", 2, 1), StateDict(0)).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(WeightSubscriber::Create(&kv, Options("r", 2, 0), Zeros()).status()));
+  std::vector<NamedTensor> dup = StateDict(0);
+  dup[1].name = dup[0].name;
+  absl::Status s = WeightPublisher::Create(&kv, Options("r", 2, 0), dup).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "appears twice")) << s;
+  std::vector<NamedTensor> undefined = StateDict(0);
+  undefined[3].tensor = at::Tensor();
+  s = WeightPublisher::Create(&kv, Options("r", 2, 0), undefined).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "'step'")) << s;
+}
+
+}  // namespace
+}  // namespace troupe::collective

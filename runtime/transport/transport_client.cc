@@ -1,0 +1,95 @@
+#include "runtime/transport/transport_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/transport/connection_pool.h"
+#include "runtime/transport/remote_actor_ref.h"
+
+namespace troupe {
+namespace transport {
+namespace {
+
+absl::Status CheckOptions(const TransportClientOptions& o, const Resolver* resolver) {
+  if (resolver == nullptr) return absl::InvalidArgumentError("TransportClient: resolver is null");
+  for (char ch : o.token) {
+    if (ch < 0x20 || ch > 0x7e) {
+      return absl::InvalidArgumentError(
+          "TransportClientOptions.token: must be printable ASCII (it travels as gRPC metadata)");
+    }
+  }
+  if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{16} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.chunk_bytes is ",
+                                                   o.chunk_bytes, ", must be in (0, 16 MiB]"));
+  }
+  if (o.frame_bytes <= 0 || o.frame_bytes > (int64_t{32} << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.frame_bytes is ",
+                                                   o.frame_bytes, ", must be in (0, 32 MiB]"));
+  }
+  if (o.max_request_bytes <= 0 || o.max_request_bytes > kMaxPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.max_request_bytes is ",
+                                                   o.max_request_bytes, ", must be in (0, 2 GiB)"));
+  }
+  if (o.default_call_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "TransportClientOptions.default_call_timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+TransportClient::TransportClient(std::shared_ptr<Resolver> resolver, TransportClientOptions options)
+    : registry_(options.registry != nullptr ? options.registry : &ActorRegistry::Global()),
+      pool_(std::make_shared<ConnectionPool>(std::move(resolver), std::move(options))) {}
+
+TransportClient::~TransportClient() { Shutdown(); }
+
+void TransportClient::Shutdown() { pool_->Shutdown(); }
+
+absl::StatusOr<UntypedActorHandle> TransportClient::ConnectByTypeName(
+    const std::string& type_name, const std::string& actor_id, RemoteActorOptions options) const {
+  return ConnectImpl(std::type_index(typeid(void)), type_name, actor_id, std::move(options));
+}
+
+absl::StatusOr<UntypedActorHandle> TransportClient::ConnectImpl(std::type_index type,
+                                                                const std::string& type_name,
+                                                                const std::string& actor_id,
+                                                                RemoteActorOptions options) const {
+  if (absl::Status s = CheckOptions(pool_->options(), &pool_->resolver()); !s.ok()) return s;
+  if (actor_id.empty()) return absl::InvalidArgumentError("Connect: the actor id is empty");
+  if (pool_->shut_down()) {
+    return absl::UnavailableError("Connect: the transport client has shut down");
+  }
+  const ActorTypeInfo* info =
+      type_name.empty() ? registry_->Find(type) : registry_->Find(type_name);
+  if (info == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("Connect to actor '", actor_id, "': its type ",
+                     type_name.empty() ? std::string(type.name()) : "'" + type_name + "'",
+                     " is not registered in this process (registered: ",
+                     absl::StrJoin(registry_->TypeNames(), ", "),
+                     "); link the library that has its TROUPE_REGISTER_ACTOR"));
+  }
+  const absl::Duration timeout = options.default_call_timeout > absl::ZeroDuration()
+                                     ? options.default_call_timeout
+                                     : pool_->options().default_call_timeout;
+  return UntypedActorHandle(
+      std::make_shared<RemoteActorRef>(pool_, actor_id, info, std::move(options.name), timeout));
+}
+
+TransportClientStats TransportClient::stats() const {
+  ClientCounters& c = pool_->counters();
+  TransportClientStats s;
+  s.connections_opened = c.connections_opened.load();
+  s.calls_sent = c.calls_sent.load();
+  s.frames_sent = c.frames_sent.load();
+  s.cancels_sent = c.cancels_sent.load();
+  s.replies_received = c.replies_received.load();
+  s.frames_received = c.frames_received.load();
+  return s;
+}
+
+}  // namespace transport
+}  // namespace troupe

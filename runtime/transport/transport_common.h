@@ -1,0 +1,63 @@
+// Constants and small helpers shared by the transport's client and server (runtime/transport).
+//
+// Thread-safety: everything here is stateless.
+#ifndef TROUPE_RUNTIME_TRANSPORT_TRANSPORT_COMMON_H_
+#define TROUPE_RUNTIME_TRANSPORT_TRANSPORT_COMMON_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/support/status.h"
+
+namespace troupe {
+namespace transport {
+
+// Metadata entry that carries the cluster token on every RPC (lower case: gRPC metadata keys).
+inline constexpr char kTokenMetadataKey[] = "x-troupe-token";
+
+// Full gRPC method name of the call stream (proto/worker.proto).
+inline constexpr char kCallsMethod[] = "/troupe.proto.ActorTransport/Calls";
+
+// Default size of one piece of a large payload.
+inline constexpr int64_t kDefaultChunkBytes = int64_t{1} << 20;
+// Default budget of one stream message: a writer stops adding entries once a frame holds this
+// many bytes (a frame may exceed it by one entry of at most chunk_bytes).
+inline constexpr int64_t kDefaultFrameBytes = int64_t{4} << 20;
+// Largest stream message either side accepts. Frames are bounded by frame_bytes + chunk_bytes, so
+// this is only a safety net against a misbehaving peer.
+inline constexpr int kMaxReceiveMessageBytes = 64 << 20;
+// Largest serialized request or reply (protobuf messages are limited to 2 GiB).
+inline constexpr int64_t kMaxPayloadBytes = (int64_t{2} << 30) - 1;
+
+// Compares tokens in time independent of where they first differ.
+bool TokenMatches(absl::string_view expected, absl::string_view got);
+
+// An asynchronous gRPC operation in flight: its address is the completion-queue tag, and Run is
+// called on the queue's thread when the operation completes.
+class CqTag {
+ public:
+  virtual ~CqTag() = default;
+  virtual void Run(bool ok) = 0;
+};
+
+// Runs the tags completing on `cq` until it has been shut down and drained. The transport gives
+// each client and each server one such thread: it is the only thread polling their sockets, so
+// a reply is handled by the thread the kernel wakes, with no hand-off. (gRPC's callback API
+// would run every reaction on two extra "nexting" threads per process in this gRPC version.)
+void RunCompletionQueue(grpc::CompletionQueue* cq);
+
+// Turns off Abseil's mutex deadlock detection, on by default in Debian's Abseil, which records
+// every lock acquisition in a global graph (a large share of a call's cost). The transport's
+// locks are leaf locks. Process-wide, like the actor system's own call of the same setting.
+void DisableMutexDeadlockDetection();
+
+// absl::Status <-> grpc::Status (the code numbering is the same).
+absl::Status FromGrpcStatus(const grpc::Status& s);
+grpc::Status ToGrpcStatus(const absl::Status& s);
+
+}  // namespace transport
+}  // namespace troupe
+
+#endif  // TROUPE_RUNTIME_TRANSPORT_TRANSPORT_COMMON_H_

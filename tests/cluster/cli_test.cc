@@ -1,0 +1,57 @@
+// The cluster commands as a user runs them: `troupe start` in the background (head, then a
+// node), `troupe status`, `troupe stop`.
+#include <signal.h>
+
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/cluster/process.h"
+
+namespace troupe::tests {
+namespace {
+
+constexpr char kTroupe[] = "tests/cluster/troupe_test";
+
+TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli");
+  std::filesystem::remove_all(dir);
+
+  auto [rc, out] = RunCommand({kTroupe, "start", "--head", "--port", "0", "--state-dir", dir,
+                               "--resources", R"({"CPU": 3, "GPU": 2})"},
+                              dir + ".start.out");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "troupe head serving at 127.0.0.1:")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "troupe start --address")) << out;  // how to join
+  EXPECT_TRUE(absl::StrContains(out, "CPU 3")) << out;
+
+  auto [rc2, status] = RunCommand({kTroupe, "status", "--state-dir", dir}, dir + ".status.out");
+  ASSERT_EQ(rc2, 0) << status;
+  EXPECT_TRUE(absl::StrContains(status, "Nodes: 1 alive, 0 dead")) << status;
+  EXPECT_TRUE(absl::StrContains(status, "CPU 0/3")) << status;
+  EXPECT_TRUE(absl::StrContains(status, "GPU 0/2")) << status;
+
+  auto [rc3, stopped] = RunCommand({kTroupe, "stop", "--state-dir", dir}, dir + ".stop.out");
+  ASSERT_EQ(rc3, 0) << stopped;
+  EXPECT_TRUE(absl::StrContains(stopped, "stopped head")) << stopped;
+  // Nothing left to stop, and status now fails with a clear message.
+  auto [rc4, again] = RunCommand({kTroupe, "stop", "--state-dir", dir}, dir + ".stop2.out");
+  EXPECT_EQ(rc4, 0);
+  EXPECT_TRUE(absl::StrContains(again, "nothing running")) << again;
+  auto [rc5, down] = RunCommand({kTroupe, "status", "--state-dir", dir}, dir + ".status2.out");
+  EXPECT_NE(rc5, 0);
+  EXPECT_TRUE(absl::StrContains(down, "head at")) << down;
+}
+
+TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {
+  auto [rc, out] = RunCommand({kTroupe, "start"}, "/tmp/troupe-cli-test-missing.out");
+  EXPECT_EQ(rc, 2);
+  EXPECT_TRUE(absl::StrContains(out, "--head")) << out;
+}
+
+}  // namespace
+}  // namespace troupe::tests

@@ -1,0 +1,116 @@
+#include "tests/cluster/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::tests {
+
+Process Process::Start(const std::vector<std::string>& argv, const std::string& log_path) {
+  Process p;
+  p.log_ = log_path;
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execv(cargs[0], cargs.data());
+    ::_exit(127);
+  }
+  if (fd >= 0) ::close(fd);
+  p.pid_ = pid;
+  return p;
+}
+
+Process::Process(Process&& o) noexcept
+    : pid_(std::exchange(o.pid_, 0)), reaped_(o.reaped_), log_(std::move(o.log_)) {}
+
+Process& Process::operator=(Process&& o) noexcept {
+  if (this != &o) {
+    Reap();
+    pid_ = std::exchange(o.pid_, 0);
+    reaped_ = o.reaped_;
+    log_ = std::move(o.log_);
+  }
+  return *this;
+}
+
+Process::~Process() { Reap(); }
+
+void Process::Reap() {
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    int status;
+    ::waitpid(pid_, &status, 0);
+    reaped_ = true;
+  }
+}
+
+void Process::Signal(int sig) const {
+  if (pid_ > 0 && !reaped_) ::kill(pid_, sig);
+}
+
+std::optional<int> Process::Wait(absl::Duration timeout) {
+  if (pid_ <= 0) return std::nullopt;
+  const absl::Time end = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      reaped_ = true;
+      return status;
+    }
+    if (absl::Now() >= end) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+bool Process::Running() {
+  if (pid_ <= 0 || reaped_) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    reaped_ = true;
+    return false;
+  }
+  return true;
+}
+
+std::string Process::Output() const {
+  std::ifstream in(log_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,
+                                       const std::string& log_path, absl::Duration timeout) {
+  ::unlink(log_path.c_str());
+  Process p = Process::Start(argv, log_path);
+  std::optional<int> status = p.Wait(timeout);
+  if (!status.has_value()) {
+    p.Signal(SIGKILL);
+    p.Wait(absl::Seconds(5));
+    return {-1, p.Output() + "\n<timed out>"};
+  }
+  const int code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+  return {code, p.Output()};
+}
+
+}  // namespace troupe::tests
