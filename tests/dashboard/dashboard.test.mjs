@@ -1,0 +1,375 @@
+// Browser test of the web dashboard (web/): Debian's Chromium, headless, driven by playwright-core.
+//
+// Target: the fixture head (fixture_server.mjs, serving web/ and canned API answers) unless
+// TROUPE_DASHBOARD_URL names a real head's dashboard (e.g. http://127.0.0.1:8265/); then
+// TROUPE_DASHBOARD_JOB picks the job to open (default: the newest RUNNING job, else the newest).
+// Other settings: TROUPE_WEB_DIR (web/ to serve; default ../../web from here), TROUPE_CHROMIUM
+// (default /usr/bin/chromium), TROUPE_GROWTH_TIMEOUT_S (how long to wait for a real job's charts
+// to gain points; default 60). Screenshots go to $TEST_UNDECLARED_OUTPUTS_DIR under Bazel, else
+// tests/artifacts/.
+//
+// Run: tests/dashboard/dashboard_test.sh [--url URL] [--job ID]
+//      (or bazel test //tests/dashboard:dashboard_test)
+import assert from 'node:assert/strict';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {after, before, describe, test} from 'node:test';
+import {fileURLToPath} from 'node:url';
+
+import {chromium} from 'playwright-core';
+
+import {FINISHED_JOB, FINISHED_STEPS, RUNNING_JOB, startFixtureServer} from './fixture_server.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const REAL_URL = process.env.TROUPE_DASHBOARD_URL || '';
+const CHROMIUM = process.env.TROUPE_CHROMIUM || '/usr/bin/chromium';
+const WEB_DIR = process.env.TROUPE_WEB_DIR || path.resolve(here, '../../web');
+const ARTIFACTS = process.env.TEST_UNDECLARED_OUTPUTS_DIR || path.resolve(here, '../artifacts');
+const GROWTH_TIMEOUT_MS =
+  1000 * Number(process.env.TROUPE_GROWTH_TIMEOUT_S || (REAL_URL ? 60 : 15));
+const WAIT_MS = 15000; // Bound on every single wait for the page.
+const CHROMIUM_FLAGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-quic',
+  '--disable-dev-shm-usage',
+];
+// The fixture's running job and its actor classes (checked only against the fixture).
+const FIXTURE_CLASSES = [
+  'Checkpointer',
+  'Reference',
+  'ReplayBuffer',
+  'RewardServer',
+  'RolloutWorker',
+  'RolloutWorker',
+  'Trainer',
+];
+
+let fixture = null; // The fixture head, when no real URL is given.
+let baseUrl = '';
+let context = null; // Playwright persistent context (the browser, with its fresh profile).
+let page = null;
+let userDataDir = '';
+let jobId = '';
+const pageErrors = [];
+
+// GET from the head under test, as JSON (the test's own view of the API, to compare with the page).
+async function api(pathAndQuery) {
+  const response = await fetch(new URL(pathAndQuery, baseUrl), {
+    signal: AbortSignal.timeout(WAIT_MS),
+  });
+  assert.ok(response.ok, `GET ${pathAndQuery}: HTTP ${response.status}`);
+  return response.json();
+}
+
+async function screenshot(name) {
+  await fs.mkdir(ARTIFACTS, {recursive: true});
+  const file = path.join(ARTIFACTS, name);
+  await page.screenshot({path: file, fullPage: true, timeout: WAIT_MS});
+  return file;
+}
+
+async function open(hash) {
+  await page.goto(new URL(hash, baseUrl).href, {waitUntil: 'load', timeout: WAIT_MS});
+}
+
+// Actor vertices of the graph (the synthetic "driver" vertex excluded), as {id, label, cls}.
+function graphVertices() {
+  return page.evaluate(() => {
+    const cy = window.troupeGraph;
+    if (!cy) return null;
+    return cy
+      .nodes('[kind = "actor"]')
+      .map((n) => ({id: n.id(), label: n.data('label'), cls: n.data('cls')}));
+  });
+}
+
+function chartPoints(metric) {
+  return page.$eval(`[data-metric="${metric}"]`, (e) => Number(e.dataset.points));
+}
+
+describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
+  before(async () => {
+    if (REAL_URL) {
+      baseUrl = new URL(REAL_URL).href;
+    } else {
+      fixture = await startFixtureServer({webDir: WEB_DIR});
+      baseUrl = fixture.url;
+    }
+    await fs.access(CHROMIUM).catch(() => {
+      throw new Error(
+        `${CHROMIUM} not found: install Debian's chromium (tools/install_deps.sh does)`,
+      );
+    });
+    // A fresh profile per run; playwright-core never downloads a browser (executablePath is set).
+    userDataDir = await fs.mkdtemp(
+      path.join(process.env.TEST_TMPDIR || os.tmpdir(), 'troupe-chromium-'),
+    );
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: CHROMIUM_FLAGS,
+      viewport: {width: 1440, height: 900},
+      timeout: 60000,
+    });
+    context.setDefaultTimeout(WAIT_MS);
+    page = context.pages()[0] || (await context.newPage());
+    page.on('pageerror', (e) => pageErrors.push(`uncaught: ${e.message}`));
+    page.on('console', (m) => {
+      if (m.type() === 'error') pageErrors.push(`console.error: ${m.text()}`);
+    });
+
+    if (process.env.TROUPE_DASHBOARD_JOB) {
+      jobId = process.env.TROUPE_DASHBOARD_JOB;
+    } else if (fixture) {
+      jobId = RUNNING_JOB;
+    } else {
+      const jobs = (await api('api/jobs/')).jobs
+        .slice()
+        .sort((a, b) => (b.submitted_ms || 0) - (a.submitted_ms || 0));
+      assert.ok(jobs.length > 0, `${baseUrl} has no jobs: submit one, or set TROUPE_DASHBOARD_JOB`);
+      jobId = (jobs.find((j) => j.status === 'RUNNING') || jobs[0]).job_id;
+    }
+  });
+
+  after(async () => {
+    // Each step is bounded; a failure to close one thing must not leave the others running.
+    if (context) {
+      let timer;
+      const limit = new Promise((resolve) => {
+        timer = setTimeout(resolve, 10000);
+      });
+      await Promise.race([context.close().catch(() => {}), limit]);
+      clearTimeout(timer);
+    }
+    if (fixture) await fixture.close();
+    if (userDataDir) await fs.rm(userDataDir, {recursive: true, force: true, maxRetries: 3});
+  });
+
+  test('the cluster view shows every node with its resources used of total', async () => {
+    const nodes = (await api('api/nodes')).nodes;
+    await open('#/cluster');
+    await page.waitForFunction(
+      (n) => document.querySelectorAll('#node-list .node-card').length === n,
+      nodes.length,
+      {timeout: WAIT_MS},
+    );
+    for (const node of nodes) {
+      const card = page.locator(`.node-card[data-node-id="${node.node_id}"]`);
+      await card.waitFor({timeout: WAIT_MS});
+      const bars = await card.locator('.bar-row').count();
+      assert.ok(bars >= 1, `node ${node.hostname} shows no resource bar`);
+      if ((node.resources_total || {}).CPU > 0) {
+        const text = await card.locator('.bar-row[data-resource="CPU"] .bar-value').textContent();
+        assert.match(text, /\//, `CPU bar of ${node.hostname} reads "${text}"`);
+      }
+    }
+    await screenshot('dashboard_cluster.png');
+  });
+
+  test('the actors view filters the actor table by state and job', async () => {
+    const all = (await api('api/actors')).actors;
+    await open('#/actors');
+    await page.waitForFunction(
+      (n) => document.querySelectorAll('#actor-table tbody tr[data-actor-id]').length === n,
+      all.length,
+      {timeout: WAIT_MS},
+    );
+    const alive = (await api(`api/actors?job=${encodeURIComponent(jobId)}&state=ALIVE`)).actors;
+    await page.waitForFunction(
+      (id) =>
+        [...document.querySelectorAll('#actor-filter-job option')].some((o) => o.value === id),
+      jobId,
+      {timeout: WAIT_MS},
+    );
+    await page.selectOption('#actor-filter-state', 'ALIVE');
+    await page.selectOption('#actor-filter-job', jobId);
+    await page.waitForFunction(
+      (ids) => {
+        const rows = [...document.querySelectorAll('#actor-table tbody tr[data-actor-id]')];
+        return rows.length === ids.length && rows.every((r) => ids.includes(r.dataset.actorId));
+      },
+      alive.map((a) => a.actor_id),
+      {timeout: WAIT_MS},
+    );
+    const states = await page.$$eval('#actor-table tbody tr[data-actor-id]', (rows) =>
+      rows.map((r) => r.dataset.state),
+    );
+    assert.ok(
+      states.every((s) => s === 'ALIVE'),
+      `filtered rows have states ${states}`,
+    );
+    assert.match(page.url(), /state=ALIVE/, 'the filter is kept in the URL');
+    await screenshot('dashboard_actors.png');
+  });
+
+  test('the job graph shows one vertex per actor of the job', async () => {
+    await open(`#/jobs/${encodeURIComponent(jobId)}`);
+    // Compare the graph's vertices with the head's actor list of the job until they agree (a real
+    // job may still be starting actors), for at most WAIT_MS.
+    const deadline = Date.now() + WAIT_MS;
+    let want = [];
+    let got = [];
+    for (;;) {
+      want = (await api(`api/actors?job=${encodeURIComponent(jobId)}`)).actors
+        .map((a) => a.actor_id)
+        .sort();
+      got = ((await graphVertices()) || []).map((v) => v.id).sort();
+      if (want.length > 0 && JSON.stringify(want) === JSON.stringify(got)) break;
+      if (Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+    assert.deepEqual(got, want, 'graph vertices vs /api/actors?job=');
+    assert.ok(want.length > 0, `job ${jobId} has no actors`);
+    const vertices = await graphVertices();
+    if (fixture) {
+      assert.equal(vertices.length, 7);
+      assert.deepEqual(vertices.map((v) => v.cls).sort(), FIXTURE_CLASSES);
+    }
+    // Laid out: the vertices do not all sit on one spot.
+    const spread = await page.evaluate(() => {
+      const box = window.troupeGraph.nodes().boundingBox();
+      return box.w + box.h;
+    });
+    assert.ok(spread > 200, `graph bounding box ${spread}px: not laid out`);
+  });
+
+  test('a metric chart has points and gains more after a poll', async (t) => {
+    const metric = 'reward/mean';
+    await page.waitForFunction(
+      (m) => Number(document.querySelector(`[data-metric="${m}"]`)?.dataset.points) > 0,
+      metric,
+      {timeout: WAIT_MS},
+    );
+    const first = await chartPoints(metric);
+    assert.ok(
+      (await page.locator(`[data-metric="${metric}"] canvas`).count()) > 0,
+      'no chart canvas drawn',
+    );
+    const job = await api(`api/jobs/${encodeURIComponent(jobId)}`);
+    if (!fixture && job.status !== 'RUNNING') {
+      t.diagnostic(`job ${jobId} is ${job.status}: not waiting for new points`);
+      return;
+    }
+    await page.waitForFunction(
+      ([m, n]) => Number(document.querySelector(`[data-metric="${m}"]`).dataset.points) > n,
+      [metric, first],
+      {timeout: GROWTH_TIMEOUT_MS},
+    );
+    const second = await chartPoints(metric);
+    assert.ok(second > first, `points ${first} -> ${second}`);
+  });
+
+  test('clicking a vertex shows its details and log tail', async () => {
+    const vertices = await graphVertices();
+    const target = vertices.find((v) => v.cls === 'RolloutWorker') || vertices[0];
+    const expected = await api(`api/actors/${encodeURIComponent(target.id)}`);
+    // A real mouse click at the vertex's rendered position (exercises the page's event wiring).
+    const box = await page.locator('#graph').boundingBox();
+    const pos = await page.evaluate(
+      (id) => window.troupeGraph.getElementById(id).renderedPosition(),
+      target.id,
+    );
+    await page.mouse.click(box.x + pos.x, box.y + pos.y);
+    const panel = page.locator('#details-panel');
+    // The fixture's tail is fixed: its last line must show. A live actor's tail moves on, so
+    // against a real head any loaded tail will do.
+    const lastLine = fixture ? (expected.log_tail || '').split('\n').filter(Boolean).pop() : '';
+    await page.waitForFunction(
+      ([id, line]) => {
+        const p = document.querySelector('#details-panel');
+        const log = p.querySelector('.log-tail');
+        return (
+          p.dataset.actorId === id &&
+          log &&
+          log.textContent !== 'loading…' &&
+          (!line || log.textContent.includes(line))
+        );
+      },
+      [target.id, lastLine || ''],
+      {timeout: WAIT_MS},
+    );
+    if (fixture) assert.ok(lastLine, 'the fixture actor has a log tail');
+    assert.equal(
+      await panel.locator('.details-name').textContent(),
+      expected.name || expected.class_name,
+    );
+    const text = await panel.textContent();
+    assert.ok(text.includes(expected.actor_id), 'the panel shows the actor id');
+    assert.ok(text.includes(expected.class_name), 'the panel shows the class');
+    const selected = await page.evaluate(() =>
+      window.troupeGraph.$('node:selected').map((n) => n.id()),
+    );
+    assert.deepEqual(selected, [target.id], 'the clicked vertex is selected');
+  });
+
+  test('the job log shows the driver output and follows it', async () => {
+    await page.waitForFunction(
+      () => document.querySelector('#job-log').textContent.length > 0,
+      null,
+      {timeout: WAIT_MS},
+    );
+    const first = await page.$eval('#job-log', (e) => Number(e.dataset.offset));
+    assert.ok(first > 0, 'log offset advanced');
+    if (fixture) {
+      const text = await page.$eval('#job-log', (e) => e.textContent);
+      assert.ok(text.includes(`troupe job ${jobId}`), 'log starts with the job banner');
+      assert.ok(
+        text.includes('«{a} + {b} =» — answers scored by exact match ✓'),
+        'UTF-8 survives chunked reads',
+      );
+      await page.waitForFunction(
+        (n) => Number(document.querySelector('#job-log').dataset.offset) > n,
+        first,
+        {timeout: WAIT_MS},
+      );
+      const steps = await page.$eval('#job-log', (e) => e.textContent.match(/^step /gm).length);
+      assert.ok(steps > 1, 'step lines appended');
+    }
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const file = await screenshot('dashboard_job.png');
+    const size = (await fs.stat(file)).size;
+    assert.ok(size > 20000, `screenshot ${file} is only ${size} bytes`);
+  });
+
+  test(
+    "a finished job's view reads metrics.jsonl-shaped series and shows its dead actors",
+    {skip: REAL_URL ? 'fixture only (a real head serves one metrics shape)' : false},
+    async () => {
+      await open(`#/jobs/${FINISHED_JOB}`);
+      await page.waitForFunction(
+        () => window.troupeGraph && window.troupeGraph.nodes('[kind = "actor"]').length === 3,
+        null,
+        {timeout: WAIT_MS},
+      );
+      const states = await page.evaluate(() =>
+        window.troupeGraph.nodes('[kind = "actor"]').map((n) => n.data('state')),
+      );
+      assert.deepEqual(states, ['DEAD', 'DEAD', 'DEAD']);
+      // Scalars (one "NaN" loss among them) and the staleness histogram, all FINISHED_STEPS long.
+      for (const metric of ['reward/mean', 'train/loss', 'rollout/staleness']) {
+        await page.waitForFunction(
+          ([m, n]) => Number(document.querySelector(`[data-metric="${m}"]`)?.dataset.points) === n,
+          [metric, FINISHED_STEPS],
+          {timeout: WAIT_MS},
+        );
+      }
+      assert.equal(await page.locator('#job-header .badge').textContent(), 'SUCCEEDED');
+      await page.waitForFunction(
+        () => document.querySelector('#job-log').textContent.includes('job finished: SUCCEEDED'),
+        null,
+        {timeout: WAIT_MS},
+      );
+      await screenshot('dashboard_finished_job.png');
+    },
+  );
+
+  test('the page raised no script errors', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
