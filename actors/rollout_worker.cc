@@ -41,14 +41,23 @@ void RolloutWorker::StopReceiver() {
 
 absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::GenerateRequest& req) {
   if (req.prompts().empty()) return absl::InvalidArgumentError("Generate: no prompts");
-  // Synchronous mode: wait until the weights the driver asked for have arrived.
+  // Wait until the weights the driver asked for have arrived; a worker outside any weight group
+  // (just restarted) never gets them: say so at once, so the driver brings it into the group.
   if (req.min_weight_version() > 0) {
     absl::MutexLock lock(&mu_);
+    if (session_ == 0 && received_version_ < req.min_weight_version()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, " is not in the weight group (restarted?) and has weights v",
+                       received_version_, ", not v", req.min_weight_version()));
+    }
     auto arrived = [this, &req]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return received_version_ >= req.min_weight_version() || group_broken_;
     };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Minutes(5)) || group_broken_) {
-      return absl::UnavailableError(absl::StrCat(
+    mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Minutes(5));
+    if (received_version_ < req.min_weight_version()) {
+      // Alive, but cut off from the weights: FAILED_PRECONDITION tells the driver to (re)join
+      // this worker to the weight group rather than treat it as dead.
+      return absl::FailedPreconditionError(absl::StrCat(
           name_, ": weights of version ", req.min_weight_version(), " did not arrive (have ",
           received_version_, group_broken_ ? "; weight group broken: " + group_error_ : "", ")"));
     }
@@ -165,7 +174,7 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
       fail(v.status());
       break;
     }
-    if (*v <= engine_->weight_version()) {
+    if (*v <= queued_version_) {
       // Already running these weights (e.g. the initial publish of version 0 to a fresh worker).
       absl::MutexLock lock(&mu_);
       received_version_ = std::max(received_version_, *v);
@@ -179,6 +188,7 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
       fail(queued);
       break;
     }
+    queued_version_ = *v;
     absl::MutexLock lock(&mu_);
     received_version_ = std::max(received_version_, *v);
   }

@@ -57,6 +57,8 @@ class RolloutWorker : public Actor {
   bool group_broken_ ABSL_GUARDED_BY(mu_) = false;
   std::string group_error_ ABSL_GUARDED_BY(mu_);
   uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  // Newest version handed to the engine (applied or pending); only the receiver thread uses it.
+  int64_t queued_version_ = 0;
   std::thread receiver_;
   std::atomic<bool> stop_receiver_{false};
 };

@@ -47,8 +47,11 @@ cc_library(
     libs = ["-ltorch", "-ltorch_cpu", "-lc10"]
     if has_cuda:
         libs = ["-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-lc10", "-lc10_cuda"]
-    linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir, "-Wl,--no-as-needed"] + libs + [
-        "-Wl,--as-needed",
+    # push-state/pop-state: LibTorch's libraries must be linked even when nothing references them
+    # directly (its operators register themselves), without changing --as-needed for the
+    # libraries that follow on the command line.
+    linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir, "-Wl,--push-state,--no-as-needed"] + libs + [
+        "-Wl,--pop-state",
         "-lprotobuf",
         "-lglog",
         "-lgflags",

@@ -58,6 +58,8 @@ struct Worker {
   std::optional<Future<proto::GenerateReply>> call;
   std::vector<proto::Prompt> in_flight;
   bool down = false;
+  // Back after a restart but not yet in the weight group: no work until it joins.
+  bool needs_group = false;
   int restarts_seen = 0;
 };
 
@@ -68,9 +70,13 @@ class Driver {
     prefix_ = options.job_id.empty() ? spec.name : options.job_id;
   }
 
+  // The job's actors end with the job (Ray's non-detached actors), whether it succeeded or not.
+  ~Driver() { Teardown(); }
+
   absl::StatusOr<GrpoResult> Run();
 
  private:
+  void Teardown();
   void Log(const std::string& line) {
     if (options_.log) options_.log(line);
   }
@@ -116,6 +122,8 @@ class Driver {
 
   int64_t step_ = 0;
   int64_t version_ = 0;
+  // Weight version when the weight group was last formed.
+  int64_t group_version_ = 0;
   int64_t cursor_ = 0;
   int64_t epoch_ = 0;
   size_t next_reward_ = 0;
@@ -129,6 +137,20 @@ class Driver {
   GrpoResult result_;
   int64_t steps_this_run_ = 0;
 };
+
+void Driver::Teardown() {
+  std::vector<UntypedActorHandle> all;
+  for (auto& w : workers_) all.push_back(w.handle);
+  if (trainer_.valid()) all.push_back(trainer_);
+  if (reference_.has_value()) all.push_back(*reference_);
+  for (auto& r : rewards_) all.push_back(r);
+  if (replay_.valid()) all.push_back(replay_);
+  if (checkpointer_.valid()) all.push_back(checkpointer_);
+  for (const UntypedActorHandle& h : all) {
+    absl::Status s = cluster_.Kill(h, /*no_restart=*/true);
+    if (!s.ok()) Log(absl::StrCat("ending the job: ", s.ToString()));
+  }
+}
 
 absl::Status Driver::PrepareTask() {
   if (spec_.data.task != "arithmetic") {
@@ -342,6 +364,8 @@ absl::Status Driver::FormWeightGroup() {
       trainer_.Call(&actors::Trainer::JoinWeightGroup, req, {.timeout = absl::Minutes(3)}).Get();
   if (!r.ok()) return r.status();
   version_ = r->weight_version();
+  group_version_ = version_;
+  for (Worker* w : members) w->needs_group = false;
   Log(absl::StrCat("weight group epoch ", epoch_, ": trainer + ", members.size(),
                    " rollout workers at v", version_));
   return absl::OkStatus();
@@ -377,7 +401,10 @@ proto::GenerateRequest Driver::MakeRequest(std::vector<proto::Prompt> prompts, b
   req.set_top_k(static_cast<int>(spec_.rollout.top_k));
   req.set_max_new_tokens(static_cast<int>(spec_.rollout.max_new_tokens));
   req.set_seed(Mix(static_cast<uint64_t>(spec_.trainer.seed) * 1000003 + first));
-  if (sync) req.set_min_weight_version(version_);
+  // Synchronous: exactly the current weights. Asynchronous: never older than the weights the
+  // group was (re)formed with, so a restarted worker does not generate with its initial ones.
+  req.set_min_weight_version(sync ? version_
+                                  : std::max(group_version_, version_ - spec_.async.max_staleness));
   return req;
 }
 
@@ -386,7 +413,7 @@ absl::StatusOr<double> Driver::Evaluate() {
   std::vector<ArithmeticProblem> problems = task_->Problems(TaskSplit::kHeldout);
   std::vector<Worker*> alive;
   for (auto& w : workers_) {
-    if (!w.down) alive.push_back(&w);
+    if (!w.down && !w.needs_group) alive.push_back(&w);
   }
   if (alive.empty()) return absl::UnavailableError("evaluation: no rollout worker is up");
   std::vector<Future<proto::GenerateReply>> calls;
@@ -524,7 +551,11 @@ absl::Status Driver::AfterStep(const proto::TrainStepReply& reply,
   if (options_.on_step) options_.on_step(step_, m);
   if (spec_.actors.checkpointer.every_steps > 0 &&
       step_ % spec_.actors.checkpointer.every_steps == 0) {
-    TROUPE_RETURN_IF_ERROR(Checkpoint());
+    // The run's last checkpoint is awaited, so it is on disk before the job's actors go away.
+    const bool last_of_run =
+        step_ >= spec_.trainer.total_steps ||
+        (options_.stop_after_steps > 0 && steps_this_run_ >= options_.stop_after_steps);
+    TROUPE_RETURN_IF_ERROR(Checkpoint(/*wait=*/last_of_run));
   }
   return absl::OkStatus();
 }
@@ -553,14 +584,18 @@ absl::Status Driver::CheckRestartedWorkers(bool* changed) {
   for (auto& w : workers_) {
     if (!w.down) continue;
     absl::StatusOr<proto::ActorInfo> info = cluster_.GetActorInfo(w.handle.id());
-    if (!info.ok()) continue;
-    if (info->state() == proto::DEAD) continue;  // stays down; the others carry on
-    if (info->state() == proto::ALIVE && info->num_restarts() > w.restarts_seen) {
-      w.restarts_seen = info->num_restarts();
-      w.down = false;
-      *changed = true;
-      Log(absl::StrCat(w.name, " is back (restart ", w.restarts_seen, ")"));
-    }
+    if (!info.ok() || info->state() != proto::ALIVE) continue;  // DEAD stays down
+    // ALIVE and answering (a restarted instance, or one that only looked dead): back in, once it
+    // has joined the weight group.
+    absl::StatusOr<proto::WorkerStatus> st =
+        w.handle.Call(&actors::RolloutWorker::Status, proto::Empty(), {.timeout = absl::Seconds(5)})
+            .Get();
+    if (!st.ok()) continue;
+    w.restarts_seen = info->num_restarts();
+    w.down = false;
+    w.needs_group = true;
+    *changed = true;
+    Log(absl::StrCat(w.name, " is back (restarts: ", w.restarts_seen, ")"));
   }
   return absl::OkStatus();
 }
@@ -577,7 +612,7 @@ absl::Status Driver::SyncLoop() {
     while (!prompts.empty()) {
       std::vector<Worker*> up;
       for (auto& w : workers_) {
-        if (!w.down) up.push_back(&w);
+        if (!w.down && !w.needs_group) up.push_back(&w);
       }
       if (up.empty()) return absl::UnavailableError("every rollout worker is down");
       const size_t per = (prompts.size() + up.size() - 1) / up.size();
@@ -599,7 +634,11 @@ absl::Status Driver::SyncLoop() {
         if (!r.ok()) {
           Log(absl::StrCat(parts[i].first->name, ": generation failed (", r.status().ToString(),
                            "); its ", parts[i].second.size(), " prompts go to the other workers"));
-          parts[i].first->down = true;
+          if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
+            parts[i].first->needs_group = true;  // restarted while idle
+          } else {
+            parts[i].first->down = true;
+          }
           result_.prompts_regenerated += static_cast<int64_t>(parts[i].second.size());
           for (auto& p : parts[i].second) prompts.push_back(std::move(p));
           lost = true;
@@ -652,6 +691,7 @@ absl::Status Driver::AsyncLoop() {
   Clock::time_point train_start;
   bool regroup = false;
   Clock::time_point last_restart_check = Clock::now();
+  Clock::time_point last_usable = Clock::now();
   while (step_ < spec_.trainer.total_steps &&
          (options_.stop_after_steps == 0 || steps_this_run_ < options_.stop_after_steps)) {
     bool progressed = false;
@@ -669,7 +709,11 @@ absl::Status Driver::AsyncLoop() {
           requeued_.push_front(*it);
         pending_groups -= static_cast<int64_t>(w.in_flight.size());
         w.in_flight.clear();
-        w.down = true;
+        if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
+          w.needs_group = true;  // restarted while idle: alive, but outside the weight group
+        } else {
+          w.down = true;
+        }
         regroup = true;
         continue;
       }
@@ -761,7 +805,7 @@ absl::Status Driver::AsyncLoop() {
     }
     // 6. Keep every worker generating while the samples ahead of training stay within eta.
     for (auto& w : workers_) {
-      if (w.down || w.call.has_value()) continue;
+      if (w.down || w.needs_group || w.call.has_value()) continue;
       // Samples generated now are trained on about pending / batch steps later: keep that lag
       // within eta (and at least one batch ahead, so the trainer never waits on a full pipeline).
       if (pending_groups + chunk > std::max<int64_t>(1, eta) * batch) break;
@@ -772,6 +816,13 @@ absl::Status Driver::AsyncLoop() {
       w.call = w.handle.Call(&actors::RolloutWorker::Generate, MakeRequest(prompts, false),
                              {.timeout = absl::Minutes(10)});
       progressed = true;
+    }
+    bool any_usable = false;
+    for (const auto& w : workers_) any_usable |= !w.down;
+    if (any_usable) {
+      last_usable = Clock::now();
+    } else if (Seconds(last_usable) > 300) {
+      return absl::UnavailableError("no rollout worker has been up for 5 minutes");
     }
     if (!progressed) absl::SleepFor(absl::Milliseconds(2));
   }
@@ -894,7 +945,7 @@ absl::StatusOr<GrpoResult> Driver::Run() {
   }
   if (spec_.actors.checkpointer.every_steps > 0 &&
       step_ % spec_.actors.checkpointer.every_steps != 0) {
-    TROUPE_RETURN_IF_ERROR(Checkpoint());
+    TROUPE_RETURN_IF_ERROR(Checkpoint(/*wait=*/true));
   }
   result_.steps = step_;
   TROUPE_RETURN_IF_ERROR(WriteSummary());
