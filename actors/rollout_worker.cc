@@ -195,6 +195,17 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
   (void)(*sub)->Close();
 }
 
+absl::Status RolloutWorker::LoadWeights(const std::vector<collective::NamedTensor>& tensors,
+                                        int64_t version) {
+  rollout::WeightUpdate update;
+  update.version = version;
+  for (const collective::NamedTensor& t : tensors) update.tensors.emplace_back(t.name, t.tensor);
+  TROUPE_RETURN_IF_ERROR(engine_->UpdateWeights(std::move(update)));
+  absl::MutexLock lock(&mu_);
+  received_version_ = std::max(received_version_, version);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<proto::WorkerStatus> RolloutWorker::Status(const proto::Empty&) {
   proto::WorkerStatus s;
   absl::MutexLock lock(&mu_);

@@ -40,6 +40,11 @@ class RolloutWorker : public Actor {
       const proto::JoinWeightGroupRequest& req);
   absl::StatusOr<proto::WorkerStatus> Status(const proto::Empty& req);
 
+  // In-process (colocated) weight update, not an RPC: hands `tensors` to the engine as version
+  // `version` (applied at its next step boundary). For a trainer and a rollout worker sharing a
+  // process, and for measuring the runtime's overhead against a single process.
+  absl::Status LoadWeights(const std::vector<collective::NamedTensor>& tensors, int64_t version);
+
  private:
   void ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t session);
   void StopReceiver();

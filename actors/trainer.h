@@ -56,6 +56,10 @@ class Trainer : public Actor {
   Future<proto::CheckpointReply> Checkpoint(const proto::CheckpointRequest& req);
   absl::StatusOr<proto::WeightsReply> Weights(const proto::Empty& req);
 
+  // In-process (colocated) access to the current parameters, not an RPC (shared storage).
+  std::vector<collective::NamedTensor> CurrentWeights() { return StateDict(*policy_.model); }
+  int64_t weight_version() const { return version_; }
+
  private:
   PolicyModel policy_;
   std::unique_ptr<trainers::Trainer> trainer_;

@@ -22,6 +22,7 @@
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
 #include "runtime/cluster/node_agent.h"
+#include "runtime/dashboard/dashboard_server.h"
 
 namespace troupe {
 namespace {
@@ -91,10 +92,12 @@ class SignalWaiter {
 // The running services of one `troupe start`.
 struct Services {
   std::unique_ptr<HeadServer> head;
+  std::unique_ptr<dashboard::DashboardServer> dashboard;
   std::unique_ptr<NodeAgent> node;
   std::string summary;  // what to tell the user
 
   void Shutdown() {
+    if (dashboard != nullptr) dashboard->Shutdown();
     if (node != nullptr) node->Shutdown();
     if (head != nullptr) head->Shutdown();
   }
@@ -120,6 +123,23 @@ absl::StatusOr<Services> StartServices(const StartFlags& f) {
         "troupe head serving at ", head_address, " (state in ", f.state_dir, ")\n",
         "  join another machine:  troupe start --address ", head_address, " --token ", token, "\n",
         "  check the cluster:     troupe status\n", "  stop it:               troupe stop\n");
+    if (f.include_dashboard) {
+      absl::StatusOr<std::unique_ptr<dashboard::DashboardServer>> d =
+          dashboard::DashboardServer::Start({.host = f.dashboard_host,
+                                             .port = f.dashboard_port,
+                                             .head_address = head_address,
+                                             .token = token,
+                                             .state_dir = f.state_dir});
+      if (!d.ok()) {
+        s.head->Shutdown();
+        return absl::Status(d.status().code(), absl::StrCat("dashboard: ", d.status().message(),
+                                                            " (pick another --dashboard-port, or "
+                                                            "--include-dashboard=false)"));
+      }
+      s.dashboard = std::move(*d);
+      absl::StrAppend(&s.summary, "  dashboard and jobs:    ", s.dashboard->url(),
+                      "  (troupe job submit job.yaml)\n");
+    }
   }
   if (!f.head || !f.head_only) {
     if (token.empty()) token = DefaultToken(f.state_dir);
@@ -131,6 +151,7 @@ absl::StatusOr<Services> StartServices(const StartFlags& f) {
                           .state_dir = f.state_dir,
                           .worker_binary = f.worker_binary});
     if (!node.ok()) {
+      if (s.dashboard != nullptr) s.dashboard->Shutdown();
       if (s.head != nullptr) s.head->Shutdown();
       return node.status();
     }

@@ -1,6 +1,7 @@
 // The cluster commands of the `troupe` binary: start, stop, status, and the internal worker.
 //
 //   troupe start --head [--port 6380] [--node-ip-address IP] [--block] [--head-only]
+//                [--dashboard-port 8265] [--dashboard-host 127.0.0.1] [--include-dashboard=false]
 //   troupe start --address HOST:PORT [--resources '{"CPU":2,"GPU":8}'] [--block]
 //   troupe status [--address HOST:PORT]
 //   troupe stop
@@ -9,7 +10,9 @@
 // the background (logs in <state-dir>/logs, pid in <state-dir>/pids) and returns once it serves;
 // `stop` ends what `start` started on this machine. `--head` also runs a node agent in the head
 // process (as `ray start --head` does), unless --head-only. The token comes from --token, else
-// $TROUPE_TOKEN, else <state-dir>/token (written by the head).
+// $TROUPE_TOKEN, else <state-dir>/token (written by the head). The head also serves the dashboard
+// and the jobs API over HTTP (runtime/dashboard), on 127.0.0.1:8265 unless told otherwise; its URL
+// goes to <state-dir>/dashboard.address, where `troupe job` looks for it.
 #ifndef TROUPE_CLI_CLUSTER_COMMANDS_H_
 #define TROUPE_CLI_CLUSTER_COMMANDS_H_
 
@@ -28,6 +31,10 @@ struct StartFlags {
   std::string state_dir = "/tmp/troupe";
   std::string resources;  // JSON
   std::string worker_binary;
+  // The head's HTTP side (dashboard, REST API, jobs, /metrics); port 0 = any free port.
+  bool include_dashboard = true;
+  int dashboard_port = 8265;
+  std::string dashboard_host = "127.0.0.1";
   // Failure detection (hidden flags; tests shorten them).
   int heartbeat_interval_ms = 1000;
   int heartbeat_timeout_ms = 5000;

@@ -1,12 +1,15 @@
 // The `troupe` command: one binary for every process and user command.
 //
-//   troupe version                 troupe's version
-//   troupe doctor [--json]         what this machine gives troupe (cli/doctor.h)
-//   troupe start --head ...        a cluster head (+ a node agent), Ray-style
-//   (cli/cluster_commands.h) troupe start --address H:P ... a node agent joining a head troupe
-//   status                  nodes, resources, actors, placement groups, pending reasons troupe stop
-//   stops what `troupe start` started on this machine troupe worker ...              (internal)
-//   hosts one actor for a node agent
+//   troupe version                  troupe's version
+//   troupe doctor [--json]          what this machine gives troupe (cli/doctor.h)
+//   troupe start --head ...         a cluster head (+ a node agent and the dashboard), Ray-style
+//                                   (cli/cluster_commands.h)
+//   troupe start --address H:P ...  a node agent joining a head
+//   troupe status                   nodes, resources, actors, placement groups, pending reasons
+//   troupe stop                     stops what `troupe start` started on this machine
+//   troupe worker ...               (internal) hosts one actor for a node agent
+//   troupe job ...                  jobs on a running cluster (cli/job_commands.h)
+//   troupe run ...                  registered by cli/run_command.cc (//cli:troupe)
 //
 // The actor types a cluster can run are those linked into this binary (see //cli:troupe).
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
 #include "cli/doctor.h"
+#include "cli/job_commands.h"
 #include "cli/version.h"
 #include "runtime/cluster/worker_main.h"
 
@@ -49,6 +53,12 @@ int main(int argc, char** argv) {
   start->add_option("--state-dir", start_flags.state_dir, "State and logs (default /tmp/troupe)");
   start->add_option("--worker-binary", start_flags.worker_binary,
                     "Binary that runs workers (default: this troupe)");
+  start->add_option("--include-dashboard", start_flags.include_dashboard,
+                    "With --head: serve the dashboard, REST API and /metrics (default true)");
+  start->add_option("--dashboard-port", start_flags.dashboard_port,
+                    "With --head: dashboard HTTP port (default 8265; 0 = any)");
+  start->add_option("--dashboard-host", start_flags.dashboard_host,
+                    "With --head: dashboard bind address (default 127.0.0.1)");
   start->add_flag("--block", start_flags.block, "Stay in the foreground until Ctrl-C");
   start->add_option("--heartbeat-interval-ms", start_flags.heartbeat_interval_ms)->group("");
   start->add_option("--heartbeat-timeout-ms", start_flags.heartbeat_timeout_ms)->group("");
@@ -78,6 +88,7 @@ int main(int argc, char** argv) {
   worker->add_option("--host", worker_args.host);
   worker->callback([&] { exit_code = troupe::RunWorker(worker_args); });
 
+  troupe::InstallJobCommands(app, &exit_code);
   for (troupe::CliCommandInstaller install : troupe::RegisteredCliCommands()) {
     install(app, &exit_code);
   }

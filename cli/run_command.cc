@@ -1,14 +1,20 @@
-// `troupe run JOB.yaml [key.path=value ...] [--resume] [--address HOST:PORT]`: runs an RL job.
+// `troupe run JOB.yaml [key.path=value ...] [--resume] [--address HOST:PORT] [--job-id ID]
+//  [--dashboard-port 8265]`: runs an RL job.
 //
 // Without --address, an embedded cluster (head + one node in this process tree, workers as child
-// processes) runs the job on this machine; with it, the job runs on that cluster. The spec is
-// fully checked (types, unknown keys, files, whether the cluster can ever hold its actors) before
-// any actor starts; errors name the key and the YAML line.
+// processes, and the dashboard on 127.0.0.1:8265, or a free port if that one is taken) runs the
+// job on this machine; with it, the job runs on that cluster. --job-id tags the job's actors
+// (default: the spec's name); the head's job manager passes it to the drivers it starts. The spec
+// is fully checked (types, unknown keys, files, whether the cluster can ever hold its actors)
+// before any actor starts; errors name the key and the YAML line.
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/cluster_commands.h"
@@ -17,6 +23,8 @@
 #include "recipes/job_spec/job_spec.h"
 #include "runtime/cluster/embedded_cluster.h"
 #include "runtime/cluster/node_agent.h"
+#include "runtime/dashboard/dashboard_server.h"
+#include "runtime/dashboard/job_manager.h"
 
 namespace troupe {
 namespace {
@@ -28,7 +36,24 @@ struct RunFlags {
   std::string address;
   std::string token;
   std::string state_dir = "/tmp/troupe";
+  std::string job_id;
+  int dashboard_port = 8265;  // embedded cluster only; -1 = none
 };
+
+// The embedded cluster, with its dashboard on the asked port, or on any free one when that is
+// taken (another cluster's dashboard, say).
+absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartEmbedded(const RunFlags& f,
+                                                               const std::string& state_dir) {
+  EmbeddedClusterOptions o{.state_dir = state_dir, .dashboard_port = f.dashboard_port};
+  absl::StatusOr<std::unique_ptr<EmbeddedCluster>> ec = EmbeddedCluster::Start(o);
+  if (!ec.ok() && f.dashboard_port > 0 && absl::IsUnavailable(ec.status())) {
+    std::fprintf(stderr, "troupe run: dashboard port %d is taken (%s); using a free one\n",
+                 f.dashboard_port, std::string(ec.status().message()).c_str());
+    o.dashboard_port = 0;
+    ec = EmbeddedCluster::Start(o);
+  }
+  return ec;
+}
 
 int RunJob(const RunFlags& f) {
   absl::StatusOr<recipes::JobSpec> spec = recipes::LoadJobSpec(f.job, f.overrides);
@@ -52,7 +77,7 @@ int RunJob(const RunFlags& f) {
       return 2;
     }
     absl::StatusOr<std::unique_ptr<EmbeddedCluster>> ec =
-        EmbeddedCluster::Start({.state_dir = spec->logging.dir + "/cluster"});
+        StartEmbedded(f, spec->logging.dir + "/cluster");
     if (!ec.ok()) {
       std::fprintf(stderr, "troupe run: starting the embedded cluster: %s\n",
                    ec.status().ToString().c_str());
@@ -60,6 +85,11 @@ int RunJob(const RunFlags& f) {
     }
     embedded = std::move(*ec);
     cluster = &embedded->cluster();
+    if (embedded->dashboard() != nullptr) {
+      std::fprintf(stderr, "troupe run: dashboard at %s (job %s)\n",
+                   embedded->dashboard()->url().c_str(),
+                   (f.job_id.empty() ? spec->name : f.job_id).c_str());
+    }
   } else {
     const std::string token = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
     absl::StatusOr<std::unique_ptr<Cluster>> c =
@@ -86,12 +116,45 @@ int RunJob(const RunFlags& f) {
   }
   recipes::GrpoRunOptions options;
   options.resume = f.resume;
-  options.job_id = spec->name;
-  options.log = [](const std::string& line) {
+  options.job_id = f.job_id.empty() ? spec->name : f.job_id;
+  // On the embedded cluster the job shows in its dashboard as a driver job, with this log.
+  std::atomic<bool> stop{false};
+  std::FILE* driver_log = nullptr;
+  dashboard::JobManager* jobs = embedded != nullptr && embedded->dashboard() != nullptr
+                                    ? &embedded->dashboard()->jobs()
+                                    : nullptr;
+  if (jobs != nullptr) {
+    std::error_code ec;
+    const std::string job_dir =
+        std::filesystem::absolute(absl::StrCat(embedded->state_dir(), "/jobs/", options.job_id), ec)
+            .lexically_normal()
+            .string();
+    std::filesystem::create_directories(job_dir, ec);
+    driver_log = std::fopen((job_dir + "/driver.log").c_str(), "a");
+    const std::string logging_dir =
+        std::filesystem::absolute(spec->logging.dir, ec).lexically_normal().string();
+    absl::Status s =
+        jobs->Attach(options.job_id, spec->name, job_dir, logging_dir, [&stop] { stop = true; });
+    if (!s.ok())
+      std::fprintf(stderr, "troupe run: the dashboard will not show the job: %s\n",
+                   s.ToString().c_str());
+    options.should_stop = [&stop] { return stop.load(); };
+  }
+  options.log = [driver_log](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
+    if (driver_log != nullptr) {
+      std::fprintf(driver_log, "%s\n", line.c_str());
+      std::fflush(driver_log);
+    }
   };
   absl::StatusOr<recipes::GrpoResult> r = recipes::RunGrpo(*spec, *cluster, options);
+  if (jobs != nullptr) jobs->EndAttached(options.job_id, r.status());
+  if (driver_log != nullptr) {
+    std::fprintf(driver_log, "%s\n",
+                 r.ok() ? "job finished" : ("job failed: " + r.status().ToString()).c_str());
+    std::fclose(driver_log);
+  }
   if (!r.ok()) {
     std::fprintf(stderr, "troupe run: job %s failed: %s\n", spec->name.c_str(),
                  r.status().ToString().c_str());
@@ -125,6 +188,10 @@ void Install(CLI::App& app, int* exit_code) {
                   "Run on this cluster (HOST:PORT) instead of an embedded one");
   run->add_option("--token", flags.token, "Cluster token (default: TROUPE_TOKEN, state dir)");
   run->add_option("--state-dir", flags.state_dir, "Where to find the token (default /tmp/troupe)");
+  run->add_option("--job-id", flags.job_id, "Tag of the job's actors (default: the spec's name)");
+  run->add_option("--dashboard-port", flags.dashboard_port,
+                  "Embedded cluster's dashboard port (default 8265, a free one if taken; -1 = "
+                  "none)");
   run->callback([exit_code] { *exit_code = RunJob(flags); });
 }
 

@@ -17,6 +17,8 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libcpp-httplib-dev libsqlite3-dev
   # Without the pthread OpenBLAS, LibTorch falls back to the reference BLAS and runs ~8x slower.
   libopenblas0-pthread
+  # curl for the dashboard's end-to-end test; promtool (from prometheus) checks /metrics.
+  curl prometheus
   # Headless browser of the dashboard test (tests/dashboard), driven by playwright-core from npm.
   chromium
 )

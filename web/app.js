@@ -1359,22 +1359,28 @@
         );
         back.addClass('back');
         const driver = cy.getElementById('driver');
-        cy.elements()
-          .not(back)
-          .not(driver)
-          .not(driver.connectedEdges())
+        // When every data edge runs through the driver (the GRPO recipe's driver calls each actor
+        // and moves the data itself), the actors have no edges of their own: a star reads best,
+        // the driver on top and its actors in a row below. Otherwise the actors' own data flow
+        // sets the ranks and the driver is placed under its peers.
+        const own = cy.edges().not(back).not(driver.connectedEdges());
+        const star = driver.nonempty() && own.empty();
+        const laidOut = star
+          ? cy.elements().not(back)
+          : cy.elements().not(back).not(driver).not(driver.connectedEdges());
+        laidOut
           .layout({
             name: 'dagre',
-            rankDir: 'LR',
-            nodeSep: 40,
-            rankSep: 150,
+            rankDir: star ? 'TB' : 'LR',
+            nodeSep: star ? 24 : 40,
+            rankSep: star ? 110 : 150,
             edgeSep: 16,
             padding: 24,
             fit: false,
             animate: false,
           })
           .run();
-        placeDriver(cy);
+        if (!star) placeDriver(cy);
         bowBackEdges(cy, back);
         placeEdgeLabels(cy.edges());
         cy.fit(undefined, 24);

@@ -136,6 +136,7 @@ class Driver {
   double generate_seconds_ = 0;
   GrpoResult result_;
   int64_t steps_this_run_ = 0;
+  bool stop_requested_ = false;
 };
 
 void Driver::Teardown() {
@@ -208,6 +209,7 @@ absl::Status Driver::PrepareSft() {
   o.max_grad_norm = spec_.sft.grad_clip;
   o.eval_every = spec_.sft.eval_every;
   o.target_accuracy = spec_.sft.target_accuracy;
+  o.cancelled = options_.should_stop;
   o.seed = static_cast<uint64_t>(spec_.trainer.seed);
   o.out_dir = policy_dir_;
   Log(absl::StrCat("SFT warm start: training ", spec_.model.config, " for up to ", o.steps,
@@ -538,6 +540,7 @@ absl::Status Driver::AfterStep(const proto::TrainStepReply& reply,
     m["time/eval_s"] = Seconds(eval_start);
     result_.curve.push_back({step_, acc, Seconds(loop_start_)});
     result_.final_accuracy = acc;
+    if (options_.stop_at_accuracy > 0 && acc >= options_.stop_at_accuracy) stop_requested_ = true;
   }
   if (metrics_ != nullptr) {
     (void)metrics_->Log(step_, m, {{"rollout/staleness", staleness}});
@@ -603,7 +606,8 @@ absl::Status Driver::CheckRestartedWorkers(bool* changed) {
 absl::Status Driver::SyncLoop() {
   const int64_t batch = spec_.data.train_batch_size;
   while (step_ < spec_.trainer.total_steps &&
-         (options_.stop_after_steps == 0 || steps_this_run_ < options_.stop_after_steps)) {
+         (options_.stop_after_steps == 0 || steps_this_run_ < options_.stop_after_steps) &&
+         !stop_requested_ && !(options_.should_stop && options_.should_stop())) {
     const Clock::time_point gen_start = Clock::now();
     // Prompts of this step, split across the workers that are up (deterministically by index).
     std::vector<proto::Prompt> prompts;
@@ -693,7 +697,8 @@ absl::Status Driver::AsyncLoop() {
   Clock::time_point last_restart_check = Clock::now();
   Clock::time_point last_usable = Clock::now();
   while (step_ < spec_.trainer.total_steps &&
-         (options_.stop_after_steps == 0 || steps_this_run_ < options_.stop_after_steps)) {
+         (options_.stop_after_steps == 0 || steps_this_run_ < options_.stop_after_steps) &&
+         !stop_requested_ && !(options_.should_stop && options_.should_stop())) {
     bool progressed = false;
     // 1. Finished generations go to scoring; failed ones give their prompts back.
     for (auto& w : workers_) {

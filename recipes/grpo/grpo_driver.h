@@ -49,6 +49,12 @@ struct GrpoRunOptions {
   // Stop after this many steps of this run even if total_steps is further (tests: interrupt a
   // run to resume it); 0 = no limit.
   int64_t stop_after_steps = 0;
+  // Stop once an evaluation reaches this held-out accuracy (benchmarks: time to accuracy); 0 = no.
+  double stop_at_accuracy = 0;
+  // Asked between steps (and SFT steps); true ends the run early: the RL loop finishes with its
+  // final evaluation and checkpoint, an SFT warm start in progress is abandoned (CANCELLED).
+  // Null = never.
+  std::function<bool()> should_stop;
   // Called after each step with the step's metrics (tests, benchmarks).
   std::function<void(int64_t step, const std::map<std::string, double>&)> on_step;
 };

@@ -267,6 +267,9 @@ absl::StatusOr<SftResult> RunSftImpl(const SftOptions& options,
   };
 
   for (int64_t step = 0; step < options.steps; ++step) {
+    if (options.cancelled && options.cancelled()) {
+      return absl::CancelledError(absl::StrCat("SFT stopped by request at step ", step));
+    }
     const Clock::time_point step_start = Clock::now();
     int64_t batch_tokens = 0;
     TROUPE_ASSIGN_OR_RETURN(

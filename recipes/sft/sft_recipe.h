@@ -57,6 +57,8 @@ struct SftOptions {
   // a busy 2-core machine.
   int threads = 1;
   std::string out_dir;  // Checkpoint directory; empty = do not save.
+  // Asked before every step; true ends the run with CANCELLED and no checkpoint. Null = never.
+  std::function<bool()> cancelled;
 };
 
 struct EvalPoint {
@@ -81,7 +83,8 @@ struct SftResult {
 // parent directory does not exist.
 absl::Status ValidateSftOptions(const SftOptions& options);
 
-// Runs the recipe; errors from the model, trainer, engine or checkpoint writing are returned.
+// Runs the recipe (CANCELLED when options.cancelled says so); errors from the model, trainer,
+// engine or checkpoint writing are returned.
 absl::StatusOr<SftResult> RunSft(const SftOptions& options,
                                  const std::function<void(const std::string&)>& log);
 

@@ -139,6 +139,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(ClusterConnectOptions 
   impl->transport_ = std::make_unique<transport::TransportClient>(
       impl->resolver_,
       transport::TransportClientOptions{.token = options.token,
+                                        .caller = options.caller,
                                         .default_call_timeout = options.default_call_timeout});
   // One cheap RPC proves the address and the token.
   proto::KvListRequest probe;

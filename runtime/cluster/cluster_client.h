@@ -54,6 +54,9 @@ struct ClusterConnectOptions {
   absl::Duration resolve_wait = absl::Seconds(30);
   // Timeout of control RPCs to the head.
   absl::Duration rpc_timeout = absl::Seconds(10);
+  // Who this client calls actors as (transport metadata `x-troupe-caller`, counted by the
+  // workers for the dashboard's call graph): the actor's id inside a worker, else "driver".
+  std::string caller = "driver";
 };
 
 // Ray-style actor options for the cluster.

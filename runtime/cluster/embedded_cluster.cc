@@ -39,12 +39,23 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(
                                                        .worker_binary = options.worker_binary}));
   TROUPE_ASSIGN_OR_RETURN(ec->cluster_, Cluster::Connect({.address = ec->head_->address(),
                                                           .token = ec->head_->token()}));
+  if (options.dashboard_port >= 0) {
+    TROUPE_ASSIGN_OR_RETURN(ec->dashboard_, dashboard::DashboardServer::Start(
+                                                {.host = options.dashboard_host,
+                                                 .port = options.dashboard_port,
+                                                 .head_address = ec->head_->address(),
+                                                 .token = ec->head_->token(),
+                                                 .state_dir = options.state_dir,
+                                                 .web_dir = options.dashboard_web_dir,
+                                                 .troupe_binary = options.troupe_binary}));
+  }
   return ec;
 }
 
 EmbeddedCluster::~EmbeddedCluster() { Shutdown(); }
 
 void EmbeddedCluster::Shutdown() {
+  if (dashboard_ != nullptr) dashboard_->Shutdown();
   cluster_.reset();
   if (node_ != nullptr) node_->Shutdown();
   if (head_ != nullptr) head_->Shutdown();

@@ -7,7 +7,9 @@
 //
 // The head binds 127.0.0.1 on a free port; the token is generated per cluster. Workers run the
 // binary in options.worker_binary (default: this executable, which must then handle the
-// `worker` subcommand, as the troupe binary does).
+// `worker` subcommand, as the troupe binary does). With dashboard_port >= 0 the head's HTTP side
+// (runtime/dashboard: REST API, jobs, /metrics) runs too; jobs submitted to it are driven by
+// options.troupe_binary (default: this executable, which must then handle `run`).
 //
 // Thread-safety: the accessors are thread-safe; Shutdown must not race with destruction.
 #ifndef TROUPE_RUNTIME_CLUSTER_EMBEDDED_CLUSTER_H_
@@ -21,6 +23,7 @@
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
 #include "runtime/cluster/node_agent.h"
+#include "runtime/dashboard/dashboard_server.h"
 
 namespace troupe {
 
@@ -32,6 +35,12 @@ struct EmbeddedClusterOptions {
   std::string worker_binary;
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // The dashboard: -1 = none, 0 = any free port.
+  int dashboard_port = -1;
+  std::string dashboard_host = "127.0.0.1";
+  // Its static files ("" = dashboard::FindWebDir()) and the binary that drives its jobs.
+  std::string dashboard_web_dir;
+  std::string troupe_binary;
 };
 
 class EmbeddedCluster {
@@ -43,15 +52,19 @@ class EmbeddedCluster {
   Cluster& cluster() { return *cluster_; }
   HeadServer& head() { return *head_; }
   NodeAgent& node() { return *node_; }
+  // Null unless options.dashboard_port >= 0.
+  dashboard::DashboardServer* dashboard() { return dashboard_.get(); }
   const std::string& state_dir() const { return state_dir_; }
 
-  // Kills the workers, stops the node and the head. Idempotent.
+  // Stops the dashboard (and its jobs), kills the workers, stops the node and the head.
+  // Idempotent.
   void Shutdown();
 
  private:
   EmbeddedCluster() = default;
   std::string state_dir_;
   std::unique_ptr<HeadServer> head_;
+  std::unique_ptr<dashboard::DashboardServer> dashboard_;
   std::unique_ptr<NodeAgent> node_;
   std::unique_ptr<Cluster> cluster_;
 };

@@ -13,6 +13,9 @@
 // outlive their agent. When a worker exits the agent reports it (exit code or signal, plus the
 // last line of its stderr) to the head, which decides about restarts.
 //
+// Logs: ReadWorkerLog serves the tail of an actor's newest worker logs on this node (the
+// dashboard's actor details), for running and exited workers alike.
+//
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_CLUSTER_NODE_AGENT_H_
 #define TROUPE_RUNTIME_CLUSTER_NODE_AGENT_H_

@@ -9,9 +9,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/actor_system.h"
 #include "runtime/cluster/cluster_client.h"
@@ -20,6 +24,54 @@
 
 namespace troupe {
 namespace {
+
+// The server's counters of `actor_id` as the JSON documented in worker_main.h.
+std::string CallStatsJson(const std::vector<transport::CallStats>& stats,
+                          const std::string& actor_id, int incarnation) {
+  nlohmann::json calls = nlohmann::json::array();
+  for (const transport::CallStats& s : stats) {
+    if (s.actor_id != actor_id) continue;
+    calls.push_back({{"caller", s.caller},
+                     {"method", s.method},
+                     {"calls", s.calls},
+                     {"request_bytes", s.request_bytes},
+                     {"reply_bytes", s.reply_bytes},
+                     {"errors", s.errors}});
+  }
+  return nlohmann::json{{"actor_id", actor_id},
+                        {"incarnation", incarnation},
+                        {"pid", static_cast<int64_t>(::getpid())},
+                        {"time_ms", absl::ToUnixMillis(absl::Now())},
+                        {"calls", std::move(calls)}}
+      .dump();
+}
+
+// Publishes the call statistics until `stop` is notified: every second if they changed, every
+// 10 s regardless. A failed put is retried on the next tick.
+void PublishCallStats(Cluster* cluster, const transport::ActorTransportServer* server,
+                      const std::string& actor_id, int incarnation, absl::Notification* stop) {
+  const std::string key = kActorStatsKeyPrefix + actor_id;
+  std::vector<transport::CallStats> last;
+  absl::Time last_put = absl::InfinitePast();
+  bool first = true;
+  while (!stop->WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    std::vector<transport::CallStats> now = server->call_stats();
+    const bool changed =
+        first || now.size() != last.size() ||
+        !std::equal(now.begin(), now.end(), last.begin(),
+                    [](const transport::CallStats& a, const transport::CallStats& b) {
+                      return a.calls == b.calls && a.errors == b.errors &&
+                             a.reply_bytes == b.reply_bytes && a.caller == b.caller &&
+                             a.method == b.method;
+                    });
+    if (!changed && absl::Now() - last_put < absl::Seconds(10)) continue;
+    if (cluster->KvPut(key, CallStatsJson(now, actor_id, incarnation)).ok()) {
+      last = std::move(now);
+      last_put = absl::Now();
+      first = false;
+    }
+  }
+}
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "troupe worker: %s\n", message.c_str());
@@ -74,7 +126,7 @@ int RunWorker(const WorkerArgs& args) {
 
   // Actors in this worker reach the rest of the cluster (other actors, KV) through this client.
   absl::StatusOr<std::unique_ptr<Cluster>> cluster =
-      Cluster::Connect({.address = args.head_address, .token = token});
+      Cluster::Connect({.address = args.head_address, .token = token, .caller = args.actor_id});
   if (!cluster.ok()) return Fail(5, cluster.status().ToString());
   Cluster::SetCurrent(cluster->get());
 
@@ -116,9 +168,15 @@ int RunWorker(const WorkerArgs& args) {
                spec.name().c_str(), args.actor_id.c_str(), (*server)->address().c_str());
   std::fflush(stderr);
 
+  absl::Notification stop_stats;
+  std::thread stats_thread(PublishCallStats, cluster->get(), server->get(), args.actor_id,
+                           args.incarnation, &stop_stats);
+
   int sig = 0;
   sigwait(&wait_set, &sig);
   stopping = true;
+  stop_stats.Notify();
+  stats_thread.join();
   const bool actor_died = died.HasBeenNotified();
   (*server)->Shutdown();
   system.Shutdown();

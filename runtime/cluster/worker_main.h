@@ -7,6 +7,16 @@
 // incarnation is no longer wanted, or on SIGTERM/SIGINT. Restarts are the head's business: the
 // local actor never restarts by itself.
 //
+// Call statistics: while it serves, the worker publishes its transport server's call counters
+// (transport::CallStats, per caller and method) to the head's KV under
+// kActorStatsKeyPrefix + <actor id>, about once a second when they changed (and every 10 s
+// regardless), as one JSON object:
+//   {"actor_id": "...", "incarnation": 2, "pid": 1234, "time_ms": <Unix ms>,
+//    "calls": [{"caller": "<actor id>|driver", "method": "Score", "calls": 12,
+//               "request_bytes": 3456, "reply_bytes": 789, "errors": 0}, ...]}
+// Counters start from zero in each incarnation. The dashboard turns successive snapshots into
+// rates (runtime/dashboard/call_graph.h).
+//
 // Exit codes: 0 normal (SIGTERM, or superseded), 2 bad arguments or spec, 3 unknown actor type,
 // 4 constructor failed, 5 cannot serve or reach the head, 6 the actor died. The reason is the last
 // line on stderr (the node agent forwards it to the head, and `troupe status` shows it).
@@ -16,6 +26,9 @@
 #include <string>
 
 namespace troupe {
+
+// KV key prefix of the workers' call statistics (see above).
+inline constexpr char kActorStatsKeyPrefix[] = "stats/actors/";
 
 struct WorkerArgs {
   std::string head_address;

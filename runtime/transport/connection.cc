@@ -133,6 +133,9 @@ Connection::Connection(std::shared_ptr<ConnectionPool> pool, std::string address
   if (!pool_->options().token.empty()) {
     context_.AddMetadata(kTokenMetadataKey, pool_->options().token);
   }
+  if (!pool_->options().caller.empty()) {
+    context_.AddMetadata(kCallerMetadataKey, pool_->options().caller);
+  }
 }
 
 Connection::~Connection() = default;

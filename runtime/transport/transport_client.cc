@@ -19,6 +19,16 @@ absl::Status CheckOptions(const TransportClientOptions& o, const Resolver* resol
           "TransportClientOptions.token: must be printable ASCII (it travels as gRPC metadata)");
     }
   }
+  if (o.caller.size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.caller is ",
+                                                   o.caller.size(), " characters, at most 128"));
+  }
+  for (char ch : o.caller) {
+    if (ch < 0x20 || ch > 0x7e) {
+      return absl::InvalidArgumentError(
+          "TransportClientOptions.caller: must be printable ASCII (it travels as gRPC metadata)");
+    }
+  }
   if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{16} << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.chunk_bytes is ",
                                                    o.chunk_bytes, ", must be in (0, 16 MiB]"));

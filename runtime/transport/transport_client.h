@@ -55,6 +55,10 @@ class ConnectionPool;
 struct TransportClientOptions {
   // Cluster token sent with every RPC (`x-troupe-token`).
   std::string token;
+  // Who is calling, sent as `x-troupe-caller` on every stream (the calling actor's id inside a
+  // worker, else "driver"); empty = not sent (servers then record kDefaultCaller). Printable
+  // ASCII, at most 128 characters.
+  std::string caller;
   // Deadline of calls that set none (RemoteActorOptions can override per handle).
   absl::Duration default_call_timeout = absl::Seconds(60);
   // Requests larger than this travel in pieces of this size.

@@ -17,6 +17,14 @@ namespace transport {
 // Metadata entry that carries the cluster token on every RPC (lower case: gRPC metadata keys).
 inline constexpr char kTokenMetadataKey[] = "x-troupe-token";
 
+// Metadata entry naming who makes the calls of a stream: the calling actor's id when the caller is
+// a worker, "driver" for drivers and other clients (see TransportClientOptions::caller). The
+// server counts calls per (actor, caller, method) under this name (TransportServer::call_stats).
+inline constexpr char kCallerMetadataKey[] = "x-troupe-caller";
+
+// The caller name a server records for a stream whose caller did not say.
+inline constexpr char kDefaultCaller[] = "driver";
+
 // Full gRPC method name of the call stream (proto/worker.proto).
 inline constexpr char kCallsMethod[] = "/troupe.proto.ActorTransport/Calls";
 

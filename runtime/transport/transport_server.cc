@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -43,6 +45,14 @@ struct Counters {
 
 void Bump(std::atomic<int64_t>& c, int64_t n = 1) { c.fetch_add(n, std::memory_order_relaxed); }
 
+// Totals of one (actor, caller, method); owned by ServerShared, so stable for its lifetime.
+struct CallCounters {
+  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> request_bytes{0};
+  std::atomic<int64_t> reply_bytes{0};
+  std::atomic<int64_t> errors{0};
+};
+
 using AsyncService = proto::ActorTransport::WithAsyncMethod_Ping<
     proto::ActorTransport::WithRawMethod_Calls<proto::ActorTransport::Service>>;
 
@@ -72,6 +82,21 @@ struct ServerShared {
   // Asks gRPC for the next caller's stream / ping (completion-queue thread, and at Start).
   void AcceptStream(const std::shared_ptr<ServerShared>& self);
   void AcceptPing(const std::shared_ptr<ServerShared>& self);
+
+  // Call statistics by (actor id, caller, method). Streams look their counters up here once per
+  // (actor, method) and cache the pointer, so the lock is off the per-call path.
+  mutable absl::Mutex stats_mu;
+  std::map<std::tuple<std::string, std::string, std::string>, std::unique_ptr<CallCounters>>
+      call_counters ABSL_GUARDED_BY(stats_mu);
+
+  CallCounters* CountersFor(absl::string_view actor_id, const std::string& caller,
+                            const std::string& method) {
+    absl::MutexLock lock(&stats_mu);
+    std::unique_ptr<CallCounters>& c =
+        call_counters[std::make_tuple(std::string(actor_id), caller, method)];
+    if (c == nullptr) c = std::make_unique<CallCounters>();
+    return c.get();
+  }
 
   // The handle registered as `id`, or an invalid one.
   UntypedActorHandle Find(absl::string_view id) {
@@ -138,6 +163,7 @@ class ServerStream final : public troupe::internal::RefCounted {
     std::string actor_id;
     UntypedActorHandle actor;
     const MethodInfo* method = nullptr;  // null: readiness probe
+    CallCounters* counters = nullptr;    // null: readiness probe
     absl::Time deadline = absl::InfiniteFuture();
     uint64_t total = 0;
     uint64_t received = 0;
@@ -176,8 +202,11 @@ class ServerStream final : public troupe::internal::RefCounted {
   // Dispatches the ready calls at the head of `actor_id`'s order queue.
   void Release(const std::string& actor_id);
   void Dispatch(uint64_t id, const UntypedActorHandle& actor, const MethodInfo* method,
-                MessagePtr request, absl::Time deadline);
-  void ReplyError(uint64_t id, const absl::Status& status);
+                CallCounters* counters, MessagePtr request, absl::Time deadline);
+  // Queues an error reply; counts it against `counters` when given.
+  void ReplyError(uint64_t id, const absl::Status& status, CallCounters* counters = nullptr);
+  // The counters of calls from this stream's caller to `method` of `actor` (cached per stream).
+  CallCounters* CountersFor(absl::string_view actor_id, const MethodInfo* method);
   void Enqueue(Out out);
   bool Collect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteBatch();
@@ -205,13 +234,20 @@ class ServerStream final : public troupe::internal::RefCounted {
 
   // Read side (completion-queue thread).
   ByteBuffer read_buf_;
+  std::string caller_ = kDefaultCaller;  // the stream's x-troupe-caller
+  // Counters by actor id, then method (heterogeneous lookup: no string built per call).
+  absl::flat_hash_map<std::string, absl::flat_hash_map<const MethodInfo*, CallCounters*>> counters_;
   absl::flat_hash_map<uint64_t, Incoming*> incoming_;  // not yet dispatched, by call id
   absl::flat_hash_map<std::string, std::deque<std::unique_ptr<Incoming>>> order_;
 
   absl::Mutex mu_;
   int ops_ ABSL_GUARDED_BY(mu_) = 0;  // gRPC operations in flight
-  // Dispatched calls whose reply is not queued yet (null call: readiness probe).
-  absl::flat_hash_map<uint64_t, RefPtr<UntypedCall>> running_ ABSL_GUARDED_BY(mu_);
+  // A dispatched call whose reply is not queued yet (null call: readiness probe).
+  struct Running {
+    RefPtr<UntypedCall> call;
+    CallCounters* counters = nullptr;
+  };
+  absl::flat_hash_map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
   std::deque<Out> out_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool input_closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -322,6 +358,10 @@ void ServerStream::OnAccepted() {
     return;
   }
   Bump(shared_->counters.streams_opened);
+  const auto& md = rpc_->ctx.client_metadata();
+  if (auto it = md.find(kCallerMetadataKey); it != md.end() && it->second.size() > 0) {
+    caller_.assign(it->second.data(), std::min<size_t>(it->second.size(), 128));
+  }
   rpc_->stream.Read(&read_buf_, &read_tag_);  // the accept's slot passes to the read
 }
 
@@ -365,6 +405,7 @@ void ServerStream::HandleFirstPiece(const FrameReader& reader) {
     return;
   }
   const MethodInfo* method = nullptr;
+  CallCounters* counters = nullptr;
   if (!e.method.empty()) {
     method = actor.ref()->type().FindMethod(e.method);
     if (method == nullptr) {
@@ -373,14 +414,20 @@ void ServerStream::HandleFirstPiece(const FrameReader& reader) {
                                 "' (methods: ", actor.ref()->type().MethodNames(), ")")));
       return;
     }
+    counters = CountersFor(e.actor_id, method);
+    counters->calls.fetch_add(1, std::memory_order_relaxed);
+    counters->request_bytes.fetch_add(static_cast<int64_t>(e.total_bytes),
+                                      std::memory_order_relaxed);
   }
   if (e.total_bytes > static_cast<uint64_t>(shared_->options.max_request_bytes) ||
       e.payload_size > e.total_bytes) {
-    ReplyError(e.call_id, absl::InvalidArgumentError(absl::StrCat(
-                              "call to ", DescribeActor(actor), " method ", e.method,
-                              ": request of ", e.total_bytes, " bytes (", e.payload_size,
-                              " in the first piece) is over the limit of ",
-                              shared_->options.max_request_bytes, " bytes or inconsistent")));
+    ReplyError(
+        e.call_id,
+        absl::InvalidArgumentError(absl::StrCat(
+            "call to ", DescribeActor(actor), " method ", e.method, ": request of ", e.total_bytes,
+            " bytes (", e.payload_size, " in the first piece) is over the limit of ",
+            shared_->options.max_request_bytes, " bytes or inconsistent")),
+        counters);
     return;
   }
   absl::Time deadline = absl::InfiniteFuture();
@@ -398,12 +445,13 @@ void ServerStream::HandleFirstPiece(const FrameReader& reader) {
                    absl::InvalidArgumentError(absl::StrCat(
                        "call to ", DescribeActor(actor), " method ", e.method,
                        ": the request is not a valid ", request->GetDescriptor()->full_name(), " (",
-                       e.payload_size, " bytes)")));
+                       e.payload_size, " bytes)")),
+                   counters);
         return;
       }
     }
     if (!blocked) {
-      Dispatch(e.call_id, actor, method, std::move(request), deadline);
+      Dispatch(e.call_id, actor, method, counters, std::move(request), deadline);
       return;
     }
     in->request = std::move(request);
@@ -416,6 +464,7 @@ void ServerStream::HandleFirstPiece(const FrameReader& reader) {
   in->actor_id = e.actor_id;
   in->actor = std::move(actor);
   in->method = method;
+  in->counters = counters;
   in->deadline = deadline;
   in->total = e.total_bytes;
   incoming_[e.call_id] = in.get();
@@ -428,10 +477,12 @@ void ServerStream::HandleContinuation(const FrameReader& reader) {
   if (it == incoming_.end() || it->second->ready) return;  // piece of a call dropped earlier
   Incoming* in = it->second;
   if (e.offset != in->received || e.offset + e.payload_size > in->total) {
-    ReplyError(in->id, absl::InvalidArgumentError(absl::StrCat(
-                           "call to ", DescribeActor(in->actor), ": request piece at offset ",
-                           e.offset, " (", e.payload_size, " bytes) does not continue the ",
-                           in->received, " of ", in->total, " bytes received")));
+    ReplyError(in->id,
+               absl::InvalidArgumentError(
+                   absl::StrCat("call to ", DescribeActor(in->actor), ": request piece at offset ",
+                                e.offset, " (", e.payload_size, " bytes) does not continue the ",
+                                in->received, " of ", in->total, " bytes received")),
+               in->counters);
     in->dropped = in->ready = true;
     in->parts.clear();
     incoming_.erase(it);
@@ -457,7 +508,8 @@ void ServerStream::ParseAssembled(Incoming* in) {
                absl::InvalidArgumentError(absl::StrCat(
                    "call to ", DescribeActor(in->actor), " method ", in->method->name,
                    ": the request is not a valid ", in->request->GetDescriptor()->full_name(), " (",
-                   in->received, " bytes)")));
+                   in->received, " bytes)")),
+               in->counters);
     in->dropped = true;
     in->request.reset();
   }
@@ -472,7 +524,7 @@ void ServerStream::Release(const std::string& actor_id) {
     queue.pop_front();
     incoming_.erase(in->id);
     if (!in->dropped) {
-      Dispatch(in->id, in->actor, in->method, std::move(in->request), in->deadline);
+      Dispatch(in->id, in->actor, in->method, in->counters, std::move(in->request), in->deadline);
     }
   }
   if (queue.empty()) order_.erase(q);
@@ -498,7 +550,7 @@ void ServerStream::HandleCancel(uint64_t id) {
     auto r = running_.find(id);
     if (r != running_.end()) {
       found = true;
-      call = std::move(r->second);
+      call = std::move(r->second.call);
       running_.erase(r);
     }
     // A reply already queued is not wanted any more.
@@ -517,15 +569,17 @@ void ServerStream::HandleCancel(uint64_t id) {
 }
 
 void ServerStream::Dispatch(uint64_t id, const UntypedActorHandle& actor, const MethodInfo* method,
-                            MessagePtr request, absl::Time deadline) {
+                            CallCounters* counters, MessagePtr request, absl::Time deadline) {
   absl::Duration timeout = absl::ZeroDuration();  // zero: the actor's default
   if (deadline != absl::InfiniteFuture()) {
     timeout = deadline - absl::Now();
     if (timeout <= absl::ZeroDuration()) {
-      ReplyError(id, absl::DeadlineExceededError(
-                         absl::StrCat("call to ", DescribeActor(actor), " method ",
-                                      method != nullptr ? method->name : "(readiness probe)",
-                                      ": the caller's deadline passed before the call started")));
+      ReplyError(id,
+                 absl::DeadlineExceededError(
+                     absl::StrCat("call to ", DescribeActor(actor), " method ",
+                                  method != nullptr ? method->name : "(readiness probe)",
+                                  ": the caller's deadline passed before the call started")),
+                 counters);
       return;
     }
   }
@@ -535,11 +589,13 @@ void ServerStream::Dispatch(uint64_t id, const UntypedActorHandle& actor, const 
   {
     absl::MutexLock lock(&mu_);
     if (input_closed_) return;
-    inserted = running_.try_emplace(id, call).second;
+    inserted = running_.try_emplace(id, Running{call, counters}).second;
   }
   if (!inserted) {
-    ReplyError(id, absl::InvalidArgumentError(
-                       absl::StrCat("call id ", id, " is already in flight on this stream")));
+    ReplyError(id,
+               absl::InvalidArgumentError(
+                   absl::StrCat("call id ", id, " is already in flight on this stream")),
+               counters);
     return;
   }
   Bump(shared_->counters.calls_dispatched);
@@ -566,11 +622,13 @@ void ServerStream::Dispatch(uint64_t id, const UntypedActorHandle& actor, const 
 
 void ServerStream::OnLocalReply(uint64_t id, absl::StatusOr<MessagePtr> result) {
   RefPtr<UntypedCall> done;  // released after the lock
+  CallCounters* counters;
   {
     absl::MutexLock lock(&mu_);
     auto it = running_.find(id);
     if (it == running_.end()) return;  // cancelled, or the stream closed
-    done = std::move(it->second);
+    done = std::move(it->second.call);
+    counters = it->second.counters;
     running_.erase(it);
   }
   Out out;
@@ -582,9 +640,13 @@ void ServerStream::OnLocalReply(uint64_t id, absl::StatusOr<MessagePtr> result) 
     out.kind = Out::kError;
     out.code = static_cast<int32_t>(result.status().code());
     out.message = std::string(result.status().message());
+    if (counters != nullptr) counters->errors.fetch_add(1, std::memory_order_relaxed);
   } else {
     MessagePtr reply = std::move(*result);
     const size_t bytes = reply->ByteSizeLong();
+    if (counters != nullptr) {
+      counters->reply_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    }
     if (bytes > static_cast<size_t>(kMaxPayloadBytes)) {
       out.kind = Out::kError;
       out.code = static_cast<int32_t>(absl::StatusCode::kInternal);
@@ -604,13 +666,22 @@ void ServerStream::OnLocalReply(uint64_t id, absl::StatusOr<MessagePtr> result) 
   Enqueue(std::move(out));
 }
 
-void ServerStream::ReplyError(uint64_t id, const absl::Status& status) {
+void ServerStream::ReplyError(uint64_t id, const absl::Status& status, CallCounters* counters) {
+  if (counters != nullptr) counters->errors.fetch_add(1, std::memory_order_relaxed);
   Out out;
   out.kind = Out::kError;
   out.id = id;
   out.code = static_cast<int32_t>(status.code());
   out.message = std::string(status.message());
   Enqueue(std::move(out));
+}
+
+CallCounters* ServerStream::CountersFor(absl::string_view actor_id, const MethodInfo* method) {
+  auto by_actor = counters_.find(actor_id);
+  if (by_actor == counters_.end()) by_actor = counters_.try_emplace(std::string(actor_id)).first;
+  CallCounters*& c = by_actor->second[method];
+  if (c == nullptr) c = shared_->CountersFor(actor_id, caller_, method->name);
+  return c;
 }
 
 void ServerStream::Enqueue(Out out) {
@@ -707,7 +778,7 @@ void ServerStream::OnWriteDone(bool ok) {
 }
 
 void ServerStream::CloseInput(const absl::Status& finish_with) {
-  absl::flat_hash_map<uint64_t, RefPtr<UntypedCall>> running;
+  absl::flat_hash_map<uint64_t, Running> running;
   bool finish = false;
   grpc::Status status;
   {
@@ -722,8 +793,8 @@ void ServerStream::CloseInput(const absl::Status& finish_with) {
       status = finish_status_;
     }
   }
-  for (auto& [id, call] : running) {
-    if (call != nullptr) call->Fail(absl::CancelledError("the caller's stream closed"));
+  for (auto& [id, r] : running) {
+    if (r.call != nullptr) r.call->Fail(absl::CancelledError("the caller's stream closed"));
   }
   incoming_.clear();
   order_.clear();
@@ -873,6 +944,25 @@ void ActorTransportServer::Shutdown() {
   shared.cq->Shutdown();
   impl_->cq_thread.join();
   impl_->server.reset();
+}
+
+std::vector<CallStats> ActorTransportServer::call_stats() const {
+  ServerShared& shared = *impl_->shared;
+  std::vector<CallStats> out;
+  absl::MutexLock lock(&shared.stats_mu);
+  out.reserve(shared.call_counters.size());
+  for (const auto& [key, c] : shared.call_counters) {
+    CallStats s;
+    s.actor_id = std::get<0>(key);
+    s.caller = std::get<1>(key);
+    s.method = std::get<2>(key);
+    s.calls = c->calls.load(std::memory_order_relaxed);
+    s.request_bytes = c->request_bytes.load(std::memory_order_relaxed);
+    s.reply_bytes = c->reply_bytes.load(std::memory_order_relaxed);
+    s.errors = c->errors.load(std::memory_order_relaxed);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 TransportServerStats ActorTransportServer::stats() const {

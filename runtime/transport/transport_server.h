@@ -16,6 +16,12 @@
 // scheduler thread to notice it (CAF 0.17 polls with 50 us sleeps before blocking); actors that
 // must answer remote calls fast can use ActorOptions::dedicated_thread, which wakes at once.
 //
+// Call statistics: every call is counted per (actor, caller, method), the caller being what the
+// stream's `x-troupe-caller` metadata says (kDefaultCaller when absent): calls, request bytes,
+// reply bytes and error replies. The hot path costs one lookup in a per-stream map (no shared
+// lock) and relaxed atomic adds; call_stats() returns the totals since Start. Readiness probes
+// are not counted.
+//
 // Errors, as the caller sees them: unknown actor id -> NOT_FOUND naming the id and this address;
 // unknown method -> NOT_FOUND naming the method and the actor's methods; a payload that does not
 // parse -> INVALID_ARGUMENT naming the expected message type; a method's own error, its
@@ -42,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -77,6 +84,17 @@ struct TransportServerStats {
   int64_t frames_sent = 0;
 };
 
+// Totals of the calls one caller made to one method of one actor served here.
+struct CallStats {
+  std::string actor_id;
+  std::string caller;  // the stream's x-troupe-caller (kDefaultCaller if it had none)
+  std::string method;
+  int64_t calls = 0;          // calls received (first pieces)
+  int64_t request_bytes = 0;  // serialized request sizes
+  int64_t reply_bytes = 0;    // serialized sizes of OK replies
+  int64_t errors = 0;         // calls answered with an error status
+};
+
 class ActorTransportServer {
  public:
   // Starts serving on options.address. INVALID_ARGUMENT for an empty token or bad sizes,
@@ -104,6 +122,8 @@ class ActorTransportServer {
   void Shutdown();
 
   TransportServerStats stats() const;
+  // Per (actor, caller, method) totals since Start, sorted by actor, caller, method.
+  std::vector<CallStats> call_stats() const;
 
   class Impl;
 

@@ -324,6 +324,41 @@ TEST_F(TransportTest, TenThousandPipelinedCallsAllCompleteAndShareFrames) {
   EXPECT_EQ(system_.pending_calls(), 0);
 }
 
+TEST_F(TransportTest, CallsAreCountedPerCallerAndMethodWithTheirBytes) {
+  TransportClient named(resolver_, {.token = kToken, .caller = "actor-abc"});
+  auto h = named.Connect<Remote>("remote-1");
+  ASSERT_TRUE(h.ok()) << h.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h->Call(&Remote::Add, MakeNum(1000)).Get().ok());
+  EXPECT_FALSE(h->Call(&Remote::Reject, MakeNum(1)).Get().ok());
+  // The fixture's client does not say who it is: it counts as the default caller.
+  ASSERT_TRUE(Handle().Call(&Remote::Add, MakeNum(1)).Get().ok());
+
+  std::map<std::pair<std::string, std::string>, CallStats> by_key;
+  for (const CallStats& s : server_->call_stats()) {
+    EXPECT_EQ(s.actor_id, "remote-1");
+    by_key[{s.caller, s.method}] = s;
+  }
+  ASSERT_EQ(by_key.size(), 3u);
+  const CallStats& add = by_key[std::make_pair("actor-abc", "Add")];
+  EXPECT_EQ(add.calls, 3);
+  EXPECT_EQ(add.request_bytes, 3 * static_cast<int64_t>(MakeNum(1000).ByteSizeLong()));
+  // Replies 1000, 2000, 3000 (the actor keeps a running total).
+  EXPECT_EQ(add.reply_bytes,
+            static_cast<int64_t>(MakeNum(1000).ByteSizeLong() + MakeNum(2000).ByteSizeLong() +
+                                 MakeNum(3000).ByteSizeLong()));
+  EXPECT_EQ(add.errors, 0);
+  const CallStats& reject = by_key[std::make_pair("actor-abc", "Reject")];
+  EXPECT_EQ(reject.calls, 1);
+  EXPECT_EQ(reject.errors, 1);
+  EXPECT_EQ(reject.reply_bytes, 0);
+  EXPECT_EQ((by_key[{kDefaultCaller, "Add"}].calls), 1);
+}
+
+TEST_F(TransportTest, ACallerNameThatIsNotPrintableAsciiIsRefused) {
+  TransportClient bad(resolver_, {.token = kToken, .caller = "line\nbreak"});
+  EXPECT_EQ(bad.Connect<Remote>("remote-1").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(TransportTest, AWrongOrMissingTokenIsUnauthenticated) {
   for (const std::string token : {"wrong-token", ""}) {
     TransportClient client(resolver_, {.token = token});

@@ -21,13 +21,23 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli");
   std::filesystem::remove_all(dir);
 
-  auto [rc, out] = RunCommand({kTroupe, "start", "--head", "--port", "0", "--state-dir", dir,
-                               "--resources", R"({"CPU": 3, "GPU": 2})"},
+  auto [rc, out] = RunCommand({kTroupe, "start", "--head", "--port", "0", "--dashboard-port", "0",
+                               "--state-dir", dir, "--resources", R"({"CPU": 3, "GPU": 2})"},
                               dir + ".start.out");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "troupe head serving at 127.0.0.1:")) << out;
   EXPECT_TRUE(absl::StrContains(out, "troupe start --address")) << out;  // how to join
   EXPECT_TRUE(absl::StrContains(out, "CPU 3")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "dashboard and jobs:    http://127.0.0.1:")) << out;
+
+  // `troupe job` finds the head's dashboard through the state dir.
+  auto [rcj, jobs] = RunCommand({kTroupe, "job", "list", "--state-dir", dir}, dir + ".jobs.out");
+  EXPECT_EQ(rcj, 0) << jobs;
+  EXPECT_TRUE(absl::StrContains(jobs, "no jobs")) << jobs;
+  auto [rcs, unknown] =
+      RunCommand({kTroupe, "job", "status", "nope-1", "--state-dir", dir}, dir + ".jobstatus.out");
+  EXPECT_EQ(rcs, 1) << unknown;
+  EXPECT_TRUE(absl::StrContains(unknown, "nope-1")) << unknown;
 
   auto [rc2, status] = RunCommand({kTroupe, "status", "--state-dir", dir}, dir + ".status.out");
   ASSERT_EQ(rc2, 0) << status;

@@ -65,10 +65,10 @@ class ClusterTest : public ::testing::Test {
   // Starts (or restarts, on the same port) a head without a node agent.
   void StartHead(int port = 0) {
     std::filesystem::remove(dir_ + "/head.address");
-    head_ = Process::Start(
-        {kTroupe, "start", "--head", "--head-only", "--block", "--port", std::to_string(port),
-         "--state-dir", dir_, "--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "2000"},
-        dir_ + "/head.out");
+    head_ = Process::Start({kTroupe, "start", "--head", "--head-only", "--block", "--port",
+                            std::to_string(port), "--state-dir", dir_, "--dashboard-port", "0",
+                            "--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "2000"},
+                           dir_ + "/head.out");
     ASSERT_TRUE(
         WaitUntil([&] { return !ReadLine(dir_ + "/head.address").empty(); }, absl::Seconds(20)))
         << head_.Output();
@@ -343,9 +343,10 @@ TEST_F(ClusterTest, BadInputGetsAClearErrorAndTheClusterKeepsRunning) {
                                 dir_ + "/frac-gpu.out");
   EXPECT_EQ(rc2, 2);
   EXPECT_TRUE(absl::StrContains(out2, "GPU")) << out2;
-  auto [rc3, out3] = RunCommand({kTroupe, "start", "--head", "--head-only", "--block", "--port",
-                                 std::to_string(port), "--state-dir", dir_ + "/second"},
-                                dir_ + "/second-head.out");
+  auto [rc3, out3] =
+      RunCommand({kTroupe, "start", "--head", "--head-only", "--block", "--port",
+                  std::to_string(port), "--state-dir", dir_ + "/second", "--dashboard-port", "0"},
+                 dir_ + "/second-head.out");
   EXPECT_EQ(rc3, 1);
   EXPECT_TRUE(absl::StrContains(out3, std::to_string(port))) << out3;
 

@@ -1,0 +1,342 @@
+#include "cli/job_commands.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cli/cluster_commands.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace troupe {
+namespace {
+
+struct JobFlags {
+  std::string address;
+  std::string token;
+  std::string state_dir = "/tmp/troupe";
+  // submit
+  bool no_wait = false;
+  std::string spec_file;
+  std::vector<std::string> overrides;
+  // status / logs / stop
+  std::string job_id;
+  bool follow = false;
+};
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The dashboard's base URL.
+std::string ResolveAddress(const JobFlags& f) {
+  std::string address = f.address;
+  if (address.empty()) {
+    if (const char* env = std::getenv("TROUPE_ADDRESS"); env != nullptr) address = env;
+  }
+  if (address.empty()) address = ReadFirstLine(f.state_dir + "/dashboard.address");
+  if (address.empty()) address = "http://127.0.0.1:8265";
+  if (!absl::StrContains(address, "://")) address = "http://" + address;
+  while (!address.empty() && address.back() == '/') address.pop_back();
+  return address;
+}
+
+std::string FormatTime(int64_t ms) {
+  if (ms <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(ms), absl::LocalTimeZone());
+}
+
+std::string FormatSeconds(double s) {
+  if (s < 0) return "-";
+  if (s < 60) return absl::StrFormat("%.0fs", s);
+  if (s < 3600)
+    return absl::StrFormat("%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return absl::StrFormat("%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+}
+
+bool Terminal(const std::string& status) {
+  return status == "SUCCEEDED" || status == "FAILED" || status == "STOPPED";
+}
+
+// One command's connection to the dashboard.
+class JobApi {
+ public:
+  JobApi(std::string command, const JobFlags& f)
+      : command_(std::move(command)), address_(ResolveAddress(f)) {
+    token_ = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
+    client_ = std::make_unique<httplib::Client>(address_);
+    client_->set_connection_timeout(5, 0);
+    client_->set_read_timeout(120, 0);
+  }
+
+  bool valid() const { return client_->is_valid() && absl::StartsWith(address_, "http://"); }
+
+  // Prints why a request failed; returns 1 (the exit code).
+  int Fail(const std::string& message) const {
+    std::fprintf(stderr, "troupe job %s: %s\n", command_.c_str(), message.c_str());
+    return 1;
+  }
+
+  int Unreachable(const httplib::Result& r) const {
+    if (!absl::StartsWith(address_, "http://")) {
+      return Fail(absl::StrCat(address_, " is not an http:// address of a troupe dashboard"));
+    }
+    return Fail(absl::StrCat("cannot reach the troupe dashboard at ", address_, " (",
+                             httplib::to_string(r.error()),
+                             "); is `troupe start --head` running there? Pass --address "
+                             "http://HOST:8265 or set TROUPE_ADDRESS"));
+  }
+
+  // The server's {"error": ...} message, or the status and body.
+  static std::string ServerError(const httplib::Response& res) {
+    nlohmann::json body = nlohmann::json::parse(res.body, nullptr, false);
+    if (body.is_object() && body.contains("error") && body["error"].is_string()) {
+      return body["error"].get<std::string>();
+    }
+    return absl::StrCat("HTTP ", res.status, ": ", res.body);
+  }
+
+  // GET returning the JSON body, or prints the failure and sets *exit_code.
+  bool GetJson(const std::string& path, nlohmann::json* out, int* exit_code) const {
+    httplib::Result r = client_->Get(path.c_str());
+    if (!r) {
+      *exit_code = Unreachable(r);
+      return false;
+    }
+    if (r->status != 200) {
+      *exit_code = Fail(ServerError(*r));
+      return false;
+    }
+    *out = nlohmann::json::parse(r->body, nullptr, false);
+    if (out->is_discarded()) {
+      *exit_code = Fail(absl::StrCat("the dashboard at ", address_, " sent malformed JSON"));
+      return false;
+    }
+    return true;
+  }
+
+  bool PostJson(const std::string& path, const nlohmann::json& body, nlohmann::json* out,
+                int* exit_code) const {
+    httplib::Headers headers;
+    if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
+    httplib::Result r = client_->Post(path.c_str(), headers, body.dump(), "application/json");
+    if (!r) {
+      *exit_code = Unreachable(r);
+      return false;
+    }
+    if (r->status != 200) {
+      std::string message = ServerError(*r);
+      if (r->status == 401 && token_.empty()) {
+        message += " (no token found: pass --token or set TROUPE_TOKEN)";
+      }
+      *exit_code = Fail(message);
+      return false;
+    }
+    *out = nlohmann::json::parse(r->body, nullptr, false);
+    return true;
+  }
+
+  // Prints the job's log from *offset to stdout; with `follow`, until the job has ended.
+  // Returns false (and sets *exit_code) if a request failed.
+  bool PrintLog(const std::string& job_id, bool follow, int* exit_code) const {
+    int64_t offset = 0;
+    while (true) {
+      httplib::Result r =
+          client_->Get(absl::StrCat("/api/jobs/", job_id, "/logs?offset=", offset).c_str());
+      if (!r) {
+        *exit_code = Unreachable(r);
+        return false;
+      }
+      if (r->status != 200) {
+        *exit_code = Fail(ServerError(*r));
+        return false;
+      }
+      if (!r->body.empty()) {
+        std::fwrite(r->body.data(), 1, r->body.size(), stdout);
+        std::fflush(stdout);
+      }
+      const int64_t next = std::atoll(r->get_header_value("X-Log-Offset").c_str());
+      const bool more = next > offset;
+      offset = std::max(offset, next);
+      if (!follow) {
+        if (more) continue;  // a log longer than one response
+        return true;
+      }
+      if (Terminal(r->get_header_value("X-Job-Status")) && !more) return true;
+      if (!more) absl::SleepFor(absl::Milliseconds(500));
+    }
+  }
+
+  const std::string& address() const { return address_; }
+
+ private:
+  const std::string command_;
+  const std::string address_;
+  std::string token_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+int Submit(const JobFlags& f) {
+  std::ifstream in(f.spec_file, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "troupe job submit: cannot read %s\n", f.spec_file.c_str());
+    return 1;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  JobApi api("submit", f);
+  int exit_code = 0;
+  nlohmann::json reply;
+  if (!api.PostJson("/api/jobs/",
+                    {{"spec", text.str()}, {"filename", f.spec_file}, {"overrides", f.overrides}},
+                    &reply, &exit_code)) {
+    return exit_code;
+  }
+  const std::string id = reply.value("job_id", "");
+  std::printf("%s\n", id.c_str());
+  std::fflush(stdout);
+  if (f.no_wait) {
+    std::fprintf(stderr,
+                 "troupe job submit: job %s submitted to %s\n"
+                 "  follow it: troupe job logs %s --follow\n",
+                 id.c_str(), api.address().c_str(), id.c_str());
+    return 0;
+  }
+  std::fprintf(stderr,
+               "troupe job submit: job %s submitted to %s; following its log (Ctrl-C stops "
+               "following, not the job: `troupe job stop %s` does)\n",
+               id.c_str(), api.address().c_str(), id.c_str());
+  if (!api.PrintLog(id, /*follow=*/true, &exit_code)) return exit_code;
+  nlohmann::json job;
+  if (!api.GetJson("/api/jobs/" + id, &job, &exit_code)) return exit_code;
+  const std::string status = job.value("status", "");
+  std::fprintf(stderr, "troupe job submit: job %s %s%s%s\n", id.c_str(), status.c_str(),
+               job.value("message", "").empty() ? "" : ": ", job.value("message", "").c_str());
+  return status == "SUCCEEDED" ? 0 : 1;
+}
+
+int Status(const JobFlags& f) {
+  JobApi api("status", f);
+  int exit_code = 0;
+  nlohmann::json job;
+  if (!api.GetJson("/api/jobs/" + f.job_id, &job, &exit_code)) return exit_code;
+  std::printf("job %s (%s): %s\n", job.value("job_id", "").c_str(), job.value("name", "").c_str(),
+              job.value("status", "").c_str());
+  std::printf("  submitted:   %s\n", FormatTime(job.value("submitted_ms", int64_t{0})).c_str());
+  std::printf("  started:     %s\n", FormatTime(job.value("start_ms", int64_t{0})).c_str());
+  std::printf("  ended:       %s\n", FormatTime(job.value("end_ms", int64_t{0})).c_str());
+  if (!job.value("message", "").empty()) {
+    std::printf("  message:     %s\n", job.value("message", "").c_str());
+  }
+  std::printf("  logging dir: %s\n", job.value("logging_dir", "").c_str());
+  return 0;
+}
+
+int Logs(const JobFlags& f) {
+  JobApi api("logs", f);
+  int exit_code = 0;
+  nlohmann::json job;
+  if (!api.GetJson("/api/jobs/" + f.job_id, &job, &exit_code)) return exit_code;
+  if (!api.PrintLog(f.job_id, f.follow, &exit_code)) return exit_code;
+  return 0;
+}
+
+int Stop(const JobFlags& f) {
+  JobApi api("stop", f);
+  int exit_code = 0;
+  nlohmann::json reply;
+  if (!api.PostJson("/api/jobs/" + f.job_id + "/stop", nlohmann::json::object(), &reply,
+                    &exit_code)) {
+    return exit_code;
+  }
+  if (reply.value("stopped", false)) {
+    std::printf("job %s stopped\n", f.job_id.c_str());
+  } else {
+    std::printf("job %s had already ended (%s)\n", f.job_id.c_str(),
+                reply.value("status", "").c_str());
+  }
+  return 0;
+}
+
+int List(const JobFlags& f) {
+  JobApi api("list", f);
+  int exit_code = 0;
+  nlohmann::json reply;
+  if (!api.GetJson("/api/jobs/", &reply, &exit_code)) return exit_code;
+  const nlohmann::json& jobs = reply["jobs"];
+  if (jobs.empty()) {
+    std::printf("no jobs\n");
+    return 0;
+  }
+  std::printf("%-32s %-20s %-10s %-20s %-9s %s\n", "JOB ID", "NAME", "STATUS", "SUBMITTED",
+              "DURATION", "MESSAGE");
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  for (const nlohmann::json& j : jobs) {
+    const int64_t start = j.value("start_ms", int64_t{0});
+    const int64_t end = j.value("end_ms", int64_t{0});
+    const double duration = start > 0 ? ((end > 0 ? end : now) - start) / 1000.0 : -1;
+    std::printf("%-32s %-20s %-10s %-20s %-9s %s\n", j.value("job_id", "").c_str(),
+                j.value("name", "").c_str(), j.value("status", "").c_str(),
+                FormatTime(j.value("submitted_ms", int64_t{0})).c_str(),
+                FormatSeconds(duration).c_str(), j.value("message", "").c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void InstallJobCommands(CLI::App& app, int* exit_code) {
+  static JobFlags flags;
+  CLI::App* job = app.add_subcommand(
+      "job", "Submit RL jobs to a running cluster and watch them (the head's HTTP API)");
+  job->require_subcommand(1);
+  auto common = [](CLI::App* c) {
+    c->add_option("--address", flags.address,
+                  "Dashboard URL, http://HOST:8265 (default: TROUPE_ADDRESS, the state dir, "
+                  "http://127.0.0.1:8265)");
+    c->add_option("--token", flags.token, "Cluster token (default: TROUPE_TOKEN, the state dir)");
+    c->add_option("--state-dir", flags.state_dir,
+                  "State dir of a head on this machine (default /tmp/troupe)");
+  };
+  CLI::App* submit = job->add_subcommand("submit", "Submit a job spec, then follow its log");
+  common(submit);
+  submit->add_flag("--no-wait", flags.no_wait, "Return once submitted");
+  submit->add_option("job", flags.spec_file, "Job spec YAML")->required();
+  submit->add_option("overrides", flags.overrides, "Dotted overrides, e.g. algorithm.n=4");
+  submit->callback([exit_code] { *exit_code = Submit(flags); });
+
+  CLI::App* status = job->add_subcommand("status", "Show a job's status");
+  common(status);
+  status->add_option("id", flags.job_id, "Job id")->required();
+  status->callback([exit_code] { *exit_code = Status(flags); });
+
+  CLI::App* logs = job->add_subcommand("logs", "Print a job's driver log");
+  common(logs);
+  logs->add_option("id", flags.job_id, "Job id")->required();
+  logs->add_flag("--follow,-f", flags.follow, "Keep printing until the job ends");
+  logs->callback([exit_code] { *exit_code = Logs(flags); });
+
+  CLI::App* stop = job->add_subcommand("stop", "Stop a job (its driver and its actors)");
+  common(stop);
+  stop->add_option("id", flags.job_id, "Job id")->required();
+  stop->callback([exit_code] { *exit_code = Stop(flags); });
+
+  CLI::App* list = job->add_subcommand("list", "List the cluster's jobs");
+  common(list);
+  list->callback([exit_code] { *exit_code = List(flags); });
+}
+
+}  // namespace troupe

@@ -1,0 +1,96 @@
+// The dashboard's views of cluster state: the REST API's JSON objects and the Prometheus page,
+// as pure functions of what the head, the job manager, the call graph and a job's metrics.jsonl
+// say (dashboard_server.h lists the endpoints; the shapes are documented at each function).
+//
+// Thread-safety: stateless functions.
+#ifndef TROUPE_RUNTIME_DASHBOARD_API_JSON_H_
+#define TROUPE_RUNTIME_DASHBOARD_API_JSON_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "proto/cluster.pb.h"
+#include "recipes/metrics/metrics_reader.h"
+#include "runtime/dashboard/call_graph.h"
+#include "runtime/dashboard/head_api.h"
+#include "runtime/dashboard/job_manager.h"
+
+namespace troupe::dashboard {
+
+// "PENDING", "ALIVE", "RESTARTING", "DEAD".
+const char* ActorStateName(proto::ActorState state);
+
+// {node_id, address, hostname, state: "ALIVE"|"DEAD", resources_total: {CPU: 2, ...},
+//  resources_used: {CPU: 1.5, ...} (total - available; zeros for a DEAD node),
+//  last_heartbeat_ms, labels}
+nlohmann::json NodeJson(const proto::NodeInfo& node);
+
+// Ray's actor-table columns: {actor_id, class_name, name, state, node_id, address,
+// pid (null when no worker runs), resources, num_restarts, uptime_s, job_id, status_message,
+// start_time_ms, max_restarts}. uptime_s: since creation while PENDING / ALIVE / RESTARTING
+// (0 while PENDING), until `died` for a DEAD actor (null when unknown).
+nlohmann::json ActorJson(const proto::ActorInfo& actor, absl::Time now,
+                         std::optional<absl::Time> died = std::nullopt);
+
+// {id, name, strategy, state: "PENDING"|"CREATED"|"REMOVED", bundles: [{resources, node_id}],
+//  status_message, job_id}
+nlohmann::json PlacementGroupJson(const proto::PlacementGroupInfo& group);
+
+// The /api/jobs/ID/metrics body, from recipes/metrics' MetricsSeriesToJson reshaped into one
+// "series" map:
+//   {"last_step": N, "records": R,
+//    "series": {"<scalar>": {"step": [...], "time": [...], "value": [...]},
+//               "<histogram>": {"step": [...], "time": [...],
+//                               "points": [{"min","max","num","sum","sum_squares","mean",
+//                                           "buckets": [upper edges], "counts": [...]}]}}}
+// Non-finite values are the strings "NaN", "Infinity", "-Infinity" (as in metrics.jsonl).
+nlohmann::json MetricsSeriesJson(const metrics::MetricsSeries& series);
+
+// A job's latest training figures, from its metrics.
+struct JobLiveMetrics {
+  int64_t step = -1;                      // last step logged (-1: none)
+  std::optional<double> reward;           // reward/mean
+  std::optional<double> accuracy;         // reward/accuracy
+  std::optional<double> staleness;        // mean of the last rollout/staleness histogram
+  std::optional<double> weights_version;  // weights/version
+  double weight_updates_per_s = 0;        // weights/version growth over the last 30 s
+};
+// `running`: whether the job still runs (a finished job publishes no weights: rate 0).
+JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& series, absl::Time now,
+                                   bool running);
+
+// The /api/graph?job=ID body: one vertex per actor whose job_id is `job_id`
+// {id, label (the name without the "<job>/" prefix), class, state, node_id, name}, and edges
+// {source, target, kind, method, rate (calls/s), bytes_per_s, staleness, calls, bytes, errors}:
+//  - one per (caller, callee, method) call edge into the job's actors whose caller is one of them
+//    or "driver"; kind from EdgeKind; staleness = the job's latest mean sample staleness on
+//    "samples" edges (else null);
+//  - "weights" edges from each Trainer to each RolloutWorker (method "weights", rate = weight
+//    updates per second from the metrics, bytes_per_s null: the broadcast goes over the
+//    collective, which is not counted), with "version" the latest weights version.
+nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::ActorInfo>& actors,
+                         const std::vector<CallEdge>& edges, const JobLiveMetrics* live);
+
+// The /metrics page (Prometheus text format), families:
+//   troupe_nodes{state}, troupe_node_resource_capacity / _used{node_id, hostname, resource},
+//   troupe_actors{state}, troupe_jobs{status},
+//   troupe_actor_calls_total / _call_errors_total / _request_bytes_total / _reply_bytes_total
+//     {job_id, source, source_name, target, target_name, target_class, method},
+//   troupe_actor_calls_per_second{...same labels} (the dashboard's windowed rate),
+//   troupe_job_step / _reward / _accuracy / _staleness / _weights_version{job_id, name}.
+std::string PrometheusPage(const proto::ClusterStatusReply& status,
+                           const std::vector<JobInfo>& jobs, const std::vector<CallEdge>& edges,
+                           const std::map<std::string, JobLiveMetrics>& live);
+
+// An actor's log tail for the details panel: the last `max_lines` lines of its worker's stderr,
+// preceded by the end of its stdout under "[stdout]" / "[stderr]" headers when both have output.
+std::string LogTail(const WorkerLog& log, int max_lines = 100);
+
+}  // namespace troupe::dashboard
+
+#endif  // TROUPE_RUNTIME_DASHBOARD_API_JSON_H_

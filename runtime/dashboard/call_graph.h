@@ -1,0 +1,84 @@
+// CallGraph: the calls between actors, built from the call statistics each worker publishes to
+// the head's KV (runtime/cluster/worker_main.h), with live rates.
+//
+// The dashboard's sampler feeds every snapshot it reads to Observe(); CallGraph keeps, per edge
+// (callee actor, caller, method), the points at which the totals changed, and Edges(now) turns
+// them into rates over a sliding window: (total now - total at the newest point at least
+// `window` old) / time since that point. A burst that stopped decays to 0 within the window; a
+// new incarnation of the callee (counters back at zero) starts the edge's history afresh.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef TROUPE_RUNTIME_DASHBOARD_CALL_GRAPH_H_
+#define TROUPE_RUNTIME_DASHBOARD_CALL_GRAPH_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace troupe::dashboard {
+
+// One edge of the call graph: `caller` (an actor id, or "driver") calling `method` of actor
+// `callee`. Totals are those of the callee's current incarnation.
+struct CallEdge {
+  std::string callee;
+  std::string caller;
+  std::string method;
+  int64_t calls = 0;
+  int64_t request_bytes = 0;
+  int64_t reply_bytes = 0;
+  int64_t errors = 0;
+  double rate = 0;         // calls per second over the window
+  double bytes_per_s = 0;  // request + reply bytes per second over the window
+};
+
+// The kind of an edge in the RL loop: "samples" for the sample traffic (RolloutWorker.Generate
+// sends samples out, RewardServer.Score scores them, ReplayBuffer.Add / Take store and hand them
+// to training), "call" for everything else. (Weight broadcasts travel over the collective, not
+// as calls; the dashboard draws those "weights" edges itself.)
+std::string EdgeKind(absl::string_view callee_class, absl::string_view method);
+
+class CallGraph {
+ public:
+  explicit CallGraph(absl::Duration window = absl::Seconds(5));
+
+  // Records the statistics snapshot `stats_json` published for actor `callee`, as read at `now`.
+  // InvalidArgument naming the field if it is not the documented JSON.
+  absl::Status Observe(const std::string& callee, absl::string_view stats_json, absl::Time now);
+  // Drops everything known about `callee`.
+  void Forget(const std::string& callee);
+
+  // Every edge with its totals and rates as of `now`, sorted by callee, caller, method.
+  std::vector<CallEdge> Edges(absl::Time now) const;
+
+ private:
+  struct Point {
+    absl::Time time;
+    int64_t calls = 0;
+    int64_t bytes = 0;  // request + reply
+  };
+  struct History {
+    int incarnation = -1;
+    int64_t request_bytes = 0;
+    int64_t reply_bytes = 0;
+    int64_t errors = 0;
+    std::deque<Point> points;  // oldest first; the totals changed at each
+  };
+  using Key = std::tuple<std::string, std::string, std::string>;  // callee, caller, method
+
+  const absl::Duration window_;
+  mutable absl::Mutex mu_;
+  std::map<Key, History> edges_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe::dashboard
+
+#endif  // TROUPE_RUNTIME_DASHBOARD_CALL_GRAPH_H_

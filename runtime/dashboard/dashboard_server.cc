@@ -1,0 +1,722 @@
+#include "runtime/dashboard/dashboard_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "httplib.h"
+#include "recipes/metrics/metrics_reader.h"
+#include "runtime/atomic_file.h"
+#include "runtime/cluster/worker_main.h"
+#include "runtime/dashboard/api_json.h"
+#include "runtime/dashboard/call_graph.h"
+#include "runtime/dashboard/prometheus_text.h"
+#include "runtime/transport/transport_common.h"
+
+namespace troupe::dashboard {
+namespace {
+
+constexpr int64_t kMaxLogChunk = int64_t{4} << 20;
+constexpr char kJsonType[] = "application/json";
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, n) : std::string();
+}
+
+bool HasIndex(const std::string& dir) {
+  std::error_code ec;
+  return !dir.empty() && std::filesystem::is_regular_file(dir + "/index.html", ec);
+}
+
+void SendJson(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), kJsonType);
+}
+
+void SendError(httplib::Response& res, int status, const std::string& message) {
+  SendJson(res, status, {{"error", message}});
+}
+
+int HttpStatus(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+      return 409;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+void SendStatus(httplib::Response& res, const absl::Status& s) {
+  SendError(res, HttpStatus(s), std::string(s.message()));
+}
+
+// Reads [offset, offset + max) of a file; the file's size in *size.
+std::string ReadRange(const std::string& path, int64_t offset, int64_t max, int64_t* size) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) {
+    *size = 0;
+    return "";
+  }
+  *size = static_cast<int64_t>(in.tellg());
+  if (offset >= *size) return "";
+  const int64_t n = std::min(max, *size - offset);
+  std::string out(static_cast<size_t>(n), '\0');
+  in.seekg(offset);
+  in.read(out.data(), n);
+  out.resize(static_cast<size_t>(in.gcount()));
+  return out;
+}
+
+}  // namespace
+
+std::string FindWebDir() {
+  if (const char* env = std::getenv("TROUPE_WEB_DIR"); env != nullptr && HasIndex(env)) return env;
+  const std::string exe = SelfExe();
+  if (!exe.empty()) {
+    for (const char* workspace : {"troupe", "__main__"}) {
+      const std::string dir = absl::StrCat(exe, ".runfiles/", workspace, "/web");
+      if (HasIndex(dir)) return dir;
+    }
+    // A test's runfiles: the executable sits inside them.
+    const std::string::size_type r = exe.find(".runfiles/");
+    if (r != std::string::npos) {
+      const std::string root = exe.substr(0, exe.find('/', r + 10));
+      if (HasIndex(root + "/web")) return root + "/web";
+    }
+    const std::string share =
+        std::filesystem::path(exe).parent_path().string() + "/../share/troupe/web";
+    if (HasIndex(share)) return std::filesystem::path(share).lexically_normal().string();
+  }
+  if (HasIndex("web")) return std::filesystem::absolute("web").string();
+  return "";
+}
+
+class DashboardServer::Impl {
+ public:
+  Impl(DashboardOptions options, std::unique_ptr<HeadApi> head)
+      : options_(std::move(options)),
+        head_(std::move(head)),
+        graph_(options_.rate_window),
+        server_(std::make_unique<httplib::Server>()) {}
+
+  ~Impl() { Shutdown(); }
+
+  absl::Status Start();
+  void Shutdown();
+
+  int port_ = 0;
+  std::string url_;
+  std::string web_dir_;
+  std::unique_ptr<JobManager> jobs_;
+
+ private:
+  void Routes();
+  void SampleLoop();
+  void SampleOnce();
+
+  // Runs fn on the job's metrics series (refreshed first). NotFound if the file is missing.
+  absl::Status WithMetrics(const JobInfo& job,
+                           const std::function<void(const metrics::MetricsSeries&)>& fn);
+  // The live figures of the jobs with metrics (for /metrics), or of one job.
+  std::map<std::string, JobLiveMetrics> LiveMetrics(const std::vector<JobInfo>& jobs);
+
+  bool Authorized(const httplib::Request& req) const;
+
+  // Handlers.
+  void GetNodes(const httplib::Request& req, httplib::Response& res);
+  void GetActors(const httplib::Request& req, httplib::Response& res);
+  void GetActor(const httplib::Request& req, httplib::Response& res);
+  void GetPlacementGroups(const httplib::Request& req, httplib::Response& res);
+  void SubmitJob(const httplib::Request& req, httplib::Response& res);
+  void ListJobs(const httplib::Request& req, httplib::Response& res);
+  void GetJob(const httplib::Request& req, httplib::Response& res);
+  void GetJobLogs(const httplib::Request& req, httplib::Response& res);
+  void StopJob(const httplib::Request& req, httplib::Response& res);
+  void GetJobMetrics(const httplib::Request& req, httplib::Response& res);
+  void GetGraph(const httplib::Request& req, httplib::Response& res);
+  void GetPrometheus(const httplib::Request& req, httplib::Response& res);
+
+  DashboardOptions options_;
+  std::unique_ptr<HeadApi> head_;
+  CallGraph graph_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread listener_;
+  std::thread sampler_;
+  absl::Notification stop_sampler_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> followers_{0};
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+
+  // What the sampler learned about actors: where each last ran, and when it was first seen DEAD
+  // after being seen alive (uptime of dead actors), and which dead actors' statistics are final.
+  absl::Mutex actors_mu_;
+  std::map<std::string, std::string> last_node_ ABSL_GUARDED_BY(actors_mu_);
+  std::map<std::string, absl::Time> died_ ABSL_GUARDED_BY(actors_mu_);
+  std::set<std::string> seen_alive_ ABSL_GUARDED_BY(actors_mu_);
+  std::set<std::string> final_stats_ ABSL_GUARDED_BY(actors_mu_);
+
+  // One incremental reader per metrics file.
+  absl::Mutex metrics_mu_;
+  std::map<std::string, std::unique_ptr<metrics::MetricsReader>> readers_
+      ABSL_GUARDED_BY(metrics_mu_);
+};
+
+absl::Status DashboardServer::Impl::Start() {
+  web_dir_ = options_.web_dir.empty() ? FindWebDir() : options_.web_dir;
+  if (!web_dir_.empty() && !HasIndex(web_dir_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dashboard web directory ", web_dir_, " has no index.html"));
+  }
+  absl::StatusOr<std::unique_ptr<JobManager>> jobs =
+      JobManager::Start({.state_dir = options_.state_dir,
+                         .head_address = options_.head_address,
+                         .token = options_.token,
+                         .troupe_binary = options_.troupe_binary,
+                         .stop_grace = options_.stop_grace},
+                        head_.get());
+  if (!jobs.ok()) return jobs.status();
+  jobs_ = std::move(*jobs);
+
+  httplib::Server& s = *server_;
+  const int threads = std::max(2, options_.threads);
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Plain SO_REUSEADDR: httplib's default SO_REUSEPORT would let a second head bind the same
+  // port silently.
+  s.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  s.set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
+  s.set_read_timeout(10, 0);
+  s.set_write_timeout(10, 0);
+  s.set_keep_alive_timeout(5);
+  Routes();
+  if (!web_dir_.empty() && !s.set_mount_point("/", web_dir_)) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot serve ", web_dir_));
+  }
+  if (options_.port == 0) {
+    port_ = s.bind_to_any_port(options_.host);
+  } else {
+    port_ = s.bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ <= 0) {
+    jobs_->Shutdown();
+    return absl::UnavailableError(
+        absl::StrCat("dashboard: cannot listen on ", options_.host, ":", options_.port,
+                     " (the port is in use or the address is invalid); pass --dashboard-port"));
+  }
+  url_ = absl::StrCat("http://", options_.host, ":", port_);
+  listener_ = std::thread([this] { server_->listen_after_bind(); });
+  sampler_ = std::thread([this] { SampleLoop(); });
+  if (!options_.state_dir.empty()) {
+    (void)WriteFileAtomically(options_.state_dir + "/dashboard.address", url_ + "\n");
+  }
+  return absl::OkStatus();
+}
+
+void DashboardServer::Impl::Shutdown() {
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  stopping_ = true;
+  if (listener_.joinable()) {
+    server_->stop();
+    listener_.join();
+  }
+  if (sampler_.joinable()) {
+    stop_sampler_.Notify();
+    sampler_.join();
+  }
+  if (jobs_ != nullptr) jobs_->Shutdown();
+  if (!options_.state_dir.empty() && !url_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(options_.state_dir + "/dashboard.address", ec);
+  }
+}
+
+bool DashboardServer::Impl::Authorized(const httplib::Request& req) const {
+  std::string token = req.get_header_value("X-Troupe-Token");
+  const std::string auth = req.get_header_value("Authorization");
+  if (token.empty() && auth.rfind("Bearer ", 0) == 0) token = auth.substr(7);
+  return !token.empty() && transport::TokenMatches(options_.token, token);
+}
+
+void DashboardServer::Impl::Routes() {
+  httplib::Server& s = *server_;
+  // Anything that changes state needs the token, checked before the body is read.
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer realm=\"troupe\"");
+    // The body was not read: the connection cannot carry another request.
+    res.set_header("Connection", "close");
+    SendError(res, 401,
+              absl::StrCat(req.method, " ", req.path,
+                           " changes the cluster: it needs the cluster token "
+                           "(\"Authorization: Bearer TOKEN\" or \"X-Troupe-Token: TOKEN\"; "
+                           "`troupe start --head` printed it, and it is in the head's state "
+                           "directory)"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  using Method = void (Impl::*)(const httplib::Request&, httplib::Response&);
+  auto handler = [this](Method m) {
+    return httplib::Server::Handler(
+        [this, m](const httplib::Request& req, httplib::Response& res) { (this->*m)(req, res); });
+  };
+  s.Get("/api/nodes", handler(&Impl::GetNodes));
+  s.Get("/api/actors/?", handler(&Impl::GetActors));
+  s.Get("/api/actors/([^/]+)", handler(&Impl::GetActor));
+  s.Get("/api/placement_groups/?", handler(&Impl::GetPlacementGroups));
+  s.Post("/api/jobs/?", handler(&Impl::SubmitJob));
+  s.Get("/api/jobs/?", handler(&Impl::ListJobs));
+  s.Get("/api/jobs/([^/]+)", handler(&Impl::GetJob));
+  s.Get("/api/jobs/([^/]+)/logs", handler(&Impl::GetJobLogs));
+  s.Post("/api/jobs/([^/]+)/stop", handler(&Impl::StopJob));
+  s.Get("/api/jobs/([^/]+)/metrics", handler(&Impl::GetJobMetrics));
+  s.Get("/api/graph", handler(&Impl::GetGraph));
+  s.Get("/metrics", handler(&Impl::GetPrometheus));
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        switch (res.status) {
+          case 404:
+            message = req.path.rfind("/api", 0) == 0 || web_dir_.empty()
+                          ? absl::StrCat("no such endpoint: ", req.method, " ", req.path)
+                          : absl::StrCat("not found: ", req.path);
+            if (web_dir_.empty() && (req.path == "/" || req.path == "/index.html")) {
+              message =
+                  "the web dashboard's files were not found (set TROUPE_WEB_DIR or pass "
+                  "--dashboard-web-dir); the REST API is under /api/";
+            }
+            break;
+          case 413:
+            message =
+                absl::StrCat("request body too large (limit ", options_.max_body_bytes, " bytes)");
+            break;
+          case 400:
+            message = "malformed HTTP request";
+            break;
+          default:
+            message = absl::StrCat("HTTP ", res.status);
+        }
+        SendError(res, res.status, message);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError(res, 500, absl::StrCat("internal error: ", what));
+      });
+}
+
+// ---- Sampling -----------------------------------------------------------------------------------
+
+void DashboardServer::Impl::SampleLoop() {
+  do {
+    SampleOnce();
+  } while (!stop_sampler_.WaitForNotificationWithTimeout(options_.sample_interval));
+}
+
+void DashboardServer::Impl::SampleOnce() {
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return;
+  const absl::Time now = absl::Now();
+  std::set<std::string> dead, skip;
+  {
+    absl::MutexLock lock(&actors_mu_);
+    for (const proto::ActorInfo& a : status->actors()) {
+      const std::string& id = a.id().id();
+      if (!a.node_id().id().empty()) last_node_[id] = a.node_id().id();
+      if (a.state() == proto::DEAD) {
+        dead.insert(id);
+        if (seen_alive_.count(id) > 0 && died_.count(id) == 0) died_[id] = now;
+        if (final_stats_.count(id) > 0) skip.insert(id);
+      } else {
+        seen_alive_.insert(id);
+      }
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> keys = head_->KvList(kActorStatsKeyPrefix);
+  if (!keys.ok()) return;
+  const size_t prefix = std::string(kActorStatsKeyPrefix).size();
+  for (const std::string& key : *keys) {
+    const std::string actor_id = key.substr(prefix);
+    if (skip.count(actor_id) > 0) continue;
+    absl::StatusOr<std::string> value = head_->KvGet(key);
+    if (!value.ok()) continue;
+    absl::Status s = graph_.Observe(actor_id, *value, now);
+    if (!s.ok()) std::fprintf(stderr, "dashboard: %s\n", s.ToString().c_str());
+    if (dead.count(actor_id) > 0) {
+      // A dead actor's worker publishes no more: read once more, then keep the last totals.
+      absl::MutexLock lock(&actors_mu_);
+      final_stats_.insert(actor_id);
+    }
+  }
+}
+
+absl::Status DashboardServer::Impl::WithMetrics(
+    const JobInfo& job, const std::function<void(const metrics::MetricsSeries&)>& fn) {
+  const std::string path = job.logging_dir + "/metrics.jsonl";
+  absl::MutexLock lock(&metrics_mu_);
+  std::unique_ptr<metrics::MetricsReader>& reader = readers_[path];
+  if (reader == nullptr) reader = std::make_unique<metrics::MetricsReader>(path);
+  absl::Status s = reader->Refresh();
+  if (s.code() == absl::StatusCode::kNotFound) return s;
+  fn(reader->series());
+  return s;  // DataLoss: the lines before the bad one were served
+}
+
+std::map<std::string, JobLiveMetrics> DashboardServer::Impl::LiveMetrics(
+    const std::vector<JobInfo>& jobs) {
+  std::map<std::string, JobLiveMetrics> out;
+  const absl::Time now = absl::Now();
+  for (const JobInfo& job : jobs) {
+    (void)WithMetrics(job, [&](const metrics::MetricsSeries& s) {
+      if (s.records > 0) {
+        out[job.job_id] = SummarizeJobMetrics(s, now, job.status == JobStatus::kRunning);
+      }
+    });
+  }
+  return out;
+}
+
+// ---- Cluster ------------------------------------------------------------------------------------
+
+void DashboardServer::Impl::GetNodes(const httplib::Request&, httplib::Response& res) {
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return SendStatus(res, status.status());
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const proto::NodeInfo& n : status->nodes()) nodes.push_back(NodeJson(n));
+  SendJson(res, 200, {{"nodes", std::move(nodes)}});
+}
+
+void DashboardServer::Impl::GetActors(const httplib::Request& req, httplib::Response& res) {
+  const std::string job = req.get_param_value("job");
+  const std::string state = req.get_param_value("state");
+  if (!state.empty() && state != "PENDING" && state != "ALIVE" && state != "RESTARTING" &&
+      state != "DEAD") {
+    return SendError(
+        res, 400,
+        absl::StrCat("state must be one of PENDING, ALIVE, RESTARTING, DEAD; got '", state, "'"));
+  }
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return SendStatus(res, status.status());
+  const absl::Time now = absl::Now();
+  nlohmann::json actors = nlohmann::json::array();
+  absl::MutexLock lock(&actors_mu_);
+  for (const proto::ActorInfo& a : status->actors()) {
+    if (!job.empty() && a.spec().job_id().id() != job) continue;
+    if (!state.empty() && state != ActorStateName(a.state())) continue;
+    auto died = died_.find(a.id().id());
+    actors.push_back(ActorJson(
+        a, now, died == died_.end() ? std::nullopt : std::optional<absl::Time>(died->second)));
+  }
+  SendJson(res, 200, {{"actors", std::move(actors)}});
+}
+
+void DashboardServer::Impl::GetActor(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return SendStatus(res, status.status());
+  const proto::ActorInfo* actor = nullptr;
+  for (const proto::ActorInfo& a : status->actors()) {
+    if (a.id().id() == id) actor = &a;
+  }
+  if (actor == nullptr) return SendError(res, 404, absl::StrCat("no actor with id ", id));
+  std::optional<absl::Time> died;
+  std::string last_node = actor->node_id().id();
+  {
+    absl::MutexLock lock(&actors_mu_);
+    if (auto it = died_.find(id); it != died_.end()) died = it->second;
+    if (last_node.empty()) {
+      if (auto it = last_node_.find(id); it != last_node_.end()) last_node = it->second;
+    }
+  }
+  nlohmann::json body = ActorJson(*actor, absl::Now(), died);
+  // The worker's logs live on its node: ask the node it last ran on, else every alive node.
+  std::vector<std::string> addresses;
+  for (const proto::NodeInfo& n : status->nodes()) {
+    if (n.id().id() == last_node)
+      addresses.insert(addresses.begin(), n.address());
+    else if (n.state() == proto::NODE_ALIVE)
+      addresses.push_back(n.address());
+  }
+  std::string log_error;
+  WorkerLog log;
+  for (const std::string& address : addresses) {
+    absl::StatusOr<WorkerLog> l = head_->ReadWorkerLog(address, id, 64 << 10);
+    if (!l.ok()) {
+      if (log_error.empty()) log_error = std::string(l.status().message());
+      continue;
+    }
+    if (l->found) {
+      log = *l;
+      log_error.clear();
+      break;
+    }
+  }
+  body["log_tail"] = LogTail(log, 100);
+  body["log_stdout_path"] = log.stdout_path;
+  body["log_stderr_path"] = log.stderr_path;
+  if (!log.found && !log_error.empty()) body["log_error"] = log_error;
+  SendJson(res, 200, body);
+}
+
+void DashboardServer::Impl::GetPlacementGroups(const httplib::Request&, httplib::Response& res) {
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return SendStatus(res, status.status());
+  nlohmann::json groups = nlohmann::json::array();
+  for (const proto::PlacementGroupInfo& g : status->placement_groups()) {
+    groups.push_back(PlacementGroupJson(g));
+  }
+  SendJson(res, 200, {{"placement_groups", std::move(groups)}});
+}
+
+// ---- Jobs ---------------------------------------------------------------------------------------
+
+void DashboardServer::Impl::SubmitJob(const httplib::Request& req, httplib::Response& res) {
+  nlohmann::json body = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return SendError(res, 400,
+                     "the request body is not valid JSON; send {\"spec\": \"<job YAML>\"}");
+  }
+  if (!body.is_object()) return SendError(res, 400, "the request body must be a JSON object");
+  if (!body.contains("spec") && body.contains("entrypoint")) {
+    return SendError(res, 400,
+                     "troupe jobs are job specs, not entrypoints: send {\"spec\": \"<job YAML "
+                     "text>\", \"overrides\": [\"key.path=value\", ...]}");
+  }
+  if (!body.contains("spec") || !body["spec"].is_string()) {
+    return SendError(res, 400, "\"spec\" (the job YAML text, a string) is required");
+  }
+  std::vector<std::string> overrides;
+  if (body.contains("overrides")) {
+    if (!body["overrides"].is_array()) {
+      return SendError(res, 400, "\"overrides\" must be an array of \"key.path=value\" strings");
+    }
+    for (const nlohmann::json& o : body["overrides"]) {
+      if (!o.is_string()) {
+        return SendError(res, 400, absl::StrCat("\"overrides\" must hold strings; got ", o.dump()));
+      }
+      overrides.push_back(o.get<std::string>());
+    }
+  }
+  std::string filename = "job.yaml";
+  if (body.contains("filename")) {
+    if (!body["filename"].is_string() || body["filename"].get<std::string>().empty() ||
+        body["filename"].get<std::string>().size() > 1024) {
+      return SendError(res, 400, "\"filename\" must be a non-empty string (used in messages)");
+    }
+    filename = body["filename"].get<std::string>();
+  }
+  absl::StatusOr<std::string> id =
+      jobs_->Submit(body["spec"].get<std::string>(), filename, overrides);
+  if (!id.ok()) return SendStatus(res, id.status());
+  SendJson(res, 200, {{"job_id", *id}});
+}
+
+void DashboardServer::Impl::ListJobs(const httplib::Request&, httplib::Response& res) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const JobInfo& j : jobs_->List()) jobs.push_back(JobToJson(j));
+  SendJson(res, 200, {{"jobs", std::move(jobs)}});
+}
+
+void DashboardServer::Impl::GetJob(const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<JobInfo> job = jobs_->Get(req.matches[1]);
+  if (!job.ok()) return SendStatus(res, job.status());
+  nlohmann::json body = JobToJson(*job);
+  std::ifstream in(job->logging_dir + "/summary.json");
+  if (in) {
+    nlohmann::json summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!summary.is_discarded()) body["summary"] = std::move(summary);
+  }
+  SendJson(res, 200, body);
+}
+
+void DashboardServer::Impl::GetJobLogs(const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<JobInfo> job = jobs_->Get(req.matches[1]);
+  if (!job.ok()) return SendStatus(res, job.status());
+  int64_t offset = 0;
+  const std::string offset_text = req.get_param_value("offset");
+  if (!offset_text.empty() && (!absl::SimpleAtoi(offset_text, &offset) || offset < 0)) {
+    return SendError(
+        res, 400, absl::StrCat("offset must be a non-negative integer, got \"", offset_text, "\""));
+  }
+  const std::string follow = req.get_param_value("follow");
+  const std::string path = job->driver_log();
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Job-Status", JobStatusName(job->status));
+  if (follow.empty() || follow == "0" || follow == "false") {
+    int64_t size = 0;
+    std::string chunk = ReadRange(path, offset, kMaxLogChunk, &size);
+    res.set_header("X-Log-Offset",
+                   std::to_string(std::min(size, offset) + static_cast<int64_t>(chunk.size())));
+    res.set_header("X-Log-Size", std::to_string(size));
+    res.set_content(std::move(chunk), "text/plain; charset=utf-8");
+    return;
+  }
+  // Follow: stream until the job has ended and its log is read to the end.
+  if (followers_.fetch_add(1) >= options_.max_log_followers) {
+    followers_.fetch_sub(1);
+    return SendError(res, 503,
+                     absl::StrCat("already ", options_.max_log_followers,
+                                  " log streams open; poll with ?offset=N instead"));
+  }
+  res.set_header("X-Log-Offset", std::to_string(offset));
+  auto position = std::make_shared<int64_t>(offset);
+  const std::string job_id = job->job_id;
+  res.set_chunked_content_provider(
+      "text/plain; charset=utf-8",
+      [this, path, job_id, position](size_t, httplib::DataSink& sink) {
+        int64_t size = 0;
+        // Whether the job had ended before this read: then what the read finds is all there is.
+        absl::StatusOr<JobInfo> j = jobs_->Get(job_id);
+        const bool ended = !j.ok() || IsTerminal(j->status);
+        std::string chunk = ReadRange(path, *position, 256 << 10, &size);
+        if (!chunk.empty()) {
+          *position += static_cast<int64_t>(chunk.size());
+          return sink.write(chunk.data(), chunk.size());
+        }
+        if (ended || stopping_.load()) {
+          sink.done();
+          return true;
+        }
+        (void)jobs_->WaitEnded(job_id, absl::Milliseconds(250));
+        return true;
+      },
+      [this](bool) { followers_.fetch_sub(1); });
+}
+
+void DashboardServer::Impl::StopJob(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  absl::StatusOr<bool> stopped = jobs_->Stop(id);
+  if (!stopped.ok()) return SendStatus(res, stopped.status());
+  absl::StatusOr<JobInfo> job = jobs_->Get(id);
+  SendJson(res, 200,
+           {{"stopped", *stopped}, {"status", job.ok() ? JobStatusName(job->status) : "STOPPED"}});
+}
+
+void DashboardServer::Impl::GetJobMetrics(const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<JobInfo> job = jobs_->Get(req.matches[1]);
+  if (!job.ok()) return SendStatus(res, job.status());
+  nlohmann::json body;
+  absl::Status s = WithMetrics(
+      *job, [&](const metrics::MetricsSeries& series) { body = MetricsSeriesJson(series); });
+  if (s.code() == absl::StatusCode::kNotFound) {
+    body = {{"last_step", -1}, {"records", 0}, {"series", nlohmann::json::object()}};
+  } else if (!s.ok()) {
+    body["error"] = std::string(s.message());
+  }
+  SendJson(res, 200, body);
+}
+
+void DashboardServer::Impl::GetGraph(const httplib::Request& req, httplib::Response& res) {
+  const std::string job_id = req.get_param_value("job");
+  if (job_id.empty()) return SendError(res, 400, "graph: the job query parameter is required");
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return SendStatus(res, status.status());
+  std::vector<proto::ActorInfo> actors(status->actors().begin(), status->actors().end());
+  absl::StatusOr<JobInfo> job = jobs_->Get(job_id);
+  const bool has_actors = std::any_of(actors.begin(), actors.end(), [&](const proto::ActorInfo& a) {
+    return a.spec().job_id().id() == job_id;
+  });
+  if (!job.ok() && !has_actors) {
+    return SendError(res, 404, absl::StrCat("no job with id ", job_id));
+  }
+  std::optional<JobLiveMetrics> live;
+  if (job.ok()) {
+    std::map<std::string, JobLiveMetrics> m = LiveMetrics({*job});
+    if (auto it = m.find(job_id); it != m.end()) live = it->second;
+  }
+  SendJson(
+      res, 200,
+      GraphJson(job_id, actors, graph_.Edges(absl::Now()), live.has_value() ? &*live : nullptr));
+}
+
+void DashboardServer::Impl::GetPrometheus(const httplib::Request&, httplib::Response& res) {
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) {
+    res.status = 503;
+    res.set_content(absl::StrCat("# the head does not answer: ", status.status().message(), "\n"),
+                    kPrometheusContentType);
+    return;
+  }
+  const std::vector<JobInfo> jobs = jobs_->List();
+  res.set_content(PrometheusPage(*status, jobs, graph_.Edges(absl::Now()), LiveMetrics(jobs)),
+                  kPrometheusContentType);
+}
+
+// ---- DashboardServer ----------------------------------------------------------------------------
+
+DashboardServer::DashboardServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DashboardServer::~DashboardServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(DashboardOptions options) {
+  absl::StatusOr<std::unique_ptr<HeadApi>> head =
+      ConnectHeadApi(options.head_address, options.token);
+  if (!head.ok()) return head.status();
+  return Start(std::move(options), std::move(*head));
+}
+
+absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
+    DashboardOptions options, std::unique_ptr<HeadApi> head) {
+  if (head == nullptr) return absl::InvalidArgumentError("DashboardServer: no HeadApi");
+  if (options.token.empty()) return absl::InvalidArgumentError("DashboardServer: empty token");
+  if (options.max_body_bytes <= 0) {
+    return absl::InvalidArgumentError("DashboardServer: max_body_bytes must be positive");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(head));
+  if (absl::Status s = impl->Start(); !s.ok()) return s;
+  return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(impl)));
+}
+
+int DashboardServer::port() const { return impl_->port_; }
+const std::string& DashboardServer::url() const { return impl_->url_; }
+const std::string& DashboardServer::web_dir() const { return impl_->web_dir_; }
+JobManager& DashboardServer::jobs() { return *impl_->jobs_; }
+void DashboardServer::Shutdown() { impl_->Shutdown(); }
+
+}  // namespace troupe::dashboard

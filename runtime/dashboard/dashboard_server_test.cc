@@ -1,0 +1,496 @@
+// The HTTP API over a fake head, with shell scripts standing in for job drivers. (The real
+// cluster, driver and browser are exercised by tests/dashboard_api.)
+#include "runtime/dashboard/dashboard_server.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_spec.h"
+#include "runtime/dashboard/fake_head_api.h"
+
+namespace troupe::dashboard {
+namespace {
+
+constexpr char kToken[] = "the-cluster-token";
+
+constexpr char kSpec[] = R"(name: tiny
+model: {config: examples/models/tiny.json, init: random}
+data: {task: arithmetic, train_batch_size: 4, max_prompt_length: 8, max_response_length: 4,
+       heldout_size: 20}
+trainer: {total_steps: 3}
+actors:
+  rollout: {replicas: 1, resources: {CPU: 0.5}}
+)";
+
+// A driver that logs two steps of metrics and a summary into its logging dir, prints two lines
+// and succeeds; with STALL set in the spec's overrides it... (see kStallingDriver).
+constexpr char kDriver[] = R"(for a in "$@"; do yaml="$a"; done
+run="$(dirname "$yaml")/run"
+mkdir -p "$run"
+echo '{"step":1,"time":1796225343.5,"reward/mean":0.25,"weights/version":1.0,"rollout/staleness":{"buckets":[0.5,1.5],"counts":[6,2],"min":0.0,"max":1.0,"num":8,"sum":2.0,"sum_squares":2.0}}' >> "$run/metrics.jsonl"
+echo '{"step":2,"time":1796225344.5,"reward/mean":"NaN","weights/version":2.0}' >> "$run/metrics.jsonl"
+echo '{"steps": 2, "final_accuracy": 0.5}' > "$run/summary.json"
+echo "step 1 done"
+echo "step 2 done"
+case "$yaml" in *stall*) sleep 60 ;; esac
+exit 0
+)";
+
+std::string TestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+class DashboardServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    FakeHeadApi::AddNode(*state_, "n1", "127.0.0.1:1001", {{"CPU", 4}, {"memory", 8e9}},
+                         {{"CPU", 2.5}, {"memory", 8e9}});
+    FakeHeadApi::AddNode(*state_, "n2", "127.0.0.1:1002", {{"CPU", 2}}, {{"CPU", 2}},
+                         /*alive=*/false);
+    FakeHeadApi::AddActor(*state_, "a1", "Trainer", "job-a/trainer", "job-a", proto::ALIVE, "n1");
+    FakeHeadApi::AddActor(*state_, "a2", "RolloutWorker", "job-a/rollout-0", "job-a", proto::ALIVE,
+                          "n1");
+    FakeHeadApi::AddActor(*state_, "a3", "ReplayBuffer", "job-a/replay", "job-a", proto::DEAD, "");
+    FakeHeadApi::AddActor(*state_, "b1", "Trainer", "job-b/trainer", "job-b", proto::ALIVE, "n1");
+    {
+      absl::MutexLock lock(&state_->mu);
+      proto::PlacementGroupInfo* g = state_->status.add_placement_groups();
+      g->mutable_id()->set_id("pg1");
+      g->set_name("job-a/rollout");
+      g->set_strategy(proto::STRICT_SPREAD);
+      g->set_state(proto::PG_PENDING);
+      g->set_status_message("pending: needs 2 nodes");
+      (*g->add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+    }
+    const std::string web = dir_ + "/web";
+    std::filesystem::create_directories(web);
+    std::ofstream(web + "/index.html") << "<html>troupe dashboard</html>\n";
+    const std::string driver = dir_ + "/fake-troupe";
+    std::ofstream(driver) << "#!/bin/sh\n" << kDriver;
+    ::chmod(driver.c_str(), 0755);
+    absl::StatusOr<std::unique_ptr<DashboardServer>> server =
+        DashboardServer::Start({.host = "127.0.0.1",
+                                .port = 0,
+                                .head_address = "127.0.0.1:6380",
+                                .token = kToken,
+                                .state_dir = dir_ + "/state",
+                                .web_dir = web,
+                                .troupe_binary = driver,
+                                .max_body_bytes = 1 << 20,
+                                .sample_interval = absl::Milliseconds(50),
+                                .rate_window = absl::Seconds(1),
+                                .stop_grace = absl::Milliseconds(500)},
+                               std::make_unique<FakeHeadApi>(state_));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(30, 0);
+  }
+
+  // GET returning (status, parsed JSON body).
+  std::pair<int, nlohmann::json> GetJson(const std::string& path) {
+    httplib::Result r = client_->Get(path.c_str());
+    if (!r) return {-1, nullptr};
+    return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
+  }
+
+  std::pair<int, nlohmann::json> PostJson(const std::string& path, const std::string& body,
+                                          bool with_token = true) {
+    httplib::Headers headers;
+    if (with_token) headers.emplace("Authorization", absl::StrCat("Bearer ", kToken));
+    httplib::Result r = client_->Post(path.c_str(), headers, body, "application/json");
+    if (!r) return {-1, nullptr};
+    return {r->status, nlohmann::json::parse(r->body, nullptr, false)};
+  }
+
+  std::string Submit(const std::vector<std::string>& overrides = {}) {
+    auto [status, body] =
+        PostJson("/api/jobs/", nlohmann::json{{"spec", kSpec}, {"overrides", overrides}}.dump());
+    EXPECT_EQ(status, 200) << body.dump();
+    return body.value("job_id", "");
+  }
+
+  // Polls the job until its status is `want` (bounded).
+  nlohmann::json WaitStatus(const std::string& id, const std::string& want) {
+    nlohmann::json job;
+    for (int i = 0; i < 400; ++i) {
+      job = GetJson("/api/jobs/" + id).second;
+      if (job.value("status", "") == want) break;
+      absl::SleepFor(absl::Milliseconds(25));
+    }
+    EXPECT_EQ(job.value("status", ""), want) << job.dump();
+    return job;
+  }
+
+  std::string dir_;
+  std::shared_ptr<FakeHeadApi::State> state_ = std::make_shared<FakeHeadApi::State>();
+  std::unique_ptr<DashboardServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(DashboardServerTest, ClusterEndpointsServeTheContractShapes) {
+  auto [status, nodes] = GetJson("/api/nodes");
+  ASSERT_EQ(status, 200);
+  ASSERT_EQ(nodes["nodes"].size(), 2u);
+  const nlohmann::json& n1 = nodes["nodes"][0];
+  EXPECT_EQ(n1["node_id"], "n1");
+  EXPECT_EQ(n1["address"], "127.0.0.1:1001");
+  EXPECT_EQ(n1["hostname"], "host-n1");
+  EXPECT_EQ(n1["state"], "ALIVE");
+  EXPECT_EQ(n1["resources_total"]["CPU"], 4.0);
+  EXPECT_EQ(n1["resources_used"]["CPU"], 1.5);
+  EXPECT_EQ(n1["resources_used"]["memory"], 0.0);
+  EXPECT_EQ(n1["last_heartbeat_ms"], 1000);
+  EXPECT_EQ(nodes["nodes"][1]["state"], "DEAD");
+  EXPECT_EQ(nodes["nodes"][1]["resources_used"]["CPU"], 0.0);
+
+  auto [s2, actors] = GetJson("/api/actors");
+  ASSERT_EQ(s2, 200);
+  ASSERT_EQ(actors["actors"].size(), 4u);
+  const nlohmann::json& a = actors["actors"][0];
+  for (const char* key : {"actor_id", "class_name", "name", "state", "node_id", "address", "pid",
+                          "resources", "num_restarts", "uptime_s", "job_id", "status_message"}) {
+    EXPECT_TRUE(a.contains(key)) << key << " missing from " << a.dump();
+  }
+  EXPECT_EQ(a["actor_id"], "a1");
+  EXPECT_EQ(a["class_name"], "Trainer");
+  EXPECT_EQ(a["pid"], 4242);
+  EXPECT_EQ(a["resources"]["CPU"], 0.5);
+  EXPECT_GE(a["uptime_s"].get<double>(), 9.0);
+  EXPECT_TRUE(actors["actors"][2]["pid"].is_null());  // DEAD
+
+  EXPECT_EQ(GetJson("/api/actors?job=job-a").second["actors"].size(), 3u);
+  EXPECT_EQ(GetJson("/api/actors?job=job-a&state=ALIVE").second["actors"].size(), 2u);
+  EXPECT_EQ(GetJson("/api/actors?state=DEAD").second["actors"].size(), 1u);
+  auto [s3, bad_state] = GetJson("/api/actors?state=ZOMBIE");
+  EXPECT_EQ(s3, 400);
+  EXPECT_TRUE(absl::StrContains(bad_state["error"].get<std::string>(), "ZOMBIE"));
+
+  auto [s4, groups] = GetJson("/api/placement_groups");
+  ASSERT_EQ(s4, 200);
+  ASSERT_EQ(groups["placement_groups"].size(), 1u);
+  const nlohmann::json& g = groups["placement_groups"][0];
+  EXPECT_EQ(g["id"], "pg1");
+  EXPECT_EQ(g["name"], "job-a/rollout");
+  EXPECT_EQ(g["strategy"], "STRICT_SPREAD");
+  EXPECT_EQ(g["state"], "PENDING");
+  EXPECT_EQ(g["bundles"][0]["resources"]["CPU"], 1.0);
+  EXPECT_EQ(g["bundles"][0]["node_id"], "");
+  EXPECT_EQ(g["status_message"], "pending: needs 2 nodes");
+}
+
+TEST_F(DashboardServerTest, ActorDetailsCarryTheTailOfItsWorkersLogs) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    WorkerLog log;
+    log.found = true;
+    log.stderr_tail = "troupe worker: Trainer serving\nstep 57: loss 0.41\n";
+    log.stderr_path = "/tmp/x/worker-a1-0.err";
+    state_->logs[{"127.0.0.1:1001", "a1"}] = log;
+  }
+  auto [status, actor] = GetJson("/api/actors/a1");
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(actor["actor_id"], "a1");
+  EXPECT_EQ(actor["log_tail"], "troupe worker: Trainer serving\nstep 57: loss 0.41\n");
+  EXPECT_EQ(actor["log_stderr_path"], "/tmp/x/worker-a1-0.err");
+  // No logs anywhere: an empty tail.
+  auto [s2, other] = GetJson("/api/actors/b1");
+  ASSERT_EQ(s2, 200);
+  EXPECT_EQ(other["log_tail"], "");
+}
+
+TEST_F(DashboardServerTest, StateChangingRequestsNeedTheClusterToken) {
+  const std::string body = nlohmann::json{{"spec", kSpec}}.dump();
+  auto [s1, e1] = PostJson("/api/jobs/", body, /*with_token=*/false);
+  EXPECT_EQ(s1, 401);
+  EXPECT_TRUE(absl::StrContains(e1["error"].get<std::string>(), "cluster token")) << e1.dump();
+  httplib::Client c("127.0.0.1", server_->port());
+  httplib::Result wrong =
+      c.Post("/api/jobs/", {{"Authorization", "Bearer nope"}}, body, "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  httplib::Client c2("127.0.0.1", server_->port());
+  EXPECT_EQ(c2.Post("/api/jobs/x/stop")->status, 401);
+  // The other header works too.
+  httplib::Client c3("127.0.0.1", server_->port());
+  httplib::Result ok =
+      c3.Post("/api/jobs/", {{"X-Troupe-Token", kToken}}, body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  // Reads are open.
+  EXPECT_EQ(GetJson("/api/jobs/").first, 200);
+  EXPECT_TRUE(
+      server_->jobs().WaitEnded(nlohmann::json::parse(ok->body)["job_id"], absl::Seconds(20)));
+}
+
+TEST_F(DashboardServerTest, MalformedAndHugeBodiesAreRefusedAndTheServerKeepsServing) {
+  auto [s1, e1] = PostJson("/api/jobs/", "{not json");
+  EXPECT_EQ(s1, 400);
+  EXPECT_TRUE(absl::StrContains(e1["error"].get<std::string>(), "not valid JSON")) << e1.dump();
+  EXPECT_EQ(PostJson("/api/jobs/", "[1, 2]").first, 400);
+  EXPECT_EQ(PostJson("/api/jobs/", R"({"overrides": []})").first, 400);
+  EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": 7})").first, 400);
+  EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": "name: x", "overrides": "a=1"})").first, 400);
+  EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": "name: x", "overrides": [1]})").first, 400);
+  auto [s2, e2] = PostJson("/api/jobs/", R"({"entrypoint": "python train.py"})");
+  EXPECT_EQ(s2, 400);
+  EXPECT_TRUE(absl::StrContains(e2["error"].get<std::string>(), "spec")) << e2.dump();
+  // Over the 1 MiB limit of this server.
+  httplib::Client big("127.0.0.1", server_->port());
+  httplib::Result r = big.Post("/api/jobs/", {{"X-Troupe-Token", kToken}},
+                               std::string(3 << 20, 'x'), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  // Still serving.
+  EXPECT_EQ(GetJson("/api/nodes").first, 200);
+  EXPECT_TRUE(server_->jobs().List().empty());
+}
+
+TEST_F(DashboardServerTest, AnInvalidSpecGets400WithTheMessageTroupeRunPrints) {
+  const std::string bad = std::string(kSpec) + "algorithm:\n  n: eight\n";
+  const std::string expected =
+      std::string(recipes::ParseJobSpec(bad, "grpo.yaml", {}).status().message());
+  ASSERT_TRUE(absl::StartsWith(expected, "grpo.yaml:9:")) << expected;
+  auto [status, body] =
+      PostJson("/api/jobs/", nlohmann::json{{"spec", bad}, {"filename", "grpo.yaml"}}.dump());
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(body["error"], expected);
+  // Without a filename, the source is "job.yaml".
+  auto [s2, b2] = PostJson("/api/jobs/", nlohmann::json{{"spec", bad}}.dump());
+  EXPECT_EQ(s2, 400);
+  EXPECT_TRUE(absl::StartsWith(b2["error"].get<std::string>(), "job.yaml:9:")) << b2.dump();
+  EXPECT_TRUE(absl::StrContains(b2["error"].get<std::string>(), "algorithm.n")) << b2.dump();
+}
+
+TEST_F(DashboardServerTest, UnknownIdsAndEndpointsAre404) {
+  for (const char* path : {"/api/jobs/nope", "/api/jobs/nope/logs", "/api/jobs/nope/metrics",
+                           "/api/actors/nope", "/api/graph?job=nope", "/api/nothing"}) {
+    auto [status, body] = GetJson(path);
+    EXPECT_EQ(status, 404) << path;
+    EXPECT_TRUE(body.contains("error")) << path << ": " << body.dump();
+  }
+  auto [s, body] = PostJson("/api/jobs/nope/stop", "");
+  EXPECT_EQ(s, 404);
+  EXPECT_EQ(body["error"], "no job with id nope");
+  EXPECT_EQ(GetJson("/api/graph").first, 400);  // the job parameter is required
+}
+
+TEST_F(DashboardServerTest, ASubmittedJobsLogMetricsAndSummaryAreServed) {
+  const std::string id = Submit();
+  ASSERT_FALSE(id.empty());
+  nlohmann::json job = WaitStatus(id, "SUCCEEDED");
+  for (const char* key : {"job_id", "name", "status", "submitted_ms", "start_ms", "end_ms",
+                          "message", "logging_dir"}) {
+    EXPECT_TRUE(job.contains(key)) << key;
+  }
+  EXPECT_EQ(job["name"], "tiny");
+  EXPECT_EQ(job["summary"]["steps"], 2);
+  auto [ls, list] = GetJson("/api/jobs/");
+  ASSERT_EQ(ls, 200);
+  ASSERT_EQ(list["jobs"].size(), 1u);
+  EXPECT_EQ(list["jobs"][0]["job_id"], id);
+
+  // The log from an offset, with the next offset in X-Log-Offset.
+  httplib::Result all = client_->Get(("/api/jobs/" + id + "/logs").c_str());
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->body, "step 1 done\nstep 2 done\n");
+  EXPECT_EQ(all->get_header_value("X-Log-Offset"), std::to_string(all->body.size()));
+  EXPECT_EQ(all->get_header_value("X-Job-Status"), "SUCCEEDED");
+  httplib::Result rest = client_->Get(("/api/jobs/" + id + "/logs?offset=12").c_str());
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->body, "step 2 done\n");
+  httplib::Result past = client_->Get(("/api/jobs/" + id + "/logs?offset=999").c_str());
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->body, "");
+  EXPECT_EQ(past->get_header_value("X-Log-Offset"), std::to_string(all->body.size()));
+  EXPECT_EQ(client_->Get(("/api/jobs/" + id + "/logs?offset=-1").c_str())->status, 400);
+
+  auto [ms, metrics] = GetJson("/api/jobs/" + id + "/metrics");
+  ASSERT_EQ(ms, 200);
+  EXPECT_EQ(metrics["last_step"], 2);
+  EXPECT_EQ(metrics["records"], 2);
+  const nlohmann::json& reward = metrics["series"]["reward/mean"];
+  EXPECT_EQ(reward["step"], nlohmann::json({1, 2}));
+  EXPECT_EQ(reward["value"][0], 0.25);
+  EXPECT_EQ(reward["value"][1], "NaN");
+  EXPECT_EQ(reward["time"].size(), 2u);
+  const nlohmann::json& staleness = metrics["series"]["rollout/staleness"];
+  EXPECT_EQ(staleness["step"], nlohmann::json({1}));
+  EXPECT_EQ(staleness["points"][0]["num"], 8.0);
+  EXPECT_EQ(staleness["points"][0]["mean"], 0.25);
+  EXPECT_EQ(staleness["points"][0]["counts"], nlohmann::json({6.0, 2.0}));
+}
+
+TEST_F(DashboardServerTest, FollowingALogStreamsUntilTheJobEnds) {
+  const std::string id = Submit({"name=stall"});
+  // The driver prints two lines, then hangs: the stream must still be open.
+  for (int i = 0; i < 400; ++i) {
+    httplib::Result r = client_->Get(("/api/jobs/" + id + "/logs").c_str());
+    if (r && r->body.size() >= 24) break;
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  std::string streamed;
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(600));
+    httplib::Client c("127.0.0.1", server_->port());
+    c.Post(("/api/jobs/" + id + "/stop").c_str(), {{"X-Troupe-Token", kToken}}, "", "text/plain");
+  });
+  httplib::Client follower("127.0.0.1", server_->port());
+  follower.set_read_timeout(30, 0);
+  httplib::Result r = follower.Get(("/api/jobs/" + id + "/logs?follow=1&offset=7").c_str(),
+                                   [&](const char* data, size_t n) {
+                                     streamed.append(data, n);
+                                     return true;
+                                   });
+  stopper.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(streamed, "done\nstep 2 done\n");
+  EXPECT_EQ(GetJson("/api/jobs/" + id).second["status"], "STOPPED");
+}
+
+TEST_F(DashboardServerTest, StopOverRestStopsARunningJob) {
+  const std::string id = Submit({"name=stall"});
+  WaitStatus(id, "RUNNING");
+  auto [status, body] = PostJson("/api/jobs/" + id + "/stop", "");
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(body, nlohmann::json({{"stopped", true}, {"status", "STOPPED"}}));
+  auto [s2, again] = PostJson("/api/jobs/" + id + "/stop", "");
+  EXPECT_EQ(s2, 200);
+  EXPECT_EQ(again["stopped"], false);
+}
+
+TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
+  // a2 (a rollout worker) is called by the driver and by another job's actor b1; a1 by a2.
+  auto put = [&](const std::string& actor, const std::string& caller, const std::string& method,
+                 int64_t calls) {
+    absl::MutexLock lock(&state_->mu);
+    state_->kv["stats/actors/" + actor] = nlohmann::json{
+        {"actor_id", actor},
+        {"incarnation", 0},
+        {"calls",
+         {{{"caller", caller},
+           {"method", method},
+           {"calls", calls},
+           {"request_bytes", calls * 100},
+           {"reply_bytes", calls * 900},
+           {"errors", 0}},
+          {{"caller", "b1"},
+           {"method", method},
+           {"calls", 1},
+           {"request_bytes", 1},
+           {"reply_bytes", 1},
+           {"errors", 0}}}}}.dump();
+  };
+  for (int i = 0; i <= 12; ++i) {
+    put("a2", "driver", "Generate", 10 * i);
+    put("a1", "a2", "Step", i);
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  auto [status, graph] = GetJson("/api/graph?job=job-a");
+  ASSERT_EQ(status, 200) << graph.dump();
+  ASSERT_EQ(graph["nodes"].size(), 3u);
+  std::map<std::string, nlohmann::json> nodes;
+  for (const auto& n : graph["nodes"]) nodes[n["id"]] = n;
+  EXPECT_EQ(nodes["a2"]["label"], "rollout-0");
+  EXPECT_EQ(nodes["a2"]["class"], "RolloutWorker");
+  EXPECT_EQ(nodes["a2"]["state"], "ALIVE");
+  EXPECT_EQ(nodes["a2"]["node_id"], "n1");
+  EXPECT_EQ(nodes["a3"]["state"], "DEAD");
+  std::map<std::string, nlohmann::json> edges;
+  for (const auto& e : graph["edges"]) {
+    edges[absl::StrCat(e["source"].get<std::string>(), ">", e["target"].get<std::string>(), ":",
+                       e["method"].get<std::string>())] = e;
+  }
+  ASSERT_EQ(edges.size(), 3u) << graph["edges"].dump();  // b1 belongs to another job
+  const nlohmann::json& generate = edges["driver>a2:Generate"];
+  EXPECT_EQ(generate["kind"], "samples");
+  EXPECT_GT(generate["rate"].get<double>(), 20);  // ~100 calls/s
+  EXPECT_GT(generate["bytes_per_s"].get<double>(), 20 * 1000);
+  EXPECT_EQ(generate["calls"], 120);
+  EXPECT_EQ(generate["bytes"], 120 * 1000);
+  const nlohmann::json& step = edges["a2>a1:Step"];
+  EXPECT_EQ(step["kind"], "call");
+  EXPECT_GT(step["rate"].get<double>(), 0);
+  EXPECT_TRUE(step["staleness"].is_null());
+  const nlohmann::json& weights = edges["a1>a2:weights"];
+  EXPECT_EQ(weights["kind"], "weights");
+  EXPECT_TRUE(weights["bytes_per_s"].is_null());
+}
+
+TEST_F(DashboardServerTest, PrometheusPagePassesPromtool) {
+  const std::string id = Submit();
+  WaitStatus(id, "SUCCEEDED");
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->kv["stats/actors/a2"] =
+        R"({"actor_id":"a2","incarnation":0,"calls":[{"caller":"driver","method":"Generate",)"
+        R"("calls":5,"request_bytes":50,"reply_bytes":500,"errors":1}]})";
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // a sample or two
+  httplib::Result r = client_->Get("/metrics");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_TRUE(absl::StartsWith(r->get_header_value("Content-Type"), "text/plain; version=0.0.4"));
+  const std::string& page = r->body;
+  EXPECT_TRUE(absl::StrContains(page, "troupe_actors{state=\"ALIVE\"} 3\n")) << page;
+  EXPECT_TRUE(absl::StrContains(page, "troupe_actors{state=\"DEAD\"} 1\n")) << page;
+  EXPECT_TRUE(absl::StrContains(page, "troupe_jobs{status=\"SUCCEEDED\"} 1\n")) << page;
+  EXPECT_TRUE(absl::StrContains(
+      page, "troupe_node_resource_used{node_id=\"n1\",hostname=\"host-n1\",resource=\"CPU\"} 1.5"))
+      << page;
+  EXPECT_TRUE(
+      absl::StrContains(page, "troupe_actor_calls_total{job_id=\"job-a\",source=\"driver\""))
+      << page;
+  EXPECT_TRUE(absl::StrContains(
+      page, absl::StrCat("troupe_job_step{job_id=\"", id, "\",name=\"tiny\"} 2\n")))
+      << page;
+  EXPECT_TRUE(absl::StrContains(page, "troupe_job_staleness{")) << page;
+
+  const std::string file = dir_ + "/metrics.txt";
+  std::ofstream(file) << page;
+  ASSERT_EQ(::access("/usr/bin/promtool", X_OK), 0)
+      << "promtool is missing: tools/install_deps.sh installs Debian's prometheus package";
+  const std::string out = dir_ + "/promtool.out";
+  const int rc = std::system(
+      absl::StrCat("/usr/bin/promtool check metrics < ", file, " > ", out, " 2>&1").c_str());
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << ss.str() << "\npage:\n" << page;
+}
+
+TEST_F(DashboardServerTest, TheWebDashboardsFilesAreServed) {
+  httplib::Result r = client_->Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "<html>troupe dashboard</html>\n");
+  EXPECT_EQ(client_->Get("/no-such-file.js")->status, 404);
+}
+
+TEST_F(DashboardServerTest, ASecondServerOnTheSamePortIsRefused) {
+  absl::StatusOr<std::unique_ptr<DashboardServer>> second = DashboardServer::Start(
+      {.port = server_->port(), .token = kToken, .state_dir = dir_ + "/state2"},
+      std::make_unique<FakeHeadApi>(state_));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(second.status().message(), std::to_string(server_->port())))
+      << second.status();
+}
+
+}  // namespace
+}  // namespace troupe::dashboard

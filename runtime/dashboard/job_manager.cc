@@ -1,0 +1,609 @@
+#include "runtime/dashboard/job_manager.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "recipes/job_spec/job_spec.h"
+#include "runtime/atomic_file.h"
+
+extern char** environ;
+
+namespace troupe::dashboard {
+namespace {
+
+constexpr char kJobKeyPrefix[] = "jobs/";
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, n) : std::string();
+}
+
+std::string RandomHex(int digits) {
+  static std::mt19937_64 rng(std::random_device{}() ^
+                             static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  std::string out;
+  while (static_cast<int>(out.size()) < digits) {
+    char buf[17];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
+    out += buf;
+  }
+  return out.substr(0, digits);
+}
+
+// The last non-empty line of a log, at most 300 characters (carriage-return progress updates
+// keep only their last state).
+std::string LastLine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = std::max<std::streamoff>(0, size - 8192);
+  in.seekg(start);
+  std::string tail(static_cast<size_t>(size - start), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  size_t end = tail.find_last_not_of("\r\n \t");
+  if (end == std::string::npos) return "";
+  const size_t begin = tail.find_last_of("\r\n", end);
+  const size_t first = begin == std::string::npos ? 0 : begin + 1;
+  std::string line = tail.substr(first, end + 1 - first);
+  if (line.size() > 300) line = "..." + line.substr(line.size() - 297);
+  return line;
+}
+
+JobStatus StatusFromName(const std::string& s, bool* ok) {
+  *ok = true;
+  if (s == "PENDING") return JobStatus::kPending;
+  if (s == "RUNNING") return JobStatus::kRunning;
+  if (s == "SUCCEEDED") return JobStatus::kSucceeded;
+  if (s == "FAILED") return JobStatus::kFailed;
+  if (s == "STOPPED") return JobStatus::kStopped;
+  *ok = false;
+  return JobStatus::kFailed;
+}
+
+// SIGs the driver's process group (it is its own group leader) and the driver itself (in case
+// it has not called setpgid yet).
+void SignalDriver(pid_t pid, int sig) {
+  if (pid <= 0) return;
+  ::kill(-pid, sig);
+  ::kill(pid, sig);
+}
+
+}  // namespace
+
+const char* JobStatusName(JobStatus status) {
+  switch (status) {
+    case JobStatus::kPending:
+      return "PENDING";
+    case JobStatus::kRunning:
+      return "RUNNING";
+    case JobStatus::kSucceeded:
+      return "SUCCEEDED";
+    case JobStatus::kFailed:
+      return "FAILED";
+    case JobStatus::kStopped:
+      return "STOPPED";
+  }
+  return "FAILED";
+}
+
+bool IsTerminal(JobStatus status) {
+  return status == JobStatus::kSucceeded || status == JobStatus::kFailed ||
+         status == JobStatus::kStopped;
+}
+
+nlohmann::json JobToJson(const JobInfo& job) {
+  return {{"job_id", job.job_id},
+          {"name", job.name},
+          {"status", JobStatusName(job.status)},
+          {"submitted_ms", job.submitted_ms},
+          {"start_ms", job.start_ms},
+          {"end_ms", job.end_ms},
+          {"message", job.message},
+          {"logging_dir", job.logging_dir},
+          {"job_dir", job.job_dir},
+          {"driver_pid", job.driver_pid},
+          {"exit_code", job.exit_code >= 0 ? nlohmann::json(job.exit_code) : nlohmann::json()},
+          {"stop_requested", job.stop_requested},
+          {"type", job.attached ? "DRIVER" : "SUBMISSION"}};
+}
+
+absl::StatusOr<JobInfo> JobFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("job record: not a JSON object");
+  JobInfo job;
+  try {
+    job.job_id = j.at("job_id").get<std::string>();
+    job.name = j.value("name", "");
+    bool ok;
+    job.status = StatusFromName(j.at("status").get<std::string>(), &ok);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job record ", job.job_id, ": status ", j.at("status").dump()));
+    }
+    job.submitted_ms = j.value("submitted_ms", int64_t{0});
+    job.start_ms = j.value("start_ms", int64_t{0});
+    job.end_ms = j.value("end_ms", int64_t{0});
+    job.message = j.value("message", "");
+    job.attached = j.value("type", "SUBMISSION") == "DRIVER";
+    job.logging_dir = j.value("logging_dir", "");
+    job.job_dir = j.value("job_dir", "");
+    job.driver_pid = j.value("driver_pid", int64_t{0});
+    job.exit_code = j.contains("exit_code") && j["exit_code"].is_number_integer()
+                        ? j["exit_code"].get<int>()
+                        : -1;
+    job.stop_requested = j.value("stop_requested", false);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("job record: ", e.what()));
+  }
+  return job;
+}
+
+JobManager::JobManager(JobManagerOptions options, HeadApi* head)
+    : options_(std::move(options)), head_(head) {}
+
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(JobManagerOptions options,
+                                                              HeadApi* head) {
+  if (head == nullptr) return absl::InvalidArgumentError("JobManager: no head");
+  if (options.state_dir.empty()) return absl::InvalidArgumentError("JobManager: no state_dir");
+  std::error_code ec;
+  options.state_dir = std::filesystem::absolute(options.state_dir, ec).lexically_normal().string();
+  if (!options.state_dir.empty() && options.state_dir.back() == '/') options.state_dir.pop_back();
+  std::filesystem::create_directories(options.state_dir + "/jobs", ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", options.state_dir, "/jobs: ", ec.message()));
+  }
+  if (options.troupe_binary.empty()) options.troupe_binary = SelfExe();
+  std::unique_ptr<JobManager> m(new JobManager(std::move(options), head));
+  if (absl::Status s = m->Recover(); !s.ok()) return s;
+  m->spawner_ = std::thread([self = m.get()] { self->SpawnerLoop(); });
+  return m;
+}
+
+JobManager::~JobManager() { Shutdown(); }
+
+absl::Status JobManager::Recover() {
+  absl::StatusOr<std::vector<std::string>> keys = head_->KvList(kJobKeyPrefix);
+  if (!keys.ok()) return keys.status();
+  std::vector<std::string> lost;
+  for (const std::string& key : *keys) {
+    absl::StatusOr<std::string> value = head_->KvGet(key);
+    if (!value.ok()) continue;  // deleted meanwhile
+    nlohmann::json j = nlohmann::json::parse(*value, nullptr, /*allow_exceptions=*/false);
+    absl::StatusOr<JobInfo> job = JobFromJson(j);
+    if (!job.ok()) {
+      std::fprintf(stderr, "dashboard: ignoring KV entry %s: %s\n", key.c_str(),
+                   std::string(job.status().message()).c_str());
+      continue;
+    }
+    if (!IsTerminal(job->status)) {
+      const char* was = JobStatusName(job->status);
+      if (job->driver_pid > 0 && ::kill(static_cast<pid_t>(job->driver_pid), 0) == 0) {
+        // Not our child any more (we cannot supervise it): end it.
+        SignalDriver(static_cast<pid_t>(job->driver_pid), SIGKILL);
+      }
+      job->status = JobStatus::kFailed;
+      job->end_ms = NowMs();
+      job->message =
+          job->attached         ? absl::StrCat("the head restarted while the job was ", was,
+                                               "; the process that drove it (and embedded the head) is "
+                                                       "gone")
+          : job->driver_pid > 0 ? absl::StrCat("the head restarted while the job was ", was,
+                                               "; its driver (pid ", job->driver_pid, ") is gone")
+                                : absl::StrCat("the head restarted while the job was ", was,
+                                               "; its driver never started");
+      lost.push_back(job->job_id);
+    }
+    absl::MutexLock lock(&mu_);
+    jobs_[job->job_id] = *job;
+  }
+  for (const std::string& id : lost) {
+    KillActorsOf(id);
+    Persist(id);
+  }
+  return absl::OkStatus();
+}
+
+void JobManager::Persist(const std::string& job_id) {
+  absl::MutexLock persist(&persist_mu_);
+  std::string value;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return;
+    value = JobToJson(it->second).dump();
+  }
+  absl::Status s = head_->KvPut(kJobKeyPrefix + job_id, value);
+  if (!s.ok()) {
+    std::fprintf(stderr, "dashboard: cannot record job %s in the KV store: %s\n", job_id.c_str(),
+                 s.ToString().c_str());
+  }
+}
+
+absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
+                                               absl::string_view source_name,
+                                               const std::vector<std::string>& overrides) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the head is shutting down");
+  }
+  const std::string source = source_name.empty() ? "job.yaml" : std::string(source_name);
+  // Exactly the checks (and messages) of `troupe run`.
+  absl::StatusOr<recipes::JobSpec> spec = recipes::ParseJobSpec(yaml_text, source, overrides);
+  if (!spec.ok()) return spec.status();
+  if (absl::Status s = recipes::ValidateFiles(*spec); !s.ok()) return s;
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return status.status();
+  std::vector<recipes::NodeResources> nodes;
+  for (const proto::NodeInfo& n : status->nodes()) {
+    if (n.state() == proto::NODE_ALIVE) {
+      nodes.push_back({n.total().amounts().begin(), n.total().amounts().end()});
+    }
+  }
+  if (absl::Status s = recipes::CheckResourcesFit(*spec, nodes); !s.ok()) return s;
+
+  JobInfo job;
+  job.job_id = absl::StrCat(spec->name, "-", RandomHex(8));
+  job.name = spec->name;
+  job.job_dir = absl::StrCat(options_.state_dir, "/jobs/", job.job_id);
+  job.logging_dir = job.job_dir + "/run";
+  job.submitted_ms = NowMs();
+  // The job's own logging dir (a JSON string is a YAML scalar, whatever the path holds).
+  std::vector<std::string> resolved_overrides = overrides;
+  resolved_overrides.push_back(
+      absl::StrCat("logging.dir=", nlohmann::json(job.logging_dir).dump()));
+  absl::StatusOr<recipes::JobSpec> resolved =
+      recipes::ParseJobSpec(yaml_text, source, resolved_overrides);
+  if (!resolved.ok()) return resolved.status();
+  std::error_code ec;
+  std::filesystem::create_directories(job.logging_dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create ", job.logging_dir, ": ", ec.message()));
+  }
+  if (absl::Status s = WriteFileAtomically(job.job_dir + "/job.yaml", recipes::ToYaml(*resolved));
+      !s.ok()) {
+    return s;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the head is shutting down");
+    jobs_[job.job_id] = job;
+  }
+  Persist(job.job_id);
+  {
+    absl::MutexLock lock(&spawn_mu_);
+    spawn_queue_.push_back(job.job_id);
+  }
+  return job.job_id;
+}
+
+void JobManager::SpawnerLoop() {
+  while (true) {
+    std::string id;
+    {
+      absl::MutexLock lock(&spawn_mu_);
+      spawn_mu_.Await(absl::Condition(
+          +[](JobManager* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return self->spawn_stop_ || !self->spawn_queue_.empty();
+          },
+          this));
+      if (spawn_queue_.empty()) return;
+      id = std::move(spawn_queue_.front());
+      spawn_queue_.pop_front();
+    }
+    Launch(id);
+  }
+}
+
+void JobManager::Launch(const std::string& job_id) {
+  JobInfo job;
+  bool stopped = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || it->second.status != JobStatus::kPending) return;
+    if (it->second.stop_requested || shutting_down_) {
+      it->second.status = JobStatus::kStopped;
+      it->second.end_ms = NowMs();
+      it->second.message = shutting_down_ ? "stopped before its driver started: the head shut down"
+                                          : "stopped before its driver started";
+      stopped = true;
+    }
+    job = it->second;
+  }
+  if (stopped) {
+    Persist(job_id);
+    return;
+  }
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> args = {options_.troupe_binary,   "run",      "--address",
+                                   options_.head_address,    "--job-id", job_id,
+                                   job.job_dir + "/job.yaml"};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "TROUPE_TOKEN=", 13) == 0) continue;
+    env.emplace_back(*e);
+  }
+  env.push_back("TROUPE_TOKEN=" + options_.token);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string exec_error =
+      absl::StrCat("troupe job manager: cannot execute ", options_.troupe_binary, "\n");
+  const int log_fd =
+      ::open(job.driver_log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  pid_t pid = -1;
+  int fork_errno = 0;
+  if (log_fd >= 0 && null_fd >= 0) {
+    const pid_t parent = ::getpid();
+    pid = ::fork();
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);  // the head died before prctl took effect
+      ::setpgid(0, 0);
+      ::dup2(null_fd, 0);
+      ::dup2(log_fd, 1);
+      ::dup2(log_fd, 2);
+      ::execve(argv[0], argv.data(), envp.data());
+      (void)!::write(2, exec_error.data(), exec_error.size());
+      ::_exit(127);
+    }
+    fork_errno = errno;
+  } else {
+    fork_errno = errno;
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  if (null_fd >= 0) ::close(null_fd);
+  {
+    absl::MutexLock lock(&mu_);
+    JobInfo& j = jobs_[job_id];
+    if (pid <= 0) {
+      j.status = JobStatus::kFailed;
+      j.end_ms = NowMs();
+      j.message =
+          absl::StrCat("could not start the driver (", log_fd < 0 ? job.driver_log() : "fork",
+                       "): ", std::strerror(fork_errno));
+    } else {
+      j.status = JobStatus::kRunning;
+      j.start_ms = NowMs();
+      j.driver_pid = pid;
+      reapers_.emplace_back([this, job_id, pid] { Reap(job_id, pid); });
+    }
+  }
+  Persist(job_id);
+}
+
+void JobManager::KillActorsOf(const std::string& job_id) {
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) {
+    std::fprintf(stderr, "dashboard: cannot list the actors of job %s: %s\n", job_id.c_str(),
+                 status.status().ToString().c_str());
+    return;
+  }
+  for (const proto::ActorInfo& a : status->actors()) {
+    if (a.spec().job_id().id() != job_id || a.state() == proto::DEAD) continue;
+    absl::Status s = head_->KillActor(a.id().id());
+    if (!s.ok()) {
+      std::fprintf(stderr, "dashboard: cannot kill actor %s of job %s: %s\n", a.id().id().c_str(),
+                   job_id.c_str(), s.ToString().c_str());
+    }
+  }
+}
+
+void JobManager::Reap(std::string job_id, pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  // Whatever ended the driver, its actors go with it.
+  KillActorsOf(job_id);
+  {
+    absl::MutexLock lock(&mu_);
+    JobInfo& j = jobs_[job_id];
+    j.end_ms = NowMs();
+    std::string how;
+    if (WIFEXITED(status)) {
+      j.exit_code = WEXITSTATUS(status);
+      how = absl::StrCat("exited with code ", j.exit_code);
+    } else if (WIFSIGNALED(status)) {
+      how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
+                         strsignal(WTERMSIG(status)), ")");
+    } else {
+      how = "ended";
+    }
+    if (j.stop_requested) {
+      j.status = JobStatus::kStopped;
+      j.message = shutting_down_
+                      ? absl::StrCat("stopped: the head shut down (the driver ", how, ")")
+                      : absl::StrCat("stopped by request (the driver ", how, ")");
+    } else if (j.exit_code == 0) {
+      j.status = JobStatus::kSucceeded;
+      j.message = "Job finished successfully.";
+    } else {
+      j.status = JobStatus::kFailed;
+      const std::string last = LastLine(j.driver_log());
+      j.message = absl::StrCat("the driver ", how, last.empty() ? "" : ": ", last);
+    }
+  }
+  Persist(job_id);
+}
+
+absl::Status JobManager::Attach(const std::string& job_id, const std::string& name,
+                                const std::string& job_dir, const std::string& logging_dir,
+                                std::function<void()> stop) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the head is shutting down");
+    if (jobs_.count(job_id) != 0) {
+      return absl::AlreadyExistsError(absl::StrCat("a job with id ", job_id, " exists already"));
+    }
+    JobInfo& j = jobs_[job_id];
+    j.job_id = job_id;
+    j.name = name;
+    j.status = JobStatus::kRunning;
+    j.submitted_ms = j.start_ms = NowMs();
+    j.job_dir = job_dir;
+    j.logging_dir = logging_dir;
+    j.attached = true;
+    attached_stop_[job_id] = std::move(stop);
+  }
+  Persist(job_id);
+  return absl::OkStatus();
+}
+
+void JobManager::EndAttached(const std::string& job_id, const absl::Status& outcome) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || !it->second.attached || IsTerminal(it->second.status)) return;
+  }
+  KillActorsOf(job_id);
+  {
+    absl::MutexLock lock(&mu_);
+    JobInfo& j = jobs_[job_id];
+    j.end_ms = NowMs();
+    if (j.stop_requested) {
+      j.status = JobStatus::kStopped;
+      j.message = outcome.ok() ? "stopped by request"
+                               : absl::StrCat("stopped by request (", outcome.message(), ")");
+    } else if (outcome.ok()) {
+      j.status = JobStatus::kSucceeded;
+      j.message = "Job finished successfully.";
+    } else {
+      j.status = JobStatus::kFailed;
+      j.message = std::string(outcome.message());
+    }
+    attached_stop_.erase(job_id);
+  }
+  Persist(job_id);
+}
+
+std::vector<JobInfo> JobManager::List() const {
+  std::vector<JobInfo> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, j] : jobs_) out.push_back(j);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const JobInfo& a, const JobInfo& b) {
+    return a.submitted_ms < b.submitted_ms;
+  });
+  return out;
+}
+
+absl::StatusOr<JobInfo> JobManager::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id ", job_id));
+  return it->second;
+}
+
+bool JobManager::WaitEnded(const std::string& job_id, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = jobs_.find(job_id);
+    return it == jobs_.end() || IsTerminal(it->second.status);
+  };
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!ended()) {
+    if (absl::Now() >= deadline) return false;
+    mu_.AwaitWithDeadline(absl::Condition(&ended), deadline);
+  }
+  return true;
+}
+
+absl::StatusOr<bool> JobManager::Stop(const std::string& job_id) {
+  pid_t pid = 0;
+  std::function<void()> stop_attached;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job with id ", job_id));
+    if (IsTerminal(it->second.status)) return false;
+    const bool first = !it->second.stop_requested;
+    it->second.stop_requested = true;
+    pid = static_cast<pid_t>(it->second.driver_pid);
+    if (it->second.attached && first) stop_attached = attached_stop_[job_id];
+    if (it->second.attached && !stop_attached) stop_attached = [] {};
+  }
+  Persist(job_id);
+  if (stop_attached) {
+    // The driver stops at its next step boundary (it is this process: nothing to signal).
+    stop_attached();
+    if (!WaitEnded(job_id, options_.stop_grace + absl::Seconds(60))) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("job ", job_id, ": its driver did not stop within ",
+                       absl::FormatDuration(options_.stop_grace + absl::Seconds(60))));
+    }
+    return true;
+  }
+  SignalDriver(pid, SIGTERM);
+  if (!WaitEnded(job_id, options_.stop_grace)) {
+    // Read the pid again: the spawner may have started the driver meanwhile.
+    {
+      absl::MutexLock lock(&mu_);
+      pid = static_cast<pid_t>(jobs_[job_id].driver_pid);
+    }
+    SignalDriver(pid, SIGKILL);
+    if (!WaitEnded(job_id, absl::Seconds(30))) {
+      return absl::DeadlineExceededError(absl::StrCat("job ", job_id, ": its driver (pid ", pid,
+                                                      ") did not end after SIGKILL within 30 s"));
+    }
+  }
+  return true;
+}
+
+void JobManager::Shutdown() {
+  std::vector<pid_t> running;
+  std::vector<std::function<void()>> attached_stops;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    for (auto& [id, j] : jobs_) {
+      if (IsTerminal(j.status)) continue;
+      j.stop_requested = true;
+      if (j.driver_pid > 0) running.push_back(static_cast<pid_t>(j.driver_pid));
+    }
+    for (auto& [id, stop] : attached_stop_) {
+      if (stop) attached_stops.push_back(std::move(stop));
+    }
+    attached_stop_.clear();
+  }
+  for (auto& stop : attached_stops) stop();
+  for (pid_t pid : running) SignalDriver(pid, SIGTERM);
+  {
+    absl::MutexLock lock(&spawn_mu_);
+    spawn_stop_ = true;
+  }
+  if (spawner_.joinable()) spawner_.join();  // launches what was queued as STOPPED
+  const absl::Time give_up = absl::Now() + options_.stop_grace;
+  for (const auto& job : List()) {
+    if (!IsTerminal(job.status)) WaitEnded(job.job_id, give_up - absl::Now());
+  }
+  for (pid_t pid : running) SignalDriver(pid, SIGKILL);
+  std::vector<std::thread> reapers;
+  {
+    absl::MutexLock lock(&mu_);
+    reapers.swap(reapers_);
+  }
+  for (std::thread& t : reapers) t.join();
+}
+
+}  // namespace troupe::dashboard

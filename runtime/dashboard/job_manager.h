@@ -1,0 +1,176 @@
+// JobManager: the head's jobs (`troupe job submit`, POST /api/jobs/). Each job's driver runs as a
+// supervised child process of the head:
+//
+//   <troupe binary> run --address <head> --job-id <id> <state dir>/jobs/<id>/job.yaml
+//
+// with the cluster token in TROUPE_TOKEN (never on the command line, where `ps` would show it),
+// stdout and stderr in <state dir>/jobs/<id>/driver.log, and the job's resolved spec (ToYaml) in
+// job.yaml with logging.dir set to <state dir>/jobs/<id>/run, so runs of one spec never collide.
+// The job id ("<spec name>-<8 hex>") tags the job's actors (ClusterActorOptions.job_id) and
+// prefixes their names (<id>/trainer, ...). Relative paths in the spec are relative to the head's
+// working directory, which the driver inherits.
+//
+// Lifecycle:
+//   Submit ─▶ PENDING ─(driver started)─▶ RUNNING ─(exit 0)──────────────▶ SUCCEEDED
+//                │                           ├─(exit != 0 or a signal)──▶ FAILED
+//                └────────(Stop)─────────────┴─(Stop: SIGTERM to the driver's process group,
+//                                                SIGKILL after the grace period)──▶ STOPPED
+// When the driver ends, however it ends, the job's actors that are still alive are killed (through
+// the head), and only then is the final status recorded: a job seen STOPPED has no live actors.
+//
+// Attached jobs: a process that drives a job itself on a cluster whose head it embeds (`troupe run`
+// without --address, like Ray's driver jobs) records it with Attach, so the dashboard shows it like
+// a submitted one; it has no driver process to supervise (driver_pid 0, type "DRIVER"), Stop asks
+// its `stop` callback, and EndAttached records how it ended.
+//
+// Durability: the job table lives in the head's KV (key "jobs/<id>", the JSON of JobToJson), so it
+// survives a head restart. Drivers die with the head (PR_SET_PDEATHSIG); a job that a new
+// JobManager finds PENDING or RUNNING is marked FAILED, naming the lost driver.
+//
+// Thread-safety: all public methods are thread-safe.
+#ifndef TROUPE_RUNTIME_DASHBOARD_JOB_MANAGER_H_
+#define TROUPE_RUNTIME_DASHBOARD_JOB_MANAGER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runtime/dashboard/head_api.h"
+
+namespace troupe::dashboard {
+
+enum class JobStatus { kPending, kRunning, kSucceeded, kFailed, kStopped };
+
+// "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED".
+const char* JobStatusName(JobStatus status);
+bool IsTerminal(JobStatus status);
+
+struct JobInfo {
+  std::string job_id;
+  std::string name;  // the spec's name
+  JobStatus status = JobStatus::kPending;
+  int64_t submitted_ms = 0;
+  int64_t start_ms = 0;  // 0 until the driver started
+  int64_t end_ms = 0;    // 0 until the job ended
+  std::string message;   // why it failed or stopped; "Job finished successfully." on success
+  std::string logging_dir;
+  std::string job_dir;  // job.yaml and driver.log
+  int64_t driver_pid = 0;
+  int exit_code = -1;  // the driver's exit code; -1 if it has not exited or died of a signal
+  bool stop_requested = false;
+  bool attached = false;  // driven by the process that attached it (see above)
+
+  std::string driver_log() const { return job_dir + "/driver.log"; }
+};
+
+// The job as the REST API and the KV store show it:
+//   {"job_id","name","status","submitted_ms","start_ms","end_ms","message","logging_dir",
+//    "job_dir","driver_pid","exit_code","stop_requested","type"}; type is "SUBMISSION", or
+//    "DRIVER" for an attached job.
+nlohmann::json JobToJson(const JobInfo& job);
+// The inverse; InvalidArgument naming the field.
+absl::StatusOr<JobInfo> JobFromJson(const nlohmann::json& j);
+
+struct JobManagerOptions {
+  // Jobs go under <state_dir>/jobs/<id> (made absolute).
+  std::string state_dir;
+  // The head's gRPC "host:port" and the cluster token, handed to drivers.
+  std::string head_address;
+  std::string token;
+  // The binary whose `run` subcommand drives a job; empty = this process's executable.
+  std::string troupe_binary;
+  // Between SIGTERM and SIGKILL when a job is stopped.
+  absl::Duration stop_grace = absl::Seconds(5);
+};
+
+class JobManager {
+ public:
+  // Loads the job table from the KV store (failing the jobs whose drivers were lost) and starts
+  // the spawner. `head` must outlive the manager.
+  static absl::StatusOr<std::unique_ptr<JobManager>> Start(JobManagerOptions options,
+                                                           HeadApi* head);
+  // Runs Shutdown().
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  // Checks the spec the way `troupe run` does (ParseJobSpec with `source_name`, e.g. "job.yaml",
+  // then ValidateFiles, then CheckResourcesFit against the cluster's alive nodes), then starts its
+  // driver. Returns the job id. InvalidArgument / FailedPrecondition with the message `troupe run`
+  // prints ("job.yaml:7:6: algorithm.n: ..."), UNAVAILABLE while shutting down.
+  absl::StatusOr<std::string> Submit(absl::string_view yaml_text, absl::string_view source_name,
+                                     const std::vector<std::string>& overrides);
+
+  // Records a job driven by the calling process (see "Attached jobs" above): RUNNING now, its log
+  // at <job_dir>/driver.log (the caller writes it), its metrics under logging_dir. Stop() calls
+  // `stop` once and waits for EndAttached. ALREADY_EXISTS for a known id.
+  absl::Status Attach(const std::string& job_id, const std::string& name,
+                      const std::string& job_dir, const std::string& logging_dir,
+                      std::function<void()> stop);
+  // Ends an attached job: its live actors are killed, then it is recorded SUCCEEDED (outcome OK,
+  // unless Stop was called: STOPPED) or FAILED with the outcome's message.
+  void EndAttached(const std::string& job_id, const absl::Status& outcome);
+
+  // Every job, oldest first.
+  std::vector<JobInfo> List() const;
+  // NOT_FOUND naming the id.
+  absl::StatusOr<JobInfo> Get(const std::string& job_id) const;
+
+  // Stops the job: SIGTERM to its driver, SIGKILL after the grace period, then its actors are
+  // killed. Returns once the job is STOPPED (true), or false if it had already ended. NOT_FOUND
+  // for an unknown id.
+  absl::StatusOr<bool> Stop(const std::string& job_id);
+
+  // Waits up to `timeout` for the job to end; returns whether it has.
+  bool WaitEnded(const std::string& job_id, absl::Duration timeout) const;
+
+  // Stops every running job (message "the head shut down") and the spawner. Idempotent.
+  void Shutdown();
+
+ private:
+  JobManager(JobManagerOptions options, HeadApi* head);
+  absl::Status Recover();
+  // Writes the job's current record to the KV store (serialized per manager, newest wins).
+  void Persist(const std::string& job_id);
+  // Starts the job's driver (spawner thread).
+  void Launch(const std::string& job_id);
+  // Waits for the driver, kills the job's actors, records the outcome (one thread per job).
+  void Reap(std::string job_id, pid_t pid);
+  void KillActorsOf(const std::string& job_id);
+  void SpawnerLoop();
+
+  const JobManagerOptions options_;
+  HeadApi* const head_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> reapers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::function<void()>> attached_stop_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex persist_mu_;
+
+  // The spawner thread forks every driver, so PR_SET_PDEATHSIG (tied to the forking thread)
+  // fires only when the head process itself goes away.
+  absl::Mutex spawn_mu_;
+  std::deque<std::string> spawn_queue_ ABSL_GUARDED_BY(spawn_mu_);
+  bool spawn_stop_ ABSL_GUARDED_BY(spawn_mu_) = false;
+  std::thread spawner_;
+};
+
+}  // namespace troupe::dashboard
+
+#endif  // TROUPE_RUNTIME_DASHBOARD_JOB_MANAGER_H_
