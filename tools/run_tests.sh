@@ -18,6 +18,18 @@ start=$(date +%s)
 "$BAZEL" test --keep_going "${args[@]}" 2>&1 | tee "$log"
 bazel_rc=${PIPESTATUS[0]}
 
+# The CUDA code (kernels, NCCL collectives) builds only with --config=cuda; where a CUDA toolkit
+# is installed, build it and run its tests too (they skip, saying why, when no GPU responds), so it
+# cannot rot on machines without GPUs. Only for the default pattern (a full run).
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+if [[ $# -eq 0 && "$cuda_home" != none && -x "$cuda_home/bin/nvcc" ]]; then
+  echo "run_tests: CUDA toolkit at $cuda_home: building and testing the CUDA targets (--config=cuda)"
+  "$BAZEL" test --config=cuda --keep_going //kernels/... //runtime/collective/... 2>&1 |
+    sed -E 's#^(//[^ ]+)( +)#\1:cuda\2#' | tee -a "$log"
+  cuda_rc=${PIPESTATUS[0]}
+  [[ $cuda_rc -ne 0 ]] && bazel_rc=$cuda_rc
+fi
+
 # Summary lines look like "//runtime:foo_test    (cached) PASSED in 0.1s".
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(PASSED|FLAKY)' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")

@@ -231,7 +231,7 @@ absl::StatusOr<SftResult> RunSftImpl(const SftOptions& options,
   int64_t num_params = 0;
   for (const at::Tensor& p : model->parameters()) num_params += p.numel();
   log(absl::StrFormat(
-      "sft: %d-digit addition, %d train / %d held-out problems (of %d); model %d params "
+      "%d-digit addition, %d train / %d held-out problems (of %d); model %d params "
       "(hidden %d, %d layers, vocab %d); batch %d, lr %g, %d steps max, target %.1f%%, %d threads",
       options.task.digits, task.size(TaskSplit::kTrain), heldout.size(), task.num_problems(),
       num_params, config.hidden_size, config.num_hidden_layers, config.vocab_size,
