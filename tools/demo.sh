@@ -4,7 +4,7 @@
 #   troupe run examples/grpo_arith.yaml
 #
 # First an SFT warm start (a careless teacher's data, so SFT levels off well below 100%; about
-# 4-5 minutes on 2 cores, then reused from runs/grpo-arith/sft on later runs), then 150 steps of
+# 6 minutes on 2 cores, then reused from runs/grpo-arith/sft on later runs), then 150 steps of
 # asynchronous GRPO on actors (about 1-2 minutes). It prints held-out accuracy before and after.
 # Metrics: runs/grpo-arith/metrics.jsonl and TensorBoard events in runs/grpo-arith/tb.
 set -euo pipefail
@@ -12,4 +12,5 @@ cd "$(dirname "$0")/.."
 BAZEL=${BAZEL:-bazel}
 "$BAZEL" build --ui_event_filters=-info --noshow_progress //cli:troupe
 echo "== troupe demo: asynchronous GRPO on 2-digit addition (examples/grpo_arith.yaml)"
+echo "   dashboard: http://127.0.0.1:8265 while it runs (or the port printed below)"
 exec bazel-bin/cli/troupe run examples/grpo_arith.yaml "$@"
