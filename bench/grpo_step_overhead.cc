@@ -9,7 +9,7 @@
 // with the same SFT start, seeds and thread count (1), in the same run. Reports the median step
 // time of each and the ratio (actors / single process; target <= 1.05).
 //
-//   bazel build //bench:grpo_step_overhead //cli:troupe && \
+//   bazel build //bench:grpo_step_overhead //cli:troupe &&
 //     bazel-bin/bench/grpo_step_overhead --sft_dir=runs/grpo-arith/sft [--steps=12] [--batch=32]
 #include <algorithm>
 #include <chrono>

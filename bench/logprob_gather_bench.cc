@@ -6,8 +6,8 @@
 // one forward+backward step (the grad of the logits included), each with the baseline measured in
 // the same run and ratio = troupe / baseline, plus the largest |difference| of the results.
 //
-//   bazel run -c opt //bench:logprob_gather_bench -- --rows=2048 --vocab=32000 --iters=5 \
-//       --threads=2
+//   bazel run -c opt //bench:logprob_gather_bench --
+//       --rows=2048 --vocab=32000 --iters=5 --threads=2
 #include <torch/torch.h>
 
 #include <algorithm>

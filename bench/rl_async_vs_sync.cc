@@ -1,15 +1,15 @@
 // Benchmark: wall time for GRPO to reach a held-out accuracy, asynchronous (max_staleness = 2)
 // against synchronous (0) — the same job (examples/grpo_arith.yaml), the same SFT start, the same
 // cores, in the same run. Reports both times and the speedup (sync / async; target >= 1.8), plus
-// both accuracy curves (held-out exact match every `eval_every` steps, with wall time), and a second
-// line with the ceiling overlap can reach for this job here: the synchronous step time over the
-// longer of its generate and train parts.
+// both accuracy curves (held-out exact match every `eval_every` steps, with wall time), and a
+// second line with the ceiling overlap can reach for this job here: the synchronous step time over
+// the longer of its generate and train parts.
 //
-//   bazel build //bench:rl_async_vs_sync //cli:troupe && \
+//   bazel build //bench:rl_async_vs_sync //cli:troupe &&
 //     bazel-bin/bench/rl_async_vs_sync --sft_dir=runs/grpo-arith/sft [--target=0.75]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <string>
