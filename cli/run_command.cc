@@ -152,7 +152,9 @@ int RunJob(const RunFlags& f) {
   if (jobs != nullptr) jobs->EndAttached(options.job_id, r.status());
   if (driver_log != nullptr) {
     std::fprintf(driver_log, "%s\n",
-                 r.ok() ? "job finished" : ("job failed: " + r.status().ToString()).c_str());
+                 !r.ok() ? ("job failed: " + r.status().ToString()).c_str()
+                 : stop  ? "job stopped by request"
+                         : "job finished");
     std::fclose(driver_log);
   }
   if (!r.ok()) {
@@ -174,6 +176,11 @@ int RunJob(const RunFlags& f) {
               static_cast<long long>(r->accounting.buffered()));
   std::printf("  metrics: %s/metrics.jsonl (TensorBoard: %s/tb)\n", spec->logging.dir.c_str(),
               spec->logging.dir.c_str());
+  if (stop) {
+    std::fprintf(stderr, "troupe run: job %s was stopped by request (dashboard) after step %lld\n",
+                 options.job_id.c_str(), static_cast<long long>(r->steps));
+    return 1;
+  }
   return 0;
 }
 

@@ -8,7 +8,9 @@
 #      Chromium) on it while it runs: one graph vertex per actor of the job, charts with points,
 #      a click on a vertex showing its details; screenshots saved as test outputs;
 #   5. /metrics checked by promtool while the job runs; `troupe job status|logs|list`;
-#   6. `troupe job stop`: the job ends STOPPED and its actors die.
+#   6. `troupe job stop`: the job ends STOPPED and its actors die;
+#   7. `troupe run` (embedded cluster) shows its job in its own dashboard, where a REST stop ends
+#      it at a step boundary (exit 1, final evaluation done).
 #
 # Usage: bazel test //tests/dashboard:cluster_dashboard_test
 # Needs what tools/install_deps.sh installs (chromium, prometheus' promtool, node_modules here).
@@ -128,4 +130,29 @@ grep -q "STOPPED" "$tmp/status2.out" || fail "the job is not STOPPED: $(cat "$tm
 alive=$(curl -s --max-time 10 "$url/api/actors?job=$long_id&state=ALIVE" |
   json_field actors.length)
 [[ "$alive" == 0 ]] || fail "$alive actors of the stopped job are still ALIVE"
+step "troupe run shows its job in its embedded dashboard, where it can be stopped"
+run_dir="$tmp/embedded"
+"$troupe" run "$spec" "sft.dir=$tmp/sft" "logging.dir=$run_dir" trainer.total_steps=100000 \
+  --dashboard-port 0 >"$tmp/run.out" 2>"$tmp/run.err" &
+run_pid=$!
+for ((i = 0; i < 240; i++)); do
+  [[ -s "$run_dir/cluster/dashboard.address" ]] && [[ -s "$run_dir/metrics.jsonl" ]] && break
+  kill -0 "$run_pid" 2>/dev/null || fail "troupe run ended early: $(tail -5 "$tmp/run.err")"
+  sleep 0.5
+done
+run_url=$(head -1 "$run_dir/cluster/dashboard.address")
+run_token=$(head -1 "$run_dir/cluster/token")
+[[ -n "$run_url" && -s "$run_dir/metrics.jsonl" ]] || fail "troupe run never made a step"
+type=$(curl -s --max-time 10 "$run_url/api/jobs/grpo-short" | json_field type)
+[[ "$type" == DRIVER ]] || fail "the embedded dashboard shows the job as '$type', want DRIVER"
+code=$(curl -s -o "$tmp/body" -w '%{http_code}' -X POST -d '' --max-time 90 \
+  -H "Authorization: Bearer $run_token" "$run_url/api/jobs/grpo-short/stop")
+[[ "$code" == 200 ]] || fail "stop over REST: HTTP $code: $(cat "$tmp/body")"
+grep -q '"STOPPED"' "$tmp/body" || fail "stop did not report STOPPED: $(cat "$tmp/body")"
+rc=0
+wait "$run_pid" || rc=$?
+[[ $rc == 1 ]] || fail "troupe run exited $rc after a stop, want 1"
+grep -q "stopped by request" "$tmp/run.err" || fail "troupe run did not say it was stopped"
+grep -q "held-out exact match after GRPO" "$tmp/run.out" || fail "no final evaluation after stop"
+
 echo "cluster_dashboard_test: PASS"
