@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -163,6 +164,7 @@ class DashboardServer::Impl {
   void GetJob(const httplib::Request& req, httplib::Response& res);
   void GetJobLogs(const httplib::Request& req, httplib::Response& res);
   void StopJob(const httplib::Request& req, httplib::Response& res);
+  void StopJobById(const std::string& id, httplib::Response& res);
   void GetJobMetrics(const httplib::Request& req, httplib::Response& res);
   void GetGraph(const httplib::Request& req, httplib::Response& res);
   void GetPrometheus(const httplib::Request& req, httplib::Response& res);
@@ -282,7 +284,18 @@ void DashboardServer::Impl::Routes() {
     if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS") {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    if (Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    if (Authorized(req)) {
+      // A bodiless POST (`curl -X POST .../stop`, no Content-Length) is refused by cpp-httplib as
+      // malformed before routing; stop takes no body, so it is served here.
+      static const std::regex kStop("/api/jobs/([^/]+)/stop");
+      std::smatch m;
+      if (req.method == "POST" && !req.has_header("Content-Length") &&
+          !req.has_header("Transfer-Encoding") && std::regex_match(req.path, m, kStop)) {
+        StopJobById(m[1].str(), res);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     res.set_header("WWW-Authenticate", "Bearer realm=\"troupe\"");
     // The body was not read: the connection cannot carry another request.
     res.set_header("Connection", "close");
@@ -631,7 +644,10 @@ void DashboardServer::Impl::GetJobLogs(const httplib::Request& req, httplib::Res
 }
 
 void DashboardServer::Impl::StopJob(const httplib::Request& req, httplib::Response& res) {
-  const std::string id = req.matches[1];
+  StopJobById(req.matches[1], res);
+}
+
+void DashboardServer::Impl::StopJobById(const std::string& id, httplib::Response& res) {
   absl::StatusOr<bool> stopped = jobs_->Stop(id);
   if (!stopped.ok()) return SendStatus(res, stopped.status());
   absl::StatusOr<JobInfo> job = jobs_->Get(id);

@@ -145,7 +145,7 @@ run_token=$(head -1 "$run_dir/cluster/token")
 [[ -n "$run_url" && -s "$run_dir/metrics.jsonl" ]] || fail "troupe run never made a step"
 type=$(curl -s --max-time 10 "$run_url/api/jobs/grpo-short" | json_field type)
 [[ "$type" == DRIVER ]] || fail "the embedded dashboard shows the job as '$type', want DRIVER"
-code=$(curl -s -o "$tmp/body" -w '%{http_code}' -X POST -d '' --max-time 90 \
+code=$(curl -s -o "$tmp/body" -w '%{http_code}' -X POST --max-time 90 \
   -H "Authorization: Bearer $run_token" "$run_url/api/jobs/grpo-short/stop")
 [[ "$code" == 200 ]] || fail "stop over REST: HTTP $code: $(cat "$tmp/body")"
 grep -q '"STOPPED"' "$tmp/body" || fail "stop did not report STOPPED: $(cat "$tmp/body")"
