@@ -451,10 +451,14 @@ absl::Status JobManager::Attach(const std::string& job_id, const std::string& na
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the head is shutting down");
-    if (jobs_.count(job_id) != 0) {
-      return absl::AlreadyExistsError(absl::StrCat("a job with id ", job_id, " exists already"));
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end() && !IsTerminal(it->second.status)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("a job with id ", job_id, " is ", JobStatusName(it->second.status)));
     }
+    // A rerun of an ended job (same spec, same embedded state dir) takes its place.
     JobInfo& j = jobs_[job_id];
+    j = JobInfo();
     j.job_id = job_id;
     j.name = name;
     j.status = JobStatus::kRunning;

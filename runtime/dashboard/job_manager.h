@@ -116,7 +116,8 @@ class JobManager {
 
   // Records a job driven by the calling process (see "Attached jobs" above): RUNNING now, its log
   // at <job_dir>/driver.log (the caller writes it), its metrics under logging_dir. Stop() calls
-  // `stop` once and waits for EndAttached. ALREADY_EXISTS for a known id.
+  // `stop` once and waits for EndAttached. An ended job with the same id is replaced (a rerun);
+  // ALREADY_EXISTS if it is still PENDING or RUNNING.
   absl::Status Attach(const std::string& job_id, const std::string& name,
                       const std::string& job_dir, const std::string& logging_dir,
                       std::function<void()> stop);

@@ -261,6 +261,13 @@ TEST_F(JobManagerTest, AnAttachedJobIsStoppedThroughItsCallbackAndEndsAsItsDrive
   EXPECT_EQ(m->Get("bad")->status, JobStatus::kFailed);
   EXPECT_EQ(m->Get("bad")->message, "trainer died");
   EXPECT_EQ(*m->Stop("bad"), false);  // already ended
+  // A rerun of an ended job takes its place; a running one cannot be attached twice.
+  ASSERT_TRUE(m->Attach("bad", "bad", dir_ + "/jobs/bad", dir_ + "/run3", [] {}).ok());
+  EXPECT_EQ(m->Get("bad")->status, JobStatus::kRunning);
+  EXPECT_EQ(m->Get("bad")->message, "");
+  EXPECT_EQ(m->Attach("bad", "bad", "", "", [] {}).code(), absl::StatusCode::kAlreadyExists);
+  m->EndAttached("bad", absl::OkStatus());
+  EXPECT_EQ(m->Get("bad")->status, JobStatus::kSucceeded);
 }
 
 TEST_F(JobManagerTest, AnAttachedJobLeftRunningByAHeadThatDiedIsFailed) {
