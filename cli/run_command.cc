@@ -44,13 +44,20 @@ struct RunFlags {
 // taken (another cluster's dashboard, say).
 absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartEmbedded(const RunFlags& f,
                                                                const std::string& state_dir) {
+  // The embedded cluster lives as long as this run: an earlier run's head state (dead nodes and
+  // actors, KV keys, job records) would only confuse this one.
+  auto start = [&state_dir](EmbeddedClusterOptions o) {
+    std::error_code error;
+    std::filesystem::remove_all(state_dir, error);
+    return EmbeddedCluster::Start(std::move(o));
+  };
   EmbeddedClusterOptions o{.state_dir = state_dir, .dashboard_port = f.dashboard_port};
-  absl::StatusOr<std::unique_ptr<EmbeddedCluster>> ec = EmbeddedCluster::Start(o);
+  absl::StatusOr<std::unique_ptr<EmbeddedCluster>> ec = start(o);
   if (!ec.ok() && f.dashboard_port > 0 && absl::IsUnavailable(ec.status())) {
     std::fprintf(stderr, "troupe run: dashboard port %d is taken (%s); using a free one\n",
                  f.dashboard_port, std::string(ec.status().message()).c_str());
     o.dashboard_port = 0;
-    ec = EmbeddedCluster::Start(o);
+    ec = start(o);
   }
   return ec;
 }

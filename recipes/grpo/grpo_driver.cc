@@ -25,6 +25,7 @@
 #include "recipes/sft/arithmetic_task.h"
 #include "recipes/sft/sft_recipe.h"
 #include "runtime/atomic_file.h"
+#include "runtime/collective/collective_group.h"
 #include "runtime/status_macros.h"
 
 namespace troupe::recipes {
@@ -86,6 +87,8 @@ class Driver {
   absl::Status PrepareSft();
   absl::Status LoadResume();
   absl::Status SpawnActors();
+  // Deletes the rendezvous keys of this job's weight groups (every epoch) from the head's KV.
+  void ClearWeightGroupKeys();
   absl::Status WaitAlive(const UntypedActorHandle& h);
   absl::Status FormWeightGroup();
   absl::StatusOr<double> Evaluate();
@@ -151,6 +154,16 @@ void Driver::Teardown() {
     absl::Status s = cluster_.Kill(h, /*no_restart=*/true);
     if (!s.ok()) Log(absl::StrCat("ending the job: ", s.ToString()));
   }
+  ClearWeightGroupKeys();
+}
+
+void Driver::ClearWeightGroupKeys() {
+  // The trainer (rank 0) is killed, not closed, so its groups' rendezvous keys stay in the head's
+  // KV; a later job with the same id would find "<id>/weights.1" taken. Every epoch's keys go.
+  std::string prefix = collective::CollectiveGroup::KeyPrefix(absl::StrCat(prefix_, "/weights"));
+  prefix.back() = '.';  // "collective/<id>/weights." + epoch + "/..."
+  absl::StatusOr<int64_t> n = cluster_.KvDelete(prefix, /*prefix=*/true);
+  if (!n.ok()) Log(absl::StrCat("clearing the weight groups' keys: ", n.status().ToString()));
 }
 
 absl::Status Driver::PrepareTask() {
@@ -915,6 +928,8 @@ absl::StatusOr<GrpoResult> Driver::Run() {
                    spec_.algorithm.kl.coef != 0 ? "1" : "0",
                    " reference, 1 trainer, 1 replay buffer, 1 checkpointer"));
   TROUPE_RETURN_IF_ERROR(SpawnActors());
+  // The names were free, so no live job shares this id: keys under it are a dead run's.
+  ClearWeightGroupKeys();
   TROUPE_RETURN_IF_ERROR(FormWeightGroup());
   metrics::MetricsLoggerOptions mo;
   mo.tensorboard = spec_.logging.tensorboard;

@@ -9,7 +9,8 @@
 #      a click on a vertex showing its details; screenshots saved as test outputs;
 #   5. /metrics checked by promtool while the job runs; `troupe job status|logs|list`;
 #   6. `troupe job stop`: the job ends STOPPED and its actors die;
-#   7. `troupe run` (embedded cluster) shows its job in its own dashboard, where a REST stop ends
+#   7. `troupe run --address` of one job twice on the cluster (no leftovers of the first run);
+#   8. `troupe run` (embedded cluster) shows its job in its own dashboard, where a REST stop ends
 #      it at a step boundary (exit 1, final evaluation done).
 #
 # Usage: bazel test //tests/dashboard:cluster_dashboard_test
@@ -130,6 +131,14 @@ grep -q "STOPPED" "$tmp/status2.out" || fail "the job is not STOPPED: $(cat "$tm
 alive=$(curl -s --max-time 10 "$url/api/actors?job=$long_id&state=ALIVE" |
   json_field actors.length)
 [[ "$alive" == 0 ]] || fail "$alive actors of the stopped job are still ALIVE"
+step "troupe run --address: the same job twice on one cluster (the first run's keys are cleared)"
+head_address=$(head -1 "$state/head.address")
+for run in 1 2; do
+  "$troupe" run --address "$head_address" --state-dir "$state" "$spec" "sft.dir=$tmp/sft" \
+    "logging.dir=$tmp/attached-run" >"$tmp/again$run.out" 2>"$tmp/again$run.err" ||
+    fail "troupe run --address, run $run: $(tail -3 "$tmp/again$run.err")"
+done
+
 step "troupe run shows its job in its embedded dashboard, where it can be stopped"
 run_dir="$tmp/embedded"
 "$troupe" run "$spec" "sft.dir=$tmp/sft" "logging.dir=$run_dir" trainer.total_steps=100000 \
