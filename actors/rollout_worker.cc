@@ -73,9 +73,15 @@ absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::Genera
   params.n = std::max(1, req.n());
   params.seed = req.seed();
   params.stop_token_ids = {eos_id_};
+  // The engine runs one Generate at a time; with max_concurrency > 1 two calls (a rollout and an
+  // evaluation, say) may arrive together, and the second waits here.
+  absl::ReleasableMutexLock generating(&generate_mu_);
   const auto start = std::chrono::steady_clock::now();
-  TROUPE_ASSIGN_OR_RETURN(std::vector<rollout::GeneratedSample> samples,
-                          engine_->Generate(prompts, params));
+  absl::StatusOr<std::vector<rollout::GeneratedSample>> generated =
+      engine_->Generate(prompts, params);
+  generating.Release();
+  if (!generated.ok()) return generated.status();
+  std::vector<rollout::GeneratedSample> samples = *std::move(generated);
   proto::GenerateReply reply;
   reply.set_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -70,7 +70,7 @@ class ClusterTest : public ::testing::Test {
                             "--heartbeat-interval-ms", "200", "--heartbeat-timeout-ms", "2000"},
                            dir_ + "/head.out");
     ASSERT_TRUE(
-        WaitUntil([&] { return !ReadLine(dir_ + "/head.address").empty(); }, absl::Seconds(20)))
+        WaitUntil([&] { return !ReadLine(dir_ + "/head.address").empty(); }, absl::Seconds(60)))
         << head_.Output();
     address_ = ReadLine(dir_ + "/head.address");
     token_ = ReadLine(dir_ + "/token");

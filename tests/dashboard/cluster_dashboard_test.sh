@@ -19,6 +19,19 @@ set -euo pipefail
 
 fail() {
   echo "cluster_dashboard_test: FAIL: $*" >&2
+  # What the cluster saw: actors (a dead one's exit code or signal and last stderr line), the
+  # head's log, and the tails of the job's worker logs.
+  if [[ -n "${state:-}" && -d "${state:-}" ]]; then
+    echo "--- troupe status" >&2
+    "$troupe" status --state-dir "$state" >&2 2>&1 || true
+    echo "--- head log (tail)" >&2
+    tail -40 "$state/logs/head.log" >&2 2>/dev/null || true
+    for f in "$state"/logs/worker-*.err; do
+      [[ -s "$f" ]] || continue
+      echo "--- $(basename "$f") (tail)" >&2
+      tail -3 "$f" >&2
+    done
+  fi
   exit 1
 }
 step() { echo "== $*"; }
