@@ -22,7 +22,9 @@
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
 #include "runtime/cluster/node_agent.h"
+#include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/dashboard_server.h"
+#include "runtime/scheduler/cluster_scheduler.h"
 
 namespace troupe {
 namespace {
@@ -38,36 +40,6 @@ std::string FormatAmount(const std::string& name, double v) {
   if (name == "memory") return absl::StrFormat("%.1fGiB", v / 1073741824.0);
   if (v == static_cast<int64_t>(v)) return absl::StrCat(static_cast<int64_t>(v));
   return absl::StrFormat("%.2f", v);
-}
-
-const char* ActorStateName(proto::ActorState s) {
-  switch (s) {
-    case proto::PENDING:
-      return "PENDING";
-    case proto::ALIVE:
-      return "ALIVE";
-    case proto::RESTARTING:
-      return "RESTARTING";
-    case proto::DEAD:
-      return "DEAD";
-    default:
-      return "?";
-  }
-}
-
-const char* StrategyName(proto::PlacementStrategy s) {
-  switch (s) {
-    case proto::PACK:
-      return "PACK";
-    case proto::SPREAD:
-      return "SPREAD";
-    case proto::STRICT_PACK:
-      return "STRICT_PACK";
-    case proto::STRICT_SPREAD:
-      return "STRICT_SPREAD";
-    default:
-      return "?";
-  }
 }
 
 // Blocks SIGINT/SIGTERM (call before starting any thread) and returns when one arrives.
@@ -354,7 +326,7 @@ int RunStatus(const StatusFlags& f) {
                 absl::StrJoin(res, "  ").c_str());
   }
   std::map<std::string, int> by_state;
-  for (const auto& a : st->actors()) ++by_state[ActorStateName(a.state())];
+  for (const auto& a : st->actors()) ++by_state[dashboard::ActorStateName(a.state())];
   std::vector<std::string> counts;
   for (const auto& [state, n] : by_state) counts.push_back(absl::StrCat(n, " ", state));
   std::printf("\nActors: %d (%s)\n", st->actors_size(), absl::StrJoin(counts, ", ").c_str());
@@ -365,7 +337,8 @@ int RunStatus(const StatusFlags& f) {
   for (const auto& a : st->actors()) {
     std::printf("  %-16s %-18s %-14s %-10s %-16s %-8d %s\n", a.id().id().c_str(),
                 a.spec().type_name().c_str(),
-                a.spec().name().empty() ? "-" : a.spec().name().c_str(), ActorStateName(a.state()),
+                a.spec().name().empty() ? "-" : a.spec().name().c_str(),
+                dashboard::ActorStateName(a.state()),
                 a.node_id().id().empty() ? "-" : a.node_id().id().c_str(), a.num_restarts(),
                 a.state() == proto::ALIVE ? a.address().c_str() : a.status_message().c_str());
   }
@@ -375,7 +348,8 @@ int RunStatus(const StatusFlags& f) {
     for (const auto& b : g.bundles())
       where.push_back(b.node_id().id().empty() ? "?" : b.node_id().id());
     std::printf("  %-16s %-14s %-13s %-8s bundles on [%s] %s\n", g.id().id().c_str(),
-                g.name().empty() ? "-" : g.name().c_str(), StrategyName(g.strategy()),
+                g.name().empty() ? "-" : g.name().c_str(),
+                scheduler::PlacementStrategyName(g.strategy()),
                 g.state() == proto::PG_CREATED ? "CREATED" : "PENDING",
                 absl::StrJoin(where, ", ").c_str(), g.status_message().c_str());
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_split.h"
 #include "runtime/dashboard/prometheus_text.h"
+#include "runtime/scheduler/cluster_scheduler.h"
 
 namespace troupe::dashboard {
 namespace {
@@ -16,21 +17,6 @@ nlohmann::json ResourcesJson(const proto::Resources& r) {
     out[k] = v;
   }
   return out;
-}
-
-const char* StrategyName(proto::PlacementStrategy s) {
-  switch (s) {
-    case proto::PACK:
-      return "PACK";
-    case proto::SPREAD:
-      return "SPREAD";
-    case proto::STRICT_PACK:
-      return "STRICT_PACK";
-    case proto::STRICT_SPREAD:
-      return "STRICT_SPREAD";
-    default:
-      return "PACK";
-  }
 }
 
 const char* GroupStateName(proto::PlacementGroupState s) {
@@ -142,7 +128,7 @@ nlohmann::json PlacementGroupJson(const proto::PlacementGroupInfo& g) {
   }
   return {{"id", g.id().id()},
           {"name", g.name()},
-          {"strategy", StrategyName(g.strategy())},
+          {"strategy", scheduler::PlacementStrategyName(g.strategy())},
           {"state", GroupStateName(g.state())},
           {"bundles", std::move(bundles)},
           {"status_message", g.status_message()},
