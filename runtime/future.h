@@ -133,6 +133,9 @@ class FutureState : public Continuable {
 
   // Blocks until completed or `timeout`; moves the result out.
   Result<T> Wait(absl::Duration timeout) {
+    // A state whose completion some event loop produces may run that loop on this thread
+    // meanwhile (a remote call's transport), rather than park and be woken by another thread.
+    if (!ready()) HelpUntilReady(absl::Now() + timeout);
     absl::MutexLock lock(&mu_);
     flags_.fetch_or(kWaiter, std::memory_order_acq_rel);
     if (!mu_.AwaitWithTimeout(absl::Condition(&FutureState::IsReady, this), timeout)) {
@@ -160,6 +163,11 @@ class FutureState : public Continuable {
   }
 
  protected:
+  // Called by Wait before it parks while the result is not ready: may do work on the waiting
+  // thread that completes this state, returning when ready() or at `deadline` (or earlier; Wait
+  // then parks as usual). The default does nothing.
+  virtual void HelpUntilReady(absl::Time deadline) {}
+
   ~FutureState() override {
     if (executor_ != nullptr) executor_->Unref();
   }

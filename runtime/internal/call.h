@@ -13,8 +13,10 @@
 #include <string>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "google/protobuf/message.h"
 #include "runtime/actor.h"
 #include "runtime/actor_registry.h"
@@ -40,6 +42,16 @@ struct CallTarget {
   std::string type_name;
   std::string name;  // the actor's name, or its id when anonymous
   std::string Describe() const { return absl::StrCat("actor ", type_name, " '", name, "'"); }
+};
+
+// An event loop that completes calls (a remote transport's completion queue), which a thread
+// waiting for one of them may run itself instead of parking (see FutureState::HelpUntilReady).
+class CallDriver {
+ public:
+  virtual ~CallDriver() = default;
+  // Runs the loop on this thread until done() or `deadline`; may return earlier (the caller
+  // then waits as usual). Thread-safe.
+  virtual void DriveUntil(absl::FunctionRef<bool()> done, absl::Time deadline) = 0;
 };
 
 class CallBase : public DeadlineEntry {
@@ -74,6 +86,8 @@ class CallBase : public DeadlineEntry {
     timeout_ = timeout;
   }
   DeadlineQueue* queue() const { return queue_; }
+  // Set by a transport whose event loop completes the call (before it is sent).
+  void set_driver(std::shared_ptr<CallDriver> driver) { driver_ = std::move(driver); }
 
   // "actor Counter 'c1' method Add".
   std::string Describe() const {
@@ -99,8 +113,14 @@ class CallBase : public DeadlineEntry {
 
   const MethodInfo* method_;
 
+  // Runs the driver (if any) until done() or `deadline`.
+  void Drive(absl::FunctionRef<bool()> done, absl::Time deadline) {
+    if (driver_ != nullptr) driver_->DriveUntil(done, deadline);
+  }
+
  private:
   std::shared_ptr<const CallTarget> target_;
+  std::shared_ptr<CallDriver> driver_;
   DeadlineQueue* queue_ = nullptr;
   absl::Duration timeout_;
   uint64_t generation_ = 0;
@@ -160,6 +180,11 @@ class TypedCall final : public FutureState<typename MethodTraits<Method>::Reply>
     return Finish(std::move(*static_cast<Reply*>(reply.get())));
   }
 
+ protected:
+  void HelpUntilReady(absl::Time deadline) override {
+    Drive([this] { return this->ready(); }, deadline);
+  }
+
  private:
   bool Finish(absl::StatusOr<Reply> r) {
     if (!this->Complete(std::move(r))) return false;
@@ -197,6 +222,10 @@ class UntypedCall final : public FutureState<std::unique_ptr<google::protobuf::M
 
   bool CompleteWithMessage(std::unique_ptr<google::protobuf::Message> reply) override {
     return Finish(std::move(reply));
+  }
+
+  void HelpUntilReady(absl::Time deadline) override {
+    Drive([this] { return this->ready(); }, deadline);
   }
 
   // From the method (see InvokeUntyped).

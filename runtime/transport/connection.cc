@@ -183,6 +183,7 @@ bool Connection::Send(const RefPtr<PendingCall>& call) {
     // Queued for its deadline before any thread can send it or see its reply.
     ConnectionPool::Deadlines()->Add(call.get(), call->timeout());
     in_flight_.emplace(call->id_, call);
+    pool_->poller()->AddInFlight(1);
     if (broken_) return true;  // the final status fails it
     queue_.push_back(call);
     if (write_in_flight_) return true;  // the write in flight's completion takes it
@@ -330,6 +331,7 @@ RefPtr<PendingCall> Connection::TakeInFlight(uint64_t id) {
   if (it == in_flight_.end()) return call;
   call = std::move(it->second);
   in_flight_.erase(it);
+  pool_->poller()->AddInFlight(-1);
   call->finished_ = true;
   return call;
 }
@@ -437,6 +439,7 @@ void Connection::Expire(PendingCall* call, absl::Status why, bool deadline) {
     if (it != in_flight_.end() && it->second.get() == call) {
       owned = true;
       in_flight_.erase(it);
+      pool_->poller()->AddInFlight(-1);
       call->finished_ = true;
       if (call->header_sent_ && !broken_) {
         cancels_.push_back(call->id_);
@@ -456,6 +459,7 @@ void Connection::Expire(PendingCall* call, absl::Status why, bool deadline) {
     call->call()->Fail(
         absl::Status(why.code(), absl::StrCat(call->call()->Describe(), ": ", why.message())));
   }
+  pool_->poller()->Wake();  // a thread waiting for it may be polling the queue
 }
 
 void Connection::Close(const absl::Status& why) {
@@ -466,6 +470,7 @@ void Connection::Close(const absl::Status& why) {
     BreakLocked();
     failed.swap(in_flight_);
     for (auto& [id, call] : failed) call->finished_ = true;
+    pool_->poller()->AddInFlight(-static_cast<int64_t>(failed.size()));
     queue_.clear();
     cancels_.clear();
   }
@@ -476,6 +481,7 @@ void Connection::Close(const absl::Status& why) {
     call->call()->Fail(
         absl::Status(why.code(), absl::StrCat(call->call()->Describe(), ": ", why.message())));
   }
+  if (!failed.empty()) pool_->poller()->Wake();
 }
 
 void Connection::OnFinishDone() {
@@ -487,6 +493,7 @@ void Connection::OnFinishDone() {
     done_ = true;
     failed.swap(in_flight_);
     for (auto& [id, call] : failed) call->finished_ = true;
+    pool_->poller()->AddInFlight(-static_cast<int64_t>(failed.size()));
     queue_.clear();
     cancels_.clear();
     reason = close_reason_;

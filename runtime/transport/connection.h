@@ -9,8 +9,9 @@
 // the network). Large requests (serialized once by the caller, see PendingCall) go out one piece
 // per turn, so small calls are not stuck behind them.
 //
-// Receiving: the pool's completion-queue thread (the one thread polling the sockets) handles reply
-// frames; each reply completes its call (large replies are reassembled first, then parsed once).
+// Receiving: whichever thread holds the pool's completion queue (its poller thread, or a thread
+// blocked in Future::Get on one of these calls, see cq_poller.h) handles reply frames; each
+// reply completes its call (large replies are reassembled first, then parsed once).
 //
 // Deadlines: every call sits in a process-wide DeadlineQueue until it completes. When its
 // deadline passes the call fails with DEADLINE_EXCEEDED and, if any of it was sent, a cancel

@@ -17,26 +17,14 @@ constexpr absl::Duration kShutdownWait = absl::Seconds(10);
 ConnectionPool::ConnectionPool(std::shared_ptr<Resolver> resolver, TransportClientOptions options)
     : resolver_(std::move(resolver)), options_(std::move(options)) {
   DisableMutexDeadlockDetection();
-  cq_thread_ = std::thread([runner = runner_] { RunCompletionQueue(&runner->cq); });
+  poller_ = CqPoller::Start();
 }
 
 ConnectionPool::~ConnectionPool() {
   Shutdown();
-  // Every connection holds the pool, so none is left: nothing is in flight on the queue.
-  bool stop;
-  {
-    absl::MutexLock lock(&mu_);
-    stop = !cq_stopped_;
-    cq_stopped_ = true;
-  }
-  if (stop) runner_->cq.Shutdown();
-  if (cq_thread_.joinable()) {
-    if (cq_thread_.get_id() == std::this_thread::get_id()) {
-      cq_thread_.detach();  // released from its own callback: it ends when the queue drains
-    } else {
-      cq_thread_.join();
-    }
-  }
+  // Every connection holds the pool, so none is left: nothing is in flight on the queue. (On the
+  // queue's own thread, released by a continuation, the poller ends when the queue drains.)
+  poller_->Shutdown();
 }
 
 troupe::internal::DeadlineQueue* ConnectionPool::Deadlines() {
@@ -97,18 +85,16 @@ void ConnectionPool::Shutdown() {
   }
   for (auto& c : open) c->Close(absl::UnavailableError("the transport client shut down"));
   open.clear();
-  if (cq_thread_.get_id() == std::this_thread::get_id()) return;  // cannot wait for itself
+  if (poller_->held_here()) return;  // cannot wait for itself
   std::vector<std::shared_ptr<Connection>> release;
   {
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(this, &ConnectionPool::AllEnded), kShutdownWait);
     release.swap(ended_);
-    if (cq_stopped_ || live_ != 0) return;  // stuck streams: leave the queue running
-    cq_stopped_ = true;
+    if (live_ != 0) return;  // stuck streams: leave the queue running
   }
   release.clear();
-  runner_->cq.Shutdown();
-  if (cq_thread_.joinable()) cq_thread_.join();
+  poller_->Shutdown();
 }
 
 }  // namespace transport

@@ -1,6 +1,7 @@
 // ConnectionPool: the connections of one TransportClient, one per worker address, plus what
-// every remote call needs (resolver, options, deadline queue, counters) and the one thread that
-// polls all their sockets (a gRPC completion queue). Not a public API: use TransportClient.
+// every remote call needs (resolver, options, deadline queue, counters) and the completion queue
+// that carries all their sockets' events (CqPoller: its own thread, or a caller waiting for a
+// reply). Not a public API: use TransportClient.
 //
 // Get(address) returns the open connection to an address, opening one when there is none or the
 // last one broke. A connection whose stream ended is handed back (Ended) and released later on a
@@ -15,7 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/completion_queue.h"
 #include "runtime/internal/deadline_queue.h"
+#include "runtime/transport/cq_poller.h"
 #include "runtime/transport/resolver.h"
 #include "runtime/transport/transport_client.h"
 
@@ -62,8 +63,10 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   Resolver& resolver() const { return *resolver_; }
   const TransportClientOptions& options() const { return options_; }
   ClientCounters& counters() { return counters_; }
-  // The completion queue every connection of this pool runs on.
-  grpc::CompletionQueue* cq() { return &runner_->cq; }
+  // The completion queue every connection of this pool runs on, and its poller (which a thread
+  // waiting for a call's reply drives itself; see cq_poller.h).
+  grpc::CompletionQueue* cq() { return poller_->cq(); }
+  const std::shared_ptr<CqPoller>& poller() const { return poller_; }
 
   // The deadline queue of remote calls: process-wide, so its timer thread is never joined from
   // inside one of its own callbacks (which the last release of a pool could otherwise cause).
@@ -83,15 +86,8 @@ class ConnectionPool : public std::enable_shared_from_this<ConnectionPool> {
   std::vector<std::shared_ptr<Connection>> ended_ ABSL_GUARDED_BY(mu_);
   // Connections opened whose stream has not ended yet.
   int live_ ABSL_GUARDED_BY(mu_) = 0;
-  bool cq_stopped_ ABSL_GUARDED_BY(mu_) = false;
 
-  // The queue, shared with its thread, so that a pool released on that very thread can let the
-  // thread finish on its own.
-  struct Runner {
-    grpc::CompletionQueue cq;
-  };
-  const std::shared_ptr<Runner> runner_ = std::make_shared<Runner>();
-  std::thread cq_thread_;
+  std::shared_ptr<CqPoller> poller_;
 };
 
 }  // namespace transport

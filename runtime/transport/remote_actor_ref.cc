@@ -77,6 +77,8 @@ absl::StatusOr<std::shared_ptr<Connection>> RemoteActorRef::Route(bool refresh) 
 
 void RemoteActorRef::Send(RefPtr<CallBase> call, const CallOptions& options) {
   call->set_target(target_);
+  // A thread that waits for the reply reads it itself (see CqPoller).
+  call->set_driver(pool_->poller());
   const absl::Duration timeout =
       options.timeout > absl::ZeroDuration() ? options.timeout : default_timeout_;
   // No queue of the call's own (the transport queues a PendingCall instead); records the

@@ -26,10 +26,12 @@
 // Lifecycle: handles may outlive the client; after Shutdown (or destruction) their calls fail
 // with UNAVAILABLE.
 //
-// Threads: each client has one gRPC completion-queue thread (it polls the sockets and completes
-// the futures of remote calls, so continuations registered outside actors run there) and the
-// process shares one deadline timer thread. Side effect: like ActorSystem, the constructor turns
-// off Abseil's mutex deadlock detection process-wide (see transport_common.h).
+// Threads: each client has one gRPC completion queue, polled by its own thread except while a
+// thread blocks in Future::Get on one of its calls: that thread then polls it itself and reads
+// its reply without a wake-up (cq_poller.h). Whichever holds the queue completes the futures of
+// remote calls, so continuations registered outside actors run there and must not block on
+// remote calls. The process shares one deadline timer thread. Side effect: like ActorSystem, the
+// constructor turns off Abseil's mutex deadlock detection process-wide (see transport_common.h).
 //
 // Thread-safety: all methods are thread-safe; handles may be used from any thread.
 #ifndef TROUPE_RUNTIME_TRANSPORT_TRANSPORT_CLIENT_H_
