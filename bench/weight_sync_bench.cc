@@ -12,7 +12,7 @@
 //
 //   bazel run -c opt //bench:weight_sync_bench -- [--mb 256] [--hidden 1024] [--repeats 5]
 //       [--receivers 1,2,3]
-//       [--chunk_mb 16] [--in_flight 4] [--gloo_threads 2]
+//       [--chunk_mb 16] [--in_flight 4] [--gloo_threads 2] [--shared_memory 1]
 //
 // Output (stdout), one JSON object per line:
 //   per receiver count: {"bench":"weight_sync_bench","metric":"broadcast_throughput",
@@ -68,6 +68,7 @@ struct Config {
   int repeats = 5;
   std::string receivers = "1,2,3";
   int64_t chunk_mb = 16;
+  int shared_memory = 1;  // GroupOptions::shared_memory
   int in_flight = 4;
   int gloo_threads = 2;
   // Receiver-only.
@@ -170,6 +171,7 @@ GroupOptions Options(const Config& c, int rank, int world) {
   o.chunk_bytes = c.chunk_mb << 20;
   o.max_in_flight = c.in_flight;
   o.gloo_threads = c.gloo_threads;
+  o.shared_memory = c.shared_memory != 0;
   return o;
 }
 
@@ -228,6 +230,7 @@ int RunMember(const Config& c) {
 
 struct Result {
   double ours_s = 0, raw_s = 0;
+  bool shared_memory = false;  // the group broadcast through its shared-memory ring
 };
 
 pid_t Spawn(const std::vector<std::string>& args) {
@@ -282,7 +285,9 @@ Result RunReceivers(const Config& c, troupe::EmbeddedCluster& ec, int receivers,
                           "--chunk_mb",
                           absl::StrCat(c.chunk_mb),
                           "--in_flight",
-                          absl::StrCat(c.in_flight)}));
+                          absl::StrCat(c.in_flight),
+                          "--shared_memory",
+                          absl::StrCat(c.shared_memory)}));
   }
   ClusterKvStore kv(&ec.cluster());
   auto raw = RawGroup(store, 0, world);
@@ -321,8 +326,9 @@ Result RunReceivers(const Config& c, troupe::EmbeddedCluster& ec, int receivers,
       Die(absl::StrCat("a receiver failed (status ", status, ")"));
     }
   }
+  const bool shm = pub->group().uses_shared_memory();
   OrDie(pub->Close(), "close");
-  return {Median(ours), Median(raws)};
+  return {Median(ours), Median(raws), shm};
 }
 
 int RunPublisher(const Config& c) {
@@ -353,10 +359,10 @@ int RunPublisher(const Config& c) {
         "\"value\":%.3f,\"unit\":\"GB/s\",\"baseline\":\"raw_gloo_broadcast\","
         "\"baseline_value\":%.3f,\"ratio\":%.3f,\"target_ratio\":0.8,\"time_ms\":%.1f,"
         "\"baseline_time_ms\":%.1f,\"bytes\":%lld,\"tensors\":%zu,\"chunk_mib\":%lld,"
-        "\"in_flight\":%d,\"hidden\":%lld,\"repeats\":%d}\n",
+        "\"in_flight\":%d,\"hidden\":%lld,\"repeats\":%d,\"path\":\"%s\"}\n",
         n, ours, raw, ours / raw, r.ours_s * 1e3, r.raw_s * 1e3, static_cast<long long>(bytes),
         state.size(), static_cast<long long>(c.chunk_mb), c.in_flight,
-        static_cast<long long>(c.hidden), c.repeats);
+        static_cast<long long>(c.hidden), c.repeats, r.shared_memory ? "shared_memory" : "sockets");
     std::fflush(stdout);
   }
   const Result* one = nullptr;
@@ -395,6 +401,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   app.add_option("--gloo_threads", c.gloo_threads, "GroupOptions.gloo_threads")
       ->check(CLI::Range(1, 16));
+  app.add_option("--shared_memory", c.shared_memory,
+                 "GroupOptions.shared_memory: 1 = broadcast through the shared-memory ring "
+                 "(all members are on this machine), 0 = through Gloo's sockets")
+      ->check(CLI::Range(0, 1));
   app.add_flag("--member", c.member, "internal: run as a receiver");
   app.add_option("--rank", c.rank, "internal");
   app.add_option("--world", c.world, "internal");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "runtime/collective/kv_c10d_store.h"
+#include "runtime/collective/shm_ring.h"
 #include "runtime/status_macros.h"
 
 #ifdef TROUPE_WITH_NCCL
@@ -754,6 +756,53 @@ absl::Status RunChainBroadcast(const std::vector<Transfer>& plan, const Pipeline
   return !r.ok() ? r : s;
 }
 
+// Broadcast through the shared-memory ring: the root copies piece k into slot k % slots (packing
+// staged pieces there directly), each receiver copies it out (unpacking staged ones from the
+// slot) and releases the slot. Piece numbers continue across broadcasts (`next_piece`).
+absl::Status RunShmBroadcast(const std::vector<Transfer>& plan, const Pipeline& pl,
+                             const ShmRing& ring, uint64_t* next_piece, absl::Time deadline) {
+  const uint64_t base = *next_piece;
+  const size_t count = plan.size();
+  *next_piece = base + count;
+  if (count == 0) return absl::OkStatus();
+  const int slots = ring.slots();
+  std::vector<at::Tensor> views(slots);
+  for (int i = 0; i < slots; ++i) {
+    views[i] = at::from_blob(ring.slot(i), {ring.slot_bytes()}, at::kByte);
+  }
+  Pipeline in_ring = pl;
+  in_ring.staging = [&views](int slot) -> at::Tensor& { return views[slot]; };
+  if (pl.rank == pl.root) {
+    for (size_t k = 0; k < count; ++k) {
+      const uint64_t g = base + k;
+      const int slot = static_cast<int>(g % slots);
+      TROUPE_RETURN_IF_ERROR(ring.AwaitFree(g, pl.rank, deadline));
+      if (plan[k].staged) {
+        WireBuffer(plan[k], in_ring, slot, /*pack=*/true);
+      } else {
+        const at::Tensor src = WireBuffer(plan[k], pl, slot, /*pack=*/false);
+        std::memcpy(ring.slot(slot), src.data_ptr(), static_cast<size_t>(plan[k].bytes));
+      }
+      ring.Publish(g);
+    }
+    ring.Consumed(pl.rank, base + count - 1);  // as a later receiver, it has these already
+    return absl::OkStatus();
+  }
+  for (size_t k = 0; k < count; ++k) {
+    const uint64_t g = base + k;
+    const int slot = static_cast<int>(g % slots);
+    TROUPE_RETURN_IF_ERROR(ring.AwaitFilled(g, deadline));
+    if (plan[k].staged) {
+      Unpack(plan[k], WireBuffer(plan[k], in_ring, slot, /*pack=*/false), in_ring);
+    } else {
+      const at::Tensor dst = WireBuffer(plan[k], pl, slot, /*pack=*/false);
+      std::memcpy(dst.data_ptr(), ring.slot(slot), static_cast<size_t>(plan[k].bytes));
+    }
+    ring.Consumed(pl.rank, g);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ---- CollectiveGroup --------------------------------------------------------------------------
@@ -832,7 +881,54 @@ absl::StatusOr<std::unique_ptr<CollectiveGroup>> CollectiveGroup::Create(KvStore
   std::unique_ptr<CollectiveGroup> group(new CollectiveGroup(kv, std::move(options)));
   absl::MutexLock lock(&group->mu_);
   group->backend_ = std::move(*backend);
+  if (group->options_.backend == Backend::kGloo && group->options_.world_size > 1) {
+    absl::Status shm = group->SetUpSharedMemory(deadline);
+    if (!shm.ok()) {
+      return absl::Status(shm.code(), absl::StrCat(where, ": ", shm.message()));
+    }
+  }
   return group;
+}
+
+absl::Status CollectiveGroup::SetUpSharedMemory(absl::Time deadline) {
+  const std::string key = KeyPrefix(options_.name) + "shm";
+  std::unique_ptr<ShmRing> ring;
+  if (options_.rank == 0) {
+    std::string description = "none";
+    if (options_.shared_memory) {
+      const int64_t slot_bytes = (options_.chunk_bytes + 63) / 64 * 64;
+      absl::StatusOr<std::unique_ptr<ShmRing>> made =
+          ShmRing::Create(options_.world_size, options_.max_in_flight, slot_bytes);
+      if (made.ok()) {
+        ring = std::move(*made);
+        description = ring->description();
+      }  // else the sockets carry broadcasts (e.g. /dev/shm too small)
+    }
+    TROUPE_RETURN_IF_ERROR(kv_->Put(key, description, /*if_absent=*/false));
+  } else {
+    absl::StatusOr<std::string> description =
+        kv_->Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    if (absl::IsNotFound(description.status())) {
+      return absl::DeadlineExceededError("rank 0 did not say whether it shares memory in time");
+    }
+    TROUPE_RETURN_IF_ERROR(description.status());
+    if (options_.shared_memory && *description != "none") {
+      absl::StatusOr<std::unique_ptr<ShmRing>> opened = ShmRing::Open(*description, options_.rank);
+      if (opened.ok()) ring = std::move(*opened);  // else: another machine; the sockets
+    }
+  }
+  at::Tensor flag;
+  TROUPE_RETURN_IF_ERROR(CatchingLocal("Create", [&] {
+    flag = at::tensor({static_cast<int64_t>(ring != nullptr ? 1 : 0)}, at::kLong);
+  }));
+  TROUPE_RETURN_IF_ERROR(backend_->StartAllReduce(flag, ReduceOp::kMin)->Wait());
+  if (flag.data_ptr<int64_t>()[0] == 1) shm_ = std::move(ring);
+  return absl::OkStatus();
+}
+
+bool CollectiveGroup::uses_shared_memory() const {
+  absl::MutexLock lock(&mu_);
+  return shm_ != nullptr;
 }
 
 absl::Status CollectiveGroup::health() const {
@@ -873,6 +969,7 @@ absl::Status CollectiveGroup::Destroy() {
   destroyed_ = true;
   backend_.reset();  // waits for the backend's queued work, so staging is free after this
   staging_.clear();
+  shm_.reset();
   if (options_.rank == 0) {
     absl::StatusOr<int64_t> n = kv_->Delete(KeyPrefix(options_.name), /*prefix=*/true);
     if (!n.ok()) return n.status();
@@ -977,7 +1074,10 @@ absl::Status CollectiveGroup::RunTransfers(absl::Span<const at::Tensor> tensors,
                   root,
                   op,
                   options_.max_in_flight};
-    if (is_broadcast && options_.world_size > 1 && backend_->point_to_point()) {
+    if (is_broadcast && options_.world_size > 1 && shm_ != nullptr) {
+      backend_error =
+          RunShmBroadcast(plan, pipe, *shm_, &next_piece_, absl::Now() + options_.timeout);
+    } else if (is_broadcast && options_.world_size > 1 && backend_->point_to_point()) {
       backend_error = RunChainBroadcast(plan, pipe, &next_tag_);
     } else {
       backend_error = RunCollectivePipeline(plan, pipe);

@@ -30,7 +30,12 @@
 //     memory stays below max_in_flight * chunk_bytes, plus one contiguous copy of each
 //     non-contiguous tensor that goes straight (or, for an all-reduce in float32 of a bfloat16
 //     tensor, is larger than a chunk).
-//   * Broadcast over Gloo is a pipelined chain of point-to-point sends, root -> root+1 -> ...:
+//   * Broadcast on one machine (Gloo): when every member can map rank 0's shared-memory ring
+//     (shm_ring.h; decided at Create with one all-reduce, so all members agree), the root copies
+//     each piece into a ring slot once and every receiver copies it out, max_in_flight slots
+//     deep: no sockets, no per-receiver send on the root. Off with GroupOptions::shared_memory.
+//   * Broadcast over Gloo otherwise is a pipelined chain of point-to-point sends, root -> root+1 ->
+//   ...:
 //     each member forwards piece k while receiving the next ones, so all links carry data at
 //     once and adding receivers adds little time where links (not CPUs) are the limit — a
 //     tree would make the root send every byte once per level. All-reduce and barrier use
@@ -97,6 +102,9 @@ struct GroupOptions {
   std::string gloo_host;
   // Gloo: background threads of the process group (each runs one piece at a time).
   int gloo_threads = 2;
+  // Gloo: broadcast through a shared-memory ring when every member is on this machine (see the
+  // protocol above); false = always through the sockets.
+  bool shared_memory = true;
   // NCCL: CUDA device index (within CUDA_VISIBLE_DEVICES).
   int cuda_device = 0;
 };
@@ -104,6 +112,7 @@ struct GroupOptions {
 namespace internal {
 class CollectiveBackend;
 }
+class ShmRing;
 
 class CollectiveGroup {
  public:
@@ -143,6 +152,8 @@ class CollectiveGroup {
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }
   KvStore* kv() const { return kv_; }
+  // True if broadcasts go through the shared-memory ring (decided at Create).
+  bool uses_shared_memory() const;
 
  private:
   CollectiveGroup(KvStore* kv, GroupOptions options);
@@ -159,6 +170,8 @@ class CollectiveGroup {
   absl::Status RunTransfers(absl::Span<const at::Tensor> tensors, bool is_broadcast, int root,
                             ReduceOp op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   at::Tensor& StagingBuffer(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At Create, collectively: maps rank 0's ring if every member can (else none does).
+  absl::Status SetUpSharedMemory(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   KvStore* const kv_;
   const GroupOptions options_;
@@ -170,6 +183,10 @@ class CollectiveGroup {
   std::vector<at::Tensor> staging_ ABSL_GUARDED_BY(mu_);
   // Tag of the next point-to-point piece (advances alike on every member).
   int64_t next_tag_ ABSL_GUARDED_BY(mu_) = 0;
+  // The shared-memory ring (null: broadcasts use the backend) and the number of its next piece
+  // (advances alike on every member).
+  std::unique_ptr<ShmRing> shm_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_piece_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace troupe::collective
