@@ -115,9 +115,7 @@ TEST(CqPollerTest, NestedWaitOnTheHoldingThreadDoesNotDrive) {
   // Get would): the nested wait must return at once instead of waiting for itself.
   class Nested final : public CqTag {
    public:
-    explicit Nested(CqPoller* p) : p_(p) {
-      alarm_.Set(p->cq(), gpr_now(GPR_CLOCK_REALTIME), this);
-    }
+    explicit Nested(CqPoller* p) : p_(p) { alarm_.Set(p->cq(), gpr_now(GPR_CLOCK_REALTIME), this); }
     void Run(bool) override {
       const absl::Time start = absl::Now();
       p_->DriveUntil([] { return false; }, start + absl::Seconds(30));

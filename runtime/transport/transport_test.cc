@@ -36,12 +36,6 @@ Num MakeNum(int64_t v, int caller = 0) {
   return n;
 }
 
-Sleep MakeSleep(int64_t ms) {
-  Sleep s;
-  s.set_millis(ms);
-  return s;
-}
-
 // Released by tests that hold the actor inside Gate.
 absl::Notification* gate = nullptr;
 
