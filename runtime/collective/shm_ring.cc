@@ -1,11 +1,7 @@
 #include "runtime/collective/shm_ring.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -13,13 +9,10 @@
 #include <cstring>
 #include <ctime>
 #include <new>
-#include <random>
-#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "runtime/status_macros.h"
 
 namespace troupe::collective {
 namespace {
@@ -36,7 +29,6 @@ constexpr int kSpins = 200;
 
 struct ShmRing::Header {
   uint64_t magic;
-  uint64_t nonce;
   uint32_t world_size;
   uint32_t slots;
   uint64_t slot_bytes;
@@ -52,20 +44,15 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free &&
                   std::atomic<uint64_t>::is_always_lock_free,
               "cross-process atomics must be lock-free");
 
-ShmRing::ShmRing(int fd, void* base, size_t bytes, int world_size, int slots, int64_t slot_bytes,
-                 std::string description)
-    : fd_(fd),
-      base_(base),
-      bytes_(bytes),
+ShmRing::ShmRing(std::unique_ptr<SharedSegment> segment, int world_size, int slots,
+                 int64_t slot_bytes)
+    : segment_(std::move(segment)),
+      base_(segment_->data()),
       world_size_(world_size),
       slots_(slots),
-      slot_bytes_(slot_bytes),
-      description_(std::move(description)) {}
+      slot_bytes_(slot_bytes) {}
 
-ShmRing::~ShmRing() {
-  munmap(base_, bytes_);
-  if (fd_ >= 0) close(fd_);
-}
+ShmRing::~ShmRing() = default;
 
 absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(int world_size, int slots,
                                                          int64_t slot_bytes) {
@@ -76,79 +63,33 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Create(int world_size, int slo
         " (1..", kMaxSlots, "), slot_bytes ", slot_bytes, " (a positive multiple of 64)"));
   }
   const size_t bytes = kDataOffset + static_cast<size_t>(slots) * static_cast<size_t>(slot_bytes);
-  const int fd = static_cast<int>(syscall(SYS_memfd_create, "troupe-collective", MFD_CLOEXEC));
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("shared-memory ring: memfd_create: ", std::strerror(errno)));
-  }
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
-      fallocate(fd, 0, 0, static_cast<off_t>(bytes)) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("shared-memory ring: cannot reserve ", bytes, " bytes: ", std::strerror(err)));
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    const int err = errno;
-    close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("shared-memory ring: mmap of ", bytes, " bytes: ", std::strerror(err)));
-  }
-  auto* h = new (base) Header();
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment,
+                          SharedSegment::Create(bytes, "shared-memory ring"));
+  auto* h = new (segment->data()) Header();
   h->magic = kMagic;
-  std::random_device rd;
-  h->nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
   h->world_size = static_cast<uint32_t>(world_size);
   h->slots = static_cast<uint32_t>(slots);
   h->slot_bytes = static_cast<uint64_t>(slot_bytes);
   h->epoch.store(0);
   for (auto& f : h->filled) f.store(0);
   for (auto& c : h->consumed) c.store(0);
-  std::string description = absl::StrCat(getpid(), ":", fd, ":", h->nonce, ":", bytes);
-  return std::unique_ptr<ShmRing>(
-      new ShmRing(fd, base, bytes, world_size, slots, slot_bytes, std::move(description)));
+  return std::unique_ptr<ShmRing>(new ShmRing(std::move(segment), world_size, slots, slot_bytes));
 }
 
 absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Open(const std::string& description, int rank) {
-  std::vector<std::string> parts = absl::StrSplit(description, ':');
-  int64_t pid = 0, fd_number = 0;
-  uint64_t nonce = 0, bytes = 0;
-  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &pid) ||
-      !absl::SimpleAtoi(parts[1], &fd_number) || !absl::SimpleAtoi(parts[2], &nonce) ||
-      !absl::SimpleAtoi(parts[3], &bytes) || bytes < kDataOffset) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shared-memory ring: malformed description '", description, "'"));
-  }
-  const std::string path = absl::StrCat("/proc/", pid, "/fd/", fd_number);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("shared-memory ring: cannot open ", path, ": ", std::strerror(errno)));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != bytes) {
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("shared-memory ring: ", path, " is not the ring (size differs)"));
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (base == MAP_FAILED) {
-    return absl::UnavailableError(
-        absl::StrCat("shared-memory ring: mmap of ", path, ": ", std::strerror(errno)));
-  }
-  const auto* h = static_cast<const Header*>(base);
-  if (h->magic != kMagic || h->nonce != nonce || rank < 0 ||
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment,
+                          SharedSegment::Open(description, "shared-memory ring"));
+  const auto* h = reinterpret_cast<const Header*>(segment->data());
+  if (segment->size() < kDataOffset || h->magic != kMagic || rank < 0 ||
       rank >= static_cast<int>(h->world_size) || h->slots < 1 || h->slots > kMaxSlots ||
-      kDataOffset + h->slots * h->slot_bytes != bytes) {
-    munmap(base, bytes);
-    return absl::UnavailableError(absl::StrCat("shared-memory ring: ", path,
-                                               " is not the ring described (another machine?)"));
+      kDataOffset + h->slots * h->slot_bytes != segment->size()) {
+    return absl::UnavailableError(absl::StrCat("shared-memory ring: segment '", description,
+                                               "' does not hold a ring for rank ", rank));
   }
-  return std::unique_ptr<ShmRing>(new ShmRing(-1, base, bytes, static_cast<int>(h->world_size),
-                                              static_cast<int>(h->slots),
-                                              static_cast<int64_t>(h->slot_bytes), description));
+  const int world_size = static_cast<int>(h->world_size);
+  const int slots = static_cast<int>(h->slots);
+  const auto slot_bytes = static_cast<int64_t>(h->slot_bytes);
+  return std::unique_ptr<ShmRing>(new ShmRing(std::move(segment), world_size, slots, slot_bytes));
 }
 
 uint8_t* ShmRing::slot(int i) const {

@@ -3,10 +3,8 @@
 // copy out (each receiver), instead of through loopback sockets. CollectiveGroup uses it for
 // Broadcast when every member can map the root's ring (see collective_group.h).
 //
-// The segment is an anonymous memfd of rank 0, its pages reserved up front (fallocate: a full
-// tmpfs fails Create instead of raising SIGBUS later). Other members map it through
-// /proc/<pid>/fd/<fd> (same user, same machine) and check a random nonce, so a member elsewhere
-// fails Open and the group keeps its sockets. Nothing is left behind when processes die.
+// The ring lives in a SharedSegment (shm_segment.h) of rank 0; a member on another machine fails
+// Open, and the group keeps its sockets. Nothing is left behind when processes die.
 //
 // Protocol (pieces are numbered alike on every member, g = 0, 1, 2, ...; piece g uses slot
 // g % slots):
@@ -30,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/collective/shm_segment.h"
 
 namespace troupe::collective {
 
@@ -46,8 +45,8 @@ class ShmRing {
   ShmRing(const ShmRing&) = delete;
   ShmRing& operator=(const ShmRing&) = delete;
 
-  // "pid:fd:nonce:bytes": what the other members pass to Open.
-  const std::string& description() const { return description_; }
+  // What the other members pass to Open.
+  const std::string& description() const { return segment_->description(); }
   int slots() const { return slots_; }
   int64_t slot_bytes() const { return slot_bytes_; }
   int world_size() const { return world_size_; }
@@ -66,20 +65,17 @@ class ShmRing {
   struct Header;
 
  private:
-  ShmRing(int fd, void* base, size_t bytes, int world_size, int slots, int64_t slot_bytes,
-          std::string description);
+  ShmRing(std::unique_ptr<SharedSegment> segment, int world_size, int slots, int64_t slot_bytes);
   // Waits until ready() or `deadline`; `what` names the wait in the error.
   template <typename Ready>
   absl::Status Await(Ready ready, absl::Time deadline, const char* what, uint64_t g) const;
   void Notify() const;
 
-  const int fd_;  // the creator's memfd (-1 in other members, which close theirs once mapped)
-  void* const base_;
-  const size_t bytes_;
+  const std::unique_ptr<SharedSegment> segment_;
+  void* const base_;  // segment_->data(): the Header, then the slots
   const int world_size_;
   const int slots_;
   const int64_t slot_bytes_;
-  const std::string description_;
 };
 
 }  // namespace troupe::collective
