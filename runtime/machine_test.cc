@@ -29,7 +29,9 @@ TEST(Machine, GpuProbeExplainsEveryZero) {
   } else {
     EXPECT_TRUE(g.runtime_loaded);
   }
-  if (g.nccl_loaded) EXPECT_GT(g.nccl_version, 0);
+  if (g.nccl_loaded) {
+    EXPECT_GT(g.nccl_version, 0);
+  }
 }
 
 }  // namespace

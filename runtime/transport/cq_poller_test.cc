@@ -56,12 +56,23 @@ TEST(CqPollerTest, PollerThreadRunsEventsNobodyWaitsFor) {
 TEST(CqPollerTest, WaiterRunsTheEventItWaitsFor) {
   auto poller = CqPoller::Start();
   for (int i = 0; i < 20; ++i) {
-    AlarmEvent e(poller.get(), absl::Milliseconds(2));
-    poller->DriveUntil([&] { return e.done(); }, absl::Now() + absl::Seconds(10));
-    ASSERT_TRUE(e.done()) << "round " << i;
+    // The event is set only once this thread holds the queue, so no other thread can take it
+    // (an event set earlier may be taken by the poller's thread before the hand-over, which is
+    // correct too, but then says nothing about the waiter).
+    std::unique_ptr<AlarmEvent> e;
+    poller->DriveUntil(
+        [&] {
+          if (e == nullptr && poller->held_here()) {
+            e = std::make_unique<AlarmEvent>(poller.get(), absl::ZeroDuration());
+          }
+          return e != nullptr && e->done();
+        },
+        absl::Now() + absl::Seconds(10));
+    ASSERT_NE(e, nullptr) << "round " << i << ": the queue was never handed over";
+    ASSERT_TRUE(e->done()) << "round " << i;
     // Taken over from the poller's thread: the waiting thread ran the tag itself.
-    EXPECT_EQ(e.ran_on, std::this_thread::get_id()) << "round " << i;
-    EXPECT_TRUE(e.held_by_runner);
+    EXPECT_EQ(e->ran_on, std::this_thread::get_id()) << "round " << i;
+    EXPECT_TRUE(e->held_by_runner);
   }
   EXPECT_FALSE(poller->held_here());
   poller->Shutdown();
