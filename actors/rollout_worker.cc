@@ -150,7 +150,8 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
                  group_error_.c_str());
   };
   collective::ClusterKvStore kv(Cluster::Current());
-  // Staging tensors the subscriber writes into; the engine copies them at UpdateWeights.
+  // Staging tensors the subscriber writes into (copy path) or checks the manifest against
+  // (in place: it reads the trainer's shared buffers); the engine copies at UpdateWeights.
   std::vector<collective::NamedTensor> staging = CopyStateDict(*policy_.model);
   absl::StatusOr<std::unique_ptr<collective::WeightSubscriber>> sub =
       collective::WeightSubscriber::Create(
@@ -160,11 +161,16 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
            .rank = req.rank(),
            .timeout = absl::Seconds(120),
            .gloo_host = "127.0.0.1"},
-          staging);
+          staging, {.in_place = true});
   if (!sub.ok()) {
     fail(sub.status());
     return;
   }
+  std::fprintf(stderr, "%s: joined weight group %s.%lld as rank %d (%s)\n", name_.c_str(),
+               req.group_name().c_str(), static_cast<long long>(req.epoch()), req.rank(),
+               (*sub)->in_place()                     ? "in place, shared buffers"
+               : (*sub)->group().uses_shared_memory() ? "copies through shared memory"
+                                                      : "copies through sockets");
   while (!stop_receiver_) {
     absl::StatusOr<int64_t> announced = (*sub)->AnnouncedVersion();
     if (!announced.ok()) {
@@ -188,7 +194,9 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
     }
     rollout::WeightUpdate update;
     update.version = *v;
-    for (const collective::NamedTensor& t : staging) update.tensors.emplace_back(t.name, t.tensor);
+    for (const collective::NamedTensor& t : (*sub)->weights()) {
+      update.tensors.emplace_back(t.name, t.tensor);
+    }
     absl::Status queued = engine_->UpdateWeights(std::move(update));
     if (!queued.ok()) {
       fail(queued);

@@ -234,7 +234,7 @@ absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinWeightGroup(
                                            .rank = 0,
                                            .timeout = absl::Seconds(120),
                                            .gloo_host = "127.0.0.1"},
-                                          StateDict(*policy_.model)));
+                                          StateDict(*policy_.model), {.in_place = true}));
   if (absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model)); !s.ok()) {
     (void)publisher_->Close();
     publisher_.reset();

@@ -12,7 +12,13 @@
 //
 //   bazel run -c opt //bench:weight_sync_bench -- [--mb 256] [--hidden 1024] [--repeats 5]
 //       [--receivers 1,2,3]
-//       [--chunk_mb 16] [--in_flight 4] [--gloo_threads 2] [--shared_memory 1]
+//       [--chunk_mb 16] [--in_flight 4] [--gloo_threads 2] [--shared_memory 1] [--in_place 1]
+//
+// Paths ("path" in the output): "in_place" (the default, as in a job on one machine: the
+// publisher writes each version once into a shared double buffer and receivers read it there;
+// see weight_sync.h), "shared_memory" (--in_place 0: every receiver gets its own copy through
+// the group's shared-memory ring) and "sockets" (--shared_memory 0: through Gloo's TCP pairs).
+// Raw Gloo gives every receiver its own copy on every path.
 //
 // Output (stdout), one JSON object per line:
 //   per receiver count: {"bench":"weight_sync_bench","metric":"broadcast_throughput",
@@ -69,6 +75,7 @@ struct Config {
   std::string receivers = "1,2,3";
   int64_t chunk_mb = 16;
   int shared_memory = 1;  // GroupOptions::shared_memory
+  int in_place = 1;       // WeightSyncOptions::in_place
   int in_flight = 4;
   int gloo_threads = 2;
   // Receiver-only.
@@ -204,7 +211,8 @@ int RunMember(const Config& c) {
   std::vector<NamedTensor> params = StateDict(c.mb, c.hidden);
   for (NamedTensor& nt : params) nt.tensor.zero_();
   at::Tensor flat = at::empty({TotalBytes(params)}, at::kByte);
-  auto sub = OrDie(WeightSubscriber::Create(&kv, Options(c, c.rank, c.world), params),
+  auto sub = OrDie(WeightSubscriber::Create(&kv, Options(c, c.rank, c.world), params,
+                                            {.in_place = c.in_place != 0}),
                    "WeightSubscriber::Create");
   int64_t last = -1;
   // Mirrors the publisher: warm-up of each, then `repeats` alternating pairs.
@@ -221,7 +229,8 @@ int RunMember(const Config& c) {
       }
     }
   }
-  if (!Holds(params, last)) Die(absl::StrCat("rank ", c.rank, ": version ", last, " is corrupt"));
+  if (!Holds(sub->weights(), last))
+    Die(absl::StrCat("rank ", c.rank, ": version ", last, " is corrupt"));
   OrDie(sub->Close(), "close");
   return 0;
 }
@@ -230,7 +239,7 @@ int RunMember(const Config& c) {
 
 struct Result {
   double ours_s = 0, raw_s = 0;
-  bool shared_memory = false;  // the group broadcast through its shared-memory ring
+  const char* path = "sockets";  // see the top of the file
 };
 
 pid_t Spawn(const std::vector<std::string>& args) {
@@ -287,12 +296,15 @@ Result RunReceivers(const Config& c, troupe::EmbeddedCluster& ec, int receivers,
                           "--in_flight",
                           absl::StrCat(c.in_flight),
                           "--shared_memory",
-                          absl::StrCat(c.shared_memory)}));
+                          absl::StrCat(c.shared_memory),
+                          "--in_place",
+                          absl::StrCat(c.in_place)}));
   }
   ClusterKvStore kv(&ec.cluster());
   auto raw = RawGroup(store, 0, world);
-  auto pub =
-      OrDie(WeightPublisher::Create(&kv, Options(cc, 0, world), state), "WeightPublisher::Create");
+  auto pub = OrDie(
+      WeightPublisher::Create(&kv, Options(cc, 0, world), state, {.in_place = c.in_place != 0}),
+      "WeightPublisher::Create");
 
   std::vector<double> ours, raws;
   int64_t version = 0;
@@ -326,9 +338,11 @@ Result RunReceivers(const Config& c, troupe::EmbeddedCluster& ec, int receivers,
       Die(absl::StrCat("a receiver failed (status ", status, ")"));
     }
   }
-  const bool shm = pub->group().uses_shared_memory();
+  const char* path = pub->in_place()                     ? "in_place"
+                     : pub->group().uses_shared_memory() ? "shared_memory"
+                                                         : "sockets";
   OrDie(pub->Close(), "close");
-  return {Median(ours), Median(raws), shm};
+  return {Median(ours), Median(raws), path};
 }
 
 int RunPublisher(const Config& c) {
@@ -362,7 +376,7 @@ int RunPublisher(const Config& c) {
         "\"in_flight\":%d,\"hidden\":%lld,\"repeats\":%d,\"path\":\"%s\"}\n",
         n, ours, raw, ours / raw, r.ours_s * 1e3, r.raw_s * 1e3, static_cast<long long>(bytes),
         state.size(), static_cast<long long>(c.chunk_mb), c.in_flight,
-        static_cast<long long>(c.hidden), c.repeats, r.shared_memory ? "shared_memory" : "sockets");
+        static_cast<long long>(c.hidden), c.repeats, r.path);
     std::fflush(stdout);
   }
   const Result* one = nullptr;
@@ -404,6 +418,10 @@ int main(int argc, char** argv) {
   app.add_option("--shared_memory", c.shared_memory,
                  "GroupOptions.shared_memory: 1 = broadcast through the shared-memory ring "
                  "(all members are on this machine), 0 = through Gloo's sockets")
+      ->check(CLI::Range(0, 1));
+  app.add_option("--in_place", c.in_place,
+                 "WeightSyncOptions.in_place: 1 = receivers read each version from the "
+                 "publisher's shared buffers (needs the shared-memory group), 0 = own copies")
       ->check(CLI::Range(0, 1));
   app.add_flag("--member", c.member, "internal: run as a receiver");
   app.add_option("--rank", c.rank, "internal");

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/collective/shm_segment.h"
 #include "runtime/status_macros.h"
 
 namespace troupe::collective {
@@ -22,6 +23,45 @@ constexpr int64_t kNoMismatch = std::numeric_limits<int64_t>::max();
 
 std::string AnnounceKey(const std::string& group) {
   return CollectiveGroup::KeyPrefix(group) + "weights/announced";
+}
+
+std::string SegmentKey(const std::string& group) {
+  return CollectiveGroup::KeyPrefix(group) + "weights/segment";
+}
+
+constexpr int kHeaderLength = 5;  // [magic, version, manifest hash, count, buffer or -1]
+constexpr size_t kTensorAlignment = 64;
+
+// Where each tensor of the manifest sits in one in-place buffer, and the buffer's size.
+struct BufferLayout {
+  std::vector<size_t> offsets;
+  size_t bytes = 0;
+};
+
+BufferLayout PlanBuffer(const std::vector<ManifestEntry>& manifest) {
+  BufferLayout layout;
+  for (const ManifestEntry& e : manifest) {
+    size_t n = c10::elementSize(e.dtype);
+    for (int64_t d : e.shape) n *= static_cast<size_t>(d);
+    layout.bytes = (layout.bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+    layout.offsets.push_back(layout.bytes);
+    layout.bytes += n;
+  }
+  return layout;
+}
+
+// Views of the two buffers of `segment` laid out by `layout`; each keeps the segment mapped.
+void MakeViews(const std::shared_ptr<SharedSegment>& segment,
+               const std::vector<ManifestEntry>& manifest, const BufferLayout& layout,
+               std::vector<at::Tensor> (&buffers)[2]) {
+  for (int b = 0; b < 2; ++b) {
+    buffers[b].clear();
+    for (size_t i = 0; i < manifest.size(); ++i) {
+      uint8_t* data = segment->data() + b * layout.bytes + layout.offsets[i];
+      buffers[b].push_back(at::from_blob(
+          data, manifest[i].shape, [segment](void*) {}, at::TensorOptions(manifest[i].dtype)));
+    }
+  }
 }
 
 std::string Describe(at::ScalarType dtype, absl::Span<const int64_t> shape) {
@@ -146,6 +186,15 @@ absl::Status AgreeOnManifest(CollectiveGroup& group, const std::vector<ManifestE
   return absl::InvalidArgumentError(msg);
 }
 
+// Collectively: true iff every member passes true (one-int all-reduce MIN).
+absl::StatusOr<bool> AllAgree(CollectiveGroup& group, bool mine) {
+  at::Tensor flag;
+  TROUPE_RETURN_IF_ERROR(
+      Catching("in-place agreement", [&] { flag = at::full({1}, mine ? 1 : 0, at::kLong); }));
+  TROUPE_RETURN_IF_ERROR(group.AllReduce({flag}, ReduceOp::kMin));
+  return flag.data_ptr<int64_t>()[0] == 1;
+}
+
 }  // namespace
 
 // ---- WeightPublisher --------------------------------------------------------------------------
@@ -159,7 +208,8 @@ WeightPublisher::~WeightPublisher() { Close().IgnoreError(); }
 absl::Status WeightPublisher::Close() { return group_->Destroy(); }
 
 absl::StatusOr<std::unique_ptr<WeightPublisher>> WeightPublisher::Create(
-    KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> state) {
+    KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> state,
+    WeightSyncOptions sync) {
   if (options.rank != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("WeightPublisher must be rank 0 of its group, got rank ", options.rank));
@@ -183,12 +233,33 @@ absl::StatusOr<std::unique_ptr<WeightPublisher>> WeightPublisher::Create(
   absl::Status s = group->Broadcast({header}, 0);
   if (s.ok()) s = group->Broadcast({bytes}, 0);
   if (s.ok()) s = AgreeOnManifest(*group, manifest, kNoMismatch, "");
+  // In-place mode: make the segment and say where it is, then agree (twice: everyone asks for
+  // it, everyone mapped it).
+  const BufferLayout layout = PlanBuffer(manifest);
+  std::shared_ptr<SharedSegment> segment;
+  bool in_place = false;
+  if (s.ok()) {
+    if (sync.in_place && group->uses_shared_memory() && layout.bytes > 0) {
+      absl::StatusOr<std::unique_ptr<SharedSegment>> made =
+          SharedSegment::Create(2 * layout.bytes, "in-place weights");
+      if (made.ok() &&
+          kv->Put(SegmentKey(group->name()), (*made)->description(), /*if_absent=*/false).ok()) {
+        segment = std::move(*made);
+      }
+    }
+    absl::StatusOr<bool> asked = AllAgree(*group, segment != nullptr);
+    if (asked.ok() && *asked) asked = AllAgree(*group, true);
+    if (!asked.ok()) s = asked.status();
+    in_place = s.ok() && *asked;
+  }
   if (!s.ok()) {
     group->Destroy().IgnoreError();
     return s;
   }
-  return std::unique_ptr<WeightPublisher>(
+  std::unique_ptr<WeightPublisher> pub(
       new WeightPublisher(std::move(group), std::move(manifest), hash));
+  if (in_place) MakeViews(segment, pub->manifest_, layout, pub->buffers_);
+  return pub;
 }
 
 absl::Status WeightPublisher::Publish(int64_t version, absl::Span<const NamedTensor> state) {
@@ -230,28 +301,42 @@ absl::Status WeightPublisher::Publish(int64_t version, absl::Span<const NamedTen
   TROUPE_RETURN_IF_ERROR(group_->health());
   TROUPE_RETURN_IF_ERROR(
       group_->kv()->Put(AnnounceKey(group_->name()), absl::StrCat(version), /*if_absent=*/false));
+  const int64_t buffer = in_place() ? publishes_ % 2 : -1;
   at::Tensor header, commit;
   TROUPE_RETURN_IF_ERROR(Catching("Publish", [&] {
     header = at::tensor(
-        {kHeaderMagic, version, manifest_hash_, static_cast<int64_t>(manifest_.size())}, at::kLong);
+        {kHeaderMagic, version, manifest_hash_, static_cast<int64_t>(manifest_.size()), buffer},
+        at::kLong);
     commit = at::zeros({1}, at::kLong);
+    // In-place: every subscriber is done with this buffer's previous contents (see the header).
+    if (buffer >= 0) {
+      for (size_t i = 0; i < ordered.size(); ++i) buffers_[buffer][i].copy_(ordered[i]);
+    }
   }));
-  // One broadcast: the header first, then the tensors in manifest order.
-  ordered.insert(ordered.begin(), header);
-  TROUPE_RETURN_IF_ERROR(group_->Broadcast(ordered, 0));
+  if (buffer >= 0) {
+    // Only the header travels; it names the buffer.
+    TROUPE_RETURN_IF_ERROR(group_->Broadcast({header}, 0));
+  } else {
+    // One broadcast: the header first, then the tensors in manifest order.
+    ordered.insert(ordered.begin(), header);
+    TROUPE_RETURN_IF_ERROR(group_->Broadcast(ordered, 0));
+  }
   // Subscribers enter this only with the whole version written: OK here means all have it.
   TROUPE_RETURN_IF_ERROR(group_->AllReduce({commit}, ReduceOp::kMax));
   version_.store(version);
+  ++publishes_;
   return absl::OkStatus();
 }
 
 // ---- WeightSubscriber -------------------------------------------------------------------------
 
 WeightSubscriber::WeightSubscriber(std::unique_ptr<CollectiveGroup> group, at::Tensor header,
-                                   std::vector<at::Tensor> receive_list, int64_t manifest_hash)
+                                   std::vector<at::Tensor> receive_list,
+                                   std::vector<std::string> names, int64_t manifest_hash)
     : group_(std::move(group)),
       header_(std::move(header)),
       receive_list_(std::move(receive_list)),
+      names_(std::move(names)),
       manifest_hash_(manifest_hash) {}
 
 WeightSubscriber::~WeightSubscriber() { Close().IgnoreError(); }
@@ -259,7 +344,8 @@ WeightSubscriber::~WeightSubscriber() { Close().IgnoreError(); }
 absl::Status WeightSubscriber::Close() { return group_->Destroy(); }
 
 absl::StatusOr<std::unique_ptr<WeightSubscriber>> WeightSubscriber::Create(
-    KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> targets) {
+    KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> targets,
+    WeightSyncOptions sync) {
   if (options.rank < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "WeightSubscriber must be rank >= 1 of its group (rank 0 publishes), got rank ",
@@ -322,12 +408,41 @@ absl::StatusOr<std::unique_ptr<WeightSubscriber>> WeightSubscriber::Create(
   if (Hash(text) != hash) {
     return fail(absl::DataLossError("weight manifest: hash differs from the publisher's"));
   }
+  // In-place mode (see the publisher's Create): map the publisher's segment.
+  const BufferLayout layout = PlanBuffer(*manifest);
+  std::shared_ptr<SharedSegment> segment;
+  absl::StatusOr<bool> agreed =
+      AllAgree(*group, sync.in_place && group->uses_shared_memory() && layout.bytes > 0);
+  if (agreed.ok() && *agreed) {
+    absl::StatusOr<std::string> where = kv->Get(SegmentKey(group->name()), absl::Seconds(10));
+    if (where.ok()) {
+      absl::StatusOr<std::unique_ptr<SharedSegment>> opened =
+          SharedSegment::Open(*where, "in-place weights");
+      if (opened.ok() && (*opened)->size() == 2 * layout.bytes) segment = std::move(*opened);
+    }
+    agreed = AllAgree(*group, segment != nullptr);
+  }
+  if (!agreed.ok()) return fail(agreed.status());
   at::Tensor receive_header;
-  s = Catching("Receive header", [&] { receive_header = at::zeros({4}, at::kLong); });
+  s = Catching("Receive header", [&] { receive_header = at::zeros({kHeaderLength}, at::kLong); });
   if (!s.ok()) return fail(s);
   ordered.insert(ordered.begin(), receive_header);
-  return std::unique_ptr<WeightSubscriber>(
-      new WeightSubscriber(std::move(group), receive_header, std::move(ordered), hash));
+  std::vector<std::string> names;
+  for (const ManifestEntry& e : *manifest) names.push_back(e.name);
+  std::unique_ptr<WeightSubscriber> sub(new WeightSubscriber(
+      std::move(group), receive_header, std::move(ordered), std::move(names), hash));
+  if (*agreed) MakeViews(segment, *manifest, layout, sub->buffers_);
+  return sub;
+}
+
+std::vector<NamedTensor> WeightSubscriber::weights() const {
+  std::vector<NamedTensor> out;
+  if (in_place() && current_ < 0) return out;
+  const std::vector<at::Tensor>& tensors = in_place() ? buffers_[current_] : receive_list_;
+  const size_t skip = in_place() ? 0 : 1;  // the copy path's list starts with the header
+  out.reserve(names_.size());
+  for (size_t i = 0; i < names_.size(); ++i) out.push_back({names_[i], tensors[i + skip]});
+  return out;
 }
 
 absl::StatusOr<int64_t> WeightSubscriber::AnnouncedVersion() {
@@ -349,22 +464,30 @@ absl::StatusOr<int64_t> WeightSubscriber::Receive() {
     header_.zero_();
     commit = at::zeros({1}, at::kLong);
   }));
-  TROUPE_RETURN_IF_ERROR(group_->Broadcast(receive_list_, 0));
+  const int64_t buffer = in_place() ? receives_ % 2 : -1;
+  if (in_place()) {
+    TROUPE_RETURN_IF_ERROR(group_->Broadcast({header_}, 0));
+  } else {
+    TROUPE_RETURN_IF_ERROR(group_->Broadcast(receive_list_, 0));
+  }
   const int64_t* h = header_.data_ptr<int64_t>();
   if (h[0] != kHeaderMagic || h[2] != manifest_hash_ ||
-      h[3] != static_cast<int64_t>(receive_list_.size() - 1) || h[1] <= version_.load()) {
+      h[3] != static_cast<int64_t>(receive_list_.size() - 1) || h[1] <= version_.load() ||
+      h[4] != buffer) {
     // Out of step with the publisher (a bug, not a race: the layouts matched): leave the group so
     // that the publisher fails at once instead of by timeout.
-    absl::Status s = absl::DataLossError(
-        absl::StrCat("Receive in group '", group_->name(), "': unexpected header (magic ", h[0],
-                     ", version ", h[1], " after ", version_.load(), ", manifest hash ", h[2],
-                     " vs ", manifest_hash_, ", count ", h[3], " vs ", receive_list_.size() - 1,
-                     "); the targets may be corrupt and the group must be re-created"));
+    absl::Status s = absl::DataLossError(absl::StrCat(
+        "Receive in group '", group_->name(), "': unexpected header (magic ", h[0], ", version ",
+        h[1], " after ", version_.load(), ", manifest hash ", h[2], " vs ", manifest_hash_,
+        ", count ", h[3], " vs ", receive_list_.size() - 1, ", buffer ", h[4], " vs ", buffer,
+        "); the targets may be corrupt and the group must be re-created"));
     group_->Destroy().IgnoreError();
     return s;
   }
   const int64_t version = h[1];
   TROUPE_RETURN_IF_ERROR(group_->AllReduce({commit}, ReduceOp::kMax));
+  if (buffer >= 0) current_ = static_cast<int>(buffer);
+  ++receives_;
   version_.store(version);
   return version;
 }

@@ -33,6 +33,18 @@
 //     two steps, writing straight into its targets, and returns v. Publish blocks until every
 //     subscriber calls Receive, so subscribers should poll AnnouncedVersion between units of
 //     work (a decode step) and Receive promptly; the group timeout bounds the wait.
+//   * In-place mode (WeightSyncOptions::in_place on every member, and the group runs over shared
+//     memory, i.e. every member is on this machine): at Create the publisher makes one
+//     SharedSegment holding two buffers of the whole state dict (each tensor 64-byte aligned, in
+//     manifest order), puts its description in the KV key "collective/<name>/weights/segment",
+//     and every subscriber maps it (two one-int all-reduces agree on the mode; any member that
+//     does not ask for it or cannot map the segment makes everyone use the copy path). Publish
+//     then copies the state dict once into buffer (publish count % 2) and broadcasts only the
+//     header, which names the buffer; subscribers write nothing and read the version in place
+//     through weights(). So the publisher's work no longer grows with the number of subscribers.
+//     A buffer is overwritten two versions later, i.e. only after Publish(v+1) returned, which
+//     is after every subscriber entered Receive(v+1): a subscriber must stop reading version v's
+//     views when it calls Receive again.
 //   * Failure: if a member dies or stalls past the timeout, Publish / Receive fail on every
 //     member (UNAVAILABLE or DEADLINE_EXCEEDED) and the group is BROKEN. While a Receive fails,
 //     its targets may hold a mix of two versions: keep generating with them only if that is
@@ -64,6 +76,17 @@
 
 namespace troupe::collective {
 
+class SharedSegment;
+
+// How versions reach the subscribers; give every member the same (if they differ, the copy path
+// is used).
+struct WeightSyncOptions {
+  // Subscribers read each version in place from a segment the publisher writes once, instead of
+  // each receiving its own copy (see "In-place mode" above). Takes effect only when the group runs
+  // over shared memory; in_place() tells whether it did.
+  bool in_place = false;
+};
+
 // One entry of a state dict.
 struct NamedTensor {
   std::string name;
@@ -84,7 +107,8 @@ class WeightPublisher {
   // of CollectiveGroup::Create; INVALID_ARGUMENT for duplicate or empty names, undefined
   // tensors, or a subscriber whose targets differ (naming the tensor and the rank).
   static absl::StatusOr<std::unique_ptr<WeightPublisher>> Create(
-      KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> state);
+      KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> state,
+      WeightSyncOptions sync = {});
   ~WeightPublisher();
 
   // Sends `state` (matched to the manifest by name, any order) as version `version` to every
@@ -94,6 +118,8 @@ class WeightPublisher {
   // The last version published successfully; -1 before the first.
   int64_t version() const { return version_.load(); }
   const std::vector<ManifestEntry>& manifest() const { return manifest_; }
+  // True if the members agreed on in-place mode at Create.
+  bool in_place() const { return !buffers_[0].empty(); }
   CollectiveGroup& group() { return *group_; }
   // Destroys the group (see CollectiveGroup::Destroy). Idempotent.
   absl::Status Close();
@@ -105,6 +131,9 @@ class WeightPublisher {
   const std::vector<ManifestEntry> manifest_;
   const int64_t manifest_hash_;
   std::atomic<int64_t> version_{-1};
+  // In-place mode: views of the segment's two buffers, in manifest order (empty otherwise).
+  std::vector<at::Tensor> buffers_[2];
+  int64_t publishes_ = 0;  // successful Publish calls
 };
 
 class WeightSubscriber {
@@ -112,30 +141,46 @@ class WeightSubscriber {
   // Joins the group as options.rank (>= 1) and checks the publisher's manifest against
   // `targets` (matched by name): INVALID_ARGUMENT naming the first tensor that is missing,
   // extra, or of another dtype or shape — on every member. Keeps handles to `targets`.
+  // In in-place mode the targets only serve this check; nothing is written into them.
   static absl::StatusOr<std::unique_ptr<WeightSubscriber>> Create(
-      KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> targets);
+      KvStore* kv, GroupOptions options, absl::Span<const NamedTensor> targets,
+      WeightSyncOptions sync = {});
   ~WeightSubscriber();
 
   // The newest version the publisher has announced, -1 if none: one non-blocking KV read.
   absl::StatusOr<int64_t> AnnouncedVersion();
-  // Waits for the publisher's next Publish, writes it into the targets and returns its version.
+  // Waits for the publisher's next Publish, writes it into the targets (in-place mode: makes it
+  // what weights() shows) and returns its version.
   absl::StatusOr<int64_t> Receive();
   // The last version received completely; -1 before the first.
   int64_t version() const { return version_.load(); }
+  // The last version received, in manifest order. Copy mode: the targets. In-place mode: views
+  // of the publisher's segment (empty before the first Receive) — read them, never write them,
+  // and stop reading them when Receive is called again (they then may be overwritten).
+  std::vector<NamedTensor> weights() const;
+  // True if the members agreed on in-place mode at Create.
+  bool in_place() const { return !buffers_[0].empty(); }
   CollectiveGroup& group() { return *group_; }
   // Destroys the group (see CollectiveGroup::Destroy). Idempotent.
   absl::Status Close();
 
  private:
   WeightSubscriber(std::unique_ptr<CollectiveGroup> group, at::Tensor header,
-                   std::vector<at::Tensor> receive_list, int64_t manifest_hash);
+                   std::vector<at::Tensor> receive_list, std::vector<std::string> names,
+                   int64_t manifest_hash);
   std::unique_ptr<CollectiveGroup> group_;
-  // Where each version's header lands: [magic, version, manifest hash, count].
+  // Where each version's header lands: [magic, version, manifest hash, count, buffer].
   const at::Tensor header_;
-  // header_, then the targets in manifest order: what one Broadcast receives.
+  // header_, then the targets in manifest order: what one Broadcast receives in copy mode.
   const std::vector<at::Tensor> receive_list_;
+  const std::vector<std::string> names_;  // manifest order
   const int64_t manifest_hash_;
   std::atomic<int64_t> version_{-1};
+  // In-place mode: views of the segment's two buffers, in manifest order (empty otherwise), and
+  // which one holds version() (-1 before the first Receive).
+  std::vector<at::Tensor> buffers_[2];
+  int current_ = -1;
+  int64_t receives_ = 0;  // successful Receive calls
 };
 
 }  // namespace troupe::collective

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "runtime/collective/kv_store.h"
 
@@ -91,6 +92,89 @@ TEST(WeightSync, SubscribersReceiveEveryPublishedVersionInOrder) {
       EXPECT_TRUE(announced.ok() && *announced >= *v) << announced.status();
     }
     EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 5}));
+    return absl::OkStatus();
+  }));
+}
+
+TEST(WeightSync, InPlaceSubscribersReadEveryVersionFromThePublishersBuffers) {
+  InMemoryKvStore kv;
+  const WeightSyncOptions in_place{.in_place = true};
+  ExpectAllOk(RunMembers(3, [&](int rank) -> absl::Status {
+    if (rank == 0) {
+      auto pub = WeightPublisher::Create(&kv, Options("inplace", 3, 0), StateDict(0), in_place);
+      if (!pub.ok()) return pub.status();
+      EXPECT_TRUE((*pub)->in_place());
+      for (int64_t v = 1; v <= 6; ++v) {
+        absl::Status s = (*pub)->Publish(v, StateDict(v));
+        if (!s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    std::vector<NamedTensor> params = Zeros();
+    auto sub = WeightSubscriber::Create(&kv, Options("inplace", 3, rank), params, in_place);
+    if (!sub.ok()) return sub.status();
+    EXPECT_TRUE((*sub)->in_place());
+    EXPECT_TRUE((*sub)->weights().empty()) << "nothing to read before the first Receive";
+    for (int64_t want = 1; want <= 6; ++want) {
+      absl::StatusOr<int64_t> v = (*sub)->Receive();
+      if (!v.ok()) return v.status();
+      EXPECT_EQ(*v, want);
+      // Meanwhile the publisher is already writing the next version (into the other buffer):
+      // what this subscriber reads must stay version v until it calls Receive again.
+      absl::SleepFor(absl::Milliseconds(5));
+      std::vector<NamedTensor> w = (*sub)->weights();
+      EXPECT_EQ(w.size(), params.size());
+      if (w.size() == params.size()) {
+        for (size_t i = 0; i < w.size(); ++i) EXPECT_EQ(w[i].name, params[i].name);
+        ExpectHolds(w, *v);
+      }
+    }
+    for (const NamedTensor& nt : params) {  // in place: the targets only served the check
+      EXPECT_EQ(nt.tensor.count_nonzero().item<int64_t>(), 0) << nt.name << " was written";
+    }
+    return absl::OkStatus();
+  }));
+}
+
+TEST(WeightSync, InPlaceNeedsEveryMemberAndSharedMemoryElseCopies) {
+  InMemoryKvStore kv;
+  // Subscriber 2 does not ask for in-place mode: everyone copies.
+  ExpectAllOk(RunMembers(3, [&](int rank) -> absl::Status {
+    const WeightSyncOptions sync{.in_place = rank != 2};
+    if (rank == 0) {
+      auto pub = WeightPublisher::Create(&kv, Options("mixed", 3, 0), StateDict(0), sync);
+      if (!pub.ok()) return pub.status();
+      EXPECT_FALSE((*pub)->in_place());
+      return (*pub)->Publish(4, StateDict(4));
+    }
+    std::vector<NamedTensor> params = Zeros();
+    auto sub = WeightSubscriber::Create(&kv, Options("mixed", 3, rank), params, sync);
+    if (!sub.ok()) return sub.status();
+    EXPECT_FALSE((*sub)->in_place());
+    absl::StatusOr<int64_t> v = (*sub)->Receive();
+    if (!v.ok()) return v.status();
+    ExpectHolds(params, 4);
+    ExpectHolds((*sub)->weights(), 4);  // copy mode: weights() are the targets
+    return absl::OkStatus();
+  }));
+  // A group over sockets (as across machines) has no shared segment either.
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    GroupOptions o = Options("sockets", 2, rank);
+    o.shared_memory = false;
+    const WeightSyncOptions sync{.in_place = true};
+    if (rank == 0) {
+      auto pub = WeightPublisher::Create(&kv, o, StateDict(0), sync);
+      if (!pub.ok()) return pub.status();
+      EXPECT_FALSE((*pub)->in_place());
+      return (*pub)->Publish(2, StateDict(2));
+    }
+    std::vector<NamedTensor> params = Zeros();
+    auto sub = WeightSubscriber::Create(&kv, o, params, sync);
+    if (!sub.ok()) return sub.status();
+    EXPECT_FALSE((*sub)->in_place());
+    absl::StatusOr<int64_t> v = (*sub)->Receive();
+    if (!v.ok()) return v.status();
+    ExpectHolds(params, 2);
     return absl::OkStatus();
   }));
 }
