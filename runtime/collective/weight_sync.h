@@ -15,6 +15,10 @@
 //   // ... between decode steps:
 //   TROUPE_ASSIGN_OR_RETURN(int64_t announced, sub->AnnouncedVersion());   // one KV read
 //   if (announced > sub->version()) TROUPE_ASSIGN_OR_RETURN(int64_t v, sub->Receive());
+//   // ... the weights of version v: sub->weights() (here: `params` themselves)
+//
+// With WeightSyncOptions{.in_place = true} passed to every Create, members on one machine share
+// one copy of each version instead (sub->weights() are then views of the publisher's buffers).
 //
 // Protocol:
 //   * Creation (every member, collectively): the group is created (see collective_group.h), the
