@@ -172,15 +172,14 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
                : (*sub)->group().uses_shared_memory() ? "copies through shared memory"
                                                       : "copies through sockets");
   while (!stop_receiver_) {
-    absl::StatusOr<int64_t> announced = (*sub)->AnnouncedVersion();
+    // Returns at once when the trainer announces a version (in place: woken through the shared
+    // segment), else after the timeout, to look at stop_receiver_ again.
+    absl::StatusOr<int64_t> announced = (*sub)->AwaitAnnouncedVersion(absl::Milliseconds(100));
     if (!announced.ok()) {
       fail(announced.status());
       break;
     }
-    if (*announced <= (*sub)->version()) {
-      absl::SleepFor(absl::Milliseconds(10));
-      continue;
-    }
+    if (*announced <= (*sub)->version()) continue;
     absl::StatusOr<int64_t> v = (*sub)->Receive();
     if (!v.ok()) {
       fail(v.status());

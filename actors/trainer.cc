@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "actors/checkpointer.h"
 #include "models/safetensors.h"
 #include "nlohmann/json.hpp"
@@ -128,6 +130,7 @@ Trainer::~Trainer() {
 
 absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepRequest& req) {
   if (req.groups().empty()) return absl::InvalidArgumentError("Step: no sample groups");
+  const absl::Time start = absl::Now();
   std::vector<const proto::Sample*> samples;
   std::vector<float> rewards;
   const int group_size = req.groups(0).samples_size();
@@ -198,9 +201,12 @@ absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepReques
   double reward_sum = 0;
   for (float r : rewards) reward_sum += r;
   m["reward/mean"] = reward_sum / rewards.size();
+  m["time/trainer_update_s"] = absl::ToDoubleSeconds(absl::Now() - start);
 
   if (publisher_ != nullptr && !metrics->skipped) {
+    const absl::Time publish_start = absl::Now();
     absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model));
+    m["time/publish_s"] = absl::ToDoubleSeconds(absl::Now() - publish_start);
     if (!s.ok()) {
       std::fprintf(stderr, "trainer: publishing weights v%lld failed: %s\n",
                    static_cast<long long>(version_), s.ToString().c_str());

@@ -6,11 +6,15 @@
 //       over gRPC, weights over the Gloo collective;
 //   (b) in one process without the runtime: the same actor classes called as plain objects,
 //       samples handed over in memory, weights copied in place;
-// with the same SFT start, seeds and thread count (1), in the same run. Reports the median step
-// time of each and the ratio (actors / single process; target <= 1.05).
+// with the same SFT start, seeds and thread count (1), in the same run. Each of `rounds` rounds
+// runs both (a fresh cluster and fresh objects, `steps` steps each, the first `warmup` not
+// counted), in the order ab, ba, ab, ... so that load changes on this shared machine hit both.
+// Reports the median step time of each over all rounds and the ratio (actors / single process;
+// target <= 1.05), and each round's ratio.
 //
 //   bazel build //bench:grpo_step_overhead //cli:troupe &&
 //     bazel-bin/bench/grpo_step_overhead --sft_dir=runs/grpo-arith/sft [--steps=12] [--batch=32]
+//       [--rounds=4]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "actors/reference.h"
 #include "actors/reward_server.h"
 #include "actors/rollout_worker.h"
@@ -40,6 +45,7 @@ using Clock = std::chrono::steady_clock;
 struct Flags {
   std::string sft_dir = "runs/grpo-arith/sft";
   int steps = 12;
+  int rounds = 4;
   int warmup = 2;
   int batch = 32;
   int n = 8;
@@ -87,7 +93,15 @@ absl::StatusOr<std::vector<double>> RunOnActors(const Flags& f, const recipes::J
   o.job_id = "overhead";
   o.on_step = [&](int64_t, const std::map<std::string, double>& m) {
     times.push_back(m.at("time/step_s"));
-    std::fprintf(stderr, "\ractors: step %zu/%d  %.3fs", times.size(), f.steps, times.back());
+    auto get = [&m](const char* key) {
+      auto it = m.find(key);
+      return it == m.end() ? 0.0 : it->second;
+    };
+    std::fprintf(stderr,
+                 "actors: step %zu/%d  %.3fs (generate %.3f, reference %.3f, update %.3f, "
+                 "publish %.3f)\n",
+                 times.size(), f.steps, times.back(), get("time/generate_s"),
+                 get("time/reference_s"), get("time/trainer_update_s"), get("time/publish_s"));
   };
   TROUPE_RETURN_IF_ERROR(recipes::RunGrpo(spec, cluster->cluster(), o).status());
   std::fprintf(stderr, "\n");
@@ -138,6 +152,7 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
     gen.set_max_new_tokens(4);
     gen.set_seed(static_cast<uint64_t>(step) + 1);
     TROUPE_ASSIGN_OR_RETURN(proto::GenerateReply samples, rollout.Generate(gen));
+    const double gen_s = std::chrono::duration<double>(Clock::now() - start).count();
     proto::ScoreRequest sr;
     *sr.mutable_groups() = std::move(*samples.mutable_groups());
     TROUPE_ASSIGN_OR_RETURN(proto::ScoreReply scored, reward.Score(sr));
@@ -145,16 +160,24 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
     for (const auto& g : scored.groups()) {
       for (const auto& s : g.samples()) *lr.add_samples() = s;
     }
+    const auto ref_start = Clock::now();
     TROUPE_ASSIGN_OR_RETURN(proto::LogprobReply ref, reference.Logprobs(lr));
+    const double ref_s = std::chrono::duration<double>(Clock::now() - ref_start).count();
     proto::TrainStepRequest tr;
     *tr.mutable_groups() = std::move(*scored.mutable_groups());
     *tr.mutable_ref_logprobs() = std::move(*ref.mutable_logprobs());
     tr.set_step(step);
+    const auto train_start = Clock::now();
     TROUPE_ASSIGN_OR_RETURN(proto::TrainStepReply reply, trainer.Step(tr));
+    const double train_s = std::chrono::duration<double>(Clock::now() - train_start).count();
+    const auto load_start = Clock::now();
     TROUPE_RETURN_IF_ERROR(rollout.LoadWeights(trainer.CurrentWeights(), reply.weight_version()));
+    const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    std::fprintf(stderr, "\rsingle process: step %zu/%d  %.3fs", times.size(), f.steps,
-                 times.back());
+    std::fprintf(stderr,
+                 "single process: step %zu/%d  %.3fs (generate %.3f, reference %.3f, update %.3f, "
+                 "load weights %.3f)\n",
+                 times.size(), f.steps, times.back(), gen_s, ref_s, train_s, load_s);
   }
   std::fprintf(stderr, "\n");
   return std::vector<double>(times.begin() + std::min<size_t>(f.warmup, times.size()), times.end());
@@ -172,6 +195,8 @@ int Main(int argc, char** argv) {
       f.sft_dir = v;
     } else if (const char* v = value("steps")) {
       f.steps = std::atoi(v);
+    } else if (const char* v = value("rounds")) {
+      f.rounds = std::atoi(v);
     } else if (const char* v = value("batch")) {
       f.batch = std::atoi(v);
     } else if (const char* v = value("n")) {
@@ -180,8 +205,8 @@ int Main(int argc, char** argv) {
       f.worker_binary = v;
     } else {
       std::fprintf(stderr,
-                   "usage: grpo_step_overhead [--sft_dir=D] [--steps=N] [--batch=B] [--n=N] "
-                   "[--worker_binary=P]\n");
+                   "usage: grpo_step_overhead [--sft_dir=D] [--steps=N] [--rounds=R] [--batch=B] "
+                   "[--n=N] [--worker_binary=P]\n");
       return 2;
     }
   }
@@ -205,24 +230,40 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
     return 1;
   }
-  // Alternate the two so load changes on this shared machine hit both.
-  absl::StatusOr<std::vector<double>> single = RunInProcess(f, *spec);
-  if (!single.ok()) {
-    std::fprintf(stderr, "single process: %s\n", single.status().ToString().c_str());
-    return 1;
+  if (f.steps <= f.warmup || f.rounds < 1) {
+    std::fprintf(stderr, "grpo_step_overhead: need --steps > %d and --rounds >= 1\n", f.warmup);
+    return 2;
   }
-  absl::StatusOr<std::vector<double>> actors = RunOnActors(f, *spec);
-  if (!actors.ok()) {
-    std::fprintf(stderr, "actors: %s\n", actors.status().ToString().c_str());
-    return 1;
+  std::vector<double> all_actors, all_single;
+  std::string round_ratios;
+  for (int round = 0; round < f.rounds; ++round) {
+    std::fprintf(stderr, "round %d/%d\n", round + 1, f.rounds);
+    std::vector<double> a, s;
+    for (int k = 0; k < 2; ++k) {
+      const bool single_now = (k == 0) == (round % 2 == 0);
+      absl::StatusOr<std::vector<double>> t =
+          single_now ? RunInProcess(f, *spec) : RunOnActors(f, *spec);
+      if (!t.ok()) {
+        std::fprintf(stderr, "%s: %s\n", single_now ? "single process" : "actors",
+                     t.status().ToString().c_str());
+        return 1;
+      }
+      (single_now ? s : a) = *t;
+      std::filesystem::remove_all(dir);
+    }
+    absl::StrAppend(&round_ratios, round_ratios.empty() ? "" : ",",
+                    absl::StrFormat("%.3f", Median(a) / Median(s)));
+    all_actors.insert(all_actors.end(), a.begin(), a.end());
+    all_single.insert(all_single.end(), s.begin(), s.end());
   }
-  const double a = Median(*actors), s = Median(*single);
+  const double a = Median(all_actors), s = Median(all_single);
   std::printf(
       "{\"bench\":\"grpo_step_overhead\",\"metric\":\"sync_step_seconds\",\"value\":%.4f,\"unit\":"
       "\"s\","
       "\"baseline\":\"single_process_no_runtime\",\"baseline_value\":%.4f,\"ratio\":%.3f,"
-      "\"batch\":%d,\"n\":%d,\"steps_measured\":%zu}\n",
-      a, s, a / s, f.batch, f.n, actors->size());
+      "\"target_ratio\":1.05,\"round_ratios\":[%s],\"batch\":%d,\"n\":%d,"
+      "\"steps_measured\":%zu}\n",
+      a, s, a / s, round_ratios.c_str(), f.batch, f.n, all_actors.size());
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -137,6 +137,7 @@ class Driver {
   Clock::time_point last_step_end_;
   int64_t tokens_since_step_ = 0;
   double generate_seconds_ = 0;
+  double reference_seconds_ = 0;  // the last step's reference log-probs call
   GrpoResult result_;
   int64_t steps_this_run_ = 0;
   bool stop_requested_ = false;
@@ -496,10 +497,12 @@ absl::StatusOr<proto::TrainStepReply> Driver::Train(std::vector<proto::SampleGro
     for (const auto& g : groups) {
       for (const auto& s : g.samples()) *lr.add_samples() = s;
     }
+    const Clock::time_point start = Clock::now();
     TROUPE_ASSIGN_OR_RETURN(
         proto::LogprobReply ref,
         reference_->Call(&actors::Reference::Logprobs, lr).Get(absl::Minutes(5)));
     *req.mutable_ref_logprobs() = std::move(*ref.mutable_logprobs());
+    reference_seconds_ = Seconds(start);
   }
   for (auto& g : groups) *req.add_groups() = std::move(g);
   return trainer_.Call(&actors::Trainer::Step, req).Get(absl::Minutes(10));
@@ -535,6 +538,7 @@ absl::Status Driver::AfterStep(const proto::TrainStepReply& reply,
   m["throughput/generate_tokens_per_s"] = wall > 0 ? tokens_since_step_ / wall : 0;
   m["throughput/train_tokens_per_s"] = step_seconds > 0 ? m["train/tokens"] / step_seconds : 0;
   m["time/generate_s"] = generate_seconds_;
+  m["time/reference_s"] = reference_seconds_;
   tokens_since_step_ = 0;
   generate_seconds_ = 0;
   absl::StatusOr<proto::ReplayStats> stats =

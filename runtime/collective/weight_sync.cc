@@ -2,7 +2,12 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <limits>
 #include <utility>
 
@@ -32,6 +37,19 @@ std::string SegmentKey(const std::string& group) {
 constexpr int kHeaderLength = 5;  // [magic, version, manifest hash, count, buffer or -1]
 constexpr size_t kTensorAlignment = 64;
 
+// The start of an in-place segment, before its two buffers: the announced version, so that
+// subscribers on this machine wait for it on a futex instead of polling the KV store.
+struct Control {
+  std::atomic<int64_t> announced_plus_one;  // 0 (the segment starts zeroed): none yet
+  std::atomic<uint32_t> seq;                // bumped with every announcement; the futex word
+};
+constexpr size_t kControlBytes = 64;
+static_assert(sizeof(Control) <= kControlBytes);
+static_assert(std::atomic<int64_t>::is_always_lock_free &&
+              std::atomic<uint32_t>::is_always_lock_free);
+
+Control* ControlOf(SharedSegment& segment) { return reinterpret_cast<Control*>(segment.data()); }
+
 // Where each tensor of the manifest sits in one in-place buffer, and the buffer's size.
 struct BufferLayout {
   std::vector<size_t> offsets;
@@ -57,7 +75,7 @@ void MakeViews(const std::shared_ptr<SharedSegment>& segment,
   for (int b = 0; b < 2; ++b) {
     buffers[b].clear();
     for (size_t i = 0; i < manifest.size(); ++i) {
-      uint8_t* data = segment->data() + b * layout.bytes + layout.offsets[i];
+      uint8_t* data = segment->data() + kControlBytes + b * layout.bytes + layout.offsets[i];
       buffers[b].push_back(at::from_blob(
           data, manifest[i].shape, [segment](void*) {}, at::TensorOptions(manifest[i].dtype)));
     }
@@ -241,7 +259,7 @@ absl::StatusOr<std::unique_ptr<WeightPublisher>> WeightPublisher::Create(
   if (s.ok()) {
     if (sync.in_place && group->uses_shared_memory() && layout.bytes > 0) {
       absl::StatusOr<std::unique_ptr<SharedSegment>> made =
-          SharedSegment::Create(2 * layout.bytes, "in-place weights");
+          SharedSegment::Create(kControlBytes + 2 * layout.bytes, "in-place weights");
       if (made.ok() &&
           kv->Put(SegmentKey(group->name()), (*made)->description(), /*if_absent=*/false).ok()) {
         segment = std::move(*made);
@@ -258,7 +276,10 @@ absl::StatusOr<std::unique_ptr<WeightPublisher>> WeightPublisher::Create(
   }
   std::unique_ptr<WeightPublisher> pub(
       new WeightPublisher(std::move(group), std::move(manifest), hash));
-  if (in_place) MakeViews(segment, pub->manifest_, layout, pub->buffers_);
+  if (in_place) {
+    MakeViews(segment, pub->manifest_, layout, pub->buffers_);
+    pub->segment_ = std::move(segment);
+  }
   return pub;
 }
 
@@ -301,6 +322,13 @@ absl::Status WeightPublisher::Publish(int64_t version, absl::Span<const NamedTen
   TROUPE_RETURN_IF_ERROR(group_->health());
   TROUPE_RETURN_IF_ERROR(
       group_->kv()->Put(AnnounceKey(group_->name()), absl::StrCat(version), /*if_absent=*/false));
+  if (segment_ != nullptr) {
+    Control* control = ControlOf(*segment_);
+    control->announced_plus_one.store(version + 1, std::memory_order_release);
+    control->seq.fetch_add(1, std::memory_order_acq_rel);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&control->seq), FUTEX_WAKE, INT_MAX, nullptr,
+            nullptr, 0);
+  }
   const int64_t buffer = in_place() ? publishes_ % 2 : -1;
   at::Tensor header, commit;
   TROUPE_RETURN_IF_ERROR(Catching("Publish", [&] {
@@ -418,7 +446,9 @@ absl::StatusOr<std::unique_ptr<WeightSubscriber>> WeightSubscriber::Create(
     if (where.ok()) {
       absl::StatusOr<std::unique_ptr<SharedSegment>> opened =
           SharedSegment::Open(*where, "in-place weights");
-      if (opened.ok() && (*opened)->size() == 2 * layout.bytes) segment = std::move(*opened);
+      if (opened.ok() && (*opened)->size() == kControlBytes + 2 * layout.bytes) {
+        segment = std::move(*opened);
+      }
     }
     agreed = AllAgree(*group, segment != nullptr);
   }
@@ -431,7 +461,10 @@ absl::StatusOr<std::unique_ptr<WeightSubscriber>> WeightSubscriber::Create(
   for (const ManifestEntry& e : *manifest) names.push_back(e.name);
   std::unique_ptr<WeightSubscriber> sub(new WeightSubscriber(
       std::move(group), receive_header, std::move(ordered), std::move(names), hash));
-  if (*agreed) MakeViews(segment, *manifest, layout, sub->buffers_);
+  if (*agreed) {
+    MakeViews(segment, *manifest, layout, sub->buffers_);
+    sub->segment_ = std::move(segment);
+  }
   return sub;
 }
 
@@ -456,6 +489,29 @@ absl::StatusOr<int64_t> WeightSubscriber::AnnouncedVersion() {
         absl::StrCat("KV key '", AnnounceKey(group_->name()), "' holds '", *v, "', not a version"));
   }
   return version;
+}
+
+absl::StatusOr<int64_t> WeightSubscriber::AwaitAnnouncedVersion(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  if (segment_ == nullptr) {
+    // Copy mode: poll the KV store.
+    while (true) {
+      TROUPE_ASSIGN_OR_RETURN(int64_t announced, AnnouncedVersion());
+      const absl::Duration left = deadline - absl::Now();
+      if (announced > version() || left <= absl::ZeroDuration()) return announced;
+      absl::SleepFor(std::min(left, absl::Milliseconds(10)));
+    }
+  }
+  Control* control = ControlOf(*segment_);
+  while (true) {
+    const uint32_t seen = control->seq.load(std::memory_order_acquire);
+    const int64_t announced = control->announced_plus_one.load(std::memory_order_acquire) - 1;
+    const absl::Duration left = deadline - absl::Now();
+    if (announced > version() || left <= absl::ZeroDuration()) return announced;
+    const timespec ts = absl::ToTimespec(std::min(left, absl::Milliseconds(100)));
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&control->seq), FUTEX_WAIT, seen, &ts, nullptr,
+            0);
+  }
 }
 
 absl::StatusOr<int64_t> WeightSubscriber::Receive() {

@@ -12,7 +12,7 @@
 //   TROUPE_ASSIGN_OR_RETURN(auto sub, WeightSubscriber::Create(&kv, {.name = "policy.0",
 //                                                                    .world_size = 3,
 //                                                                    .rank = r}, params));
-//   // ... between decode steps:
+//   // ... between decode steps (or in a thread of its own: AwaitAnnouncedVersion(timeout)):
 //   TROUPE_ASSIGN_OR_RETURN(int64_t announced, sub->AnnouncedVersion());   // one KV read
 //   if (announced > sub->version()) TROUPE_ASSIGN_OR_RETURN(int64_t v, sub->Receive());
 //   // ... the weights of version v: sub->weights() (here: `params` themselves)
@@ -40,7 +40,8 @@
 //   * In-place mode (WeightSyncOptions::in_place on every member, and the group runs over shared
 //     memory, i.e. every member is on this machine): at Create the publisher makes one
 //     SharedSegment holding two buffers of the whole state dict (each tensor 64-byte aligned, in
-//     manifest order), puts its description in the KV key "collective/<name>/weights/segment",
+//     manifest order, after a 64-byte control block holding the announced version), puts its
+//     description in the KV key "collective/<name>/weights/segment",
 //     and every subscriber maps it (two one-int all-reduces agree on the mode; any member that
 //     does not ask for it or cannot map the segment makes everyone use the copy path). Publish
 //     then copies the state dict once into buffer (publish count % 2) and broadcasts only the
@@ -74,6 +75,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/collective/collective_group.h"
 #include "runtime/collective/kv_store.h"
@@ -137,7 +139,8 @@ class WeightPublisher {
   std::atomic<int64_t> version_{-1};
   // In-place mode: views of the segment's two buffers, in manifest order (empty otherwise).
   std::vector<at::Tensor> buffers_[2];
-  int64_t publishes_ = 0;  // successful Publish calls
+  std::shared_ptr<SharedSegment> segment_;  // in-place mode only
+  int64_t publishes_ = 0;                   // successful Publish calls
 };
 
 class WeightSubscriber {
@@ -153,6 +156,11 @@ class WeightSubscriber {
 
   // The newest version the publisher has announced, -1 if none: one non-blocking KV read.
   absl::StatusOr<int64_t> AnnouncedVersion();
+  // Waits until the announced version exceeds version() or `timeout` passes, and returns it. In
+  // in-place mode it sleeps on a futex in the shared segment (the publisher wakes it), so a
+  // waiting subscriber costs nothing and notices at once; otherwise it polls AnnouncedVersion
+  // every 10 ms.
+  absl::StatusOr<int64_t> AwaitAnnouncedVersion(absl::Duration timeout);
   // Waits for the publisher's next Publish, writes it into the targets (in-place mode: makes it
   // what weights() shows) and returns its version.
   absl::StatusOr<int64_t> Receive();
@@ -183,6 +191,7 @@ class WeightSubscriber {
   // In-place mode: views of the segment's two buffers, in manifest order (empty otherwise), and
   // which one holds version() (-1 before the first Receive).
   std::vector<at::Tensor> buffers_[2];
+  std::shared_ptr<SharedSegment> segment_;  // in-place mode only
   int current_ = -1;
   int64_t receives_ = 0;  // successful Receive calls
 };

@@ -116,6 +116,10 @@ TEST(WeightSync, InPlaceSubscribersReadEveryVersionFromThePublishersBuffers) {
     EXPECT_TRUE((*sub)->in_place());
     EXPECT_TRUE((*sub)->weights().empty()) << "nothing to read before the first Receive";
     for (int64_t want = 1; want <= 6; ++want) {
+      // Woken by the publisher's announcement (the timeout is far longer than a publish).
+      absl::StatusOr<int64_t> announced = (*sub)->AwaitAnnouncedVersion(absl::Seconds(20));
+      if (!announced.ok()) return announced.status();
+      EXPECT_EQ(*announced, want);
       absl::StatusOr<int64_t> v = (*sub)->Receive();
       if (!v.ok()) return v.status();
       EXPECT_EQ(*v, want);
@@ -134,6 +138,44 @@ TEST(WeightSync, InPlaceSubscribersReadEveryVersionFromThePublishersBuffers) {
     }
     return absl::OkStatus();
   }));
+}
+
+TEST(WeightSync, AwaitAnnouncedVersionReturnsAtItsTimeoutWhenNothingIsNew) {
+  for (bool in_place : {true, false}) {
+    InMemoryKvStore kv;
+    const std::string name = in_place ? "await.inplace" : "await.copy";
+    ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+      const WeightSyncOptions sync{.in_place = in_place};
+      if (rank == 0) {
+        auto pub = WeightPublisher::Create(&kv, Options(name, 2, 0), StateDict(0), sync);
+        if (!pub.ok()) return pub.status();
+        absl::Status s = (*pub)->Publish(1, StateDict(1));
+        if (s.ok()) s = (*pub)->group().Barrier();  // the subscriber timed out once
+        if (s.ok()) s = (*pub)->Publish(2, StateDict(2));
+        return s;
+      }
+      std::vector<NamedTensor> params = Zeros();
+      auto sub = WeightSubscriber::Create(&kv, Options(name, 2, 1), params, sync);
+      if (!sub.ok()) return sub.status();
+      EXPECT_EQ((*sub)->in_place(), in_place);
+      absl::StatusOr<int64_t> v = (*sub)->AwaitAnnouncedVersion(absl::Seconds(20));
+      if (v.ok()) v = (*sub)->Receive();
+      if (!v.ok()) return v.status();
+      const absl::Time start = absl::Now();
+      absl::StatusOr<int64_t> same = (*sub)->AwaitAnnouncedVersion(absl::Milliseconds(50));
+      const absl::Duration took = absl::Now() - start;
+      EXPECT_TRUE(same.ok() && *same == 1) << same.status();
+      EXPECT_GE(took, absl::Milliseconds(50));
+      EXPECT_LT(took, absl::Seconds(5));
+      absl::Status s = (*sub)->group().Barrier();
+      if (s.ok()) v = (*sub)->AwaitAnnouncedVersion(absl::Seconds(20));
+      if (s.ok() && v.ok()) {
+        EXPECT_EQ(*v, 2);
+        v = (*sub)->Receive();
+      }
+      return s.ok() ? v.status() : s;
+    }));
+  }
 }
 
 TEST(WeightSync, InPlaceNeedsEveryMemberAndSharedMemoryElseCopies) {
