@@ -35,6 +35,7 @@
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/sft/arithmetic_task.h"
 #include "runtime/cluster/embedded_cluster.h"
+#include "runtime/malloc_tuning.h"
 #include "runtime/status_macros.h"
 
 namespace troupe::bench {
@@ -184,6 +185,8 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
 }
 
 int Main(int argc, char** argv) {
+  // As in troupe's own processes (the workers of (a) call it too), so both sides match.
+  RetainFreedMemory();
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

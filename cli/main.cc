@@ -22,8 +22,11 @@
 #include "cli/job_commands.h"
 #include "cli/version.h"
 #include "runtime/cluster/worker_main.h"
+#include "runtime/malloc_tuning.h"
 
 int main(int argc, char** argv) {
+  // Every troupe process (workers, `troupe run`, head, node) reuses the memory its steps free.
+  troupe::RetainFreedMemory();
   CLI::App app{"troupe: a native C++ runtime for asynchronous RL post-training"};
   app.require_subcommand(1);
   int exit_code = 0;
