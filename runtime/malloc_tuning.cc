@@ -15,7 +15,11 @@ bool RetainFreedMemory() {
   constexpr int kTrimThreshold = 1 << 30;
   const bool mmap_ok = mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1;
   const bool trim_ok = mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
-  return mmap_ok && trim_ok;
+  // Only the main arena serves blocks above the mmap threshold from its (retained) free memory;
+  // the per-thread arenas' heaps end at 64 MiB and map and unmap such blocks every time. Small
+  // allocations mostly come from each thread's cache (tcache) without the arena's lock.
+  const bool arena_ok = mallopt(M_ARENA_MAX, 1) == 1;
+  return mmap_ok && trim_ok && arena_ok;
 }
 
 }  // namespace troupe

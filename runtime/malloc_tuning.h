@@ -5,9 +5,12 @@
 // glibc's defaults, blocks above the (adaptive) mmap threshold are unmapped when freed and the
 // heap's top is trimmed, so the next step touches fresh pages: tens of thousands of page faults a
 // second, which on a virtual machine cost ~10% of a step (measured: bench/RESULTS.md, "GRPO step
-// overhead"). This sets the mmap threshold to its maximum (32 MiB: larger blocks are still
-// mapped and unmapped) and the trim threshold to 1 GiB, so steady-state steps reuse their pages.
-// The cost: up to ~1 GiB of freed memory per arena stays with the process.
+// overhead"). This sets the mmap threshold to its maximum (32 MiB), the trim threshold to 1 GiB
+// and the number of arenas to 1 (per-thread arenas map and unmap every block above the mmap
+// threshold, so an actor's own thread would keep faulting), so steady-state steps reuse their
+// pages. The costs: up to ~1 GiB of freed memory stays with the process, and threads share one
+// arena lock for allocations their thread cache does not serve (fine for a process that hosts
+// one actor; a process with many allocating threads may prefer TROUPE_MALLOC_RETAIN=0).
 //
 // troupe's worker processes and `troupe run` call it at start. TROUPE_MALLOC_RETAIN=0 in the
 // environment turns it off. Call it early, before threads start allocating.
