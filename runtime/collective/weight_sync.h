@@ -125,7 +125,7 @@ class WeightPublisher {
   int64_t version() const { return version_.load(); }
   const std::vector<ManifestEntry>& manifest() const { return manifest_; }
   // True if the members agreed on in-place mode at Create.
-  bool in_place() const { return !buffers_[0].empty(); }
+  bool in_place() const { return segment_ != nullptr; }
   CollectiveGroup& group() { return *group_; }
   // Destroys the group (see CollectiveGroup::Destroy). Idempotent.
   absl::Status Close();
@@ -171,7 +171,7 @@ class WeightSubscriber {
   // and stop reading them when Receive is called again (they then may be overwritten).
   std::vector<NamedTensor> weights() const;
   // True if the members agreed on in-place mode at Create.
-  bool in_place() const { return !buffers_[0].empty(); }
+  bool in_place() const { return segment_ != nullptr; }
   CollectiveGroup& group() { return *group_; }
   // Destroys the group (see CollectiveGroup::Destroy). Idempotent.
   absl::Status Close();
