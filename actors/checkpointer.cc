@@ -1,7 +1,10 @@
 #include "actors/checkpointer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdio>
@@ -41,6 +44,22 @@ std::vector<fs::path> CompleteCheckpoints(const std::string& dir) {
   return out;
 }
 
+// The pid a scratch entry (".tmp-step_N-PID", ".old-step_N-PID") was made by; -1 if the name is
+// not one of those.
+pid_t ScratchOwner(const std::string& name) {
+  if (name.rfind(".tmp-step_", 0) != 0 && name.rfind(".old-step_", 0) != 0) return -1;
+  const size_t dash = name.rfind('-');
+  if (dash == std::string::npos || dash + 1 >= name.size()) return -1;
+  pid_t pid = 0;
+  for (size_t i = dash + 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    pid = pid * 10 + (name[i] - '0');
+  }
+  return pid;
+}
+
+bool ProcessExists(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
 }  // namespace
 
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
@@ -78,15 +97,44 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
     if (absl::Status s = WriteFileAtomically(tmp + "/" + file, contents); !s.ok()) return fail(s);
   }
   FsyncDir(tmp);
-  fs::remove_all(final_path, ec);  // a checkpoint of the same step from an earlier attempt
+  // A checkpoint of the same step from an earlier attempt (a retry after the checkpointer died
+  // between writing and replying) is moved aside, not deleted first: some complete copy of the
+  // step is on disk at every moment.
+  const std::string old = absl::StrCat(dir, "/.old-", name, "-", ::getpid());
+  const bool replacing = fs::exists(final_path, ec);
+  if (replacing) {
+    fs::remove_all(old, ec);
+    fs::rename(final_path, old, ec);
+    if (ec)
+      return fail(absl::InternalError(
+          absl::StrCat("cannot move the earlier ", final_path, " aside: ", ec.message())));
+  }
   fs::rename(tmp, final_path, ec);
-  if (ec)
-    return fail(absl::InternalError(
-        absl::StrCat("cannot rename ", tmp, " to ", final_path, ": ", ec.message())));
+  if (ec) {
+    const std::string why = ec.message();
+    if (replacing) fs::rename(old, final_path, ec);
+    return fail(
+        absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", final_path, ": ", why)));
+  }
   FsyncDir(dir);
+  if (replacing) fs::remove_all(old, ec);
   std::vector<fs::path> all = CompleteCheckpoints(dir);
   for (size_t i = 0; keep > 0 && i + keep < all.size(); ++i) fs::remove_all(all[i], ec);
   return final_path;
+}
+
+int RemoveAbandonedScratch(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const pid_t owner = ScratchOwner(name);
+    if (owner < 0 || ProcessExists(owner)) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    if (!rm) ++removed;
+  }
+  return removed;
 }
 
 absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
@@ -96,7 +144,15 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
 }
 
 Checkpointer::Checkpointer(const ActorContext& ctx)
-    : dir_(ctx.config().value("dir", "checkpoints")), keep_(ctx.config().value("keep", 3)) {}
+    : dir_(ctx.config().value("dir", "checkpoints")), keep_(ctx.config().value("keep", 3)) {
+  // A checkpointer killed mid-write (this actor's previous instance, say) leaves its scratch
+  // directory behind; nothing else would ever remove it.
+  if (const int n = RemoveAbandonedScratch(dir_); n > 0) {
+    std::fprintf(stderr,
+                 "checkpointer: removed %d unfinished checkpoint(s) of dead writers in %s\n", n,
+                 dir_.c_str());
+  }
+}
 
 absl::StatusOr<proto::CheckpointReply> Checkpointer::Save(const proto::CheckpointRequest& req) {
   absl::StatusOr<std::string> path = WriteCheckpoint(dir_, keep_, req);

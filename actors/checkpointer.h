@@ -7,8 +7,10 @@
 //   driver_state.json   data cursor, step, weight version, metrics state (the driver's)
 //   meta.json           {"step": N, "weight_version": V}
 // It is written under a temporary name, every file fsynced, then renamed into place and the
-// parent fsynced: a directory named step_* is always complete. Older ones beyond `keep` are
-// removed after the new one is in place.
+// parent fsynced: a directory named step_* is always complete. Writing a step that already
+// exists (a retry) moves the earlier copy aside until the new one is in place. Older ones beyond
+// `keep` are removed after the new one is in place. A new Checkpointer removes the scratch
+// directories that dead writers left behind (RemoveAbandonedScratch).
 // config: {"dir": "runs/x/ckpt", "keep": 3}
 #ifndef TROUPE_ACTORS_CHECKPOINTER_H_
 #define TROUPE_ACTORS_CHECKPOINTER_H_
@@ -24,6 +26,11 @@ namespace troupe::actors {
 // Writes one checkpoint into `dir` (see the file comment) and prunes to `keep`; returns its path.
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
                                             const proto::CheckpointRequest& req);
+
+// Removes the scratch directories (".tmp-step_*-PID", ".old-step_*-PID") under `dir` whose
+// writing process no longer exists on this machine (a writer killed mid-checkpoint); returns how
+// many it removed. Complete checkpoints and scratch of live writers are left alone.
+int RemoveAbandonedScratch(const std::string& dir);
 
 // The newest complete checkpoint directory under `dir`; NOT_FOUND naming `dir` if none.
 absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);

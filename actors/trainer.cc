@@ -8,7 +8,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/checkpointer.h"
@@ -47,6 +49,8 @@ Trainer::Trainer(const ActorContext& ctx) {
   model_config_json_ = ReadAll(model_dir + "/config.json");
   tokenizer_json_ = ReadAll(model_dir + "/tokenizer.json");
   checkpointer_ = c.value("checkpointer", "checkpointer");
+  checkpoint_attempts_ = c.value("checkpoint_attempts", 5);
+  if (checkpoint_attempts_ < 1) ConfigError("checkpoint_attempts must be at least 1");
 
   trainers::TrainerOptions to;
   to.weight_decay = c.value("weight_decay", 0.0);
@@ -130,6 +134,7 @@ Trainer::~Trainer() {
 
 absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepRequest& req) {
   if (req.groups().empty()) return absl::InvalidArgumentError("Step: no sample groups");
+  ResendFailedWrites();
   const absl::Time start = absl::Now();
   std::vector<const proto::Sample*> samples;
   std::vector<float> rewards;
@@ -219,6 +224,7 @@ absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepReques
     reply.set_publish_failed(true);
     reply.set_publish_error("no weight group");
   }
+  *reply.mutable_checkpoints() = TakeWriteReport();
   return reply;
 }
 
@@ -256,35 +262,128 @@ Future<proto::CheckpointReply> Trainer::Checkpoint(const proto::CheckpointReques
   if (Cluster::Current() == nullptr) {
     return fail(absl::FailedPreconditionError("Checkpoint: the trainer is not part of a cluster"));
   }
-  proto::CheckpointRequest snapshot = req;
-  snapshot.set_weight_version(version_);
+  ResendFailedWrites();
+  auto snapshot = std::make_shared<proto::CheckpointRequest>(req);
+  snapshot->set_weight_version(version_);
   absl::StatusOr<proto::TensorMap> weights = StateDictToProto(*policy_.model, version_);
   if (!weights.ok()) return fail(weights.status());
-  *snapshot.mutable_weights() = std::move(*weights);
-  const std::string state_path = absl::StrCat("/tmp/troupe-trainer-state-", ::getpid(), ".pt");
-  if (absl::Status s = trainer_->Save(state_path, /*include_parameters=*/false); !s.ok())
-    return fail(s);
-  snapshot.set_trainer_state(ReadAll(state_path));
-  std::remove(state_path.c_str());
-  snapshot.set_model_config_json(model_config_json_);
-  snapshot.set_tokenizer_json(tokenizer_json_);
-  absl::StatusOr<ActorHandle<Checkpointer>> ckpt =
-      Cluster::Current()->GetActor<Checkpointer>(checkpointer_);
-  if (!ckpt.ok()) return fail(ckpt.status());
-  Future<proto::CheckpointReply> written =
-      ckpt->Call(&Checkpointer::Save, std::move(snapshot), {.timeout = absl::Minutes(10)});
-  if (req.wait()) return written;
-  // Hand over and go on: the write happens on the checkpointer's side.
-  std::move(written).OnCompleteInline(
-      [step = req.step()](absl::StatusOr<proto::CheckpointReply> r) {
-        if (!r.ok()) {
-          std::fprintf(stderr, "trainer: checkpoint of step %lld failed: %s\n",
-                       static_cast<long long>(step), r.status().ToString().c_str());
-        }
-      });
+  *snapshot->mutable_weights() = std::move(*weights);
+  // Optimizer and RNG state straight into the snapshot (no file: nothing for others to read).
+  absl::StatusOr<std::string> state = trainer_->SaveToString(/*include_parameters=*/false);
+  if (!state.ok()) return fail(state.status());
+  snapshot->set_trainer_state(std::move(*state));
+  snapshot->set_model_config_json(model_config_json_);
+  snapshot->set_tokenizer_json(tokenizer_json_);
+  const int64_t step = req.step();
+  PendingWrite& w = writes_[step];  // a second snapshot of one step replaces the first
+  w.snapshot = std::move(snapshot);
+  w.attempts = 0;
+  w.last_error.clear();
+  SendWrite(step);
   proto::CheckpointReply reply;
-  reply.set_path(absl::StrCat("step_", req.step()));
-  return MakeReadyFuture<proto::CheckpointReply>(reply);
+  reply.set_path(absl::StrFormat("step_%08d", step));
+  if (!req.wait()) return MakeReadyFuture<proto::CheckpointReply>(reply);
+  return AttemptDone(step).Then(
+      [this, step, reply](absl::Status) -> absl::StatusOr<proto::CheckpointReply> {
+        auto it = writes_.find(step);
+        if (it != writes_.end()) {
+          return absl::UnavailableError(absl::StrCat("checkpoint of step ", step,
+                                                     " not written yet: ", it->second.last_error));
+        }
+        for (const std::string& f : write_failures_) {
+          if (absl::StartsWith(f, absl::StrCat("step ", step, ":"))) return absl::DataLossError(f);
+        }
+        return reply;
+      });
+}
+
+void Trainer::SendWrite(int64_t step) {
+  PendingWrite& w = writes_.at(step);
+  ++w.attempts;
+  if (w.attempts > 1) ++write_retries_;
+  w.sending = true;
+  Future<proto::CheckpointReply> written;
+  absl::StatusOr<ActorHandle<Checkpointer>> ckpt =
+      Cluster::Current() == nullptr
+          ? absl::StatusOr<ActorHandle<Checkpointer>>(
+                absl::FailedPreconditionError("the trainer is not part of a cluster"))
+          : Cluster::Current()->GetActor<Checkpointer>(checkpointer_);
+  if (ckpt.ok()) {
+    written = ckpt->Call(&Checkpointer::Save, *w.snapshot, {.timeout = absl::Minutes(10)});
+  } else {
+    written = MakeReadyFuture<proto::CheckpointReply>(ckpt.status());
+  }
+  // Registered inside a handler, so the continuation runs on this actor's executor.
+  std::move(written).OnComplete(
+      [this, step, snapshot = w.snapshot](absl::StatusOr<proto::CheckpointReply> r) {
+        auto it = writes_.find(step);
+        // Superseded by a newer snapshot of the same step: that one's outcome counts.
+        if (it == writes_.end() || it->second.snapshot != snapshot) return;
+        RecordWrite(step, r.status());
+      });
+}
+
+void Trainer::RecordWrite(int64_t step, const absl::Status& outcome) {
+  auto it = writes_.find(step);
+  if (it == writes_.end()) return;
+  it->second.sending = false;
+  if (outcome.ok()) {
+    written_.push_back(step);
+    writes_.erase(it);
+  } else if (it->second.attempts >= checkpoint_attempts_) {
+    std::string failure = absl::StrCat("step ", step, ": ", outcome.ToString(), " (after ",
+                                       it->second.attempts, " attempts)");
+    std::fprintf(stderr, "trainer: giving up on the checkpoint of %s\n", failure.c_str());
+    write_failures_.push_back(std::move(failure));
+    writes_.erase(it);
+  } else {
+    it->second.last_error = outcome.ToString();
+    std::fprintf(stderr, "trainer: writing the checkpoint of step %lld failed (%s); will retry\n",
+                 static_cast<long long>(step), outcome.ToString().c_str());
+  }
+  auto [first, last] = attempt_waiters_.equal_range(step);
+  for (auto w = first; w != last; ++w) w->second.Set(absl::OkStatus());
+  attempt_waiters_.erase(first, last);
+}
+
+Future<void> Trainer::AttemptDone(int64_t step) {
+  auto it = writes_.find(step);
+  if (it == writes_.end() || !it->second.sending) return MakeReadyFuture<void>(absl::OkStatus());
+  Promise<void> p;
+  Future<void> f = p.GetFuture();
+  attempt_waiters_.emplace(step, std::move(p));
+  return f;
+}
+
+void Trainer::ResendFailedWrites() {
+  std::vector<int64_t> again;
+  for (const auto& [step, w] : writes_) {
+    if (!w.sending && !w.last_error.empty()) again.push_back(step);
+  }
+  for (int64_t step : again) SendWrite(step);
+}
+
+proto::CheckpointWrites Trainer::TakeWriteReport() {
+  proto::CheckpointWrites report;
+  for (const auto& [step, w] : writes_) report.add_pending_steps(step);
+  for (int64_t step : written_) report.add_written_steps(step);
+  for (std::string& f : write_failures_) report.add_failures(std::move(f));
+  report.set_retries(write_retries_);
+  written_.clear();
+  write_failures_.clear();
+  return report;
+}
+
+Future<proto::CheckpointWrites> Trainer::FlushCheckpoints(const proto::Empty&) {
+  ResendFailedWrites();
+  std::vector<Future<void>> attempts;
+  for (const auto& [step, w] : writes_) {
+    if (w.sending) attempts.push_back(AttemptDone(step));
+  }
+  if (attempts.empty()) return MakeReadyFuture<proto::CheckpointWrites>(TakeWriteReport());
+  return WhenAll(std::move(attempts)).Then([this](absl::StatusOr<std::vector<absl::Status>>) {
+    return TakeWriteReport();
+  });
 }
 
 absl::StatusOr<proto::WeightsReply> Trainer::Weights(const proto::Empty&) {
@@ -293,6 +392,6 @@ absl::StatusOr<proto::WeightsReply> Trainer::Weights(const proto::Empty&) {
   return reply;
 }
 
-TROUPE_REGISTER_ACTOR(Trainer, Step, JoinWeightGroup, Checkpoint, Weights);
+TROUPE_REGISTER_ACTOR(Trainer, Step, JoinWeightGroup, Checkpoint, FlushCheckpoints, Weights);
 
 }  // namespace troupe::actors

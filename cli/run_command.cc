@@ -1,5 +1,5 @@
-// `troupe run JOB.yaml [key.path=value ...] [--resume] [--address HOST:PORT] [--job-id ID]
-//  [--dashboard-port 8265]`: runs an RL job.
+// `troupe run JOB.yaml [key.path=value ...] [--resume | --overwrite] [--address HOST:PORT]
+//  [--job-id ID] [--dashboard-port 8265]`: runs an RL job.
 //
 // Without --address, an embedded cluster (head + one node in this process tree, workers as child
 // processes, and the dashboard on 127.0.0.1:8265, or a free port if that one is taken) runs the
@@ -7,6 +7,12 @@
 // (default: the spec's name); the head's job manager passes it to the drivers it starts. The spec
 // is fully checked (types, unknown keys, files, whether the cluster can ever hold its actors)
 // before any actor starts; errors name the key and the YAML line.
+//
+// Nothing under the user's directories is deleted unasked: a run that finds an earlier run's
+// outputs (metrics, summary, checkpoints) refuses unless --resume (continue it) or --overwrite
+// (replace it). The embedded cluster keeps its state and the workers' logs in
+// <logging.dir>/cluster, marked as troupe's by a file in it; a later run replaces only the
+// entries troupe made there, and refuses a cluster/ directory troupe did not make.
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
 #include "recipes/grpo/grpo_driver.h"
@@ -25,6 +32,7 @@
 #include "runtime/cluster/node_agent.h"
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/dashboard/job_manager.h"
+#include "runtime/status_macros.h"
 
 namespace troupe {
 namespace {
@@ -33,6 +41,7 @@ struct RunFlags {
   std::string job;
   std::vector<std::string> overrides;
   bool resume = false;
+  bool overwrite = false;
   std::string address;
   std::string token;
   std::string state_dir = "/tmp/troupe";
@@ -40,15 +49,60 @@ struct RunFlags {
   int dashboard_port = 8265;  // embedded cluster only; -1 = none
 };
 
+// Marks a directory as an embedded cluster's state directory (made by `troupe run`).
+constexpr char kEmbeddedMarker[] = ".troupe-embedded-cluster";
+// What an embedded cluster (head, node agent, dashboard) writes into its state directory.
+constexpr const char* kEmbeddedEntries[] = {
+    "head.db",           "head.db-wal",  "head.db-shm", "head.db-journal", "head.lock",
+    "head.address",      "token",        "logs",        "workers",         "jobs",
+    "dashboard.address", kEmbeddedMarker};
+
+// Makes `dir` ready for a new embedded cluster: created (and marked) if missing or empty; an
+// earlier embedded cluster's entries removed (nothing else in it is touched); any other
+// non-empty directory refused.
+absl::Status PrepareEmbeddedStateDir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool exists = fs::exists(dir, ec);
+  if (exists && !fs::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " (the embedded cluster's state directory) is not a directory"));
+  }
+  if (exists && !fs::is_empty(dir, ec)) {
+    if (!fs::exists(fs::path(dir) / kEmbeddedMarker, ec)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, " exists and was not made by troupe run (no ", kEmbeddedMarker,
+          " in it), so it is not used as the embedded cluster's state directory and nothing in it "
+          "was changed; move it away or choose another logging.dir"));
+    }
+    // An earlier run's cluster: its head state (dead nodes and actors, KV keys, job records)
+    // would only confuse this one. Only what troupe wrote there goes.
+    for (const char* entry : kEmbeddedEntries) {
+      fs::remove_all(fs::path(dir) / entry, ec);
+      if (ec) {
+        return absl::InternalError(
+            absl::StrCat("cannot remove ", dir, "/", entry, ": ", ec.message()));
+      }
+    }
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  std::FILE* marker = std::fopen((fs::path(dir) / kEmbeddedMarker).c_str(), "w");
+  if (marker == nullptr) return absl::InternalError(absl::StrCat("cannot write into ", dir));
+  std::fputs("state of an embedded troupe cluster (troupe run); replaced by the next run\n",
+             marker);
+  std::fclose(marker);
+  return absl::OkStatus();
+}
+
 // The embedded cluster, with its dashboard on the asked port, or on any free one when that is
 // taken (another cluster's dashboard, say).
 absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartEmbedded(const RunFlags& f,
                                                                const std::string& state_dir) {
-  // The embedded cluster lives as long as this run: an earlier run's head state (dead nodes and
-  // actors, KV keys, job records) would only confuse this one.
-  auto start = [&state_dir](EmbeddedClusterOptions o) {
-    std::error_code error;
-    std::filesystem::remove_all(state_dir, error);
+  // The embedded cluster lives as long as this run.
+  auto start =
+      [&state_dir](EmbeddedClusterOptions o) -> absl::StatusOr<std::unique_ptr<EmbeddedCluster>> {
+    TROUPE_RETURN_IF_ERROR(PrepareEmbeddedStateDir(state_dir));
     return EmbeddedCluster::Start(std::move(o));
   };
   EmbeddedClusterOptions o{.state_dir = state_dir, .dashboard_port = f.dashboard_port};
@@ -71,6 +125,23 @@ int RunJob(const RunFlags& f) {
   if (absl::Status s = recipes::ValidateFiles(*spec); !s.ok()) {
     std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
     return 2;
+  }
+  if (f.resume && f.overwrite) {
+    std::fprintf(stderr,
+                 "troupe run: --resume continues an earlier run and --overwrite replaces "
+                 "it: pass one of them\n");
+    return 2;
+  }
+  // Before any cluster starts: an earlier run's outputs are not touched unless asked.
+  if (!f.resume && !f.overwrite) {
+    if (std::vector<std::string> found = recipes::FindEarlierRun(*spec); !found.empty()) {
+      std::fprintf(stderr,
+                   "troupe run: an earlier run's outputs are here (%s); nothing was changed. "
+                   "Continue that run with --resume, replace its outputs with --overwrite, or "
+                   "choose another logging.dir / actors.checkpointer.dir\n",
+                   absl::StrJoin(found, ", ").c_str());
+      return 2;
+    }
   }
   std::unique_ptr<EmbeddedCluster> embedded;
   std::unique_ptr<Cluster> remote;
@@ -123,6 +194,7 @@ int RunJob(const RunFlags& f) {
   }
   recipes::GrpoRunOptions options;
   options.resume = f.resume;
+  options.overwrite = f.overwrite;
   options.job_id = f.job_id.empty() ? spec->name : f.job_id;
   // On the embedded cluster the job shows in its dashboard as a driver job, with this log.
   std::atomic<bool> stop{false};
@@ -176,11 +248,18 @@ int RunJob(const RunFlags& f) {
   std::printf("  held-out exact match before GRPO: %5.1f%%\n", 100 * r->initial_accuracy);
   std::printf("  held-out exact match after GRPO:  %5.1f%%  (%+.1f points)\n",
               100 * r->final_accuracy, 100 * (r->final_accuracy - r->initial_accuracy));
-  std::printf("  samples: %lld generated, %lld used, %lld dropped as stale, %lld buffered\n",
-              static_cast<long long>(r->accounting.added()),
-              static_cast<long long>(r->accounting.used()),
-              static_cast<long long>(r->accounting.dropped_stale()),
-              static_cast<long long>(r->accounting.buffered()));
+  // Counted from the generators' side: a sample lost anywhere after generation shows as lost.
+  std::printf(
+      "  samples: %lld generated = %lld used + %lld dropped as stale + %lld buffered + %lld lost"
+      " (%lld prompts regenerated, %lld calls retried)\n",
+      static_cast<long long>(r->samples_generated), static_cast<long long>(r->accounting.used()),
+      static_cast<long long>(r->accounting.dropped_stale()),
+      static_cast<long long>(r->accounting.buffered()), static_cast<long long>(r->samples_lost),
+      static_cast<long long>(r->prompts_regenerated), static_cast<long long>(r->call_retries));
+  if (!r->checkpoint_failures.empty()) {
+    std::printf("  checkpoints NOT written: %s\n",
+                absl::StrJoin(r->checkpoint_failures, "; ").c_str());
+  }
   std::printf("  metrics: %s/metrics.jsonl (TensorBoard: %s/tb)\n", spec->logging.dir.c_str(),
               spec->logging.dir.c_str());
   if (stop) {
@@ -198,6 +277,9 @@ void Install(CLI::App& app, int* exit_code) {
   run->add_option("job", flags.job, "Job spec YAML")->required();
   run->add_option("overrides", flags.overrides, "Dotted overrides, e.g. algorithm.n=4");
   run->add_flag("--resume", flags.resume, "Continue from the newest complete checkpoint");
+  run->add_flag(
+      "--overwrite", flags.overwrite,
+      "Replace an earlier run's outputs (metrics, checkpoints) in the spec's directories");
   run->add_option("--address", flags.address,
                   "Run on this cluster (HOST:PORT) instead of an embedded one");
   run->add_option("--token", flags.token, "Cluster token (default: TROUPE_TOKEN, state dir)");

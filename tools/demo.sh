@@ -13,4 +13,8 @@ BAZEL=${BAZEL:-bazel}
 "$BAZEL" build --ui_event_filters=-info --noshow_progress //cli:troupe
 echo "== troupe demo: asynchronous GRPO on 2-digit addition (examples/grpo_arith.yaml)"
 echo "   dashboard: http://127.0.0.1:8265 while it runs (or the port printed below)"
-exec bazel-bin/cli/troupe run examples/grpo_arith.yaml "$@"
+# The demo replaces its own previous run in runs/grpo-arith (the SFT warm start stays cached);
+# `tools/demo.sh --resume` continues it instead.
+replace=(--overwrite)
+for a in "$@"; do [[ "$a" == --resume || "$a" == --overwrite ]] && replace=(); done
+exec bazel-bin/cli/troupe run examples/grpo_arith.yaml "${replace[@]}" "$@"

@@ -170,8 +170,17 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn) {
 }
 
 absl::Status Trainer::Save(const std::string& path, bool include_parameters) const {
+  absl::StatusOr<std::string> bytes = SaveToString(include_parameters);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("Trainer::Save ", path, ": ", bytes.status().message()));
+  }
+  return WriteFileAtomically(path, *bytes);
+}
+
+absl::StatusOr<std::string> Trainer::SaveToString(bool include_parameters) const {
   std::string bytes;
-  TROUPE_RETURN_IF_ERROR(CatchTorch(absl::StrCat("Trainer::Save ", path), [&]() -> absl::Status {
+  TROUPE_RETURN_IF_ERROR(CatchTorch("Trainer::SaveToString", [&]() -> absl::Status {
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(std::string(kTrainerFormat)));
     archive.write("step", c10::IValue(step_));
@@ -195,7 +204,7 @@ absl::Status Trainer::Save(const std::string& path, bool include_parameters) con
     bytes = std::move(stream).str();
     return absl::OkStatus();
   }));
-  return WriteFileAtomically(path, bytes);
+  return bytes;
 }
 
 absl::Status Trainer::Load(const std::string& path) {

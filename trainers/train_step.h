@@ -112,6 +112,8 @@ class Trainer {
   // Writes the full trainer state (step, optimizer, generators, and the parameters when
   // `include_parameters`) to `path` atomically.
   absl::Status Save(const std::string& path, bool include_parameters = true) const;
+  // The same state as Save writes, as bytes (no file involved).
+  absl::StatusOr<std::string> SaveToString(bool include_parameters = true) const;
   // Restores a state written by Save for the same parameter layout. Parameters are restored when
   // the file holds them. On error nothing is changed. NotFound if the file is missing;
   // InvalidArgument naming the file and field on a layout mismatch.

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/atomic_file.h"
 #include "trainers/optimizer.h"
 #include "trainers/train_step.h"
 
@@ -403,6 +404,26 @@ TEST(Trainer, LoadRejectsACheckpointOfAnotherModelNamingTheField) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()), HasSubstr("num_params"));
   EXPECT_EQ((*other)->Load(TempPath("nope.pt")).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Trainer, SaveToStringHoldsTheStateLoadRestores) {
+  TinyNet net = MakeNet(1, 0.0);
+  auto trainer = Trainer::Create(*net, SeededOptions(1));
+  ASSERT_TRUE(trainer.ok());
+  ASSERT_TRUE((*trainer)->Step(NoisyRegression(net)).ok());
+  absl::StatusOr<std::string> bytes = (*trainer)->SaveToString();
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_FALSE(bytes->empty());
+  const std::string path = TempPath("trainer_from_string.pt");
+  ASSERT_TRUE(WriteFileAtomically(path, *bytes).ok());
+  TinyNet other_net = MakeNet(2, 0.0);
+  auto other = Trainer::Create(*other_net, SeededOptions(1));
+  ASSERT_TRUE(other.ok());
+  absl::Status loaded = (*other)->Load(path);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  EXPECT_EQ((*other)->step(), 1);
+  const auto a = Snapshot(net), b = Snapshot(other_net);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << i;
 }
 
 TEST(Trainer, DoesNotDecayBiasesAndNormGains) {

@@ -9,8 +9,10 @@
 #include <optional>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "actors/checkpointer.h"
 #include "actors/reference.h"
 #include "actors/replay_buffer.h"
@@ -90,12 +92,25 @@ class Driver {
   // Deletes the rendezvous keys of this job's weight groups (every epoch) from the head's KV.
   void ClearWeightGroupKeys();
   absl::Status WaitAlive(const UntypedActorHandle& h);
+  // Refuses (FAILED_PRECONDITION, nothing changed) when an earlier run's outputs are there and
+  // the run neither resumes nor overwrites; with overwrite, removes the earlier checkpoints.
+  absl::Status CheckEarlierRun();
   absl::Status FormWeightGroup();
+  absl::Status FormWeightGroupOnce();
+  // Asks every worker in the group whether it is still there; marks the ones that are not.
+  void ProbeWorkers();
   absl::StatusOr<double> Evaluate();
   proto::Prompt NextPrompt();
   proto::GenerateRequest MakeRequest(std::vector<proto::Prompt> prompts, bool sync);
   absl::StatusOr<std::vector<proto::SampleGroup>> ScoreGroups(
       std::vector<proto::SampleGroup> groups);
+  // One Score call, retried across reward replicas and restarts (blocking).
+  absl::StatusOr<proto::ScoreReply> Score(const proto::ScoreRequest& req);
+  // The next reward replica that is not known to be DEAD; -1 if none is left.
+  int NextReward();
+  // Reference log-probs of `groups`' samples, retried across a restart (blocking).
+  absl::StatusOr<proto::LogprobReply> ReferenceLogprobs(
+      const std::vector<proto::SampleGroup>& groups);
   absl::StatusOr<proto::TrainStepReply> Train(std::vector<proto::SampleGroup> groups);
   absl::Status AfterStep(const proto::TrainStepReply& reply,
                          const std::vector<proto::SampleGroup>& used, double step_seconds);
@@ -103,7 +118,12 @@ class Driver {
   absl::Status AsyncLoop();
   void RecordVersions(const proto::GenerateReply& r);
   absl::Status CheckRestartedWorkers(bool* changed);
-  absl::Status Checkpoint(bool wait = false);
+  absl::Status Checkpoint();
+  // Records the trainer's report on its checkpoint writes.
+  void NoteCheckpoints(const proto::CheckpointWrites& writes);
+  // Waits (up to options.checkpoint_flush_timeout) until every checkpoint write of the run has
+  // finished; DATA_LOSS if the checkpoint of `last_step` could not be written.
+  absl::Status FlushCheckpoints(int64_t last_step);
   absl::Status WriteSummary();
 
   const JobSpec& spec_;
@@ -130,6 +150,7 @@ class Driver {
   int64_t cursor_ = 0;
   int64_t epoch_ = 0;
   size_t next_reward_ = 0;
+  std::vector<bool> reward_dead_;
   std::deque<proto::Prompt> requeued_;
   std::unique_ptr<metrics::MetricsLogger> metrics_;
   std::unique_ptr<metrics::ProgressLine> progress_;
@@ -350,6 +371,37 @@ absl::Status Driver::SpawnActors() {
 }
 
 absl::Status Driver::FormWeightGroup() {
+  absl::Status last;
+  const int attempts = std::max(1, options_.retry.max_attempts);
+  for (int attempt = 1; attempt <= attempts; ++attempt) {
+    last = FormWeightGroupOnce();
+    if (last.ok() || attempt == attempts) break;
+    // A member died while the group formed (or had died unnoticed): find out who is still
+    // there and form the group again without the ones that are gone.
+    Log(absl::StrCat("forming the weight group failed (", last.ToString(),
+                     "); checking the rollout workers and trying again"));
+    ProbeWorkers();
+    bool changed = false;
+    TROUPE_RETURN_IF_ERROR(CheckRestartedWorkers(&changed));
+    absl::SleepFor(Backoff(options_.retry, attempt + 1));
+  }
+  return last;
+}
+
+void Driver::ProbeWorkers() {
+  for (auto& w : workers_) {
+    if (w.down) continue;
+    absl::StatusOr<proto::WorkerStatus> st =
+        w.handle.Call(&actors::RolloutWorker::Status, proto::Empty(), {.timeout = absl::Seconds(5)})
+            .Get();
+    if (!st.ok()) {
+      Log(absl::StrCat(w.name, " does not answer (", st.status().ToString(), ")"));
+      w.down = true;
+    }
+  }
+}
+
+absl::Status Driver::FormWeightGroupOnce() {
   ++epoch_;
   ++result_.weight_group_epochs;
   std::vector<Worker*> members;
@@ -427,39 +479,81 @@ proto::GenerateRequest Driver::MakeRequest(std::vector<proto::Prompt> prompts, b
 absl::StatusOr<double> Driver::Evaluate() {
   const Clock::time_point start = Clock::now();
   std::vector<ArithmeticProblem> problems = task_->Problems(TaskSplit::kHeldout);
-  std::vector<Worker*> alive;
-  for (auto& w : workers_) {
-    if (!w.down && !w.needs_group) alive.push_back(&w);
-  }
-  if (alive.empty()) return absl::UnavailableError("evaluation: no rollout worker is up");
-  std::vector<Future<proto::GenerateReply>> calls;
-  const size_t per = (problems.size() + alive.size() - 1) / alive.size();
-  int64_t id = 0;
-  for (size_t w = 0; w < alive.size(); ++w) {
-    proto::GenerateRequest req;
-    for (size_t i = w * per; i < std::min(problems.size(), (w + 1) * per); ++i) {
-      proto::Prompt* p = req.add_prompts();
-      p->set_prompt_id(id++);
-      p->set_reference_answer(problems[i].answer);
-      p->add_tokens(tokenizer_->bos_id().value_or(1));
-      TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_->Encode(problems[i].prompt));
-      for (int32_t t : ids) p->add_tokens(t);
-    }
-    if (req.prompts().empty()) continue;
-    req.set_n(1);
-    req.set_greedy(true);
-    req.set_max_new_tokens(static_cast<int>(spec_.rollout.max_new_tokens));
-    req.set_min_weight_version(version_);
-    calls.push_back(alive[w]->handle.Call(&actors::RolloutWorker::Generate, req,
-                                          {.timeout = absl::Minutes(5)}));
+  std::vector<proto::Prompt> remaining;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    proto::Prompt p;
+    p.set_prompt_id(static_cast<int64_t>(i));
+    p.set_reference_answer(problems[i].answer);
+    p.add_tokens(tokenizer_->bos_id().value_or(1));
+    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_->Encode(problems[i].prompt));
+    for (int32_t t : ids) p.add_tokens(t);
+    remaining.push_back(std::move(p));
   }
   int64_t correct = 0, total = 0;
-  for (auto& c : calls) {
-    TROUPE_ASSIGN_OR_RETURN(proto::GenerateReply r, c.Get());
-    for (const auto& g : r.groups()) {
-      for (const auto& s : g.samples()) {
-        ++total;
-        correct += s.finish_reason() == "stop" && s.response_text() == s.reference_answer();
+  // A worker that died or restarted since the last step fails its share; that share goes to the
+  // others (after the group is re-formed with whoever is back), a bounded number of times.
+  const int max_rounds = std::max(1, options_.retry.max_attempts);
+  for (int round = 1; !remaining.empty(); ++round) {
+    if (round > max_rounds) {
+      return absl::UnavailableError(absl::StrCat("evaluation: ", remaining.size(),
+                                                 " held-out prompts still unanswered after ",
+                                                 max_rounds, " rounds"));
+    }
+    bool regroup = false;
+    for (const auto& w : workers_) regroup |= !w.down && w.needs_group;
+    if (round > 1) {
+      bool changed = false;
+      TROUPE_RETURN_IF_ERROR(CheckRestartedWorkers(&changed));
+      regroup |= changed;
+    }
+    if (regroup) TROUPE_RETURN_IF_ERROR(FormWeightGroup());
+    std::vector<Worker*> alive;
+    for (auto& w : workers_) {
+      if (!w.down && !w.needs_group) alive.push_back(&w);
+    }
+    if (alive.empty()) {
+      if (round == max_rounds) return absl::UnavailableError("evaluation: no rollout worker is up");
+      absl::SleepFor(Backoff(options_.retry, round + 1));
+      continue;
+    }
+    const size_t per = (remaining.size() + alive.size() - 1) / alive.size();
+    std::vector<std::pair<Worker*, std::vector<proto::Prompt>>> parts;
+    std::vector<Future<proto::GenerateReply>> calls;
+    for (size_t w = 0; w < alive.size() && w * per < remaining.size(); ++w) {
+      std::vector<proto::Prompt> part(
+          remaining.begin() + w * per,
+          remaining.begin() + std::min(remaining.size(), (w + 1) * per));
+      proto::GenerateRequest req;
+      for (const proto::Prompt& p : part) *req.add_prompts() = p;
+      req.set_n(1);
+      req.set_greedy(true);
+      req.set_max_new_tokens(static_cast<int>(spec_.rollout.max_new_tokens));
+      req.set_min_weight_version(version_);
+      calls.push_back(alive[w]->handle.Call(&actors::RolloutWorker::Generate, req,
+                                            {.timeout = absl::Minutes(5)}));
+      parts.emplace_back(alive[w], std::move(part));
+    }
+    remaining.clear();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      absl::StatusOr<proto::GenerateReply> r = calls[i].Get();
+      Worker* w = parts[i].first;
+      if (!r.ok()) {
+        Log(absl::StrCat(w->name, ": evaluation failed (", r.status().ToString(), "); its ",
+                         parts[i].second.size(), " prompts go to the other workers"));
+        if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
+          w->needs_group = true;  // restarted: alive, but outside the weight group
+        } else {
+          w->down = true;
+        }
+        ++result_.call_retries;
+        for (proto::Prompt& p : parts[i].second) remaining.push_back(std::move(p));
+        continue;
+      }
+      for (const auto& g : r->groups()) {
+        for (const auto& s : g.samples()) {
+          ++total;
+          correct += s.finish_reason() == "stop" && s.response_text() == s.reference_answer();
+        }
       }
     }
   }
@@ -479,30 +573,62 @@ void Driver::RecordVersions(const proto::GenerateReply& r) {
   }
 }
 
+int Driver::NextReward() {
+  for (size_t tried = 0; tried < rewards_.size(); ++tried) {
+    const size_t i = next_reward_++ % rewards_.size();
+    if (!reward_dead_[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<proto::ScoreReply> Driver::Score(const proto::ScoreRequest& req) {
+  absl::Status last = absl::UnavailableError("no reward server is left");
+  for (int i = NextReward(); i >= 0; i = NextReward()) {
+    absl::StatusOr<proto::ScoreReply> r =
+        CallWithRetry(cluster_, rewards_[i], &actors::RewardServer::Score, req, options_.retry,
+                      absl::StrCat("reward-", i, " Score"), options_.log, &result_.call_retries);
+    if (r.ok()) return r;
+    // Still failing after every attempt, or DEAD: the other replicas take its work. Any other
+    // error is the request's, and another replica would fail it too.
+    const bool replica_gone =
+        IsRetryable(r.status()) || r.status().code() == absl::StatusCode::kFailedPrecondition;
+    if (!replica_gone) return r.status();
+    last = r.status();
+    reward_dead_[i] = true;
+    Log(absl::StrCat("reward-", i, " is out of the job: ", last.ToString()));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("scoring: no reward server is left (last error: ", last.ToString(), ")"));
+}
+
 absl::StatusOr<std::vector<proto::SampleGroup>> Driver::ScoreGroups(
     std::vector<proto::SampleGroup> groups) {
   proto::ScoreRequest req;
   for (auto& g : groups) *req.add_groups() = std::move(g);
-  auto& reward = rewards_[next_reward_++ % rewards_.size()];
-  TROUPE_ASSIGN_OR_RETURN(proto::ScoreReply r,
-                          reward.Call(&actors::RewardServer::Score, req).Get(absl::Minutes(5)));
+  TROUPE_ASSIGN_OR_RETURN(proto::ScoreReply r, Score(req));
   return std::vector<proto::SampleGroup>(r.groups().begin(), r.groups().end());
+}
+
+absl::StatusOr<proto::LogprobReply> Driver::ReferenceLogprobs(
+    const std::vector<proto::SampleGroup>& groups) {
+  proto::LogprobRequest lr;
+  for (const auto& g : groups) {
+    for (const auto& s : g.samples()) *lr.add_samples() = s;
+  }
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<proto::LogprobReply> ref =
+      CallWithRetry(cluster_, *reference_, &actors::Reference::Logprobs, lr, options_.retry,
+                    "reference Logprobs", options_.log, &result_.call_retries);
+  reference_seconds_ = Seconds(start);
+  return ref;
 }
 
 absl::StatusOr<proto::TrainStepReply> Driver::Train(std::vector<proto::SampleGroup> groups) {
   proto::TrainStepRequest req;
   req.set_step(step_);
   if (reference_.has_value()) {
-    proto::LogprobRequest lr;
-    for (const auto& g : groups) {
-      for (const auto& s : g.samples()) *lr.add_samples() = s;
-    }
-    const Clock::time_point start = Clock::now();
-    TROUPE_ASSIGN_OR_RETURN(
-        proto::LogprobReply ref,
-        reference_->Call(&actors::Reference::Logprobs, lr).Get(absl::Minutes(5)));
+    TROUPE_ASSIGN_OR_RETURN(proto::LogprobReply ref, ReferenceLogprobs(groups));
     *req.mutable_ref_logprobs() = std::move(*ref.mutable_logprobs());
-    reference_seconds_ = Seconds(start);
   }
   for (auto& g : groups) *req.add_groups() = std::move(g);
   return trainer_.Call(&actors::Trainer::Step, req).Get(absl::Minutes(10));
@@ -568,19 +694,17 @@ absl::Status Driver::AfterStep(const proto::TrainStepReply& reply,
                               {"kl", m["train/kl"]},
                               {"v", static_cast<double>(version_)}});
   }
+  NoteCheckpoints(reply.checkpoints());
   if (options_.on_step) options_.on_step(step_, m);
   if (spec_.actors.checkpointer.every_steps > 0 &&
       step_ % spec_.actors.checkpointer.every_steps == 0) {
-    // The run's last checkpoint is awaited, so it is on disk before the job's actors go away.
-    const bool last_of_run =
-        step_ >= spec_.trainer.total_steps ||
-        (options_.stop_after_steps > 0 && steps_this_run_ >= options_.stop_after_steps);
-    TROUPE_RETURN_IF_ERROR(Checkpoint(/*wait=*/last_of_run));
+    // Handed over asynchronously; the end of the run waits for every write (FlushCheckpoints).
+    TROUPE_RETURN_IF_ERROR(Checkpoint());
   }
   return absl::OkStatus();
 }
 
-absl::Status Driver::Checkpoint(bool wait) {
+absl::Status Driver::Checkpoint() {
   nlohmann::json st = {{"step", step_},
                        {"weight_version", version_},
                        {"cursor", cursor_ - static_cast<int64_t>(requeued_.size())},
@@ -593,9 +717,49 @@ absl::Status Driver::Checkpoint(bool wait) {
   proto::CheckpointRequest req;
   req.set_step(step_);
   req.set_driver_state_json(st.dump(2));
-  req.set_wait(wait);
   TROUPE_ASSIGN_OR_RETURN(proto::CheckpointReply r,
                           trainer_.Call(&actors::Trainer::Checkpoint, req).Get(absl::Minutes(5)));
+  return absl::OkStatus();
+}
+
+void Driver::NoteCheckpoints(const proto::CheckpointWrites& writes) {
+  result_.checkpoints_written += writes.written_steps_size();
+  result_.checkpoint_retries = std::max(result_.checkpoint_retries, writes.retries());
+  for (const std::string& f : writes.failures()) {
+    Log(absl::StrCat("CHECKPOINT LOST: the trainer gave up writing the checkpoint of ", f));
+    result_.checkpoint_failures.push_back(f);
+  }
+}
+
+absl::Status Driver::FlushCheckpoints(int64_t last_step) {
+  const Clock::time_point start = Clock::now();
+  const double limit = absl::ToDoubleSeconds(options_.checkpoint_flush_timeout);
+  for (int round = 1;; ++round) {
+    absl::StatusOr<proto::CheckpointWrites> w =
+        trainer_.Call(&actors::Trainer::FlushCheckpoints, proto::Empty())
+            .Get(options_.checkpoint_flush_timeout);
+    if (!w.ok()) {
+      return absl::Status(w.status().code(), absl::StrCat("waiting for the checkpoint writes: ",
+                                                          w.status().message()));
+    }
+    NoteCheckpoints(*w);
+    if (w->pending_steps().empty()) break;
+    if (Seconds(start) > limit) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("checkpoints of steps ", absl::StrJoin(w->pending_steps(), ", "),
+                       " still not written after ", static_cast<int>(limit), " s"));
+    }
+    Log(absl::StrCat("waiting for the checkpoint(s) of step ",
+                     absl::StrJoin(w->pending_steps(), ", "),
+                     " to be written again (the checkpointer failed)"));
+    absl::SleepFor(Backoff(options_.retry, round + 1));
+  }
+  const std::string prefix = absl::StrCat("step ", last_step, ":");
+  for (const std::string& f : result_.checkpoint_failures) {
+    if (absl::StartsWith(f, prefix)) {
+      return absl::DataLossError(absl::StrCat("the run's last checkpoint was not written: ", f));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -706,7 +870,28 @@ absl::Status Driver::AsyncLoop() {
       std::max<int64_t>(1, batch / std::max<int64_t>(1, spec_.actors.rollout.replicas));
   // Groups launched and not yet trained on or dropped: bounded (below), so samples stay fresh.
   int64_t pending_groups = 0;
-  std::vector<std::pair<Future<proto::ScoreReply>, int64_t>> scoring;
+  // A Score call in flight, or waiting to be sent again after its reward server failed.
+  struct Scoring {
+    Future<proto::ScoreReply> call;
+    proto::ScoreRequest request;  // kept for a retry
+    int replica = 0;
+    int attempts = 1;
+    std::optional<Clock::time_point> retry_at;
+  };
+  std::vector<Scoring> scoring;
+  const int max_score_attempts =
+      std::max(1, options_.retry.max_attempts) * static_cast<int>(rewards_.size());
+  auto start_scoring = [&](proto::ScoreRequest sr) -> absl::Status {
+    const int i = NextReward();
+    if (i < 0) return absl::UnavailableError("scoring: no reward server is left");
+    Scoring sc;
+    sc.call = rewards_[i].Call(&actors::RewardServer::Score, sr,
+                               {.timeout = options_.retry.call_timeout});
+    sc.request = std::move(sr);
+    sc.replica = i;
+    scoring.push_back(std::move(sc));
+    return absl::OkStatus();
+  };
   std::optional<Future<proto::TrainStepReply>> training;
   std::vector<proto::SampleGroup> training_groups;
   Clock::time_point train_start;
@@ -745,25 +930,54 @@ absl::Status Driver::AsyncLoop() {
       generate_seconds_ += r->seconds();
       proto::ScoreRequest sr;
       for (auto& g : *r->mutable_groups()) *sr.add_groups() = std::move(g);
-      const int64_t count = sr.groups_size();
-      scoring.emplace_back(
-          rewards_[next_reward_++ % rewards_.size()].Call(&actors::RewardServer::Score, sr), count);
+      TROUPE_RETURN_IF_ERROR(start_scoring(std::move(sr)));
     }
-    // 2. Scored groups into the replay buffer.
+    // 2. Scored groups into the replay buffer; a failed Score is sent again (same samples) once
+    //    its reward server is back, or to another replica.
     for (auto it = scoring.begin(); it != scoring.end();) {
-      if (!it->first.ready()) {
+      if (it->retry_at.has_value()) {
+        if (Clock::now() < *it->retry_at) {
+          ++it;
+          continue;
+        }
+        const int i = NextReward();
+        if (i < 0) return absl::UnavailableError("scoring: no reward server is left");
+        it->call = rewards_[i].Call(&actors::RewardServer::Score, it->request,
+                                    {.timeout = options_.retry.call_timeout});
+        it->replica = i;
+        it->retry_at.reset();
+        ++it->attempts;
+        ++result_.call_retries;
+        progressed = true;
         ++it;
         continue;
       }
-      const int64_t count = it->second;
-      absl::StatusOr<proto::ScoreReply> r = it->first.Get();
-      it = scoring.erase(it);
-      progressed = true;
-      if (!r.ok()) {
-        Log(absl::StrCat("scoring failed (", r.status().ToString(), "); ", count, " groups lost"));
-        pending_groups -= count;
+      if (!it->call.ready()) {
+        ++it;
         continue;
       }
+      absl::StatusOr<proto::ScoreReply> r = it->call.Get();
+      progressed = true;
+      if (!r.ok()) {
+        const int count = it->request.groups_size();
+        if (!IsRetryable(r.status()) || it->attempts >= max_score_attempts) {
+          return absl::Status(r.status().code(),
+                              absl::StrCat("scoring ", count, " groups failed ", it->attempts,
+                                           " times; last: ", r.status().message()));
+        }
+        absl::StatusOr<proto::ActorInfo> info = cluster_.GetActorInfo(rewards_[it->replica].id());
+        if (info.ok() && info->state() == proto::DEAD) {
+          reward_dead_[it->replica] = true;
+          Log(absl::StrCat("reward-", it->replica, " is DEAD: the other replicas take its work"));
+        }
+        Log(absl::StrCat("reward-", it->replica, ": scoring failed (", r.status().ToString(),
+                         "); its ", count, " groups will be scored again"));
+        it->retry_at =
+            Clock::now() + absl::ToChronoNanoseconds(Backoff(options_.retry, it->attempts + 1));
+        ++it;
+        continue;
+      }
+      it = scoring.erase(it);
       proto::ReplayAddRequest add;
       *add.mutable_groups() = std::move(*r->mutable_groups());
       absl::StatusOr<proto::ReplayAddReply> added =
@@ -811,13 +1025,7 @@ absl::Status Driver::AsyncLoop() {
         proto::TrainStepRequest req;
         req.set_step(step_);
         if (reference_.has_value()) {
-          proto::LogprobRequest lr;
-          for (const auto& g : training_groups) {
-            for (const auto& s : g.samples()) *lr.add_samples() = s;
-          }
-          TROUPE_ASSIGN_OR_RETURN(
-              proto::LogprobReply ref,
-              reference_->Call(&actors::Reference::Logprobs, lr).Get(absl::Minutes(5)));
+          TROUPE_ASSIGN_OR_RETURN(proto::LogprobReply ref, ReferenceLogprobs(training_groups));
           *req.mutable_ref_logprobs() = std::move(*ref.mutable_logprobs());
         }
         *req.mutable_groups() = taken.groups();
@@ -861,17 +1069,24 @@ absl::Status Driver::AsyncLoop() {
         RecordVersions(*r);
         proto::ScoreRequest sr;
         for (auto& g : *r->mutable_groups()) *sr.add_groups() = std::move(g);
-        scoring.emplace_back(rewards_[0].Call(&actors::RewardServer::Score, sr), sr.groups_size());
+        TROUPE_RETURN_IF_ERROR(start_scoring(std::move(sr)));
       }
       w.call.reset();
     }
   }
-  for (auto& [f, count] : scoring) {
-    absl::StatusOr<proto::ScoreReply> r = f.Get();
-    if (!r.ok()) continue;
+  // Every generated sample reaches the replay buffer (buffered), scored again if need be.
+  for (Scoring& sc : scoring) {
+    absl::StatusOr<proto::ScoreReply> r =
+        sc.retry_at.has_value() ? absl::UnavailableError("waiting for a retry") : sc.call.Get();
+    if (!r.ok()) {
+      Log(absl::StrCat("scoring failed (", r.status().ToString(), "); scoring its ",
+                       sc.request.groups_size(), " groups again"));
+      r = Score(sc.request);
+      TROUPE_RETURN_IF_ERROR(r.status());
+    }
     proto::ReplayAddRequest add;
     *add.mutable_groups() = std::move(*r->mutable_groups());
-    (void)replay_.Call(&actors::ReplayBuffer::Add, add).Get();
+    TROUPE_RETURN_IF_ERROR(replay_.Call(&actors::ReplayBuffer::Add, add).Get().status());
   }
   absl::StatusOr<proto::ReplayStats> stats =
       replay_.Call(&actors::ReplayBuffer::Stats, proto::Empty()).Get();
@@ -888,7 +1103,13 @@ absl::Status Driver::WriteSummary() {
                       {"final_accuracy", result_.final_accuracy},
                       {"seconds", result_.seconds},
                       {"samples_generated", result_.samples_generated},
+                      {"samples_lost", result_.samples_lost},
                       {"prompts_regenerated", result_.prompts_regenerated},
+                      {"call_retries", result_.call_retries},
+                      {"checkpoints",
+                       {{"written", result_.checkpoints_written},
+                        {"retries", result_.checkpoint_retries},
+                        {"failures", result_.checkpoint_failures}}},
                       {"accounting",
                        {{"added", result_.accounting.added()},
                         {"used", result_.accounting.used()},
@@ -903,7 +1124,35 @@ absl::Status Driver::WriteSummary() {
   return WriteFileAtomically(spec_.logging.dir + "/summary.json", s.dump(2) + "\n");
 }
 
+absl::Status Driver::CheckEarlierRun() {
+  if (options_.resume) return absl::OkStatus();
+  std::vector<std::string> found = FindEarlierRun(spec_);
+  if (found.empty()) return absl::OkStatus();
+  if (!options_.overwrite) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "an earlier run's outputs are here (", absl::StrJoin(found, ", "),
+        "); nothing was changed. Continue that run with --resume, replace its outputs with "
+        "--overwrite, or choose another logging.dir / actors.checkpointer.dir"));
+  }
+  // Checkpoints of the earlier run would be mistaken for this run's by a later --resume.
+  Log(absl::StrCat("--overwrite: replacing an earlier run's outputs (", absl::StrJoin(found, ", "),
+                   ")"));
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(spec_.actors.checkpointer.dir, ec)) {
+    if (e.path().filename().string().rfind("step_", 0) != 0) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+    if (rm) {
+      return absl::InternalError(
+          absl::StrCat("cannot remove ", e.path().string(), ": ", rm.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GrpoResult> Driver::Run() {
+  // Before anything is written: an earlier run's outputs are refused or (overwrite) replaced.
+  TROUPE_RETURN_IF_ERROR(CheckEarlierRun());
   std::error_code ec;
   fs::create_directories(spec_.logging.dir, ec);
   if (ec)
@@ -914,24 +1163,12 @@ absl::StatusOr<GrpoResult> Driver::Run() {
   TROUPE_RETURN_IF_ERROR(PrepareSft());
   TROUPE_ASSIGN_OR_RETURN(tokenizer_, models::LoadTokenizer(policy_dir_ + "/tokenizer.json"));
   TROUPE_RETURN_IF_ERROR(LoadResume());
-  if (!options_.resume) {
-    // A fresh run: checkpoints of an earlier run in the same directory would be mistaken for
-    // this run's by a later --resume.
-    std::vector<fs::path> old;
-    for (const auto& e : fs::directory_iterator(spec_.actors.checkpointer.dir, ec)) {
-      if (e.path().filename().string().rfind("step_", 0) == 0) old.push_back(e.path());
-    }
-    if (!old.empty()) {
-      Log(absl::StrCat("fresh run: removing ", old.size(), " checkpoint(s) of an earlier run from ",
-                       spec_.actors.checkpointer.dir, " (use --resume to continue it)"));
-      for (const fs::path& p : old) fs::remove_all(p, ec);
-    }
-  }
   Log(absl::StrCat("starting actors: ", spec_.actors.rollout.replicas, " rollout, ",
                    spec_.actors.reward.replicas, " reward, ",
                    spec_.algorithm.kl.coef != 0 ? "1" : "0",
                    " reference, 1 trainer, 1 replay buffer, 1 checkpointer"));
   TROUPE_RETURN_IF_ERROR(SpawnActors());
+  reward_dead_.assign(rewards_.size(), false);
   // The names were free, so no live job shares this id: keys under it are a dead run's.
   ClearWeightGroupKeys();
   TROUPE_RETURN_IF_ERROR(FormWeightGroup());
@@ -960,7 +1197,11 @@ absl::StatusOr<GrpoResult> Driver::Run() {
   absl::Status loop = spec_.async.max_staleness == 0 ? SyncLoop() : AsyncLoop();
   progress_->Finish();
   result_.seconds = Seconds(loop_start_);
-  TROUPE_RETURN_IF_ERROR(loop);
+  if (!loop.ok()) {
+    // Whatever checkpoints are under way still reach the disk before the actors go away.
+    if (absl::Status f = FlushCheckpoints(-1); !f.ok()) Log(f.ToString());
+    return loop;
+  }
   if (result_.curve.empty() || result_.curve.back().step != step_) {
     TROUPE_ASSIGN_OR_RETURN(double acc, Evaluate());
     result_.curve.push_back({step_, acc, Seconds(loop_start_)});
@@ -969,14 +1210,44 @@ absl::StatusOr<GrpoResult> Driver::Run() {
   }
   if (spec_.actors.checkpointer.every_steps > 0 &&
       step_ % spec_.actors.checkpointer.every_steps != 0) {
-    TROUPE_RETURN_IF_ERROR(Checkpoint(/*wait=*/true));
+    TROUPE_RETURN_IF_ERROR(Checkpoint());
   }
+  // The run's checkpoints are on disk (written again if the checkpointer failed) before the
+  // job's actors go away.
+  absl::Status flushed =
+      spec_.actors.checkpointer.every_steps > 0 ? FlushCheckpoints(step_) : absl::OkStatus();
   result_.steps = step_;
+  const proto::ReplayStats& a = result_.accounting;
+  result_.samples_lost = result_.samples_generated - (a.used() + a.dropped_stale() + a.buffered());
+  if (result_.samples_lost != 0) {
+    Log(absl::StrCat("SAMPLES LOST: ", result_.samples_generated, " generated but only ",
+                     a.used() + a.dropped_stale() + a.buffered(),
+                     " used, dropped as stale or buffered"));
+  }
   TROUPE_RETURN_IF_ERROR(WriteSummary());
+  TROUPE_RETURN_IF_ERROR(flushed);
   return result_;
 }
 
 }  // namespace
+
+std::vector<std::string> FindEarlierRun(const JobSpec& spec) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const char* f : {"metrics.jsonl", "summary.json"}) {
+    if (fs::exists(fs::path(spec.logging.dir) / f, ec)) {
+      found.push_back(absl::StrCat(spec.logging.dir, "/", f));
+    }
+  }
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(spec.actors.checkpointer.dir, ec)) {
+    checkpoints += e.path().filename().string().rfind("step_", 0) == 0;
+  }
+  if (checkpoints > 0) {
+    found.push_back(absl::StrCat(checkpoints, " checkpoint(s) in ", spec.actors.checkpointer.dir));
+  }
+  return found;
+}
 
 absl::StatusOr<GrpoResult> RunGrpo(const JobSpec& spec, Cluster& cluster,
                                    const GrpoRunOptions& options) {

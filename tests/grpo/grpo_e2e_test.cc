@@ -2,18 +2,27 @@
 // RL actors), a tiny model, a few steps. Checks what the issue asks of the vertical slice: the
 // sample accounting adds up, weight versions only grow per worker, staleness stays within the
 // bound, a synchronous run resumed from a checkpoint reproduces the uninterrupted run's losses, and
-// killing a rollout worker with kill -9 mid-run does not stop the job.
+// killing a restartable actor with kill -9 mid-run costs at most a retry: a rollout worker (also
+// one that comes back just before an evaluation), a reward server or the reference under a call,
+// the checkpointer mid-write. No sample and no checkpoint is lost.
+//
+// To kill an actor *under a call* deterministically, the test freezes its process (SIGSTOP) at a
+// step boundary, so the driver's next call to it hangs in flight, and kills it (SIGKILL) a moment
+// later.
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "actors/rollout_worker.h"
 #include "gtest/gtest.h"
 #include "recipes/grpo/grpo_driver.h"
@@ -35,6 +44,12 @@ std::string TestDir(const std::string& name) {
   return dir;
 }
 
+// One SFT warm start shared by the tests that do not check SFT itself (kept across tests).
+std::string SharedSftDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/shared-sft");
+}
+
 // A job small enough for a few seconds a step on 2 cores.
 JobSpec SmallJob(const std::string& dir, int64_t max_staleness, int64_t steps,
                  const std::string& sft_dir = "") {
@@ -52,10 +67,10 @@ trainer: {total_steps: )",
                                   steps, R"(, seed: 7, lr: 3.0e-4, eval_every: 0}
 actors:
   rollout: {replicas: 2, resources: {CPU: 0.25}, max_restarts: 2}
-  reward: {replicas: 1, resources: {CPU: 0.25}}
-  reference: {replicas: 1, resources: {CPU: 0.25}}
+  reward: {replicas: 1, resources: {CPU: 0.25}, max_restarts: 2}
+  reference: {replicas: 1, resources: {CPU: 0.25}, max_restarts: 2}
   trainer: {replicas: 1, resources: {CPU: 0.25}}
-  checkpointer: {every_steps: 2, keep: 5, dir: )",
+  checkpointer: {every_steps: 2, keep: 5, max_restarts: 2, dir: )",
                                   dir, R"(/ckpt}
 logging: {dir: )",
                                   dir, R"(, tensorboard: false}
@@ -98,7 +113,43 @@ class GrpoEndToEnd : public ::testing::Test {
     }
   }
 
+  // Every sample the workers generated was used, dropped as stale or is buffered.
+  void ExpectNoSampleLost(const GrpoResult& r) {
+    const proto::ReplayStats& s = r.accounting;
+    EXPECT_EQ(r.samples_lost, 0);
+    EXPECT_EQ(r.samples_generated, s.used() + s.dropped_stale() + s.buffered())
+        << "generated " << r.samples_generated << " used " << s.used() << " dropped "
+        << s.dropped_stale() << " buffered " << s.buffered();
+  }
+
+  // The pid of the job's actor called `name` (e.g. "j/reward-0").
+  pid_t PidOf(const std::string& name) {
+    absl::StatusOr<UntypedActorHandle> h = cluster_->cluster().GetActorByName(name);
+    EXPECT_TRUE(h.ok()) << name << ": " << h.status();
+    if (!h.ok()) return -1;
+    absl::StatusOr<proto::ActorInfo> info = cluster_->cluster().GetActorInfo(h->id());
+    EXPECT_TRUE(info.ok() && info->pid() > 0) << name;
+    return info.ok() ? static_cast<pid_t>(info->pid()) : -1;
+  }
+
+  // Freezes the actor's process now, so the driver's next call to it stays in flight, and kills
+  // it `after` later (on another thread; joined by the fixture).
+  void FreezeThenKill(const std::string& name, std::chrono::milliseconds after) {
+    const pid_t pid = PidOf(name);
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    killers_.emplace_back([pid, after] {
+      std::this_thread::sleep_for(after);
+      ::kill(pid, SIGKILL);
+    });
+  }
+
+  void TearDown() override {
+    for (std::thread& t : killers_) t.join();
+  }
+
   std::unique_ptr<EmbeddedCluster> cluster_;
+  std::vector<std::thread> killers_;
 };
 
 TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
@@ -184,6 +235,109 @@ TEST_F(GrpoEndToEnd, KillingARolloutWorkerMidRunDoesNotStopTheJob) {
   auto info = cluster.GetActorInfo(killed_id);
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_GE(info->num_restarts(), 1);
+}
+
+TEST_F(GrpoEndToEnd, ARewardServerKilledUnderAScoreCallLosesNoSample) {
+  const std::string dir = TestDir("reward-kill");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/6, SharedSftDir());
+  GrpoRunOptions options{.log = Log, .job_id = "rk"};
+  options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
+    if (step == 2) FreezeThenKill("rk/reward-0", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster_->cluster(), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_GE(r->call_retries, 1) << "no Score call was in flight when the reward server died";
+  ExpectNoSampleLost(*r);
+  ExpectAccountingAddsUp(*r);
+}
+
+TEST_F(GrpoEndToEnd, TheReferenceKilledUnderALogprobsCallCostsARetry) {
+  const std::string dir = TestDir("reference-kill");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/5, SharedSftDir());
+  GrpoRunOptions options{.log = Log, .job_id = "ref"};
+  options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
+    if (step == 2) FreezeThenKill("ref/reference", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster_->cluster(), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 5);
+  EXPECT_GE(r->call_retries, 1);
+  ExpectNoSampleLost(*r);
+}
+
+TEST_F(GrpoEndToEnd, TheCheckpointerKilledMidWriteLosesNoCheckpoint) {
+  const std::string dir = TestDir("checkpointer-kill");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/6, SharedSftDir());
+  GrpoRunOptions options{.log = Log, .job_id = "ck"};
+  // on_step runs before the step's checkpoint is handed over: the write of step 2 is in flight
+  // to a frozen checkpointer when it dies.
+  options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
+    if (step == 2) FreezeThenKill("ck/checkpointer", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster_->cluster(), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_GE(r->checkpoint_retries, 1);
+  EXPECT_TRUE(r->checkpoint_failures.empty());
+  EXPECT_EQ(r->checkpoints_written, 3);
+  for (const char* step : {"step_00000002", "step_00000004", "step_00000006"}) {
+    EXPECT_TRUE(fs::exists(absl::StrCat(dir, "/ckpt/", step, "/model.safetensors"))) << step;
+  }
+  for (const auto& e : fs::directory_iterator(dir + "/ckpt")) {
+    EXPECT_NE(e.path().filename().string()[0], '.') << "scratch left behind: " << e.path();
+  }
+}
+
+TEST_F(GrpoEndToEnd, ARolloutWorkerThatRestartsJustBeforeTheEvaluationIsRegrouped) {
+  const std::string dir = TestDir("eval-kill");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/0, /*steps=*/3, SharedSftDir());
+  Cluster& cluster = cluster_->cluster();
+  GrpoRunOptions options{.log = Log, .job_id = "ev"};
+  // After the last step the run evaluates; rollout-0 dies and is back (outside the weight group)
+  // by then, without the driver having called it since.
+  options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
+    if (step != 3) return;
+    absl::StatusOr<UntypedActorHandle> h = cluster.GetActorByName("ev/rollout-0");
+    ASSERT_TRUE(h.ok()) << h.status();
+    ASSERT_EQ(::kill(PidOf("ev/rollout-0"), SIGKILL), 0);
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    for (;;) {
+      absl::StatusOr<proto::ActorInfo> info = cluster.GetActorInfo(h->id(), absl::Seconds(5));
+      if (info.ok() && info->state() == proto::ALIVE && info->num_restarts() >= 1) break;
+      ASSERT_LT(absl::Now(), deadline) << "rollout-0 did not come back";
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  };
+  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 3);
+  EXPECT_GE(r->final_accuracy, 0);
+  ExpectNoSampleLost(*r);
+}
+
+TEST_F(GrpoEndToEnd, AFreshRunRefusesAnEarlierRunsOutputsUnlessToldWhatToDo) {
+  const std::string dir = TestDir("earlier");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/0, /*steps=*/2, SharedSftDir());
+  absl::StatusOr<GrpoResult> first =
+      RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "earlier-1"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(fs::exists(dir + "/ckpt/step_00000002"));
+  EXPECT_FALSE(FindEarlierRun(spec).empty());
+
+  absl::StatusOr<GrpoResult> again =
+      RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "earlier-2"});
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
+  EXPECT_NE(again.status().message().find("--overwrite"), std::string::npos) << again.status();
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/step_00000002")) << "a refused run removed a checkpoint";
+
+  spec.trainer.total_steps = 1;
+  spec.actors.checkpointer.every_steps = 1;
+  absl::StatusOr<GrpoResult> replaced =
+      RunGrpo(spec, cluster_->cluster(), {.overwrite = true, .log = Log, .job_id = "earlier-3"});
+  ASSERT_TRUE(replaced.ok()) << replaced.status();
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/step_00000002")) << "--overwrite kept the earlier run's";
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/step_00000001"));
 }
 
 }  // namespace
