@@ -799,7 +799,23 @@ absl::Status Driver::SyncLoop() {
       for (auto& w : workers_) {
         if (!w.down && !w.needs_group) up.push_back(&w);
       }
-      if (up.empty()) return absl::UnavailableError("every rollout worker is down");
+      if (up.empty()) {
+        // Every worker is down: wait (bounded) for one to come back from a restart.
+        const Clock::time_point since = Clock::now();
+        const double patience = absl::ToDoubleSeconds(options_.retry.restart_wait);
+        bool changed = false;
+        for (int round = 2; !changed; ++round) {
+          if (Seconds(since) > patience) {
+            return absl::UnavailableError(
+                absl::StrCat("every rollout worker is down, and none came back within ",
+                             static_cast<int>(patience), " s"));
+          }
+          absl::SleepFor(Backoff(options_.retry, round));
+          TROUPE_RETURN_IF_ERROR(CheckRestartedWorkers(&changed));
+        }
+        TROUPE_RETURN_IF_ERROR(FormWeightGroup());
+        continue;
+      }
       const size_t per = (prompts.size() + up.size() - 1) / up.size();
       std::vector<std::pair<Worker*, std::vector<proto::Prompt>>> parts;
       for (size_t i = 0; i < up.size() && i * per < prompts.size(); ++i) {

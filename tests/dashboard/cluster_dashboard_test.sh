@@ -147,8 +147,9 @@ alive=$(curl -s --max-time 10 "$url/api/actors?job=$long_id&state=ALIVE" |
 step "troupe run --address: the same job twice on one cluster (the first run's keys are cleared)"
 head_address=$(head -1 "$state/head.address")
 for run in 1 2; do
+  # --overwrite: the second run replaces the first one's outputs (without it, it would refuse).
   "$troupe" run --address "$head_address" --state-dir "$state" "$spec" "sft.dir=$tmp/sft" \
-    "logging.dir=$tmp/attached-run" >"$tmp/again$run.out" 2>"$tmp/again$run.err" ||
+    "logging.dir=$tmp/attached-run" --overwrite >"$tmp/again$run.out" 2>"$tmp/again$run.err" ||
     fail "troupe run --address, run $run: $(tail -3 "$tmp/again$run.err")"
 done
 

@@ -85,7 +85,8 @@ TEST(TroupeRun, RefusesAnEarlierRunsOutputsWithoutResumeOrOverwrite) {
   EXPECT_TRUE(fs::exists(dir + "/out/ckpt/step_00000001/meta.json"));
   EXPECT_FALSE(fs::exists(dir + "/out/cluster")) << "a refused run started a cluster";
 
-  auto [rc2, both] = RunCommand({kTroupe, "run", job, "--resume", "--overwrite"}, dir + "/run2.out");
+  auto [rc2, both] =
+      RunCommand({kTroupe, "run", job, "--resume", "--overwrite"}, dir + "/run2.out");
   EXPECT_EQ(rc2, 2) << both;
   EXPECT_TRUE(absl::StrContains(both, "pass one of them")) << both;
 }
