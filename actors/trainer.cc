@@ -303,15 +303,19 @@ void Trainer::SendWrite(int64_t step) {
   if (w.attempts > 1) ++write_retries_;
   w.sending = true;
   Future<proto::CheckpointReply> written;
-  absl::StatusOr<ActorHandle<Checkpointer>> ckpt =
-      Cluster::Current() == nullptr
-          ? absl::StatusOr<ActorHandle<Checkpointer>>(
-                absl::FailedPreconditionError("the trainer is not part of a cluster"))
-          : Cluster::Current()->GetActor<Checkpointer>(checkpointer_);
-  if (ckpt.ok()) {
-    written = ckpt->Call(&Checkpointer::Save, *w.snapshot, {.timeout = absl::Minutes(10)});
+  // The handle is looked up once: calls through it reach a restarted checkpointer once the head
+  // reports it ALIVE (they wait while it restarts), where a lookup by name would fail.
+  if (!checkpointer_handle_.has_value() && Cluster::Current() != nullptr) {
+    absl::StatusOr<ActorHandle<Checkpointer>> h =
+        Cluster::Current()->GetActor<Checkpointer>(checkpointer_);
+    if (h.ok()) checkpointer_handle_ = *h;
+  }
+  if (checkpointer_handle_.has_value()) {
+    written = checkpointer_handle_->Call(&Checkpointer::Save, *w.snapshot,
+                                         {.timeout = absl::Minutes(10)});
   } else {
-    written = MakeReadyFuture<proto::CheckpointReply>(ckpt.status());
+    written = MakeReadyFuture<proto::CheckpointReply>(absl::UnavailableError(
+        absl::StrCat("the checkpointer '", checkpointer_, "' is not found")));
   }
   // Registered inside a handler, so the continuation runs on this actor's executor.
   std::move(written).OnComplete(

@@ -39,9 +39,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "actors/checkpointer.h"
 #include "actors/policy_util.h"
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
+#include "runtime/actor_handle.h"
 #include "runtime/collective/cluster_kv_store.h"
 #include "runtime/collective/weight_sync.h"
 #include "trainers/losses.h"
@@ -100,6 +102,7 @@ class Trainer : public Actor {
   int64_t pad_id_ = 0;
   int64_t version_ = 0;
   std::string checkpointer_;
+  std::optional<ActorHandle<Checkpointer>> checkpointer_handle_;
   int checkpoint_attempts_ = 5;
   // Checkpoint writes by step. Touched only on this actor's executor (handlers and the Then
   // continuations they register), so no lock.
