@@ -42,7 +42,7 @@ constexpr int kMaxPollWaitMs = 1000;        // the gate re-checks its state at l
 // What the gate knows of one connection. Owned by the gate while it waits for a request or
 // streams, by one worker while a request is served; handed over through the gate's queues.
 struct Connection {
-  enum class State { kWaiting, kStreaming };
+  enum class State { kWaiting, kStreaming, kDraining };
 
   int fd = -1;
   std::string client;  // the peer's IP address
@@ -53,6 +53,7 @@ struct Connection {
   size_t scanned = 0;  // in[0, scanned) holds no complete head end
   int served = 0;      // requests answered
   // Waiting: closed at `deadline` unless a head completes; got_byte once the request began.
+  // Draining: closed at `deadline` or when the client closes.
   absl::Time deadline;
   bool got_byte = false;
   // Set at dispatch: the head's length, and how far into `in` this request may read.
@@ -293,7 +294,7 @@ HttpLimits Clamped(HttpLimits l) {
   at_least_one(l.max_requests_per_connection);
   at_least_one(l.max_streams);
   for (absl::Duration* d : {&l.idle_timeout, &l.head_timeout, &l.body_timeout, &l.write_timeout,
-                            &l.stream_poll_interval}) {
+                            &l.linger_timeout, &l.stream_poll_interval}) {
     *d = std::max(*d, absl::Milliseconds(1));
   }
   l.max_head_bytes = std::max<size_t>(l.max_head_bytes, 256);
@@ -425,7 +426,7 @@ class GuardedHttpServer::Gate {
       absl::Time next = absl::InfiniteFuture();
       for (const std::unique_ptr<Connection>& c : conns_) {
         short events = POLLIN;
-        if (c->state == Connection::State::kWaiting) {
+        if (c->state != Connection::State::kStreaming) {
           next = std::min(next, c->deadline);
         } else if (c->out_pos < c->out.size()) {
           events |= POLLOUT;
@@ -454,6 +455,8 @@ class GuardedHttpServer::Gate {
         std::unique_ptr<Connection>& c = conns_[i];
         if (c->state == Connection::State::kWaiting) {
           OnReadable(c, now);
+        } else if (c->state == Connection::State::kDraining) {
+          OnDrain(c);
         } else {
           OnStreamEvent(c, fds[i + 1].revents, now);
         }
@@ -546,7 +549,16 @@ class GuardedHttpServer::Gate {
       conns_.push_back(std::move(c));
       return;
     }
-    if (c->close_after) return Close(std::move(c));
+    if (c->close_after) {
+      // Lingering close: the response is out; what the client still sends (e.g. the body of a
+      // request refused before it was read) is discarded until it closes, so that it reads the
+      // response instead of a connection reset.
+      ::shutdown(c->fd, SHUT_WR);
+      c->state = Connection::State::kDraining;
+      c->deadline = now + limits_.linger_timeout;
+      conns_.push_back(std::move(c));
+      return;
+    }
     c->state = Connection::State::kWaiting;
     c->scanned = 0;
     c->got_byte = !c->in.empty();
@@ -557,8 +569,8 @@ class GuardedHttpServer::Gate {
 
   void Expire(absl::Time now) {
     for (std::unique_ptr<Connection>& c : conns_) {
-      if (c == nullptr || c->state != Connection::State::kWaiting || now < c->deadline) continue;
-      if (c->got_byte) {
+      if (c == nullptr || c->state == Connection::State::kStreaming || now < c->deadline) continue;
+      if (c->state == Connection::State::kWaiting && c->got_byte) {
         SendError(*c, 408,
                   absl::StrCat("the request line and headers did not arrive within ",
                                absl::FormatDuration(limits_.head_timeout)));
@@ -593,6 +605,17 @@ class GuardedHttpServer::Gate {
           *c, 431,
           absl::StrCat("the request line and headers exceed ", limits_.max_head_bytes, " bytes"));
       Close(std::move(c));
+    }
+  }
+
+  void OnDrain(std::unique_ptr<Connection>& c) {
+    char buf[kRecvBytes];
+    for (int i = 0; i < 64; ++i) {
+      const ssize_t n = ::recv(c->fd, buf, sizeof(buf), 0);
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      return Close(std::move(c));
     }
   }
 
@@ -754,7 +777,12 @@ class GuardedHttpServer::Gate {
 
 GuardedHttpServer::GuardedHttpServer(HttpLimits limits) {
   limits = Clamped(limits);
-  new_task_queue = [] { return new InlineTaskQueue(); };
+  new_task_queue = [this] {
+    // Called as the accept loop starts, on the bound socket: httplib listens with a backlog of
+    // 5, which drops (and delays by a SYN retry, 1 s or more) connections that arrive in a burst.
+    ::listen(svr_sock_, SOMAXCONN);
+    return new InlineTaskQueue();
+  };
   set_keep_alive_max_count(static_cast<size_t>(limits.max_requests_per_connection));
   set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(absl::ToInt64Seconds(absl::Ceil(
                                                  limits.idle_timeout, absl::Seconds(1))))));

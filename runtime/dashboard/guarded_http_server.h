@@ -22,16 +22,21 @@
 //      │
 //      ▼
 //   gate: waiting for a request head ──(nothing within idle_timeout: closed; the head not
-//      │      ▲                          complete head_timeout after its first byte: 408, closed;
-//      │      │                          a head over max_head_bytes: 431, closed)
-//      │      │ (kept alive: fewer than max_requests_per_connection served, no "Connection: close")
+//      │      ▲                          complete head_timeout after its first byte: 408,
+//      │      │                          closed; a head over max_head_bytes: 431, closed)
+//      │      │ (kept alive: below max_requests_per_connection, no "Connection: close")
 //      ▼      │
-//   worker: httplib parses and routes; the body is read within body_timeout and max_body_bytes
-//      │    (a declared Content-Length over max_body_bytes: 413 at once, nothing read); the
-//      response │    is written within write_timeout ├──(StreamResponse)──▶ gate: chunked stream
-//      ──(complete / client gone / no progress for │                              write_timeout /
-//      shutdown)──▶ closed ▼
-//   closed (an error, "Connection: close" on the request or response, the last request allowed)
+//   worker: httplib parses and routes; the body is read within body_timeout and
+//      │    max_body_bytes (a declared Content-Length over it: 413 at once, nothing read);
+//      │    the response is written within write_timeout
+//      ├──(StreamResponse)──▶ gate: chunked stream ──(complete / client gone / no progress
+//      │                            for write_timeout / shutdown)──▶ closed
+//      ▼
+//   gate: lingering close ──(the client closed, or linger_timeout)──▶ closed
+//     (after an error, "Connection: close" on the request or response, the last request)
+//
+// The listening socket's backlog is raised to SOMAXCONN when the accept loop starts (httplib's 5
+// drops a burst of connections, which then wait a SYN retry of 1 s or more).
 //
 // Use it like httplib::Server (routes, handlers, bind_to_port, listen_after_bind, stop), except:
 // don't replace new_task_queue or the post-routing handler (both are this class's), and call
@@ -74,6 +79,10 @@ struct HttpLimits {
   // A response must be written within write_timeout of its first byte; a stream is dropped when
   // the client takes nothing for write_timeout.
   absl::Duration write_timeout = absl::Seconds(10);
+  // After the last response of a connection, what the client still sends (e.g. the body of a
+  // request refused before it was read) is read and discarded by the gate for up to this long,
+  // so the client gets to read the response rather than a connection reset.
+  absl::Duration linger_timeout = absl::Seconds(2);
   // Streams (StreamResponse) open at once, how often the gate asks each for more, and the most
   // it asks for at a time.
   int max_streams = 64;
