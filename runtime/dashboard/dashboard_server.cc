@@ -1,6 +1,7 @@
 #include "runtime/dashboard/dashboard_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -372,10 +373,11 @@ absl::Status DashboardServer::Impl::Start() {
 
   GuardedHttpServer& s = *server_;
   // Plain SO_REUSEADDR: httplib's default SO_REUSEPORT would let a second head bind the same
-  // port silently.
+  // port silently. Close-on-exec: job drivers (forked by the head) must not inherit the socket.
   s.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   });
   Routes();
   if (!web_dir_.empty()) {

@@ -58,8 +58,8 @@
 namespace troupe::dashboard {
 
 struct HttpLimits {
-  // Threads that serve requests whose head has arrived.
-  int worker_threads = 8;
+  // Threads that serve requests whose head has arrived (a handler may block, e.g. on the head).
+  int worker_threads = 16;
   // Connections open at once (any state, streams included), in all and per client IP address.
   // One over either limit is answered 503 and closed as soon as it is accepted.
   int max_connections = 256;
