@@ -4,9 +4,10 @@
 // The server under test is either
 //   --troupe=PATH   `PATH start --head --block --port 0 --dashboard-port 0` in a fresh state
 //                   directory (a child process; its node agent runs workers with a stand-in
-//                   that never serves, so a submitted job stays RUNNING while its driver waits
-//                   for its actors). Give the binary of the old code and of the new one to
-//                   compare them: only its command line and REST API are used.
+//                   that never serves, so a submitted job, after a one-step SFT warm start in
+//                   its driver, stays RUNNING while the driver waits for its actors). Give the
+//                   binary of the old code and of the new one to compare them: only its command
+//                   line and REST API are used.
 //   (no --troupe)   a DashboardServer in this process over a fake head, whose jobs are driven
 //                   by a shell script that prints two lines and sleeps.
 //
@@ -22,7 +23,8 @@
 // timeout, and in probe_failures). Printed, one JSON object per line:
 //   per run:  {"bench","server","scenario","run","metric","value","unit"} for get_nodes_p50,
 //             get_nodes_max (ms), probe_failures, rss_mb (the server's VmRSS under the load; for
-//             the in-process server, this whole process), followers_streaming (followers_N)
+//             the in-process server, this whole process), followers_streaming (followers_N:
+//             how many had their stream open when the probes ended)
 //   summary:  the same metrics with "stat": "median_of_runs", "value" (median), "min", "max"
 //
 //   bazel build //bench:http_hostile_bench //cli:troupe &&
@@ -76,14 +78,17 @@ struct Flags {
   std::string scenarios = "baseline,trickle_20,trickle_40,idle_40,followers_40";
 };
 
-// A job spec the dashboard accepts (model config by absolute path).
+// A job spec the dashboard accepts (model config by absolute path): a one-step SFT warm start in
+// the driver, then actors (which the external target's stand-in workers never serve).
 std::string JobSpec(const std::string& tiny_json) {
   return absl::StrCat("name: bench\nmodel: {config: ", tiny_json,
-                      ", init: random}\n"
-                      "data: {task: arithmetic, train_batch_size: 4, max_prompt_length: 8,\n"
-                      "       max_response_length: 4, heldout_size: 20}\n"
+                      ", init: sft}\n"
+                      "data: {task: arithmetic, digits: 2, num_train: 100, heldout_size: 20,\n"
+                      "       train_batch_size: 4, max_prompt_length: 8, max_response_length: 4}\n"
+                      "sft: {steps: 1, batch_size: 4, warmup_steps: 0, eval_every: 1}\n"
                       "trainer: {total_steps: 3}\n"
-                      "actors:\n  rollout: {replicas: 1, resources: {CPU: 0.5}}\n");
+                      "actors:\n  rollout: {replicas: 1, resources: {CPU: 0.5}}\n"
+                      "logging: {tensorboard: false}\n");
 }
 
 std::string TempDir() {
@@ -346,6 +351,7 @@ class Followers {
     threads_.clear();
   }
   ~Followers() { Join(); }
+  // Followers whose stream is open now.
   int streaming() const { return streaming_.load(); }
 
  private:

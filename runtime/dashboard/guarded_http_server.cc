@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -442,7 +443,11 @@ class GuardedHttpServer::Gate {
         timeout_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, kMaxPollWaitMs));
       }
       const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
-      if (ready < 0 && errno != EINTR) break;
+      if (ready < 0 && errno != EINTR) {
+        std::fprintf(stderr, "GuardedHttpServer: poll: %s\n", std::strerror(errno));
+        absl::SleepFor(absl::Milliseconds(10));
+        continue;
+      }
       if (ready <= 0) continue;
       if (fds[0].revents != 0) {
         uint64_t drained = 0;
