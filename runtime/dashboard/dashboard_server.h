@@ -48,11 +48,14 @@
 // Admission, in this order, before anything else is done for a request:
 //   1. Host: a request whose Host header names something else than this dashboard gets 403
 //      {"error"} (so that a web page cannot read the API through DNS rebinding: its requests
-//      carry the page's own host name). Accepted names, with any port or none: the bound address;
-//      for a loopback bind 127.0.0.1, localhost and [::1]; for a wildcard bind (0.0.0.0, ::)
-//      also this machine's host name and the addresses of its interfaces, and for any other
-//      bind its host name; plus DashboardOptions::allowed_hosts. A request without Host
-//      (HTTP/1.0 tools; browsers always send one) is accepted.
+//      carry the page's own host name). Accepted names, case-insensitive, with any port or none
+//      (the name is what a rebinding page cannot fake; any port, so that an SSH tunnel to
+//      another local port works): the bound address; for a loopback bind also 127.0.0.1,
+//      localhost and [::1]; for any other bind this machine's host name (gethostname()), and
+//      for a wildcard bind (0.0.0.0, ::) also the loopback names and the addresses of its
+//      interfaces; plus DashboardOptions::allowed_hosts ("NAME:PORT" entries only with that
+//      port). Other names (a DNS name of the head, a proxy's) must be allowed explicitly. A
+//      request without Host (HTTP/1.0 tools; browsers always send one) is accepted.
 //   2. Token: every state-changing request (any method but GET/HEAD/OPTIONS) must carry the
 //      cluster token ("Authorization: Bearer TOKEN" or "X-Troupe-Token: TOKEN"): 401 otherwise.
 //   3. Body: at most http.max_body_bytes; a larger declared Content-Length gets 413; a body
