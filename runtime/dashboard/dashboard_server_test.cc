@@ -531,7 +531,9 @@ TEST_F(DashboardServerTest, FortySlowConnectionsDoNotDelayTheApi) {
     const absl::Time start = absl::Now();
     httplib::Result r = probe.Get(path);
     EXPECT_TRUE(r) << path << " got no answer while 40 slow connections were open";
-    if (r) EXPECT_EQ(r->status, 200) << path;
+    if (r) {
+      EXPECT_EQ(r->status, 200) << path;
+    }
     EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << path;
   }
   stop = true;
@@ -609,15 +611,15 @@ TEST_F(DashboardServerTest, FollowersOverTheStreamLimitGet503AndAreToldToPoll) {
 
 TEST_F(DashboardServerTest, ARequestForAnotherHostIsRefusedBeforeAnythingElse) {
   const int port = server_->port();
-  for (const std::string host :
+  for (const std::string& host :
        {absl::StrCat("127.0.0.1:", port), absl::StrCat("localhost:", port),
         absl::StrCat("[::1]:", port), std::string("LOCALHOST"), std::string("")}) {
     EXPECT_TRUE(absl::StartsWith(RawGet(port, "/api/nodes", host), "HTTP/1.1 200"))
         << "Host: " << host;
   }
   // A page whose name was rebound to 127.0.0.1 sends its own name.
-  for (const std::string host : {absl::StrCat("evil.example:", port),
-                                 std::string("127.0.0.1.evil.example"), std::string("[::2]")}) {
+  for (const std::string& host : {absl::StrCat("evil.example:", port),
+                                  std::string("127.0.0.1.evil.example"), std::string("[::2]")}) {
     const std::string got = RawGet(port, "/api/nodes", host);
     EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 403")) << "Host: " << host << "\n" << got;
     EXPECT_TRUE(absl::StrContains(got, "DNS rebinding")) << got;
@@ -640,15 +642,15 @@ TEST_F(DashboardServerTest, AllowedHostsAreAcceptedWithTheirPort) {
   std::unique_ptr<DashboardServer> server = StartAnother(options);
   ASSERT_NE(server, nullptr);
   const int port = server->port();
-  for (const std::string host :
+  for (const std::string& host :
        {std::string("dash.example.com"), std::string("Dash.Example.com:80"),
         std::string("proxy.internal:8443"), std::string("[fd00::5]:1"),
         absl::StrCat("127.0.0.1:", port)}) {
     EXPECT_TRUE(absl::StartsWith(RawGet(port, "/api/nodes", host), "HTTP/1.1 200"))
         << "Host: " << host;
   }
-  for (const std::string host : {std::string("proxy.internal"), std::string("proxy.internal:9"),
-                                 std::string("example.com"), std::string("dash.example.com:x")}) {
+  for (const std::string& host : {std::string("proxy.internal"), std::string("proxy.internal:9"),
+                                  std::string("example.com"), std::string("dash.example.com:x")}) {
     EXPECT_TRUE(absl::StartsWith(RawGet(port, "/api/nodes", host), "HTTP/1.1 403"))
         << "Host: " << host;
   }
