@@ -99,6 +99,7 @@ absl::StatusOr<Services> StartServices(const StartFlags& f) {
       absl::StatusOr<std::unique_ptr<dashboard::DashboardServer>> d =
           dashboard::DashboardServer::Start({.host = f.dashboard_host,
                                              .port = f.dashboard_port,
+                                             .allowed_hosts = f.dashboard_allowed_hosts,
                                              .head_address = head_address,
                                              .token = token,
                                              .state_dir = f.state_dir});

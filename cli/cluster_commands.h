@@ -2,6 +2,7 @@
 //
 //   troupe start --head [--port 6380] [--node-ip-address IP] [--block] [--head-only]
 //                [--dashboard-port 8265] [--dashboard-host 127.0.0.1] [--include-dashboard=false]
+//                [--dashboard-allowed-hosts NAME[:PORT],...]
 //   troupe start --address HOST:PORT [--resources '{"CPU":2,"GPU":8}'] [--block]
 //   troupe status [--address HOST:PORT]
 //   troupe stop
@@ -17,6 +18,7 @@
 #define TROUPE_CLI_CLUSTER_COMMANDS_H_
 
 #include <string>
+#include <vector>
 
 namespace troupe {
 
@@ -35,6 +37,8 @@ struct StartFlags {
   bool include_dashboard = true;
   int dashboard_port = 8265;
   std::string dashboard_host = "127.0.0.1";
+  // Names the dashboard answers to in the Host header besides its own (DashboardOptions).
+  std::vector<std::string> dashboard_allowed_hosts;
   // Failure detection (hidden flags; tests shorten them).
   int heartbeat_interval_ms = 1000;
   int heartbeat_timeout_ms = 5000;

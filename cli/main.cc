@@ -22,6 +22,7 @@
 #include "cli/job_commands.h"
 #include "cli/version.h"
 #include "runtime/cluster/worker_main.h"
+#include "runtime/dashboard/dashboard_server.h"
 #include "runtime/malloc_tuning.h"
 
 int main(int argc, char** argv) {
@@ -62,6 +63,15 @@ int main(int argc, char** argv) {
                     "With --head: dashboard HTTP port (default 8265; 0 = any)");
   start->add_option("--dashboard-host", start_flags.dashboard_host,
                     "With --head: dashboard bind address (default 127.0.0.1)");
+  start
+      ->add_option("--dashboard-allowed-hosts", start_flags.dashboard_allowed_hosts,
+                   "With --head: more names the dashboard answers to in the Host header, "
+                   "comma-separated NAME or NAME:PORT (e.g. a reverse proxy's); others get 403")
+      ->delimiter(',')
+      ->check([](const std::string& entry) {
+        const absl::Status s = troupe::dashboard::ValidateAllowedHost(entry);
+        return s.ok() ? std::string() : std::string(s.message());
+      });
   start->add_flag("--block", start_flags.block, "Stay in the foreground until Ctrl-C");
   start->add_option("--heartbeat-interval-ms", start_flags.heartbeat_interval_ms)->group("");
   start->add_option("--heartbeat-timeout-ms", start_flags.heartbeat_timeout_ms)->group("");

@@ -38,7 +38,8 @@ struct EmbeddedClusterOptions {
   // The dashboard: -1 = none, 0 = any free port.
   int dashboard_port = -1;
   std::string dashboard_host = "127.0.0.1";
-  // Its static files ("" = dashboard::FindWebDir()) and the binary that drives its jobs.
+  // Its static files ("" = $TROUPE_WEB_DIR, else the copy built in) and the binary that drives
+  // its jobs.
   std::string dashboard_web_dir;
   std::string troupe_binary;
 };

@@ -1,9 +1,13 @@
 #include "runtime/dashboard/dashboard_server.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +18,8 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -26,6 +32,7 @@
 #include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/call_graph.h"
 #include "runtime/dashboard/prometheus_text.h"
+#include "runtime/dashboard/web_files.h"
 #include "runtime/transport/transport_common.h"
 
 namespace troupe::dashboard {
@@ -34,15 +41,131 @@ namespace {
 constexpr int64_t kMaxLogChunk = int64_t{4} << 20;
 constexpr char kJsonType[] = "application/json";
 
-std::string SelfExe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : std::string();
-}
-
 bool HasIndex(const std::string& dir) {
   std::error_code ec;
   return !dir.empty() && std::filesystem::is_regular_file(dir + "/index.html", ec);
+}
+
+// ---- Host names ---------------------------------------------------------------------------------
+
+// A Host header value or an allowed-host entry split into its lower-case name ("[::1]" keeps its
+// brackets) and port (-1 if none). False if it is not NAME[:PORT].
+bool SplitHost(absl::string_view text, std::string* name, int* port) {
+  *port = -1;
+  absl::string_view host = text;
+  absl::string_view port_text;
+  if (absl::StartsWith(host, "[")) {
+    const size_t close = host.find(']');
+    if (close == absl::string_view::npos) return false;
+    port_text = host.substr(close + 1);
+    host = host.substr(0, close + 1);
+    if (!port_text.empty()) {
+      if (port_text[0] != ':') return false;
+      port_text.remove_prefix(1);
+      if (port_text.empty()) return false;
+    }
+  } else if (const size_t colon = host.rfind(':'); colon != absl::string_view::npos) {
+    port_text = host.substr(colon + 1);
+    host = host.substr(0, colon);
+    if (port_text.empty()) return false;
+  }
+  if (!port_text.empty()) {
+    if (!std::all_of(port_text.begin(), port_text.end(), absl::ascii_isdigit) ||
+        !absl::SimpleAtoi(port_text, port) || *port > 65535) {
+      return false;
+    }
+  }
+  if (host.empty()) return false;
+  *name = absl::AsciiStrToLower(host);
+  if (name->size() > 1 && name->back() == '.') name->pop_back();  // "localhost." = "localhost"
+  return true;
+}
+
+// A DNS name, an IPv4 address, or an IPv6 address in brackets.
+bool ValidHostName(const std::string& name) {
+  if (name.size() > 255) return false;
+  if (name.front() == '[') {
+    in6_addr a;
+    return name.back() == ']' &&
+           ::inet_pton(AF_INET6, name.substr(1, name.size() - 2).c_str(), &a) == 1;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_';
+  });
+}
+
+// The bound address as a Host name: IPv6 literals in brackets, lower case.
+std::string HostNameOf(const std::string& address) {
+  const std::string a = absl::AsciiStrToLower(address);
+  return absl::StrContains(a, ':') && !absl::StartsWith(a, "[") ? absl::StrCat("[", a, "]") : a;
+}
+
+bool IsLoopback(const std::string& address) {
+  return address == "localhost" || address == "::1" || address == "[::1]" ||
+         absl::StartsWith(address, "127.");
+}
+
+bool IsWildcard(const std::string& address) {
+  return address.empty() || address == "0.0.0.0" || address == "::" || address == "[::]" ||
+         address == "*";
+}
+
+// This machine's host name ("" if unknown).
+std::string MachineHostName() {
+  char buf[256] = "";
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return absl::AsciiStrToLower(buf);
+}
+
+// The addresses of this machine's interfaces, as Host names.
+std::vector<std::string> InterfaceAddresses() {
+  std::vector<std::string> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = "";
+    if (i->ifa_addr->sa_family == AF_INET) {
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+                  sizeof(text));
+      out.push_back(text);
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, text,
+                  sizeof(text));
+      out.push_back(absl::StrCat("[", text, "]"));
+    }
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+// ---- Web files ----------------------------------------------------------------------------------
+
+const char* ContentType(absl::string_view path) {
+  const size_t dot = path.rfind('.');
+  const absl::string_view ext = dot == absl::string_view::npos ? "" : path.substr(dot + 1);
+  if (ext == "html") return "text/html; charset=utf-8";
+  if (ext == "js") return "text/javascript; charset=utf-8";
+  if (ext == "css") return "text/css; charset=utf-8";
+  if (ext == "json") return "application/json";
+  if (ext == "svg") return "image/svg+xml";
+  if (ext == "png") return "image/png";
+  if (ext == "ico") return "image/x-icon";
+  if (ext == "md" || ext == "txt" ||
+      absl::StartsWith(path.substr(path.rfind('/') + 1), "LICENSE")) {
+    return "text/plain; charset=utf-8";
+  }
+  return "application/octet-stream";
+}
+
+// A strong validator of a file's content (FNV-1a, 64 bits).
+std::string ETagOf(std::string_view data) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrCat("\"", absl::Hex(h, absl::kZeroPad16), "\"");
 }
 
 void SendJson(httplib::Response& res, int status, const nlohmann::json& body) {
@@ -99,28 +222,44 @@ std::string ReadRange(const std::string& path, int64_t offset, int64_t max, int6
   return out;
 }
 
+// A job's driver log from an offset until the job has ended and the log is read to its end (a
+// ResponseStream: polled by the GuardedHttpServer's poll thread; reads of a local file only).
+class LogFollower : public ResponseStream {
+ public:
+  LogFollower(const JobManager* jobs, std::string job_id, std::string path, int64_t offset)
+      : jobs_(jobs), job_id_(std::move(job_id)), path_(std::move(path)), position_(offset) {}
+
+  bool Poll(size_t max, std::string* out) override {
+    // Whether the job had ended before this read: then what the read finds is all there is.
+    absl::StatusOr<JobInfo> job = jobs_->Get(job_id_);
+    const bool ended = !job.ok() || IsTerminal(job->status);
+    int64_t size = 0;
+    const std::string chunk = ReadRange(path_, position_, static_cast<int64_t>(max), &size);
+    position_ += static_cast<int64_t>(chunk.size());
+    out->append(chunk);
+    return chunk.empty() && ended;
+  }
+
+ private:
+  const JobManager* const jobs_;
+  const std::string job_id_;
+  const std::string path_;
+  int64_t position_;
+};
+
 }  // namespace
 
-std::string FindWebDir() {
-  if (const char* env = std::getenv("TROUPE_WEB_DIR"); env != nullptr && HasIndex(env)) return env;
-  const std::string exe = SelfExe();
-  if (!exe.empty()) {
-    for (const char* workspace : {"troupe", "__main__"}) {
-      const std::string dir = absl::StrCat(exe, ".runfiles/", workspace, "/web");
-      if (HasIndex(dir)) return dir;
-    }
-    // A test's runfiles: the executable sits inside them.
-    const std::string::size_type r = exe.find(".runfiles/");
-    if (r != std::string::npos) {
-      const std::string root = exe.substr(0, exe.find('/', r + 10));
-      if (HasIndex(root + "/web")) return root + "/web";
-    }
-    const std::string share =
-        std::filesystem::path(exe).parent_path().string() + "/../share/troupe/web";
-    if (HasIndex(share)) return std::filesystem::path(share).lexically_normal().string();
+absl::Status ValidateAllowedHost(absl::string_view entry) {
+  std::string name;
+  int port = -1;
+  if (!SplitHost(absl::StripAsciiWhitespace(entry), &name, &port) || !ValidHostName(name) ||
+      port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "allowed host '", entry,
+        "' is not NAME or NAME:PORT (NAME a host name, an IPv4 address or an IPv6 address in "
+        "brackets, e.g. dashboard.example.com, 10.0.0.5:8265, [fd00::5])"));
   }
-  if (HasIndex("web")) return std::filesystem::absolute("web").string();
-  return "";
+  return absl::OkStatus();
 }
 
 class DashboardServer::Impl {
@@ -129,7 +268,7 @@ class DashboardServer::Impl {
       : options_(std::move(options)),
         head_(std::move(head)),
         graph_(options_.rate_window),
-        server_(std::make_unique<httplib::Server>()) {}
+        server_(std::make_unique<GuardedHttpServer>(options_.http)) {}
 
   ~Impl() { Shutdown(); }
 
@@ -153,6 +292,14 @@ class DashboardServer::Impl {
   std::map<std::string, JobLiveMetrics> LiveMetrics(const std::vector<JobInfo>& jobs);
 
   bool Authorized(const httplib::Request& req) const;
+  // Whether a Host header value names this dashboard (see "Admission" in the header).
+  bool HostAllowed(const std::string& host) const;
+  // Admission steps 1 and 2 (Host, token). False after filling `res` with the refusal.
+  bool Admit(const httplib::Request& req, httplib::Response& res) const;
+  // The accepted Host names: name -> ports (empty = any port).
+  void ComputeAllowedHosts();
+  // GET of a built-in web file.
+  void GetWebFile(const httplib::Request& req, httplib::Response& res);
 
   // Handlers.
   void GetNodes(const httplib::Request& req, httplib::Response& res);
@@ -172,12 +319,12 @@ class DashboardServer::Impl {
   DashboardOptions options_;
   std::unique_ptr<HeadApi> head_;
   CallGraph graph_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<GuardedHttpServer> server_;
+  std::map<std::string, std::set<int>> allowed_hosts_;  // set in Start, then read-only
+  std::map<std::string, std::string> etags_;            // of the built-in web files
   std::thread listener_;
   std::thread sampler_;
   absl::Notification stop_sampler_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<int> followers_{0};
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 
@@ -196,10 +343,23 @@ class DashboardServer::Impl {
 };
 
 absl::Status DashboardServer::Impl::Start() {
-  web_dir_ = options_.web_dir.empty() ? FindWebDir() : options_.web_dir;
-  if (!web_dir_.empty() && !HasIndex(web_dir_)) {
+  web_dir_ = options_.web_dir;
+  if (web_dir_.empty()) {
+    if (const char* env = std::getenv("TROUPE_WEB_DIR"); env != nullptr && *env != '\0') {
+      if (!HasIndex(env)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "TROUPE_WEB_DIR=", env,
+            " has no index.html: point it at a copy of web/, or unset it to serve the dashboard "
+            "built into troupe"));
+      }
+      web_dir_ = env;
+    }
+  } else if (!HasIndex(web_dir_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("dashboard web directory ", web_dir_, " has no index.html"));
+  }
+  for (const std::string& entry : options_.allowed_hosts) {
+    if (absl::Status s = ValidateAllowedHost(entry); !s.ok()) return s;
   }
   absl::StatusOr<std::unique_ptr<JobManager>> jobs =
       JobManager::Start({.state_dir = options_.state_dir,
@@ -211,22 +371,24 @@ absl::Status DashboardServer::Impl::Start() {
   if (!jobs.ok()) return jobs.status();
   jobs_ = std::move(*jobs);
 
-  httplib::Server& s = *server_;
-  const int threads = std::max(2, options_.threads);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  GuardedHttpServer& s = *server_;
   // Plain SO_REUSEADDR: httplib's default SO_REUSEPORT would let a second head bind the same
-  // port silently.
+  // port silently. Close-on-exec: job drivers (forked by the head) must not inherit the socket.
   s.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   });
-  s.set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
-  s.set_read_timeout(10, 0);
-  s.set_write_timeout(10, 0);
-  s.set_keep_alive_timeout(5);
   Routes();
-  if (!web_dir_.empty() && !s.set_mount_point("/", web_dir_)) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot serve ", web_dir_));
+  if (!web_dir_.empty()) {
+    if (!s.set_mount_point("/", web_dir_)) {
+      jobs_->Shutdown();
+      return absl::InvalidArgumentError(absl::StrCat("cannot serve ", web_dir_));
+    }
+  } else {
+    for (const WebFile& f : WebFiles()) etags_[std::string(f.path)] = ETagOf(f.data);
+    s.Get("/(.*)",
+          [this](const httplib::Request& req, httplib::Response& res) { GetWebFile(req, res); });
   }
   if (options_.port == 0) {
     port_ = s.bind_to_any_port(options_.host);
@@ -239,8 +401,11 @@ absl::Status DashboardServer::Impl::Start() {
         absl::StrCat("dashboard: cannot listen on ", options_.host, ":", options_.port,
                      " (the port is in use or the address is invalid); pass --dashboard-port"));
   }
-  url_ = absl::StrCat("http://", options_.host, ":", port_);
+  url_ = absl::StrCat("http://", HostNameOf(options_.host), ":", port_);
+  ComputeAllowedHosts();
   listener_ = std::thread([this] { server_->listen_after_bind(); });
+  // stop() is a no-op until the accept loop runs: wait for it, so Shutdown always ends it.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) absl::SleepFor(absl::Milliseconds(1));
   sampler_ = std::thread([this] { SampleLoop(); });
   if (!options_.state_dir.empty()) {
     (void)WriteFileAtomically(options_.state_dir + "/dashboard.address", url_ + "\n");
@@ -254,11 +419,11 @@ void DashboardServer::Impl::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  stopping_ = true;
   if (listener_.joinable()) {
     server_->stop();
     listener_.join();
   }
+  server_->Shutdown();  // ends log streams, closes every connection
   if (sampler_.joinable()) {
     stop_sampler_.Notify();
     sampler_.join();
@@ -277,35 +442,84 @@ bool DashboardServer::Impl::Authorized(const httplib::Request& req) const {
   return !token.empty() && transport::TokenMatches(options_.token, token);
 }
 
-void DashboardServer::Impl::Routes() {
-  httplib::Server& s = *server_;
-  // Anything that changes state needs the token, checked before the body is read.
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS") {
-      return httplib::Server::HandlerResponse::Unhandled;
+void DashboardServer::Impl::ComputeAllowedHosts() {
+  auto any_port = [this](const std::string& name) {
+    if (!name.empty()) allowed_hosts_[name].clear();
+  };
+  any_port(HostNameOf(options_.host));
+  if (IsLoopback(options_.host) || IsWildcard(options_.host)) {
+    for (const char* name : {"127.0.0.1", "localhost", "[::1]"}) any_port(name);
+  }
+  if (!IsLoopback(options_.host)) any_port(MachineHostName());
+  if (IsWildcard(options_.host)) {
+    for (const std::string& address : InterfaceAddresses()) any_port(address);
+  }
+  for (const std::string& entry : options_.allowed_hosts) {
+    std::string name;
+    int port = -1;
+    if (!SplitHost(absl::StripAsciiWhitespace(entry), &name, &port)) continue;  // validated
+    auto [it, added] = allowed_hosts_.try_emplace(name);
+    if (port < 0) {
+      it->second.clear();  // any port
+    } else if (added || !it->second.empty()) {
+      it->second.insert(port);
     }
-    if (Authorized(req)) {
-      // A bodiless POST (`curl -X POST .../stop`, no Content-Length) is refused by cpp-httplib as
-      // malformed before routing; stop takes no body, so it is served here.
-      static const std::regex kStop("/api/jobs/([^/]+)/stop");
-      std::smatch m;
-      if (req.method == "POST" && !req.has_header("Content-Length") &&
-          !req.has_header("Transfer-Encoding") && std::regex_match(req.path, m, kStop)) {
-        StopJobById(m[1].str(), res);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    res.set_header("WWW-Authenticate", "Bearer realm=\"troupe\"");
-    // The body was not read: the connection cannot carry another request.
+  }
+}
+
+bool DashboardServer::Impl::HostAllowed(const std::string& host) const {
+  std::string name;
+  int port = -1;
+  if (!SplitHost(host, &name, &port)) return false;
+  auto it = allowed_hosts_.find(name);
+  return it != allowed_hosts_.end() && (it->second.empty() || it->second.count(port) > 0);
+}
+
+bool DashboardServer::Impl::Admit(const httplib::Request& req, httplib::Response& res) const {
+  // The body (if any) is not read after a refusal: the connection cannot carry another request.
+  if (req.has_header("Host") && !HostAllowed(req.get_header_value("Host"))) {
     res.set_header("Connection", "close");
-    SendError(res, 401,
-              absl::StrCat(req.method, " ", req.path,
-                           " changes the cluster: it needs the cluster token "
-                           "(\"Authorization: Bearer TOKEN\" or \"X-Troupe-Token: TOKEN\"; "
-                           "`troupe start --head` printed it, and it is in the head's state "
-                           "directory)"));
-    return httplib::Server::HandlerResponse::Handled;
+    SendError(res, 403,
+              absl::StrCat("Host '", req.get_header_value("Host"),
+                           "' is not a name of this troupe dashboard (DNS rebinding protection): "
+                           "use the address `troupe start --head` printed, or allow the name "
+                           "with `troupe start --head --dashboard-allowed-hosts NAME`"));
+    return false;
+  }
+  if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS" || Authorized(req)) {
+    return true;
+  }
+  res.set_header("WWW-Authenticate", "Bearer realm=\"troupe\"");
+  res.set_header("Connection", "close");
+  SendError(res, 401,
+            absl::StrCat(req.method, " ", req.path,
+                         " changes the cluster: it needs the cluster token "
+                         "(\"Authorization: Bearer TOKEN\" or \"X-Troupe-Token: TOKEN\"; "
+                         "`troupe start --head` printed it, and it is in the head's state "
+                         "directory)"));
+  return false;
+}
+
+void DashboardServer::Impl::Routes() {
+  GuardedHttpServer& s = *server_;
+  // Host and token are checked before the body is read (GuardedHttpServer refuses a declared body
+  // over the limit before reading it too).
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res)) return httplib::Server::HandlerResponse::Handled;
+    // A bodiless POST (`curl -X POST .../stop`, no Content-Length) is refused by cpp-httplib as
+    // malformed before routing; stop takes no body, so it is served here.
+    static const std::regex kStop("/api/jobs/([^/]+)/stop");
+    std::smatch m;
+    if (req.method == "POST" && !req.has_header("Content-Length") &&
+        !req.has_header("Transfer-Encoding") && std::regex_match(req.path, m, kStop)) {
+      StopJobById(m[1].str(), res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // "Expect: 100-continue" is answered before routing: only invite the body once admitted.
+  s.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return Admit(req, res) ? 100 : res.status;
   });
   using Method = void (Impl::*)(const httplib::Request&, httplib::Response&);
   auto handler = [this](Method m) {
@@ -324,34 +538,29 @@ void DashboardServer::Impl::Routes() {
   s.Get("/api/jobs/([^/]+)/metrics", handler(&Impl::GetJobMetrics));
   s.Get("/api/graph", handler(&Impl::GetGraph));
   s.Get("/metrics", handler(&Impl::GetPrometheus));
-  s.set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string message;
-        switch (res.status) {
-          case 404:
-            message = req.path.rfind("/api", 0) == 0 || web_dir_.empty()
-                          ? absl::StrCat("no such endpoint: ", req.method, " ", req.path)
-                          : absl::StrCat("not found: ", req.path);
-            if (web_dir_.empty() && (req.path == "/" || req.path == "/index.html")) {
-              message =
-                  "the web dashboard's files were not found (set TROUPE_WEB_DIR or pass "
-                  "--dashboard-web-dir); the REST API is under /api/";
-            }
-            break;
-          case 413:
-            message =
-                absl::StrCat("request body too large (limit ", options_.max_body_bytes, " bytes)");
-            break;
-          case 400:
-            message = "malformed HTTP request";
-            break;
-          default:
-            message = absl::StrCat("HTTP ", res.status);
-        }
-        SendError(res, res.status, message);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
+  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                  httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message;
+    switch (res.status) {
+      case 404:
+        message = req.path.rfind("/api", 0) == 0
+                      ? absl::StrCat("no such endpoint: ", req.method, " ", req.path)
+                      : absl::StrCat("not found: ", req.path);
+        break;
+      case 413:
+        message =
+            absl::StrCat("request body too large (limit ", options_.http.max_body_bytes, " bytes)");
+        break;
+      case 400:
+        message = "malformed HTTP request";
+        break;
+      default:
+        message = absl::StrCat("HTTP ", res.status);
+    }
+    SendError(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
   s.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown exception";
@@ -602,7 +811,7 @@ void DashboardServer::Impl::GetJobLogs(const httplib::Request& req, httplib::Res
   const std::string path = job->driver_log();
   res.set_header("Cache-Control", "no-store");
   res.set_header("X-Job-Status", JobStatusName(job->status));
-  if (follow.empty() || follow == "0" || follow == "false") {
+  if (follow.empty() || follow == "0" || follow == "false" || req.method != "GET") {
     int64_t size = 0;
     std::string chunk = ReadRange(path, offset, kMaxLogChunk, &size);
     res.set_header("X-Log-Offset",
@@ -611,36 +820,21 @@ void DashboardServer::Impl::GetJobLogs(const httplib::Request& req, httplib::Res
     res.set_content(std::move(chunk), "text/plain; charset=utf-8");
     return;
   }
-  // Follow: stream until the job has ended and its log is read to the end.
-  if (followers_.fetch_add(1) >= options_.max_log_followers) {
-    followers_.fetch_sub(1);
+  // Follow: a stream until the job has ended and its log is read to the end, written by the
+  // server's poll thread (this request thread is free as soon as this returns).
+  absl::Status s = server_->StreamResponse(
+      200,
+      {{"Content-Type", "text/plain; charset=utf-8"},
+       {"Cache-Control", "no-store"},
+       {"X-Job-Status", JobStatusName(job->status)},
+       {"X-Log-Offset", std::to_string(offset)}},
+      std::make_unique<LogFollower>(jobs_.get(), job->job_id, path, offset));
+  if (s.code() == absl::StatusCode::kResourceExhausted) {
     return SendError(res, 503,
-                     absl::StrCat("already ", options_.max_log_followers,
+                     absl::StrCat("already ", options_.http.max_streams,
                                   " log streams open; poll with ?offset=N instead"));
   }
-  res.set_header("X-Log-Offset", std::to_string(offset));
-  auto position = std::make_shared<int64_t>(offset);
-  const std::string job_id = job->job_id;
-  res.set_chunked_content_provider(
-      "text/plain; charset=utf-8",
-      [this, path, job_id, position](size_t, httplib::DataSink& sink) {
-        int64_t size = 0;
-        // Whether the job had ended before this read: then what the read finds is all there is.
-        absl::StatusOr<JobInfo> j = jobs_->Get(job_id);
-        const bool ended = !j.ok() || IsTerminal(j->status);
-        std::string chunk = ReadRange(path, *position, 256 << 10, &size);
-        if (!chunk.empty()) {
-          *position += static_cast<int64_t>(chunk.size());
-          return sink.write(chunk.data(), chunk.size());
-        }
-        if (ended || stopping_.load()) {
-          sink.done();
-          return true;
-        }
-        (void)jobs_->WaitEnded(job_id, absl::Milliseconds(250));
-        return true;
-      },
-      [this](bool) { followers_.fetch_sub(1); });
+  if (!s.ok()) return SendStatus(res, s);
 }
 
 void DashboardServer::Impl::StopJob(const httplib::Request& req, httplib::Response& res) {
@@ -692,6 +886,26 @@ void DashboardServer::Impl::GetGraph(const httplib::Request& req, httplib::Respo
       GraphJson(job_id, actors, graph_.Edges(absl::Now()), live.has_value() ? &*live : nullptr));
 }
 
+void DashboardServer::Impl::GetWebFile(const httplib::Request& req, httplib::Response& res) {
+  std::string path = req.path.substr(1);
+  if (path.empty() || path.back() == '/') path += "index.html";
+  const absl::Span<const WebFile> files = WebFiles();
+  auto it = std::lower_bound(files.begin(), files.end(), path,
+                             [](const WebFile& f, const std::string& p) { return f.path < p; });
+  if (it == files.end() || it->path != path) {
+    res.status = 404;  // the error handler names the path
+    return;
+  }
+  const std::string& etag = etags_.at(path);
+  res.set_header("ETag", etag);
+  res.set_header("Cache-Control", "no-cache");
+  if (req.get_header_value("If-None-Match") == etag) {
+    res.status = 304;
+    return;
+  }
+  res.set_content(std::string(it->data), ContentType(path));
+}
+
 void DashboardServer::Impl::GetPrometheus(const httplib::Request&, httplib::Response& res) {
   absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
   if (!status.ok()) {
@@ -721,8 +935,8 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
     DashboardOptions options, std::unique_ptr<HeadApi> head) {
   if (head == nullptr) return absl::InvalidArgumentError("DashboardServer: no HeadApi");
   if (options.token.empty()) return absl::InvalidArgumentError("DashboardServer: empty token");
-  if (options.max_body_bytes <= 0) {
-    return absl::InvalidArgumentError("DashboardServer: max_body_bytes must be positive");
+  if (options.http.max_body_bytes == 0) {
+    return absl::InvalidArgumentError("DashboardServer: http.max_body_bytes must be positive");
   }
   auto impl = std::make_unique<Impl>(std::move(options), std::move(head));
   if (absl::Status s = impl->Start(); !s.ok()) return s;

@@ -1,8 +1,9 @@
 // DashboardServer: the head's HTTP face (`troupe start --head`, port 8265 by default): the REST
-// API of the web dashboard and of `troupe job`, the dashboard's static files (web/), and
-// Prometheus' /metrics. It runs in the head's process and reaches the cluster through HeadApi
-// (the head's gRPC API, see head_api.h for why), runs jobs through a JobManager, and samples the
-// workers' call statistics once a second into a CallGraph for live edge rates.
+// API of the web dashboard and of `troupe job`, the dashboard's static files (web/, built into
+// the binary: web_files.h), and Prometheus' /metrics. It runs in the head's process and reaches
+// the cluster through HeadApi (the head's gRPC API, see head_api.h for why), runs jobs through a
+// JobManager, and samples the workers' call statistics once a second into a CallGraph for live
+// edge rates.
 //
 // Endpoints (JSON unless noted; errors are {"error": "..."} with a 4xx/5xx status):
 //   GET  /api/nodes                     {"nodes": [{node_id, address, hostname, state,
@@ -22,8 +23,19 @@
 //   GET  /api/jobs/ID                   job + {"summary": <logging dir>/summary.json} if present
 //   GET  /api/jobs/ID/logs?offset=N     text/plain, the driver log from byte N (at most 4 MiB);
 //                                         headers X-Log-Offset (where the next read starts),
-//                                         X-Log-Size, X-Job-Status; &follow=1 streams (chunked)
-//                                         until the job ends
+//                                         X-Log-Size, X-Job-Status. A client that follows a log
+//                                         polls this with offset = X-Log-Offset (what `troupe job
+//                                         logs --follow` and the web UI do).
+//   GET  /api/jobs/ID/logs?offset=N&follow=1
+//                                       the same log as one chunked stream from byte N until the
+//                                         job has ended and its log is read to the end (or the
+//                                         server shuts down: the stream then ends cleanly, and
+//                                         the client resumes with offset = N + bytes received);
+//                                         headers X-Log-Offset (= N), X-Job-Status (at the start).
+//                                         Streams are written by the server's poll thread, not a
+//                                         request thread: followers cost a socket each and never
+//                                         delay other requests. 503 when http.max_streams are
+//                                         open (then poll with offset).
 //   POST /api/jobs/ID/stop              {"stopped": true|false (already ended), "status"}
 //   GET  /api/jobs/ID/metrics           {"last_step", "records", "series": {name: {step, time,
 //                                         value} | {step, time, points: [histogram]}}}
@@ -31,21 +43,45 @@
 //                                         "edges": [{source, target, kind, method, rate,
 //                                         bytes_per_s, staleness, calls, bytes, errors}]}
 //   GET  /metrics                       Prometheus text (troupe_* families)
-//   GET  /, /app.js, ...                the files of web/ (when found)
-// Every state-changing request (any method but GET/HEAD/OPTIONS) must carry the cluster token
-// ("Authorization: Bearer TOKEN" or "X-Troupe-Token: TOKEN"): 401 otherwise, before its body is
-// read. Bodies over max_body_bytes get 413, malformed ones 400.
+//   GET  /, /app.js, ...                the web dashboard's files (built in; see web_dir below)
+//
+// Admission, in this order, before anything else is done for a request:
+//   1. Host: a request whose Host header names something else than this dashboard gets 403
+//      {"error"} (so that a web page cannot read the API through DNS rebinding: its requests
+//      carry the page's own host name). Accepted names, case-insensitive, with any port or none
+//      (the name is what a rebinding page cannot fake; any port, so that an SSH tunnel to
+//      another local port works): the bound address; for a loopback bind also 127.0.0.1,
+//      localhost and [::1]; for any other bind this machine's host name (gethostname()), and
+//      for a wildcard bind (0.0.0.0, ::) also the loopback names and the addresses of its
+//      interfaces; plus DashboardOptions::allowed_hosts ("NAME:PORT" entries only with that
+//      port). Other names (a DNS name of the head, a proxy's) must be allowed explicitly. A
+//      request without Host (HTTP/1.0 tools; browsers always send one) is accepted.
+//   2. Token: every state-changing request (any method but GET/HEAD/OPTIONS) must carry the
+//      cluster token ("Authorization: Bearer TOKEN" or "X-Troupe-Token: TOKEN"): 401 otherwise.
+//   3. Body: at most http.max_body_bytes; a larger declared Content-Length gets 413; a body
+//      that does not arrive within http.body_timeout drops the connection; malformed ones 400.
+// Refusals 1-3 happen before the body is read (also for "Expect: 100-continue", which is only
+// answered 100 once 1 and 2 passed), and close the connection.
+//
+// Connections (GuardedHttpServer, see guarded_http_server.h): one poll thread holds every
+// connection that waits for a request; a request thread is taken only once its line and headers
+// have arrived in full. Slow or idle clients are cut at http.head_timeout / http.idle_timeout
+// and capped at http.max_connections (http.max_connections_per_client per address); beyond the
+// caps a connection gets 503 at once.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_DASHBOARD_DASHBOARD_SERVER_H_
 #define TROUPE_RUNTIME_DASHBOARD_DASHBOARD_SERVER_H_
 
-#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "runtime/dashboard/guarded_http_server.h"
 #include "runtime/dashboard/head_api.h"
 #include "runtime/dashboard/job_manager.h"
 
@@ -55,32 +91,37 @@ struct DashboardOptions {
   // Address to bind; port 0 picks a free one (see port()).
   std::string host = "127.0.0.1";
   int port = 8265;
+  // Host names (or addresses) accepted in the Host header besides the automatic ones (see
+  // "Admission" above): "NAME" (any port) or "NAME:PORT"; IPv6 addresses in brackets. For a
+  // reverse proxy or a DNS name of the head. Checked by ValidateAllowedHost.
+  std::vector<std::string> allowed_hosts;
   // The head's gRPC "host:port" and the cluster token.
   std::string head_address;
   std::string token;
   // The head's state directory: jobs go under <state_dir>/jobs; the dashboard's URL is written
   // to <state_dir>/dashboard.address (for `troupe job` on this machine).
   std::string state_dir;
-  // The web dashboard's files; empty = FindWebDir(); none found = API only.
+  // Serve the web dashboard's files from this directory (it must hold index.html) instead of the
+  // copy built into the binary: for working on web/ without rebuilding. Empty = $TROUPE_WEB_DIR
+  // if set, else the built-in copy.
   std::string web_dir;
   // The binary that drives jobs (`troupe run`); empty = this process's executable.
   std::string troupe_binary;
-  // Largest request body accepted (413 beyond).
-  int64_t max_body_bytes = int64_t{10} << 20;
   // How often the workers' call statistics are read, and the window of the rates.
   absl::Duration sample_interval = absl::Seconds(1);
   absl::Duration rate_window = absl::Seconds(5);
   // Between SIGTERM and SIGKILL when a job is stopped.
   absl::Duration stop_grace = absl::Seconds(5);
-  // HTTP worker threads, and how many of them may follow job logs at once (503 beyond).
-  int threads = 16;
-  int max_log_followers = 8;
+  // Connections, request threads, timeouts, body size and log streams (max_streams: the log
+  // followers open at once). See guarded_http_server.h.
+  HttpLimits http;
 };
 
 class DashboardServer {
  public:
   // Connects to the head (ConnectHeadApi), recovers the job table, binds and serves.
-  // UNAVAILABLE if host:port cannot be bound (naming it).
+  // UNAVAILABLE if host:port cannot be bound (naming it); INVALID_ARGUMENT naming a bad
+  // allowed host, or a web directory ($TROUPE_WEB_DIR or web_dir) without index.html.
   static absl::StatusOr<std::unique_ptr<DashboardServer>> Start(DashboardOptions options);
   // The same over a given HeadApi (tests pass a fake).
   static absl::StatusOr<std::unique_ptr<DashboardServer>> Start(DashboardOptions options,
@@ -93,7 +134,7 @@ class DashboardServer {
   int port() const;
   // "http://host:port".
   const std::string& url() const;
-  // Where the static files are served from ("" = none).
+  // The directory the web dashboard's files are served from; "" = the copy built in.
   const std::string& web_dir() const;
   JobManager& jobs();
 
@@ -107,10 +148,10 @@ class DashboardServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The web dashboard's files: $TROUPE_WEB_DIR, else web/ in this executable's Bazel runfiles,
-// else <executable dir>/../share/troupe/web, else ./web — the first holding index.html; "" if
-// none does.
-std::string FindWebDir();
+// OK if `entry` can be an allowed host (DashboardOptions::allowed_hosts): a DNS name, an IPv4
+// address or a bracketed IPv6 address, optionally followed by ":PORT"; else InvalidArgument
+// naming it and the expected form.
+absl::Status ValidateAllowedHost(absl::string_view entry);
 
 }  // namespace troupe::dashboard
 

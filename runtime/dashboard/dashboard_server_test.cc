@@ -3,12 +3,16 @@
 #include "runtime/dashboard/dashboard_server.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +21,8 @@
 #include "nlohmann/json.hpp"
 #include "recipes/job_spec/job_spec.h"
 #include "runtime/dashboard/fake_head_api.h"
+#include "runtime/dashboard/raw_http_client.h"
+#include "runtime/dashboard/web_files.h"
 
 namespace troupe::dashboard {
 namespace {
@@ -91,10 +97,10 @@ class DashboardServerTest : public ::testing::Test {
                                 .state_dir = dir_ + "/state",
                                 .web_dir = web,
                                 .troupe_binary = driver,
-                                .max_body_bytes = 1 << 20,
                                 .sample_interval = absl::Milliseconds(50),
                                 .rate_window = absl::Seconds(1),
-                                .stop_grace = absl::Milliseconds(500)},
+                                .stop_grace = absl::Milliseconds(500),
+                                .http = {.max_body_bytes = 1 << 20}},
                                std::make_unique<FakeHeadApi>(state_));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -137,7 +143,32 @@ class DashboardServerTest : public ::testing::Test {
     return job;
   }
 
+  // Another server over the same fake head, with `options`' allowed hosts, web_dir and limits
+  // (its own state directory and a free port). Null, with a test failure, if it did not start.
+  std::unique_ptr<DashboardServer> StartAnother(DashboardOptions options) {
+    options.port = 0;
+    options.token = kToken;
+    options.state_dir = absl::StrCat(dir_, "/state-", ++others_);
+    options.troupe_binary = dir_ + "/fake-troupe";
+    absl::StatusOr<std::unique_ptr<DashboardServer>> s =
+        DashboardServer::Start(std::move(options), std::make_unique<FakeHeadApi>(state_));
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  // A raw HTTP/1.1 GET with the given Host header ("" = none): the response's status line and
+  // headers and body, as received within 3 s.
+  static std::string RawGet(int port, const std::string& path, const std::string& host) {
+    RawHttpClient c(port);
+    c.Send(absl::StrCat("GET ", path, " HTTP/1.1\r\n",
+                        host.empty() ? "" : absl::StrCat("Host: ", host, "\r\n"),
+                        "Connection: close\r\n\r\n"));
+    bool closed = false;
+    return c.ReadAll(absl::Seconds(3), &closed);
+  }
+
   std::string dir_;
+  int others_ = 0;
   std::shared_ptr<FakeHeadApi::State> state_ = std::make_shared<FakeHeadApi::State>();
   std::unique_ptr<DashboardServer> server_;
   std::unique_ptr<httplib::Client> client_;
@@ -475,7 +506,256 @@ TEST_F(DashboardServerTest, PrometheusPagePassesPromtool) {
   EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << ss.str() << "\npage:\n" << page;
 }
 
-TEST_F(DashboardServerTest, TheWebDashboardsFilesAreServed) {
+TEST_F(DashboardServerTest, FortySlowConnectionsDoNotDelayTheApi) {
+  // Half trickle a request a byte every 100 ms, half send nothing: each used to hold one of the
+  // server's 16 request threads for as long as it trickled (or 5 s idle).
+  std::vector<std::unique_ptr<RawHttpClient>> slow;
+  for (int i = 0; i < 40; ++i) {
+    slow.push_back(std::make_unique<RawHttpClient>(server_->port()));
+    ASSERT_TRUE(slow.back()->connected());
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickler([&] {
+    const std::string request =
+        "GET /api/nodes HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + std::string(100, 'a');
+    for (size_t i = 0; i < request.size() && !stop; ++i) {
+      for (size_t k = 0; k < slow.size(); k += 2) slow[k]->Send(request.substr(i, 1));
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  for (const char* path : {"/api/nodes", "/api/jobs/", "/api/actors", "/api/nodes", "/"}) {
+    httplib::Client probe("127.0.0.1", server_->port());
+    probe.set_connection_timeout(2, 0);
+    probe.set_read_timeout(2, 0);
+    const absl::Time start = absl::Now();
+    httplib::Result r = probe.Get(path);
+    EXPECT_TRUE(r) << path << " got no answer while 40 slow connections were open";
+    if (r) {
+      EXPECT_EQ(r->status, 200) << path;
+    }
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << path;
+  }
+  stop = true;
+  trickler.join();
+}
+
+TEST_F(DashboardServerTest, FortyLogFollowersDoNotDelayTheApiAndEachGetsTheWholeLog) {
+  const std::string id = Submit({"name=stall"});
+  WaitStatus(id, "RUNNING");
+  constexpr int kFollowers = 40;
+  absl::Mutex mu;
+  std::vector<std::string> streamed(kFollowers);
+  std::vector<int> statuses(kFollowers, -1);
+  std::vector<std::thread> followers;
+  for (int i = 0; i < kFollowers; ++i) {
+    followers.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server_->port());
+      c.set_read_timeout(20, 0);
+      httplib::Result r =
+          c.Get(("/api/jobs/" + id + "/logs?follow=1").c_str(), [&](const char* data, size_t n) {
+            absl::MutexLock lock(&mu);
+            streamed[i].append(data, n);
+            return true;
+          });
+      absl::MutexLock lock(&mu);
+      statuses[i] = r ? r->status : -1;
+    });
+  }
+  // Every follower has the two lines the driver printed before it stalled.
+  auto all_have_the_log = [&] {
+    absl::MutexLock lock(&mu);
+    return std::all_of(streamed.begin(), streamed.end(),
+                       [](const std::string& s) { return s == "step 1 done\nstep 2 done\n"; });
+  };
+  for (int i = 0; i < 500 && !all_have_the_log(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_TRUE(all_have_the_log());
+  for (const char* path : {"/api/nodes", "/api/jobs/", "/api/nodes"}) {
+    httplib::Client probe("127.0.0.1", server_->port());
+    probe.set_read_timeout(2, 0);
+    const absl::Time start = absl::Now();
+    httplib::Result r = probe.Get(path);
+    EXPECT_TRUE(r) << path << " got no answer while " << kFollowers << " followers streamed";
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << path;
+  }
+  // The job ends: every stream ends, whole.
+  EXPECT_EQ(PostJson("/api/jobs/" + id + "/stop", "").first, 200);
+  for (std::thread& t : followers) t.join();
+  for (int i = 0; i < kFollowers; ++i) {
+    EXPECT_EQ(statuses[i], 200) << "follower " << i;
+    EXPECT_EQ(streamed[i], "step 1 done\nstep 2 done\n") << "follower " << i;
+  }
+}
+
+TEST_F(DashboardServerTest, FollowersOverTheStreamLimitGet503AndAreToldToPoll) {
+  DashboardOptions options;
+  options.http.max_streams = 1;
+  std::unique_ptr<DashboardServer> server = StartAnother(options);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<std::string> id = server->jobs().Submit(kSpec, "job.yaml", {"name=stall"});
+  ASSERT_TRUE(id.ok()) << id.status();
+  RawHttpClient first(server->port());
+  first.Send("GET /api/jobs/" + *id + "/logs?follow=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_TRUE(absl::StrContains(first.ReadUntil("\r\n\r\n", absl::Seconds(3)), " 200 OK"));
+  httplib::Client c("127.0.0.1", server->port());
+  httplib::Result r = c.Get(("/api/jobs/" + *id + "/logs?follow=1").c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_TRUE(absl::StrContains(r->body, "poll with ?offset=N")) << r->body;
+  // Polling still works.
+  httplib::Result poll = c.Get(("/api/jobs/" + *id + "/logs?offset=0").c_str());
+  ASSERT_TRUE(poll);
+  EXPECT_EQ(poll->status, 200);
+  EXPECT_TRUE(server->jobs().Stop(*id).ok());
+}
+
+TEST_F(DashboardServerTest, ARequestForAnotherHostIsRefusedBeforeAnythingElse) {
+  const int port = server_->port();
+  for (const std::string& host :
+       {absl::StrCat("127.0.0.1:", port), absl::StrCat("localhost:", port),
+        absl::StrCat("[::1]:", port), std::string("LOCALHOST"), std::string("")}) {
+    EXPECT_TRUE(absl::StartsWith(RawGet(port, "/api/nodes", host), "HTTP/1.1 200"))
+        << "Host: " << host;
+  }
+  // A page whose name was rebound to 127.0.0.1 sends its own name.
+  for (const std::string& host : {absl::StrCat("evil.example:", port),
+                                  std::string("127.0.0.1.evil.example"), std::string("[::2]")}) {
+    const std::string got = RawGet(port, "/api/nodes", host);
+    EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 403")) << "Host: " << host << "\n" << got;
+    EXPECT_TRUE(absl::StrContains(got, "DNS rebinding")) << got;
+    EXPECT_TRUE(absl::StrContains(got, "--dashboard-allowed-hosts")) << got;
+    EXPECT_FALSE(absl::StrContains(got, "n1")) << got;
+  }
+  // Also before the token check, for the web files and for state-changing requests.
+  EXPECT_TRUE(absl::StartsWith(RawGet(port, "/", "evil.example"), "HTTP/1.1 403"));
+  httplib::Client c("127.0.0.1", port);
+  httplib::Result r = c.Post("/api/jobs/", {{"Host", "evil.example"}, {"X-Troupe-Token", kToken}},
+                             nlohmann::json{{"spec", kSpec}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_TRUE(server_->jobs().List().empty());
+}
+
+TEST_F(DashboardServerTest, AllowedHostsAreAcceptedWithTheirPort) {
+  DashboardOptions options;
+  options.allowed_hosts = {"dash.example.com", "proxy.internal:8443", "[fd00::5]"};
+  std::unique_ptr<DashboardServer> server = StartAnother(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  for (const std::string& host :
+       {std::string("dash.example.com"), std::string("Dash.Example.com:80"),
+        std::string("proxy.internal:8443"), std::string("[fd00::5]:1"),
+        absl::StrCat("127.0.0.1:", port)}) {
+    EXPECT_TRUE(absl::StartsWith(RawGet(port, "/api/nodes", host), "HTTP/1.1 200"))
+        << "Host: " << host;
+  }
+  for (const std::string& host : {std::string("proxy.internal"), std::string("proxy.internal:9"),
+                                  std::string("example.com"), std::string("dash.example.com:x")}) {
+    EXPECT_TRUE(absl::StartsWith(RawGet(port, "/api/nodes", host), "HTTP/1.1 403"))
+        << "Host: " << host;
+  }
+}
+
+TEST_F(DashboardServerTest, AnAllowedHostThatIsNotAHostNameIsRefusedAtStart) {
+  for (const char* bad : {"two words", "host:port", "[not-v6]", "", "a:0", "a/b"}) {
+    DashboardOptions options{
+        .port = 0, .allowed_hosts = {bad}, .token = kToken, .state_dir = dir_ + "/bad"};
+    absl::StatusOr<std::unique_ptr<DashboardServer>> s =
+        DashboardServer::Start(std::move(options), std::make_unique<FakeHeadApi>(state_));
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(s.status().message(), absl::StrCat("'", bad, "'"))) << s.status();
+  }
+  EXPECT_TRUE(ValidateAllowedHost("dash.example.com:8443").ok());
+  EXPECT_TRUE(ValidateAllowedHost("10.0.0.5").ok());
+  EXPECT_TRUE(ValidateAllowedHost("[::1]:8265").ok());
+}
+
+TEST_F(DashboardServerTest, TheTokenAndTheBodyLimitAreCheckedBeforeTheBodyIsRead) {
+  // A declared 5 MB body (the limit here is 1 MiB) that never comes: the answer must not wait.
+  const std::string head =
+      "POST /api/jobs/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 5000000\r\n";
+  {
+    RawHttpClient c(server_->port());
+    const absl::Time start = absl::Now();
+    c.Send(head + "\r\n");
+    const std::string got = c.ReadUntil("}", absl::Seconds(3));
+    EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 401")) << got;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  }
+  {
+    RawHttpClient c(server_->port());
+    const absl::Time start = absl::Now();
+    c.Send(head + "X-Troupe-Token: " + kToken + "\r\n\r\n");
+    const std::string got = c.ReadUntil("}", absl::Seconds(3));
+    EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 413")) << got;
+    EXPECT_TRUE(absl::StrContains(got, "request body too large (limit 1048576 bytes)")) << got;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  }
+  {
+    // "Expect: 100-continue" without the token: refused, not invited to send the body.
+    RawHttpClient c(server_->port());
+    c.Send(head + "Expect: 100-continue\r\n\r\n");
+    const std::string got = c.ReadUntil("}", absl::Seconds(3));
+    EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 401")) << got;
+  }
+  EXPECT_TRUE(server_->jobs().List().empty());
+  EXPECT_EQ(GetJson("/api/nodes").first, 200);
+}
+
+TEST_F(DashboardServerTest, TheBuiltInWebDashboardIsServedWhateverTheWorkingDirectory) {
+  ::unsetenv("TROUPE_WEB_DIR");
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::create_directories(dir_ + "/elsewhere");
+  std::filesystem::current_path(dir_ + "/elsewhere");  // no web/ here
+  std::unique_ptr<DashboardServer> server = StartAnother({});
+  std::filesystem::current_path(cwd);
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->web_dir(), "");
+  httplib::Client c("127.0.0.1", server->port());
+  httplib::Result index = c.Get("/");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  EXPECT_TRUE(absl::StrContains(index->body, "app.js")) << index->body.substr(0, 300);
+  EXPECT_TRUE(absl::StartsWith(index->get_header_value("Content-Type"), "text/html"));
+  httplib::Result app = c.Get("/app.js");
+  ASSERT_TRUE(app);
+  EXPECT_EQ(app->status, 200);
+  EXPECT_TRUE(absl::StartsWith(app->get_header_value("Content-Type"), "text/javascript"));
+  bool found = false;
+  for (const WebFile& f : WebFiles()) {
+    if (f.path == "app.js") found = f.data == app->body;
+  }
+  EXPECT_TRUE(found);
+  // Unchanged since the browser's copy: 304.
+  httplib::Result again = c.Get("/app.js", {{"If-None-Match", app->get_header_value("ETag")}});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 304);
+  EXPECT_EQ(c.Get("/vendor/uplot/uPlot.min.css")->status, 200);
+  EXPECT_EQ(c.Get("/no-such-file.js")->status, 404);
+  EXPECT_EQ(c.Get("/api/nodes")->status, 200);
+}
+
+TEST_F(DashboardServerTest, TroupeWebDirServesThatDirectoryAndABadOneIsNamed) {
+  ::setenv("TROUPE_WEB_DIR", (dir_ + "/web").c_str(), 1);
+  std::unique_ptr<DashboardServer> server = StartAnother({});
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->web_dir(), dir_ + "/web");
+  httplib::Client c("127.0.0.1", server->port());
+  EXPECT_EQ(c.Get("/")->body, "<html>troupe dashboard</html>\n");
+  server.reset();
+  ::setenv("TROUPE_WEB_DIR", (dir_ + "/nothing-here").c_str(), 1);
+  absl::StatusOr<std::unique_ptr<DashboardServer>> bad =
+      DashboardServer::Start({.port = 0, .token = kToken, .state_dir = dir_ + "/bad"},
+                             std::make_unique<FakeHeadApi>(state_));
+  ::unsetenv("TROUPE_WEB_DIR");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "TROUPE_WEB_DIR=" + dir_ + "/nothing-here"))
+      << bad.status();
+  EXPECT_FALSE(absl::StrContains(bad.status().message(), "--dashboard-web-dir")) << bad.status();
+}
+
+TEST_F(DashboardServerTest, AWebDirOptionServesThatDirectory) {
   httplib::Result r = client_->Get("/");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);

@@ -3,12 +3,14 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "tests/cluster/process.h"
 
 namespace troupe::tests {
@@ -55,6 +57,45 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   auto [rc5, down] = RunCommand({kTroupe, "status", "--state-dir", dir}, dir + ".status2.out");
   EXPECT_NE(rc5, 0);
   EXPECT_TRUE(absl::StrContains(down, "head at")) << down;
+}
+
+TEST(TroupeCli, TheDashboardAnswersTheAllowedHostsAndRefusesOthers) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-hosts");
+  std::filesystem::remove_all(dir);
+  auto [rc, out] = RunCommand(
+      {kTroupe, "start", "--head", "--head-only", "--port", "0", "--dashboard-port", "0",
+       "--state-dir", dir, "--dashboard-allowed-hosts", "dash.example.com,proxy.internal:8443"},
+      dir + ".start.out");
+  ASSERT_EQ(rc, 0) << out;
+  std::ifstream address_file(dir + "/dashboard.address");
+  std::string url;
+  std::getline(address_file, url);
+  ASSERT_TRUE(absl::StartsWith(url, "http://127.0.0.1:")) << url;
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(url.substr(url.rfind(':') + 1), &port)) << url;
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(5, 0);
+  auto status_for = [&](const std::string& host) {
+    httplib::Result r = c.Get("/api/nodes", {{"Host", host}});
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(status_for("dash.example.com"), 200);
+  EXPECT_EQ(status_for("proxy.internal:8443"), 200);
+  EXPECT_EQ(status_for(absl::StrCat("127.0.0.1:", port)), 200);
+  EXPECT_EQ(status_for("proxy.internal:9999"), 403);
+  EXPECT_EQ(status_for("evil.example"), 403);
+  auto [rc2, stopped] = RunCommand({kTroupe, "stop", "--state-dir", dir}, dir + ".stop.out");
+  EXPECT_EQ(rc2, 0) << stopped;
+
+  // A value that is not a host name is refused before anything starts, naming the flag.
+  auto [rc3, bad] = RunCommand({kTroupe, "start", "--head", "--state-dir", dir + "-bad",
+                                "--dashboard-allowed-hosts", "ok.example,not a host"},
+                               dir + ".bad.out");
+  EXPECT_NE(rc3, 0) << bad;
+  EXPECT_TRUE(absl::StrContains(bad, "--dashboard-allowed-hosts")) << bad;
+  EXPECT_TRUE(absl::StrContains(bad, "'not a host'")) << bad;
+  EXPECT_FALSE(std::filesystem::exists(dir + "-bad/dashboard.address"));
 }
 
 TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {

@@ -44,7 +44,7 @@ command -v node >/dev/null || fail "node is missing (Node.js >= 20)"
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 state="$tmp/cluster"
 rm -rf "$state"
-export TROUPE_WEB_DIR=${TROUPE_WEB_DIR:-$PWD/web}
+# The heads below serve the web dashboard built into troupe (unless TROUPE_WEB_DIR is set).
 
 cleanup() {
   "$troupe" stop --state-dir "$state" >/dev/null 2>&1 || true

@@ -1,0 +1,413 @@
+// GuardedHttpServer over loopback: slow, idle, oversized and excess clients, keep-alive, and
+// streams served by the gate thread. Every wait is bounded; the limits are shortened so the
+// timeouts show within a second.
+#include "runtime/dashboard/guarded_http_server.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "runtime/dashboard/raw_http_client.h"
+
+namespace troupe::dashboard {
+namespace {
+
+// A stream that sends "piece N\n" once per `interval`, `pieces` times.
+class CountingStream : public ResponseStream {
+ public:
+  CountingStream(int pieces, absl::Duration interval) : pieces_(pieces), interval_(interval) {}
+  bool Poll(size_t, std::string* out) override {
+    const absl::Time now = absl::Now();
+    if (sent_ < pieces_ && now >= next_) {
+      absl::StrAppend(out, "piece ", sent_++, "\n");
+      next_ = now + interval_;
+    }
+    return sent_ == pieces_;
+  }
+
+ private:
+  const int pieces_;
+  const absl::Duration interval_;
+  int sent_ = 0;
+  absl::Time next_ = absl::InfinitePast();
+};
+
+// A stream that never ends.
+class EndlessStream : public ResponseStream {
+ public:
+  bool Poll(size_t, std::string* out) override {
+    out->append("tick\n");
+    return false;
+  }
+};
+
+class Served {
+ public:
+  explicit Served(const HttpLimits& limits) : server_(limits) {
+    server_.Get("/hello", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("hello", "text/plain");
+    });
+    server_.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(req.body, "text/plain");
+    });
+    // Refuses POST /refuse before its body is read (as a token check does).
+    server_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (req.path != "/refuse") return httplib::Server::HandlerResponse::Unhandled;
+      res.status = 401;
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    server_.Get("/count", [this](const httplib::Request& req, httplib::Response& res) {
+      const int pieces = std::stoi(req.get_param_value("n"));
+      absl::Status s =
+          server_.StreamResponse(200, {{"X-Kind", "count"}},
+                                 std::make_unique<CountingStream>(pieces, absl::Milliseconds(50)));
+      if (!s.ok()) {
+        res.status = 503;
+        res.set_content(std::string(s.message()), "text/plain");
+      }
+    });
+    server_.Get("/endless", [this](const httplib::Request&, httplib::Response& res) {
+      absl::Status s = server_.StreamResponse(200, {}, std::make_unique<EndlessStream>());
+      if (!s.ok()) res.status = 503;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    listener_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) absl::SleepFor(absl::Milliseconds(1));
+  }
+  ~Served() {
+    server_.stop();
+    listener_.join();
+    server_.Shutdown();
+  }
+
+  int port() const { return port_; }
+  GuardedHttpServer& server() { return server_; }
+
+  // GET /hello on a new connection: the time it took, or InfiniteDuration if it failed.
+  absl::Duration TimeHello() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(5, 0);
+    const absl::Time start = absl::Now();
+    httplib::Result r = c.Get("/hello");
+    if (!r || r->status != 200 || r->body != "hello") return absl::InfiniteDuration();
+    return absl::Now() - start;
+  }
+
+ private:
+  GuardedHttpServer server_;
+  int port_ = 0;
+  std::thread listener_;
+};
+
+HttpLimits Short() {
+  HttpLimits l;
+  l.worker_threads = 2;
+  l.idle_timeout = absl::Milliseconds(400);
+  l.head_timeout = absl::Milliseconds(400);
+  l.body_timeout = absl::Milliseconds(400);
+  l.write_timeout = absl::Milliseconds(400);
+  l.stream_poll_interval = absl::Milliseconds(20);
+  return l;
+}
+
+TEST(GuardedHttpServer, ServesRequestsOnOneKeptAliveConnection) {
+  Served s(Short());
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_keep_alive(true);
+  for (int i = 0; i < 5; ++i) {
+    httplib::Result r = c.Get("/hello");
+    ASSERT_TRUE(r) << i;
+    EXPECT_EQ(r->body, "hello");
+  }
+  httplib::Result echo = c.Post("/echo", "some body", "text/plain");
+  ASSERT_TRUE(echo);
+  EXPECT_EQ(echo->body, "some body");
+  EXPECT_EQ(s.server().open_connections(), 1);
+}
+
+TEST(GuardedHttpServer, SlowClientsHoldNoWorkerSoOthersAreServedAtOnce) {
+  HttpLimits limits = Short();
+  limits.head_timeout = absl::Seconds(30);  // they stay for the whole test
+  limits.idle_timeout = absl::Seconds(30);
+  Served s(limits);  // 2 workers
+  // 40 connections: half trickle a request a byte at a time, half send nothing.
+  std::vector<std::unique_ptr<RawHttpClient>> slow;
+  for (int i = 0; i < 40; ++i) {
+    slow.push_back(std::make_unique<RawHttpClient>(s.port()));
+    ASSERT_TRUE(slow.back()->connected());
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickler([&] {
+    const std::string request = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Padding: aaaaaaaaaaaaaaaaaa";
+    for (size_t i = 0; i < request.size() && !stop; ++i) {
+      for (size_t k = 0; k < slow.size(); k += 2) slow[k]->Send(request.substr(i, 1));
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_LT(s.TimeHello(), absl::Seconds(1)) << "request " << i;
+  }
+  stop = true;
+  trickler.join();
+  EXPECT_GE(s.server().open_connections(), 40);
+}
+
+TEST(GuardedHttpServer, AnIncompleteHeadGets408AfterTheHeadTimeoutEvenWhileItTrickles) {
+  Served s(Short());  // head_timeout 400 ms
+  RawHttpClient c(s.port());
+  ASSERT_TRUE(c.connected());
+  const absl::Time start = absl::Now();
+  std::string got;
+  bool closed = false;
+  // One byte every 50 ms: each resets a per-read timeout, not the head's deadline.
+  for (int i = 0; i < 40 && !closed; ++i) {
+    c.Send("G");
+    got += c.ReadAll(absl::Milliseconds(50), &closed);
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 408 ")) << got;
+  EXPECT_TRUE(absl::StrContains(got, "did not arrive within")) << got;
+  EXPECT_EQ(s.server().open_connections(), 0);
+}
+
+TEST(GuardedHttpServer, AConnectionThatSendsNothingIsClosedAfterTheIdleTimeout) {
+  Served s(Short());  // idle_timeout 400 ms
+  RawHttpClient c(s.port());
+  ASSERT_TRUE(c.connected());
+  const absl::Time start = absl::Now();
+  bool closed = false;
+  const std::string got = c.ReadAll(absl::Seconds(3), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(got, "");
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(350));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));
+}
+
+TEST(GuardedHttpServer, ConnectionsOverThePerClientCapAre503AndClosedAtOnce) {
+  HttpLimits limits = Short();
+  limits.idle_timeout = absl::Seconds(30);
+  limits.max_connections_per_client = 3;
+  Served s(limits);
+  std::vector<std::unique_ptr<RawHttpClient>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<RawHttpClient>(s.port()));
+  RawHttpClient extra(s.port());
+  ASSERT_TRUE(extra.connected());
+  extra.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  bool closed = false;
+  const std::string got = extra.ReadAll(absl::Seconds(2), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 503 ")) << got;
+  EXPECT_TRUE(absl::StrContains(got, "too many connections from 127.0.0.1 (limit 3)")) << got;
+  // Once one closes, a new connection is served.
+  held.pop_back();
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    served = s.TimeHello() < absl::Seconds(1);
+    if (!served) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST(GuardedHttpServer, ConnectionsOverTheTotalCapAre503) {
+  HttpLimits limits = Short();
+  limits.idle_timeout = absl::Seconds(30);
+  limits.max_connections = 2;
+  Served s(limits);
+  RawHttpClient a(s.port()), b(s.port());
+  for (int i = 0; i < 100 && s.server().open_connections() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  RawHttpClient extra(s.port());
+  bool closed = false;
+  const std::string got = extra.ReadAll(absl::Seconds(2), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(absl::StrContains(got, "limit of 2 connections")) << got;
+}
+
+TEST(GuardedHttpServer, AHeadOverTheLimitGets431) {
+  HttpLimits limits = Short();
+  limits.max_head_bytes = 1024;
+  Served s(limits);
+  RawHttpClient c(s.port());
+  c.Send("GET /hello HTTP/1.1\r\nX-Big: " + std::string(4000, 'a') + "\r\n\r\n");
+  bool closed = false;
+  const std::string got = c.ReadAll(absl::Seconds(2), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 431 ")) << got;
+}
+
+TEST(GuardedHttpServer, ADeclaredBodyOverTheLimitGets413WithoutWaitingForIt) {
+  HttpLimits limits = Short();
+  limits.max_body_bytes = 1000;
+  limits.body_timeout = absl::Seconds(30);
+  Served s(limits);
+  RawHttpClient c(s.port());
+  const absl::Time start = absl::Now();
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n");
+  const std::string got = c.ReadUntil("\r\n\r\n", absl::Seconds(3));
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 413 ")) << got;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  // A body within the limit is read and echoed.
+  httplib::Client ok("127.0.0.1", s.port());
+  httplib::Result r = ok.Post("/echo", std::string(1000, 'b'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body.size(), 1000u);
+}
+
+TEST(GuardedHttpServer, ABodyThatStallsIsDroppedAfterTheBodyTimeout) {
+  Served s(Short());  // body_timeout 400 ms, 2 workers
+  std::vector<std::unique_ptr<RawHttpClient>> stalled;
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(std::make_unique<RawHttpClient>(s.port()));
+    stalled.back()->Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nab");
+  }
+  const absl::Time start = absl::Now();
+  for (auto& c : stalled) {
+    bool closed = false;
+    c->ReadAll(absl::Seconds(3), &closed);
+    EXPECT_TRUE(closed);
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(s.TimeHello(), absl::Seconds(1));
+}
+
+TEST(GuardedHttpServer, AKeptAliveConnectionEndsAfterMaxRequests) {
+  HttpLimits limits = Short();
+  limits.max_requests_per_connection = 3;
+  Served s(limits);
+  RawHttpClient c(s.port());
+  std::string got;
+  for (int i = 0; i < 3; ++i) {
+    c.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+    got += c.ReadUntil("hello", absl::Seconds(2));
+  }
+  bool closed = false;
+  got += c.ReadAll(absl::Seconds(2), &closed);
+  EXPECT_TRUE(closed);
+  std::vector<std::string> responses;
+  for (size_t p = got.find("HTTP/1.1 200"); p != std::string::npos;) {
+    const size_t next = got.find("HTTP/1.1 200", p + 1);
+    responses.push_back(got.substr(p, next == std::string::npos ? std::string::npos : next - p));
+    p = next;
+  }
+  ASSERT_EQ(responses.size(), 3u) << got;
+  EXPECT_FALSE(absl::StrContains(responses[0], "Connection: close")) << got;
+  EXPECT_FALSE(absl::StrContains(responses[1], "Connection: close")) << got;
+  EXPECT_TRUE(absl::StrContains(responses[2], "Connection: close")) << got;
+}
+
+TEST(GuardedHttpServer, PipelinedRequestsAreAnsweredInOrder) {
+  Served s(Short());
+  RawHttpClient c(s.port());
+  c.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nfirstGET /hello HTTP/1.1\r\n"
+      "Host: x\r\n\r\n");
+  const std::string got = c.ReadUntil("hello", absl::Seconds(2));
+  const size_t first = got.find("first");
+  const size_t second = got.find("hello");
+  ASSERT_NE(first, std::string::npos) << got;
+  ASSERT_NE(second, std::string::npos) << got;
+  EXPECT_LT(first, second);
+}
+
+TEST(GuardedHttpServer, AResponseThatSaysConnectionCloseEndsTheConnection) {
+  Served s(Short());
+  RawHttpClient c(s.port());
+  // The handler refuses without reading the body; the rest must not be taken for a request.
+  c.Send(
+      "POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\nGET /hello HTTP/1.1\r\n\r\n");
+  bool closed = false;
+  const std::string got = c.ReadAll(absl::Seconds(2), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 401 ")) << got;
+  EXPECT_FALSE(absl::StrContains(got, "hello")) << got;
+}
+
+TEST(GuardedHttpServer, StreamsAreWrittenByTheGateSoWorkersStayFree) {
+  HttpLimits limits = Short();
+  limits.worker_threads = 1;
+  limits.stream_poll_interval = absl::Milliseconds(50);
+  Served s(limits);
+  // 20 streams of 30 pieces, one every 50 ms: 1.5 s each, all at once, with one worker.
+  std::vector<std::string> bodies(20);
+  std::vector<std::thread> readers;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    readers.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", s.port());
+      c.set_read_timeout(10, 0);
+      httplib::Result r = c.Get("/count?n=30", [&](const char* data, size_t n) {
+        bodies[i].append(data, n);
+        return true;
+      });
+      if (!r || r->status != 200 || r->get_header_value("X-Kind") != "count") bodies[i] = "failed";
+    });
+  }
+  for (int i = 0; i < 100 && s.server().open_streams() < 20; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(s.server().open_streams(), 20);
+  for (int i = 0; i < 3; ++i) EXPECT_LT(s.TimeHello(), absl::Seconds(0.5));
+  for (std::thread& t : readers) t.join();
+  for (const std::string& body : bodies) {
+    EXPECT_TRUE(absl::StartsWith(body, "piece 0\npiece 1\n")) << body;
+    EXPECT_TRUE(absl::EndsWith(body, "piece 29\n")) << body;
+  }
+  EXPECT_EQ(s.server().open_streams(), 0);
+}
+
+TEST(GuardedHttpServer, StreamsOverTheLimitAreRefusedAndAStreamWhoseClientLeftIsClosed) {
+  HttpLimits limits = Short();
+  limits.max_streams = 2;
+  Served s(limits);
+  auto a = std::make_unique<RawHttpClient>(s.port());
+  auto b = std::make_unique<RawHttpClient>(s.port());
+  a->Send("GET /endless HTTP/1.1\r\nHost: x\r\n\r\n");
+  b->Send("GET /endless HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_TRUE(absl::StrContains(a->ReadUntil("tick", absl::Seconds(2)), "tick"));
+  EXPECT_TRUE(absl::StrContains(b->ReadUntil("tick", absl::Seconds(2)), "tick"));
+  httplib::Client c("127.0.0.1", s.port());
+  httplib::Result r = c.Get("/count?n=1");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_TRUE(absl::StrContains(r->body, "2 streaming responses are already open")) << r->body;
+  a.reset();
+  b.reset();
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = s.server().open_streams() == 0;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(gone);
+}
+
+TEST(GuardedHttpServer, ShutdownEndsStreamsWithTheirLastChunk) {
+  auto s = std::make_unique<Served>(Short());
+  RawHttpClient c(s->port());
+  c.Send("GET /endless HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_TRUE(absl::StrContains(c.ReadUntil("tick", absl::Seconds(2)), "tick"));
+  s.reset();
+  bool closed = false;
+  const std::string rest = c.ReadAll(absl::Seconds(2), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(absl::EndsWith(rest, "0\r\n\r\n")) << rest;
+}
+
+TEST(GuardedHttpServer, StreamResponseOutsideAHandlerIsRefused) {
+  Served s(Short());
+  EXPECT_EQ(s.server().StreamResponse(200, {}, std::make_unique<EndlessStream>()).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace troupe::dashboard
