@@ -70,7 +70,8 @@ absl::Status AtomicFileSink::Append(absl::string_view bytes) {
 }
 
 absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::function<absl::Status(AtomicFileSink&)>& produce) {
+                                 const std::function<absl::Status(AtomicFileSink&)>& produce,
+                                 mode_t mode) {
   const std::string dir = DirName(path);
   std::string pattern = absl::StrCat(dir, "/.", BaseName(path), ".tmp.XXXXXX");
   std::vector<char> temp(pattern.begin(), pattern.end());
@@ -79,8 +80,8 @@ absl::Status WriteFileAtomically(const std::string& path,
   if (fd < 0) return ErrnoError("cannot create a temporary file", path, errno);
   std::string temp_path(temp.data());
   TempFileGuard guard(fd, temp_path);
-  // mkstemp creates 0600; give the file the usual permissions for checkpoints.
-  if (::fchmod(fd, 0644) != 0) return ErrnoError("fchmod", temp_path, errno);
+  // mkstemp creates 0600 (only the owner may read); set `mode` before any byte is written.
+  if (::fchmod(fd, mode) != 0) return ErrnoError("fchmod", temp_path, errno);
 
   AtomicFileSink sink(fd, temp_path);
   absl::Status produced = produce(sink);
@@ -102,9 +103,9 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  return WriteFileAtomically(path,
-                             [contents](AtomicFileSink& sink) { return sink.Append(contents); });
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents, mode_t mode) {
+  return WriteFileAtomically(
+      path, [contents](AtomicFileSink& sink) { return sink.Append(contents); }, mode);
 }
 
 }  // namespace troupe

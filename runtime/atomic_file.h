@@ -3,7 +3,8 @@
 //
 // A reader of `path` sees either the old file or the complete new one, never a partial write; if
 // writing fails (disk full, file size limit, a producer error) the target is left untouched and
-// the temporary file is removed.
+// the temporary file is removed. The file has permission bits `mode` (0644 unless given) from the
+// moment it exists, so a secret written with 0600 is never readable by others, not even briefly.
 //
 // Example:
 //   absl::Status s = WriteFileAtomically("ckpt/config.json", json_text);
@@ -16,6 +17,8 @@
 // whole file and the last rename wins. An AtomicFileSink is used by one thread.
 #ifndef TROUPE_RUNTIME_ATOMIC_FILE_H_
 #define TROUPE_RUNTIME_ATOMIC_FILE_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
@@ -44,13 +47,16 @@ class AtomicFileSink {
   int64_t size_ = 0;
 };
 
-// Replaces `path` with whatever `produce` appends. If `produce` or any file operation fails,
-// returns that error, removes the temporary file and leaves `path` as it was.
+// Replaces `path` with whatever `produce` appends, as a file with permission bits `mode` (the
+// umask does not apply). If `produce` or any file operation fails, returns that error, removes
+// the temporary file and leaves `path` as it was.
 absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::function<absl::Status(AtomicFileSink&)>& produce);
+                                 const std::function<absl::Status(AtomicFileSink&)>& produce,
+                                 mode_t mode = 0644);
 
-// Replaces `path` with `contents`.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+// Replaces `path` with `contents` (permission bits `mode`).
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
+                                 mode_t mode = 0644);
 
 }  // namespace troupe
 

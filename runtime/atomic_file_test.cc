@@ -89,6 +89,39 @@ TEST(AtomicFile, LeavesTheTargetUntouchedWhenAWriteFailsMidway) {
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"f.bin"});
 }
 
+TEST(AtomicFile, GivesTheFileItsModeBeforeAnyByteIsWritten) {
+  std::string dir = TestDir("mode");
+  std::string secret = dir + "/secret";
+  // While the producer runs, the temporary file (the only other entry) already has mode 0600.
+  std::vector<mode_t> temp_modes;
+  ASSERT_TRUE(WriteFileAtomically(
+                  secret,
+                  [&](AtomicFileSink& out) {
+                    for (const std::string& name : ListDir(dir)) {
+                      struct stat st;
+                      if (::stat((dir + "/" + name).c_str(), &st) == 0) {
+                        temp_modes.push_back(st.st_mode & 07777);
+                      }
+                    }
+                    return out.Append("token");
+                  },
+                  0600)
+                  .ok());
+  EXPECT_EQ(temp_modes, std::vector<mode_t>{0600});
+  struct stat st;
+  ASSERT_EQ(::stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  // Replacing keeps the requested mode; the default stays 0644 whatever the umask.
+  const mode_t old_umask = ::umask(0077);
+  ASSERT_TRUE(WriteFileAtomically(secret, "token2", 0600).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/public", "data").ok());
+  ::umask(old_umask);
+  ASSERT_EQ(::stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat((dir + "/public").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+}
+
 TEST(AtomicFile, ReportsAMissingDirectoryByPath) {
   absl::Status s = WriteFileAtomically(TestDir("x") + "/no/such/dir/f", "data");
   EXPECT_FALSE(s.ok());
