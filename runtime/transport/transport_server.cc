@@ -16,10 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "grpc/grpc.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/internal/call.h"
 #include "runtime/transport/frame_codec.h"
+#include "runtime/transport/token_checker.h"
 
 namespace troupe {
 namespace transport {
@@ -53,15 +55,28 @@ struct CallCounters {
   std::atomic<int64_t> errors{0};
 };
 
-using AsyncService = proto::ActorTransport::WithAsyncMethod_Ping<
+// `Calls` is a registered asynchronous method: gRPC hands over the stream once its metadata has
+// arrived, and the stream reads nothing before its token is checked. `Ping` is left unregistered
+// (generic) so that it too arrives before its body: gRPC reads the request of a registered unary
+// method before the server sees the call, which let an unauthenticated caller make the server
+// buffer up to kMaxReceiveMessageBytes per call.
+using AsyncService = proto::ActorTransport::WithGenericMethod_Ping<
     proto::ActorTransport::WithRawMethod_Calls<proto::ActorTransport::Service>>;
+
+// Full gRPC method name of the liveness check (proto/worker.proto).
+constexpr char kPingMethod[] = "/troupe.proto.ActorTransport/Ping";
 
 // What the server and every stream share; streams keep it alive after the server is gone.
 struct ServerShared {
-  TransportServerOptions options;
+  explicit ServerShared(const TransportServerOptions& o)
+      : options(o), checker(o.token, o.token_check) {}
+
+  const TransportServerOptions options;
+  TokenChecker checker;
   std::string address;
   Counters counters;
   AsyncService service;
+  grpc::AsyncGenericService generic;  // Ping, and methods this server does not have
   std::unique_ptr<grpc::ServerCompletionQueue> cq;
 
   absl::Mutex mu;
@@ -81,7 +96,7 @@ struct ServerShared {
 
   // Asks gRPC for the next caller's stream / ping (completion-queue thread, and at Start).
   void AcceptStream(const std::shared_ptr<ServerShared>& self);
-  void AcceptPing(const std::shared_ptr<ServerShared>& self);
+  void AcceptGeneric(const std::shared_ptr<ServerShared>& self);
 
   // Call statistics by (actor id, caller, method). Streams look their counters up here once per
   // (actor, method) and cache the pointer, so the lock is off the per-call path.
@@ -105,19 +120,6 @@ struct ServerShared {
     return it == actors.end() ? UntypedActorHandle() : it->second;
   }
 };
-
-absl::Status CheckToken(const grpc::ServerContextBase& ctx, const std::string& token) {
-  const auto& md = ctx.client_metadata();
-  auto it = md.find(kTokenMetadataKey);
-  if (it == md.end()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("missing cluster token (metadata '", kTokenMetadataKey, "')"));
-  }
-  if (!TokenMatches(token, absl::string_view(it->second.data(), it->second.size()))) {
-    return absl::UnauthenticatedError("wrong cluster token");
-  }
-  return absl::OkStatus();
-}
 
 // The server's end of one caller's `Calls` stream.
 //
@@ -260,41 +262,79 @@ class ServerStream final : public troupe::internal::RefCounted {
   ByteBuffer write_buf_;
 };
 
-// One Ping RPC: requested, answered, freed.
-class PingCall final : public CqTag {
+// One call of a method without a registered handler: a Ping (authenticated, then its request
+// read and echoed) or an unknown method (UNIMPLEMENTED). Nothing is read before the token check.
+// Requested, answered, freed; its steps run on the completion-queue thread.
+class GenericCall final : public CqTag {
  public:
-  explicit PingCall(std::shared_ptr<ServerShared> shared) : shared_(std::move(shared)) {}
+  explicit GenericCall(std::shared_ptr<ServerShared> shared) : shared_(std::move(shared)) {}
 
-  // Registers this object for the next Ping. Caller holds shared_->mu.
+  // Registers this object for the next call. Caller holds shared_->mu.
   void Accept() {
-    shared_->service.RequestPing(&ctx_, &request_, &responder_, shared_->cq.get(),
-                                 shared_->cq.get(), this);
+    shared_->generic.RequestCall(&ctx_, &stream_, shared_->cq.get(), shared_->cq.get(), this);
   }
 
   void Run(bool ok) override {
-    if (answered_ || !ok) {
-      shared_->Died();
-      delete this;
-      return;
+    switch (step_) {
+      case Step::kAccept:
+        if (!ok) return End();  // the server is shutting down: no call came
+        shared_->AcceptGeneric(shared_);
+        return OnAccepted();
+      case Step::kRead:
+        return OnRead(ok);
+      case Step::kFinish:
+        return End();
     }
-    shared_->AcceptPing(shared_);
-    answered_ = true;
-    absl::Status auth = CheckToken(ctx_, shared_->options.token);
-    if (!auth.ok()) {
-      responder_.FinishWithError(ToGrpcStatus(auth), this);
-      return;
-    }
-    reply_.set_payload(request_.payload());
-    responder_.Finish(reply_, grpc::Status::OK, this);
   }
 
  private:
+  enum class Step { kAccept, kRead, kFinish };
+
+  void OnAccepted() {
+    if (ctx_.method() != kPingMethod) {
+      return Finish(
+          grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                       absl::StrCat("no method ", ctx_.method(), " at ", shared_->address)));
+    }
+    if (absl::Status auth = AuthenticateCall(shared_->checker, ctx_); !auth.ok()) {
+      return Finish(ToGrpcStatus(auth));
+    }
+    step_ = Step::kRead;
+    stream_.Read(&buf_, this);
+  }
+
+  void OnRead(bool ok) {
+    proto::PingRequest request;
+    if (!ok || !grpc::SerializationTraits<proto::PingRequest>::Deserialize(&buf_, &request).ok()) {
+      return Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       "Ping: the request is missing or is not a troupe.proto.PingRequest"));
+    }
+    proto::PingReply reply;
+    reply.set_payload(std::move(*request.mutable_payload()));
+    bool own_buffer = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<proto::PingReply>::Serialize(reply, &buf_, &own_buffer);
+    if (!serialized.ok()) return Finish(serialized);
+    step_ = Step::kFinish;
+    stream_.WriteAndFinish(buf_, grpc::WriteOptions(), grpc::Status::OK, this);
+  }
+
+  void Finish(const grpc::Status& status) {
+    step_ = Step::kFinish;
+    stream_.Finish(status, this);
+  }
+
+  void End() {
+    shared_->Died();
+    delete this;
+  }
+
   const std::shared_ptr<ServerShared> shared_;
-  grpc::ServerContext ctx_;
-  proto::PingRequest request_;
-  proto::PingReply reply_;
-  grpc::ServerAsyncResponseWriter<proto::PingReply> responder_{&ctx_};
-  bool answered_ = false;
+  grpc::GenericServerContext ctx_;
+  grpc::GenericServerAsyncReaderWriter stream_{&ctx_};
+  grpc::ByteBuffer buf_;
+  Step step_ = Step::kAccept;
 };
 
 void ServerShared::AcceptStream(const std::shared_ptr<ServerShared>& self) {
@@ -304,11 +344,11 @@ void ServerShared::AcceptStream(const std::shared_ptr<ServerShared>& self) {
   (new ServerStream(self))->Accept();  // its creation reference belongs to its operations
 }
 
-void ServerShared::AcceptPing(const std::shared_ptr<ServerShared>& self) {
+void ServerShared::AcceptGeneric(const std::shared_ptr<ServerShared>& self) {
   absl::MutexLock lock(&mu);
   if (!accepting) return;
   ++live;
-  (new PingCall(self))->Accept();
+  (new GenericCall(self))->Accept();
 }
 
 void ServerStream::OnEvent(Op op, bool ok) {
@@ -347,7 +387,7 @@ void ServerStream::OpEnded() {
 
 void ServerStream::OnAccepted() {
   shared_->AcceptStream(shared_);
-  absl::Status auth = CheckToken(rpc_->ctx, shared_->options.token);
+  absl::Status auth = AuthenticateCall(shared_->checker, rpc_->ctx);
   if (!auth.ok()) {
     Bump(shared_->counters.streams_refused);
     {
@@ -828,6 +868,7 @@ absl::Status CheckOptions(const TransportServerOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("TransportServerOptions.max_request_bytes is ",
                                                    o.max_request_bytes, ", must be in (0, 2 GiB)"));
   }
+  if (absl::Status s = ValidateTokenCheckOptions(o.token_check); !s.ok()) return s;
   if (o.address.rfind(':') == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("TransportServerOptions.address '", o.address, "' is not host:port"));
@@ -852,12 +893,12 @@ absl::StatusOr<std::unique_ptr<ActorTransportServer>> ActorTransportServer::Star
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
   DisableMutexDeadlockDetection();
   auto impl = std::make_unique<Impl>();
-  impl->shared = std::make_shared<ServerShared>();
+  impl->shared = std::make_shared<ServerShared>(options);
   ServerShared& shared = *impl->shared;
-  shared.options = options;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &impl->port);
   builder.RegisterService(&shared.service);
+  builder.RegisterAsyncGenericService(&shared.generic);
   builder.SetMaxReceiveMessageSize(kMaxReceiveMessageBytes);
   // Callers ping idle streams (keepalive, see connection.cc): allow it.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
@@ -876,7 +917,7 @@ absl::StatusOr<std::unique_ptr<ActorTransportServer>> ActorTransportServer::Star
   const std::string host = options.address.substr(0, options.address.rfind(':'));
   shared.address = absl::StrCat(host, ":", impl->port);
   shared.AcceptStream(impl->shared);
-  shared.AcceptPing(impl->shared);
+  shared.AcceptGeneric(impl->shared);
   impl->cq_thread = std::thread([cq = shared.cq.get()] { RunCompletionQueue(cq); });
   return std::unique_ptr<ActorTransportServer>(new ActorTransportServer(std::move(impl)));
 }

@@ -26,8 +26,11 @@
 // unknown method -> NOT_FOUND naming the method and the actor's methods; a payload that does not
 // parse -> INVALID_ARGUMENT naming the expected message type; a method's own error, its
 // exception (INTERNAL), a local deadline, or the actor's death (UNAVAILABLE) as the local call
-// reported it. A missing or wrong token ends the stream with UNAUTHENTICATED; an undecodable
-// frame ends it with INVALID_ARGUMENT. Bad input never crashes the server.
+// reported it. A missing or wrong token ends the stream (or the Ping) with UNAUTHENTICATED, and a
+// caller host that presented too many wrong tokens gets RESOURCE_EXHAUSTED for a while
+// (options.token_check, see token_checker.h); either way before any request body is read, so an
+// unauthenticated caller cannot make the server buffer data. An undecodable frame ends the stream
+// with INVALID_ARGUMENT. Bad input never crashes the server.
 //
 // Example (a worker):
 //   auto server = troupe::transport::ActorTransportServer::Start(
@@ -53,6 +56,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/actor_handle.h"
+#include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
 
 namespace troupe {
@@ -63,6 +67,8 @@ struct TransportServerOptions {
   std::string address = "127.0.0.1:0";
   // Cluster token every RPC must carry in `x-troupe-token`; must not be empty.
   std::string token;
+  // Limits on wrong tokens per caller host (see token_checker.h).
+  TokenCheckOptions token_check;
   // Largest piece of a chunked reply.
   int64_t chunk_bytes = kDefaultChunkBytes;
   // Budget of one reply frame (see transport_common.h).
@@ -74,7 +80,7 @@ struct TransportServerOptions {
 // Counters since Start, for tests and metrics.
 struct TransportServerStats {
   int64_t streams_opened = 0;
-  int64_t streams_refused = 0;  // bad token
+  int64_t streams_refused = 0;  // bad token (or caller host locked out)
   int64_t calls_received = 0;   // first pieces of calls (and readiness probes)
   int64_t calls_dispatched = 0;
   int64_t cancels_received = 0;
@@ -97,8 +103,8 @@ struct CallStats {
 
 class ActorTransportServer {
  public:
-  // Starts serving on options.address. INVALID_ARGUMENT for an empty token or bad sizes,
-  // UNAVAILABLE if the address cannot be bound.
+  // Starts serving on options.address. INVALID_ARGUMENT for an empty token, bad sizes or bad
+  // token_check limits, UNAVAILABLE if the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<ActorTransportServer>> Start(
       TransportServerOptions options);
 

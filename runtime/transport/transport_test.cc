@@ -14,6 +14,7 @@
 #include "proto/core.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "runtime/actor_system.h"
+#include "runtime/testing/hostile_client.h"
 #include "runtime/testing/test_messages.pb.h"
 #include "runtime/transport/transport_client.h"
 #include "runtime/transport/transport_server.h"
@@ -375,6 +376,117 @@ TEST_F(TransportTest, AWrongOrMissingTokenIsUnauthenticated) {
   req.set_payload("hi");
   ASSERT_TRUE(stub->Ping(&ok_ctx, req, &rep).ok());
   EXPECT_EQ(rep.payload(), "hi");
+}
+
+// A caller without the token cannot make a worker buffer a request body: Ping and the call
+// stream refuse it before reading. (Before the fix, a 60 MiB Ping with a wrong token was read and
+// parsed first: this process's peak RSS grew by ~175 MiB; now by ~10 MiB, the HTTP/2
+// flow-control windows.)
+TEST_F(TransportTest, LargeUnauthenticatedRequestsAreRefusedBeforeTheirBodiesAreRead) {
+  constexpr int64_t kBody = int64_t{60} << 20;
+  const grpc::ByteBuffer body = testing::LargeBytesFieldMessage(1, kBody);
+  auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  // Connected and warmed up by one small authenticated Ping, so what follows measures the bodies.
+  ASSERT_TRUE(testing::SendRawUnary(*channel, "/troupe.proto.ActorTransport/Ping",
+                                    testing::LargeBytesFieldMessage(1, 16),
+                                    {{kTokenMetadataKey, kToken}}, absl::Seconds(10))
+                  .ok());
+  absl::StatusOr<testing::ProcessMemory> before = testing::ReadProcessMemory(0);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(testing::ResetPeakRss(0).ok());
+  const absl::Time start = absl::Now();
+  for (const testing::Metadata& md :
+       {testing::Metadata{{kTokenMetadataKey, "wrong-token"}}, testing::Metadata{}}) {
+    grpc::Status ping = testing::SendRawUnary(*channel, "/troupe.proto.ActorTransport/Ping", body,
+                                              md, absl::Seconds(20));
+    EXPECT_EQ(ping.error_code(), grpc::StatusCode::UNAUTHENTICATED) << ping.error_message();
+    grpc::Status stream =
+        testing::SendRawStream(*channel, kCallsMethod, body, md, absl::Seconds(20));
+    EXPECT_EQ(stream.error_code(), grpc::StatusCode::UNAUTHENTICATED) << stream.error_message();
+  }
+  const absl::Duration took = absl::Now() - start;
+  absl::StatusOr<testing::ProcessMemory> after = testing::ReadProcessMemory(0);
+  ASSERT_TRUE(after.ok()) << after.status();
+  const int64_t grown = after->peak_rss_bytes - before->rss_bytes;
+  EXPECT_LT(grown, int64_t{32} << 20)
+      << "peak RSS grew by " << (grown >> 20) << " MiB while refusing four 60 MiB requests";
+  EXPECT_LT(took, absl::Seconds(10));
+  // The worker still serves callers with the token.
+  EXPECT_EQ(Handle().Call(&Remote::Add, MakeNum(5)).Get(absl::Seconds(10))->value(), 5);
+}
+
+TEST_F(TransportTest, AnAuthenticatedLargePingIsStillEchoed) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  auto stub = proto::ActorTransport::NewStub(
+      grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata(kTokenMetadataKey, kToken);
+  proto::PingRequest req;
+  req.set_payload(std::string(size_t{60} << 20, 'p'));
+  proto::PingReply rep;
+  grpc::Status s = stub->Ping(&ctx, req, &rep);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(rep.payload(), req.payload());
+  // A method the server does not have is UNIMPLEMENTED, also without reading its body.
+  auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
+  grpc::Status none = testing::SendRawUnary(*channel, "/troupe.proto.ActorTransport/Nope",
+                                            testing::LargeBytesFieldMessage(1, 1 << 20),
+                                            {{kTokenMetadataKey, kToken}}, absl::Seconds(10));
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNIMPLEMENTED) << none.error_message();
+}
+
+// After max_failures wrong tokens from one host, every call from that host is refused for the
+// lockout, the right token included; callers on other hosts are not affected.
+TEST(TransportServerTokens, AHostThatKeepsGuessingIsLockedOutAndOthersAreNot) {
+  auto server = ActorTransportServer::Start(
+      {.address = "127.0.0.1:0",
+       .token = kToken,
+       .token_check = {.max_failures = 3, .lockout = absl::Seconds(60)}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+  const grpc::ByteBuffer ping = testing::LargeBytesFieldMessage(1, 4);
+  constexpr char kPing[] = "/troupe.proto.ActorTransport/Ping";
+  // The guesser connects from 127.0.0.2, a host of its own.
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> guesser =
+      testing::ChannelFromSource(address, "127.0.0.2");
+  ASSERT_TRUE(guesser.ok()) << guesser.status();
+  for (int i = 0; i < 3; ++i) {
+    grpc::Status s =
+        testing::SendRawUnary(**guesser, kPing, ping,
+                              {{kTokenMetadataKey, absl::StrCat("guess-", i)}}, absl::Seconds(10));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  }
+  grpc::Status locked = testing::SendRawUnary(**guesser, kPing, ping, {{kTokenMetadataKey, kToken}},
+                                              absl::Seconds(10));
+  EXPECT_EQ(locked.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << locked.error_message();
+  EXPECT_NE(locked.error_message().find("127.0.0.2"), std::string::npos) << locked.error_message();
+  grpc::Status stream = testing::SendRawStream(**guesser, kCallsMethod, ping,
+                                               {{kTokenMetadataKey, kToken}}, absl::Seconds(10));
+  EXPECT_EQ(stream.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << stream.error_message();
+  // 127.0.0.1 with the token is served, through Ping and through the call stream.
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::Status fine = testing::SendRawUnary(*channel, kPing, ping, {{kTokenMetadataKey, kToken}},
+                                            absl::Seconds(10));
+  EXPECT_TRUE(fine.ok()) << fine.error_message();
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  auto actor = system.Spawn<Remote>();
+  ASSERT_TRUE(actor.ok());
+  ASSERT_TRUE((*server)->Register("r", *actor).ok());
+  auto resolver = std::make_shared<StaticResolver>();
+  resolver->Set("r", address);
+  TransportClient client(resolver, {.token = kToken});
+  auto h = client.Connect<Remote>("r");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->Call(&Remote::Add, MakeNum(3)).Get(absl::Seconds(10))->value(), 3);
+  EXPECT_GE((*server)->stats().streams_refused, 1);
+}
+
+TEST(TransportServerTokens, BadLimitsAreRefusedAtStart) {
+  auto server = ActorTransportServer::Start(
+      {.address = "127.0.0.1:0", .token = kToken, .token_check = {.max_failures = 0}});
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(server.status().message().find("max_failures"), std::string::npos);
 }
 
 TEST_F(TransportTest, AKilledWorkerFailsCallsInFlightThenTheSameHandleReachesItsReplacement) {
