@@ -13,7 +13,6 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -27,7 +26,10 @@
 #include "runtime/atomic_file.h"
 #include "runtime/cluster/state_store.h"
 #include "runtime/scheduler/cluster_scheduler.h"
+#include "runtime/secret_file.h"
+#include "runtime/secure_random.h"
 #include "runtime/status_macros.h"
+#include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
 
 namespace troupe {
@@ -41,15 +43,12 @@ constexpr char kNodesTable[] = "nodes";
 constexpr char kActorsTable[] = "actors";
 constexpr char kGroupsTable[] = "groups";
 constexpr char kKvTable[] = "kv";
+// A generated cluster token has 128 bits from the kernel.
+constexpr int kTokenBytes = 16;
+// Ids of nodes, actors and placement groups: 64 bits.
+constexpr int kIdBytes = 8;
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
-
-std::string RandomHex(int bytes) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  std::string out;
-  for (int i = 0; i < bytes; i += 8) absl::StrAppend(&out, absl::StrFormat("%016x", rng()));
-  return out.substr(0, 2 * bytes);
-}
 
 grpc::Status ToGrpc(const absl::Status& s) { return transport::ToGrpcStatus(s); }
 
@@ -72,23 +71,21 @@ std::string ResourcesString(const proto::Resources& r) {
 
 absl::StatusOr<std::string> LoadOrCreateToken(const std::string& state_dir) {
   const std::string path = state_dir + "/token";
-  std::ifstream in(path);
-  std::string token;
-  if (in && std::getline(in, token) && !token.empty()) return token;
-  std::error_code ec;
-  std::filesystem::create_directories(state_dir, ec);
-  token = RandomHex(16);
-  TROUPE_RETURN_IF_ERROR(WriteFileAtomically(path, token + "\n"));
-  ::chmod(path.c_str(), 0600);
+  absl::StatusOr<std::string> existing = ReadSecretFile(path);
+  if (existing.ok() || existing.status().code() != absl::StatusCode::kNotFound) return existing;
+  TROUPE_RETURN_IF_ERROR(CreatePrivateDirectory(state_dir));
+  TROUPE_ASSIGN_OR_RETURN(std::string token, RandomHex(kTokenBytes));
+  TROUPE_RETURN_IF_ERROR(WriteSecretFile(path, token));
   return token;
 }
 
-class HeadServer::Impl final : public proto::HeadService::Service {
+class HeadServer::Impl final : public proto::HeadService::StreamedUnaryService {
  public:
   Impl(HeadOptions options, std::unique_ptr<StateStore> store, std::string token, int lock_fd)
       : options_(std::move(options)),
         store_(std::move(store)),
         token_(std::move(token)),
+        checker_(token_, options_.token_check),
         lock_fd_(lock_fd),
         start_ms_(NowMs()) {}
 
@@ -110,42 +107,98 @@ class HeadServer::Impl final : public proto::HeadService::Service {
   const HeadOptions& options() const { return options_; }
 
   // ---- RPCs ---------------------------------------------------------------------------------
-  grpc::Status RegisterNode(grpc::ServerContext* ctx, const proto::RegisterNodeRequest* req,
-                            proto::RegisterNodeReply* reply) override;
-  grpc::Status Heartbeat(grpc::ServerContext* ctx, const proto::HeartbeatRequest* req,
-                         proto::HeartbeatReply* reply) override;
-  grpc::Status CreateActor(grpc::ServerContext* ctx, const proto::CreateActorRequest* req,
-                           proto::CreateActorReply* reply) override;
-  grpc::Status GetActor(grpc::ServerContext* ctx, const proto::GetActorRequest* req,
-                        proto::GetActorReply* reply) override;
-  grpc::Status KillActor(grpc::ServerContext* ctx, const proto::KillActorRequest* req,
-                         proto::KillActorReply* reply) override;
-  grpc::Status ListActors(grpc::ServerContext* ctx, const proto::ListActorsRequest* req,
-                          proto::ListActorsReply* reply) override;
-  grpc::Status ReportActorStarted(grpc::ServerContext* ctx,
-                                  const proto::ReportActorStartedRequest* req,
-                                  proto::ReportActorStartedReply* reply) override;
-  grpc::Status ReportWorkerExit(grpc::ServerContext* ctx, const proto::ReportWorkerExitRequest* req,
-                                proto::ReportWorkerExitReply* reply) override;
-  grpc::Status CreatePlacementGroup(grpc::ServerContext* ctx,
-                                    const proto::CreatePlacementGroupRequest* req,
-                                    proto::CreatePlacementGroupReply* reply) override;
-  grpc::Status GetPlacementGroup(grpc::ServerContext* ctx,
-                                 const proto::GetPlacementGroupRequest* req,
-                                 proto::GetPlacementGroupReply* reply) override;
-  grpc::Status RemovePlacementGroup(grpc::ServerContext* ctx,
-                                    const proto::RemovePlacementGroupRequest* req,
-                                    proto::RemovePlacementGroupReply* reply) override;
-  grpc::Status KvPut(grpc::ServerContext* ctx, const proto::KvPutRequest* req,
-                     proto::KvPutReply* reply) override;
-  grpc::Status KvGet(grpc::ServerContext* ctx, const proto::KvGetRequest* req,
-                     proto::KvGetReply* reply) override;
-  grpc::Status KvDelete(grpc::ServerContext* ctx, const proto::KvDeleteRequest* req,
-                        proto::KvDeleteReply* reply) override;
-  grpc::Status KvList(grpc::ServerContext* ctx, const proto::KvListRequest* req,
-                      proto::KvListReply* reply) override;
-  grpc::Status ClusterStatus(grpc::ServerContext* ctx, const proto::ClusterStatusRequest* req,
-                             proto::ClusterStatusReply* reply) override;
+  // gRPC runs every method as "streamed unary" (HeadService::StreamedUnaryService), which leaves
+  // the request unread: Serve checks the caller's token first and only then reads the request
+  // and runs the method's Handle* function.
+  grpc::Status StreamedRegisterNode(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::RegisterNodeRequest, proto::RegisterNodeReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleRegisterNode);
+  }
+  grpc::Status StreamedHeartbeat(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::HeartbeatRequest, proto::HeartbeatReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleHeartbeat);
+  }
+  grpc::Status StreamedCreateActor(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::CreateActorRequest, proto::CreateActorReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleCreateActor);
+  }
+  grpc::Status StreamedGetActor(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::GetActorRequest, proto::GetActorReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleGetActor);
+  }
+  grpc::Status StreamedKillActor(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::KillActorRequest, proto::KillActorReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleKillActor);
+  }
+  grpc::Status StreamedListActors(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::ListActorsRequest, proto::ListActorsReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleListActors);
+  }
+  grpc::Status StreamedReportActorStarted(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::ReportActorStartedRequest, proto::ReportActorStartedReply>*
+          stream) override {
+    return Serve(ctx, stream, &Impl::HandleReportActorStarted);
+  }
+  grpc::Status StreamedReportWorkerExit(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::ReportWorkerExitRequest, proto::ReportWorkerExitReply>*
+          stream) override {
+    return Serve(ctx, stream, &Impl::HandleReportWorkerExit);
+  }
+  grpc::Status StreamedCreatePlacementGroup(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::CreatePlacementGroupRequest,
+                                proto::CreatePlacementGroupReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleCreatePlacementGroup);
+  }
+  grpc::Status StreamedGetPlacementGroup(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::GetPlacementGroupRequest, proto::GetPlacementGroupReply>*
+          stream) override {
+    return Serve(ctx, stream, &Impl::HandleGetPlacementGroup);
+  }
+  grpc::Status StreamedRemovePlacementGroup(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::RemovePlacementGroupRequest,
+                                proto::RemovePlacementGroupReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleRemovePlacementGroup);
+  }
+  grpc::Status StreamedKvPut(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::KvPutRequest, proto::KvPutReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleKvPut);
+  }
+  grpc::Status StreamedKvGet(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::KvGetRequest, proto::KvGetReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleKvGet);
+  }
+  grpc::Status StreamedKvDelete(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::KvDeleteRequest, proto::KvDeleteReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleKvDelete);
+  }
+  grpc::Status StreamedKvList(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::KvListRequest, proto::KvListReply>* stream) override {
+    return Serve(ctx, stream, &Impl::HandleKvList);
+  }
+  grpc::Status StreamedClusterStatus(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::ClusterStatusRequest, proto::ClusterStatusReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleClusterStatus);
+  }
 
  private:
   struct NodeEntry {
@@ -158,7 +211,53 @@ class HeadServer::Impl final : public proto::HeadService::Service {
     int missed_heartbeats = 0;
   };
 
-  grpc::Status Auth(grpc::ServerContext* ctx) const;
+  template <typename Request, typename Reply>
+  grpc::Status Serve(grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<Request, Reply>* stream,
+                     grpc::Status (Impl::*handle)(grpc::ServerContext*, const Request*, Reply*)) {
+    return transport::ServeUnaryAfterAuth(
+        checker_, ctx, stream,
+        [this, handle](grpc::ServerContext* c, const Request* req, Reply* reply) {
+          return (this->*handle)(c, req, reply);
+        });
+  }
+  // The RPCs, called once the token is checked and the request read.
+  grpc::Status HandleRegisterNode(grpc::ServerContext* ctx, const proto::RegisterNodeRequest* req,
+                                  proto::RegisterNodeReply* reply);
+  grpc::Status HandleHeartbeat(grpc::ServerContext* ctx, const proto::HeartbeatRequest* req,
+                               proto::HeartbeatReply* reply);
+  grpc::Status HandleCreateActor(grpc::ServerContext* ctx, const proto::CreateActorRequest* req,
+                                 proto::CreateActorReply* reply);
+  grpc::Status HandleGetActor(grpc::ServerContext* ctx, const proto::GetActorRequest* req,
+                              proto::GetActorReply* reply);
+  grpc::Status HandleKillActor(grpc::ServerContext* ctx, const proto::KillActorRequest* req,
+                               proto::KillActorReply* reply);
+  grpc::Status HandleListActors(grpc::ServerContext* ctx, const proto::ListActorsRequest* req,
+                                proto::ListActorsReply* reply);
+  grpc::Status HandleReportActorStarted(grpc::ServerContext* ctx,
+                                        const proto::ReportActorStartedRequest* req,
+                                        proto::ReportActorStartedReply* reply);
+  grpc::Status HandleReportWorkerExit(grpc::ServerContext* ctx,
+                                      const proto::ReportWorkerExitRequest* req,
+                                      proto::ReportWorkerExitReply* reply);
+  grpc::Status HandleCreatePlacementGroup(grpc::ServerContext* ctx,
+                                          const proto::CreatePlacementGroupRequest* req,
+                                          proto::CreatePlacementGroupReply* reply);
+  grpc::Status HandleGetPlacementGroup(grpc::ServerContext* ctx,
+                                       const proto::GetPlacementGroupRequest* req,
+                                       proto::GetPlacementGroupReply* reply);
+  grpc::Status HandleRemovePlacementGroup(grpc::ServerContext* ctx,
+                                          const proto::RemovePlacementGroupRequest* req,
+                                          proto::RemovePlacementGroupReply* reply);
+  grpc::Status HandleKvPut(grpc::ServerContext* ctx, const proto::KvPutRequest* req,
+                           proto::KvPutReply* reply);
+  grpc::Status HandleKvGet(grpc::ServerContext* ctx, const proto::KvGetRequest* req,
+                           proto::KvGetReply* reply);
+  grpc::Status HandleKvDelete(grpc::ServerContext* ctx, const proto::KvDeleteRequest* req,
+                              proto::KvDeleteReply* reply);
+  grpc::Status HandleKvList(grpc::ServerContext* ctx, const proto::KvListRequest* req,
+                            proto::KvListReply* reply);
+  grpc::Status HandleClusterStatus(grpc::ServerContext* ctx, const proto::ClusterStatusRequest* req,
+                                   proto::ClusterStatusReply* reply);
 
   // All *Locked methods need mu_.
   void PersistNode(const NodeEntry& n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -193,6 +292,7 @@ class HeadServer::Impl final : public proto::HeadService::Service {
   const HeadOptions options_;
   std::unique_ptr<StateStore> store_;
   const std::string token_;
+  transport::TokenChecker checker_;  // every RPC's token, before its request is read
   const int lock_fd_;
   const int64_t start_ms_;
   std::string address_;
@@ -215,19 +315,6 @@ class HeadServer::Impl final : public proto::HeadService::Service {
   std::thread dispatcher_;
   std::thread monitor_;
 };
-
-grpc::Status HeadServer::Impl::Auth(grpc::ServerContext* ctx) const {
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(transport::kTokenMetadataKey);
-  if (it == md.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing cluster token (x-troupe-token); pass --token or set TROUPE_TOKEN");
-  }
-  if (!transport::TokenMatches(token_, absl::string_view(it->second.data(), it->second.size()))) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong cluster token");
-  }
-  return grpc::Status::OK;
-}
 
 // ---- Persistence ------------------------------------------------------------------------------
 
@@ -644,16 +731,15 @@ HeadServer::Impl::ActorEntry* HeadServer::Impl::FindActorLocked(const proto::Get
 // ---- RPC handlers
 // ---------------------------------------------------------------------------------
 
-grpc::Status HeadServer::Impl::RegisterNode(grpc::ServerContext* ctx,
-                                            const proto::RegisterNodeRequest* req,
-                                            proto::RegisterNodeReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleRegisterNode(grpc::ServerContext* ctx,
+                                                  const proto::RegisterNodeRequest* req,
+                                                  proto::RegisterNodeReply* reply) {
   if (req->address().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "RegisterNode: empty node address");
   }
   absl::MutexLock lock(&mu_);
   std::string id = req->node_id().id();
-  if (id.empty()) id = RandomHex(8);
+  if (id.empty()) id = RandomHexOrDie(kIdBytes);
   NodeEntry& n = nodes_[id];
   const bool was_alive = n.info.state() == proto::NODE_ALIVE;
   n.info.mutable_id()->set_id(id);
@@ -684,10 +770,9 @@ grpc::Status HeadServer::Impl::RegisterNode(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::Heartbeat(grpc::ServerContext* ctx,
-                                         const proto::HeartbeatRequest* req,
-                                         proto::HeartbeatReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleHeartbeat(grpc::ServerContext* ctx,
+                                               const proto::HeartbeatRequest* req,
+                                               proto::HeartbeatReply* reply) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(req->node_id().id());
   if (it == nodes_.end() || it->second.info.state() != proto::NODE_ALIVE) {
@@ -723,10 +808,9 @@ grpc::Status HeadServer::Impl::Heartbeat(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::CreateActor(grpc::ServerContext* ctx,
-                                           const proto::CreateActorRequest* req,
-                                           proto::CreateActorReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleCreateActor(grpc::ServerContext* ctx,
+                                                 const proto::CreateActorRequest* req,
+                                                 proto::CreateActorReply* reply) {
   const proto::ActorSpec& spec = req->spec();
   if (spec.type_name().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "CreateActor: empty type_name");
@@ -752,7 +836,7 @@ grpc::Status HeadServer::Impl::CreateActor(grpc::ServerContext* ctx,
         absl::NotFoundError(absl::StrCat("CreateActor ", spec.type_name(), ": no placement group ",
                                          spec.placement().group_id().id())));
   }
-  const std::string id = RandomHex(8);
+  const std::string id = RandomHexOrDie(kIdBytes);
   ActorEntry& a = actors_[id];
   a.info.mutable_id()->set_id(id);
   *a.info.mutable_spec() = spec;
@@ -775,9 +859,9 @@ grpc::Status HeadServer::Impl::CreateActor(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::GetActor(grpc::ServerContext* ctx, const proto::GetActorRequest* req,
-                                        proto::GetActorReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleGetActor(grpc::ServerContext* ctx,
+                                              const proto::GetActorRequest* req,
+                                              proto::GetActorReply* reply) {
   absl::MutexLock lock(&mu_);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(req->wait_alive_ms());
   while (true) {
@@ -797,10 +881,9 @@ grpc::Status HeadServer::Impl::GetActor(grpc::ServerContext* ctx, const proto::G
   }
 }
 
-grpc::Status HeadServer::Impl::KillActor(grpc::ServerContext* ctx,
-                                         const proto::KillActorRequest* req,
-                                         proto::KillActorReply*) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleKillActor(grpc::ServerContext* ctx,
+                                               const proto::KillActorRequest* req,
+                                               proto::KillActorReply*) {
   absl::MutexLock lock(&mu_);
   auto it = actors_.find(req->actor_id().id());
   if (it == actors_.end()) {
@@ -822,10 +905,9 @@ grpc::Status HeadServer::Impl::KillActor(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::ListActors(grpc::ServerContext* ctx,
-                                          const proto::ListActorsRequest* req,
-                                          proto::ListActorsReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleListActors(grpc::ServerContext* ctx,
+                                                const proto::ListActorsRequest* req,
+                                                proto::ListActorsReply* reply) {
   absl::MutexLock lock(&mu_);
   for (auto& [id, a] : actors_) {
     if (!req->job_id().id().empty() && a.info.spec().job_id().id() != req->job_id().id()) continue;
@@ -835,10 +917,9 @@ grpc::Status HeadServer::Impl::ListActors(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::ReportActorStarted(grpc::ServerContext* ctx,
-                                                  const proto::ReportActorStartedRequest* req,
-                                                  proto::ReportActorStartedReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleReportActorStarted(grpc::ServerContext* ctx,
+                                                        const proto::ReportActorStartedRequest* req,
+                                                        proto::ReportActorStartedReply* reply) {
   absl::MutexLock lock(&mu_);
   auto it = actors_.find(req->actor_id().id());
   if (it == actors_.end() || it->second.info.state() == proto::DEAD ||
@@ -859,10 +940,9 @@ grpc::Status HeadServer::Impl::ReportActorStarted(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::ReportWorkerExit(grpc::ServerContext* ctx,
-                                                const proto::ReportWorkerExitRequest* req,
-                                                proto::ReportWorkerExitReply*) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleReportWorkerExit(grpc::ServerContext* ctx,
+                                                      const proto::ReportWorkerExitRequest* req,
+                                                      proto::ReportWorkerExitReply*) {
   absl::MutexLock lock(&mu_);
   auto it = actors_.find(req->actor_id().id());
   if (it == actors_.end() || it->second.info.state() == proto::DEAD ||
@@ -879,12 +959,11 @@ grpc::Status HeadServer::Impl::ReportWorkerExit(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::CreatePlacementGroup(grpc::ServerContext* ctx,
-                                                    const proto::CreatePlacementGroupRequest* req,
-                                                    proto::CreatePlacementGroupReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleCreatePlacementGroup(
+    grpc::ServerContext* ctx, const proto::CreatePlacementGroupRequest* req,
+    proto::CreatePlacementGroupReply* reply) {
   absl::MutexLock lock(&mu_);
-  const std::string id = RandomHex(8);
+  const std::string id = RandomHexOrDie(kIdBytes);
   std::vector<ResourceMap> bundles;
   for (const proto::Bundle& b : req->bundles()) bundles.push_back(ToMap(b.resources()));
   absl::StatusOr<std::vector<Placement>> placed =
@@ -917,10 +996,9 @@ grpc::Status HeadServer::Impl::CreatePlacementGroup(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::GetPlacementGroup(grpc::ServerContext* ctx,
-                                                 const proto::GetPlacementGroupRequest* req,
-                                                 proto::GetPlacementGroupReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleGetPlacementGroup(grpc::ServerContext* ctx,
+                                                       const proto::GetPlacementGroupRequest* req,
+                                                       proto::GetPlacementGroupReply* reply) {
   absl::MutexLock lock(&mu_);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(req->wait_ready_ms());
   while (true) {
@@ -945,10 +1023,9 @@ grpc::Status HeadServer::Impl::GetPlacementGroup(grpc::ServerContext* ctx,
   }
 }
 
-grpc::Status HeadServer::Impl::RemovePlacementGroup(grpc::ServerContext* ctx,
-                                                    const proto::RemovePlacementGroupRequest* req,
-                                                    proto::RemovePlacementGroupReply*) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleRemovePlacementGroup(
+    grpc::ServerContext* ctx, const proto::RemovePlacementGroupRequest* req,
+    proto::RemovePlacementGroupReply*) {
   absl::MutexLock lock(&mu_);
   auto it = groups_.find(req->id().id());
   if (it == groups_.end()) {
@@ -977,9 +1054,8 @@ grpc::Status HeadServer::Impl::RemovePlacementGroup(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::KvPut(grpc::ServerContext* ctx, const proto::KvPutRequest* req,
-                                     proto::KvPutReply*) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleKvPut(grpc::ServerContext* ctx, const proto::KvPutRequest* req,
+                                           proto::KvPutReply*) {
   if (req->key().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "KvPut: empty key");
   absl::MutexLock lock(&mu_);
@@ -993,9 +1069,8 @@ grpc::Status HeadServer::Impl::KvPut(grpc::ServerContext* ctx, const proto::KvPu
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::KvGet(grpc::ServerContext* ctx, const proto::KvGetRequest* req,
-                                     proto::KvGetReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleKvGet(grpc::ServerContext* ctx, const proto::KvGetRequest* req,
+                                           proto::KvGetReply* reply) {
   absl::MutexLock lock(&mu_);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(req->wait_ms());
   while (true) {
@@ -1011,9 +1086,9 @@ grpc::Status HeadServer::Impl::KvGet(grpc::ServerContext* ctx, const proto::KvGe
   }
 }
 
-grpc::Status HeadServer::Impl::KvDelete(grpc::ServerContext* ctx, const proto::KvDeleteRequest* req,
-                                        proto::KvDeleteReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleKvDelete(grpc::ServerContext* ctx,
+                                              const proto::KvDeleteRequest* req,
+                                              proto::KvDeleteReply* reply) {
   absl::MutexLock lock(&mu_);
   std::vector<StateStore::Write> writes;
   for (auto it = kv_.lower_bound(req->key()); it != kv_.end();) {
@@ -1030,9 +1105,9 @@ grpc::Status HeadServer::Impl::KvDelete(grpc::ServerContext* ctx, const proto::K
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::KvList(grpc::ServerContext* ctx, const proto::KvListRequest* req,
-                                      proto::KvListReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleKvList(grpc::ServerContext* ctx,
+                                            const proto::KvListRequest* req,
+                                            proto::KvListReply* reply) {
   absl::MutexLock lock(&mu_);
   for (auto it = kv_.lower_bound(req->prefix());
        it != kv_.end() && it->first.compare(0, req->prefix().size(), req->prefix()) == 0; ++it) {
@@ -1041,10 +1116,9 @@ grpc::Status HeadServer::Impl::KvList(grpc::ServerContext* ctx, const proto::KvL
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Impl::ClusterStatus(grpc::ServerContext* ctx,
-                                             const proto::ClusterStatusRequest*,
-                                             proto::ClusterStatusReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status HeadServer::Impl::HandleClusterStatus(grpc::ServerContext* ctx,
+                                                   const proto::ClusterStatusRequest*,
+                                                   proto::ClusterStatusReply* reply) {
   absl::MutexLock lock(&mu_);
   reply->set_head_address(address_);
   reply->set_head_start_time_ms(start_ms_);
@@ -1086,12 +1160,9 @@ HeadServer::HeadServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HeadServer::~HeadServer() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Start(HeadOptions options) {
-  std::error_code ec;
-  std::filesystem::create_directories(options.state_dir, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot create state directory ", options.state_dir, ": ", ec.message()));
-  }
+  TROUPE_RETURN_IF_ERROR(transport::ValidateTokenCheckOptions(options.token_check));
+  // The token lives there: owner only (0700), and it must be this user's own directory.
+  TROUPE_RETURN_IF_ERROR(CreatePrivateDirectory(options.state_dir));
   // One head per state directory: a second one would fight over the same SQLite state.
   const std::string lock_path = options.state_dir + "/head.lock";
   const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -1110,8 +1181,7 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Start(HeadOptions option
     }
     token = *t;
   } else {
-    absl::Status s = WriteFileAtomically(options.state_dir + "/token", token + "\n");
-    ::chmod((options.state_dir + "/token").c_str(), 0600);
+    absl::Status s = WriteSecretFile(options.state_dir + "/token", token);
     if (!s.ok()) {
       ::close(lock_fd);
       return s;

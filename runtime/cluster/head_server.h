@@ -18,9 +18,13 @@
 // Each (re)start gets a new incarnation number; reports from older incarnations are ignored and
 // their workers killed, so a slow or partitioned worker can never act as the current one.
 //
-// Security: every RPC must carry the cluster token (metadata `x-troupe-token`); the head takes
-// it from options.token, else reuses the one in state_dir/token, else generates one and writes
-// it there (mode 0600).
+// Security: every RPC must carry the cluster token (metadata `x-troupe-token`), checked before
+// the RPC's request is read (an unauthenticated caller cannot make the head buffer a body); a
+// host that presents too many wrong tokens is locked out for a while (options.token_check, see
+// runtime/transport/token_checker.h). The head takes the token from options.token, else reuses
+// the one in state_dir/token, else generates one (128 bits from getrandom) and writes it there.
+// The state directory is created 0700 (and must belong to this user), the token file 0600 from
+// its creation on; the head never prints or logs the token.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_CLUSTER_HEAD_SERVER_H_
@@ -31,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/transport/token_checker.h"
 
 namespace troupe {
 
@@ -42,6 +47,8 @@ struct HeadOptions {
   std::string state_dir = "/tmp/troupe";
   // Cluster token; empty = reuse state_dir/token or generate one.
   std::string token;
+  // Limits on wrong tokens per caller host.
+  transport::TokenCheckOptions token_check;
   // How often nodes heartbeat, and how long without one before a node is declared dead.
   absl::Duration heartbeat_interval = absl::Seconds(1);
   absl::Duration heartbeat_timeout = absl::Seconds(5);
@@ -50,7 +57,9 @@ struct HeadOptions {
 class HeadServer {
  public:
   // Opens the state, binds, and starts serving. UNAVAILABLE if the port is in use (naming it),
-  // DATA_LOSS if the state file is unusable.
+  // DATA_LOSS if the state file is unusable, FAILED_PRECONDITION if state_dir belongs to another
+  // user, PERMISSION_DENIED if state_dir/token may be read by others, INVALID_ARGUMENT for a bad
+  // options.token or token_check.
   static absl::StatusOr<std::unique_ptr<HeadServer>> Start(HeadOptions options);
   // Runs Shutdown().
   ~HeadServer();
@@ -74,7 +83,9 @@ class HeadServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Reads state_dir/token, or generates a random token and writes it there (0600).
+// Reads state_dir/token (refused with PERMISSION_DENIED if others may read it, see
+// runtime/secret_file.h), or generates a token of 128 random bits (32 hex digits) and writes it
+// there, mode 0600 from creation; state_dir is created 0700 if missing.
 absl::StatusOr<std::string> LoadOrCreateToken(const std::string& state_dir);
 
 }  // namespace troupe

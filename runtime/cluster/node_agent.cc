@@ -27,7 +27,9 @@
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/atomic_file.h"
 #include "runtime/machine.h"
+#include "runtime/secret_file.h"
 #include "runtime/status_macros.h"
+#include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
 
 extern char** environ;
@@ -131,9 +133,10 @@ proto::Resources DetectResources(const proto::Resources& overrides) {
   return r;
 }
 
-class NodeAgent::Impl final : public proto::NodeService::Service {
+class NodeAgent::Impl final : public proto::NodeService::StreamedUnaryService {
  public:
-  explicit Impl(NodeOptions options) : options_(std::move(options)) {
+  explicit Impl(NodeOptions options)
+      : options_(std::move(options)), checker_(options_.token, options_.token_check) {
     if (options_.worker_binary.empty()) options_.worker_binary = SelfExe();
   }
   ~Impl() override { Shutdown(); }
@@ -153,12 +156,26 @@ class NodeAgent::Impl final : public proto::NodeService::Service {
     return static_cast<int>(workers_.size());
   }
 
-  grpc::Status StartWorker(grpc::ServerContext* ctx, const proto::StartWorkerRequest* req,
-                           proto::StartWorkerReply* reply) override;
-  grpc::Status KillWorker(grpc::ServerContext* ctx, const proto::KillWorkerRequest* req,
-                          proto::KillWorkerReply* reply) override;
-  grpc::Status ReadWorkerLog(grpc::ServerContext* ctx, const proto::ReadWorkerLogRequest* req,
-                             proto::ReadWorkerLogReply* reply) override;
+  // gRPC runs the methods as "streamed unary" (NodeService::StreamedUnaryService): the token is
+  // checked before the request is read, then the Handle* function runs.
+  grpc::Status StreamedStartWorker(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::StartWorkerRequest, proto::StartWorkerReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleStartWorker);
+  }
+  grpc::Status StreamedKillWorker(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::KillWorkerRequest, proto::KillWorkerReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleKillWorker);
+  }
+  grpc::Status StreamedReadWorkerLog(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::ReadWorkerLogRequest, proto::ReadWorkerLogReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleReadWorkerLog);
+  }
 
  private:
   struct Worker {
@@ -169,7 +186,21 @@ class NodeAgent::Impl final : public proto::NodeService::Service {
     bool killed = false;
   };
 
-  grpc::Status Auth(grpc::ServerContext* ctx) const;
+  template <typename Request, typename Reply>
+  grpc::Status Serve(grpc::ServerContext* ctx, grpc::ServerUnaryStreamer<Request, Reply>* stream,
+                     grpc::Status (Impl::*handle)(grpc::ServerContext*, const Request*, Reply*)) {
+    return transport::ServeUnaryAfterAuth(
+        checker_, ctx, stream,
+        [this, handle](grpc::ServerContext* c, const Request* req, Reply* reply) {
+          return (this->*handle)(c, req, reply);
+        });
+  }
+  grpc::Status HandleStartWorker(grpc::ServerContext* ctx, const proto::StartWorkerRequest* req,
+                                 proto::StartWorkerReply* reply);
+  grpc::Status HandleKillWorker(grpc::ServerContext* ctx, const proto::KillWorkerRequest* req,
+                                proto::KillWorkerReply* reply);
+  grpc::Status HandleReadWorkerLog(grpc::ServerContext* ctx, const proto::ReadWorkerLogRequest* req,
+                                   proto::ReadWorkerLogReply* reply);
   absl::Status Register();
   void HeartbeatLoop();
   void Spawn(const proto::StartWorkerRequest& req, absl::StatusOr<Worker>* out);
@@ -184,6 +215,7 @@ class NodeAgent::Impl final : public proto::NodeService::Service {
                         const Req& req, Reply* reply, absl::Duration timeout);
 
   NodeOptions options_;
+  transport::TokenChecker checker_;  // every RPC's token, before its request is read
   proto::Resources total_;
   std::string node_id_;
   std::string address_;
@@ -207,17 +239,6 @@ class NodeAgent::Impl final : public proto::NodeService::Service {
   std::thread heartbeat_;
 };
 
-grpc::Status NodeAgent::Impl::Auth(grpc::ServerContext* ctx) const {
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(transport::kTokenMetadataKey);
-  if (it == md.end() ||
-      !transport::TokenMatches(options_.token,
-                               absl::string_view(it->second.data(), it->second.size()))) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong cluster token");
-  }
-  return grpc::Status::OK;
-}
-
 template <typename Req, typename Reply>
 grpc::Status NodeAgent::Impl::CallHead(
     grpc::Status (proto::HeadService::Stub::*method)(grpc::ClientContext*, const Req&, Reply*),
@@ -232,15 +253,13 @@ absl::Status NodeAgent::Impl::Start() {
   if (options_.token.empty()) return absl::InvalidArgumentError("node agent: empty cluster token");
   if (options_.head_address.empty())
     return absl::InvalidArgumentError("node agent: no head address");
+  TROUPE_RETURN_IF_ERROR(transport::ValidateTokenCheckOptions(options_.token_check));
   TROUPE_ASSIGN_OR_RETURN(proto::Resources overrides, ParseResourcesJson(options_.resources_json));
   total_ = DetectResources(overrides);
-  std::error_code ec;
-  std::filesystem::create_directories(options_.state_dir + "/logs", ec);
-  std::filesystem::create_directories(options_.state_dir + "/workers", ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot create ", options_.state_dir, "/logs: ", ec.message()));
-  }
+  // Owner only (0700): worker logs and specs are the user's business.
+  TROUPE_RETURN_IF_ERROR(CreatePrivateDirectory(options_.state_dir));
+  TROUPE_RETURN_IF_ERROR(CreatePrivateDirectory(options_.state_dir + "/logs"));
+  TROUPE_RETURN_IF_ERROR(CreatePrivateDirectory(options_.state_dir + "/workers"));
   if (::access(options_.worker_binary.c_str(), X_OK) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("worker binary ", options_.worker_binary, " is not executable"));
@@ -420,8 +439,8 @@ void NodeAgent::Impl::Spawn(const proto::StartWorkerRequest& req, absl::StatusOr
   argv.push_back(nullptr);
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  const int out_fd = ::open(w.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const int err_fd = ::open(w.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int out_fd = ::open(w.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int err_fd = ::open(w.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
     for (int fd : {out_fd, err_fd, null_fd}) {
@@ -454,10 +473,9 @@ void NodeAgent::Impl::Spawn(const proto::StartWorkerRequest& req, absl::StatusOr
   *out = w;
 }
 
-grpc::Status NodeAgent::Impl::StartWorker(grpc::ServerContext* ctx,
-                                          const proto::StartWorkerRequest* req,
-                                          proto::StartWorkerReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status NodeAgent::Impl::HandleStartWorker(grpc::ServerContext* ctx,
+                                                const proto::StartWorkerRequest* req,
+                                                proto::StartWorkerReply* reply) {
   const std::string id = req->actor_id().id();
   {
     absl::MutexLock lock(&mu_);
@@ -542,10 +560,9 @@ void NodeAgent::Impl::Reap(std::string actor_id, int incarnation, pid_t pid, std
   }
 }
 
-grpc::Status NodeAgent::Impl::KillWorker(grpc::ServerContext* ctx,
-                                         const proto::KillWorkerRequest* req,
-                                         proto::KillWorkerReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status NodeAgent::Impl::HandleKillWorker(grpc::ServerContext* ctx,
+                                               const proto::KillWorkerRequest* req,
+                                               proto::KillWorkerReply* reply) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(req->actor_id().id());
   if (it == workers_.end()) {
@@ -557,10 +574,9 @@ grpc::Status NodeAgent::Impl::KillWorker(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status NodeAgent::Impl::ReadWorkerLog(grpc::ServerContext* ctx,
-                                            const proto::ReadWorkerLogRequest* req,
-                                            proto::ReadWorkerLogReply* reply) {
-  if (auto s = Auth(ctx); !s.ok()) return s;
+grpc::Status NodeAgent::Impl::HandleReadWorkerLog(grpc::ServerContext* ctx,
+                                                  const proto::ReadWorkerLogRequest* req,
+                                                  proto::ReadWorkerLogReply* reply) {
   const std::string& id = req->actor_id().id();
   if (!SafeActorId(id)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -9,7 +9,8 @@
 //   <worker_binary> worker --head H --actor-id ID --incarnation N --spec-file F --host HOST
 // with CUDA_VISIBLE_DEVICES set to the GPU indices the scheduler assigned (empty: no GPU), the
 // cluster token in TROUPE_TOKEN (never on the command line), stdout/stderr in
-// state_dir/logs/worker-<actor>-<incarnation>.{out,err}, and PR_SET_PDEATHSIG so workers never
+// state_dir/logs/worker-<actor>-<incarnation>.{out,err} (0600; state_dir and its logs/ and
+// workers/ are 0700), and PR_SET_PDEATHSIG so workers never
 // outlive their agent. When a worker exits the agent reports it (exit code or signal, plus the
 // last line of its stderr) to the head, which decides about restarts.
 //
@@ -27,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/core.pb.h"
+#include "runtime/transport/token_checker.h"
 
 namespace troupe {
 
@@ -38,6 +40,9 @@ struct NodeOptions {
   int port = 0;
   // Cluster token (required).
   std::string token;
+  // Limits on wrong tokens per caller host (the NodeService checks every call's token before
+  // reading its request).
+  transport::TokenCheckOptions token_check;
   // JSON object overriding/adding resources, e.g. {"CPU": 2, "GPU": 8, "memory": 4e9}.
   std::string resources_json;
   std::map<std::string, std::string> labels;
@@ -60,7 +65,8 @@ class NodeAgent {
  public:
   // Detects resources, starts the NodeService, registers with the head. UNAUTHENTICATED if the
   // head refuses the token, UNAVAILABLE if the head cannot be reached within register_timeout,
-  // INVALID_ARGUMENT for bad resources.
+  // INVALID_ARGUMENT for bad resources or token_check, FAILED_PRECONDITION if state_dir belongs
+  // to another user.
   static absl::StatusOr<std::unique_ptr<NodeAgent>> Start(NodeOptions options);
   // Runs Shutdown().
   ~NodeAgent();
