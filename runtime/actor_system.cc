@@ -4,18 +4,17 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <random>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/internal/call.h"
 #include "runtime/internal/constructing.h"
 #include "runtime/internal/deadline_queue.h"
+#include "runtime/secure_random.h"
 
 namespace troupe {
 namespace internal {
@@ -671,11 +670,7 @@ class LocalActorRef final : public ActorRef {
   std::shared_ptr<ActorCore> core_;
 };
 
-std::string NewActorId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                          std::hash<std::thread::id>()(std::this_thread::get_id()));
-  return absl::StrFormat("%016x", rng());
-}
+std::string NewActorId() { return RandomHexOrDie(8); }
 
 }  // namespace internal
 

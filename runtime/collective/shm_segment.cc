@@ -8,12 +8,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/secure_random.h"
 
 namespace troupe::collective {
 namespace {
@@ -49,6 +49,13 @@ absl::StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::Create(size_t byte
   if (bytes == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a shared segment of 0 bytes"));
   }
+  // The nonce tells a segment from a later one at the same /proc/<pid>/fd path.
+  uint64_t nonce = 0;
+  if (absl::Status s =
+          RandomBytes(absl::MakeSpan(reinterpret_cast<uint8_t*>(&nonce), sizeof(nonce)));
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  }
   const size_t mapped = kPrologue + bytes;
   const std::string name = absl::StrCat("troupe-", what);
   const int fd = static_cast<int>(syscall(SYS_memfd_create, name.c_str(), MFD_CLOEXEC));
@@ -70,9 +77,8 @@ absl::StatusOr<std::unique_ptr<SharedSegment>> SharedSegment::Create(size_t byte
         absl::StrCat(what, ": mmap of ", mapped, " bytes: ", std::strerror(err)));
   }
   auto* p = static_cast<Prologue*>(base);
-  std::random_device rd;
   p->magic = kMagic;
-  p->nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  p->nonce = nonce;
   p->size = bytes;
   std::string description = absl::StrCat(getpid(), ":", fd, ":", p->nonce, ":", bytes);
   return std::unique_ptr<SharedSegment>(

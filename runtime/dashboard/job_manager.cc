@@ -10,12 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "recipes/job_spec/job_spec.h"
 #include "runtime/atomic_file.h"
+#include "runtime/secure_random.h"
 
 extern char** environ;
 
@@ -30,20 +30,6 @@ std::string SelfExe() {
   char buf[4096];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   return n > 0 ? std::string(buf, n) : std::string();
-}
-
-std::string RandomHex(int digits) {
-  static std::mt19937_64 rng(std::random_device{}() ^
-                             static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())));
-  static absl::Mutex mu(absl::kConstInit);
-  absl::MutexLock lock(&mu);
-  std::string out;
-  while (static_cast<int>(out.size()) < digits) {
-    char buf[17];
-    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
-    out += buf;
-  }
-  return out.substr(0, digits);
 }
 
 // The last non-empty line of a log, at most 300 characters (carriage-return progress updates
@@ -258,7 +244,7 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
   if (absl::Status s = recipes::CheckResourcesFit(*spec, nodes); !s.ok()) return s;
 
   JobInfo job;
-  job.job_id = absl::StrCat(spec->name, "-", RandomHex(8));
+  job.job_id = absl::StrCat(spec->name, "-", RandomHexOrDie(4));
   job.name = spec->name;
   job.job_dir = absl::StrCat(options_.state_dir, "/jobs/", job.job_id);
   job.logging_dir = job.job_dir + "/run";
