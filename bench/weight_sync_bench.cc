@@ -82,7 +82,7 @@ struct Config {
   bool member = false;
   int rank = 0;
   int world = 0;
-  std::string address, token, group;
+  std::string address, group;
   int tcp_port = 0;
 };
 
@@ -198,8 +198,10 @@ void RawBroadcast(c10d::ProcessGroupGloo& pg, at::Tensor& flat) {
 // ---- Receiver process ---------------------------------------------------------------------------
 
 int RunMember(const Config& c) {
+  const char* token = std::getenv("TROUPE_TOKEN");
+  if (token == nullptr || *token == '\0') Die("--member needs the cluster token in TROUPE_TOKEN");
   auto cluster =
-      OrDie(troupe::Cluster::Connect({.address = c.address, .token = c.token}), "connect to head");
+      OrDie(troupe::Cluster::Connect({.address = c.address, .token = token}), "connect to head");
   ClusterKvStore kv(cluster.get());
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(c.tcp_port);
@@ -269,6 +271,8 @@ Result RunReceivers(const Config& c, troupe::EmbeddedCluster& ec, int receivers,
   so.timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(kTimeout));
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
 
+  // Receivers inherit the cluster token through the environment, never on their command line.
+  ::setenv("TROUPE_TOKEN", ec.head().token().c_str(), 1);
   std::vector<pid_t> pids;
   for (int r = 1; r <= receivers; ++r) {
     pids.push_back(Spawn({"weight_sync_bench",
@@ -279,8 +283,6 @@ Result RunReceivers(const Config& c, troupe::EmbeddedCluster& ec, int receivers,
                           absl::StrCat(world),
                           "--address",
                           ec.head().address(),
-                          "--token",
-                          ec.head().token(),
                           "--group",
                           cc.group,
                           "--tcp_port",
@@ -427,7 +429,6 @@ int main(int argc, char** argv) {
   app.add_option("--rank", c.rank, "internal");
   app.add_option("--world", c.world, "internal");
   app.add_option("--address", c.address, "internal");
-  app.add_option("--token", c.token, "internal");
   app.add_option("--group", c.group, "internal");
   app.add_option("--tcp_port", c.tcp_port, "internal");
   CLI11_PARSE(app, argc, argv);

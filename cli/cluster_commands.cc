@@ -25,8 +25,16 @@
 #include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/scheduler/cluster_scheduler.h"
+#include "runtime/secret_file.h"
 
 namespace troupe {
+
+const char kTokenFlagRefusal[] =
+    "troupe start: --token is refused: it would put the cluster token on this process's command "
+    "line, where every local user can read it (ps, /proc/<pid>/cmdline) for as long as the head "
+    "or node runs. Put the token in a file only you can read and pass --token-file PATH, or set "
+    "TROUPE_TOKEN in the environment.";
+
 namespace {
 
 std::string ReadFirstLine(const std::string& path) {
@@ -61,6 +69,41 @@ class SignalWaiter {
   sigset_t set_;
 };
 
+// Where `troupe start` takes the cluster token from: --token-file, else (node agents only)
+// $TROUPE_TOKEN, else (node agents only) <state-dir>/token, which the head on this machine wrote.
+// Empty for a head without --token-file: it reuses or generates its own.
+absl::StatusOr<std::string> StartToken(const StartFlags& f) {
+  if (!f.token_file.empty()) {
+    absl::StatusOr<std::string> t = ReadSecretFile(f.token_file);
+    if (!t.ok()) {
+      return absl::Status(t.status().code(), absl::StrCat("--token-file: ", t.status().message()));
+    }
+    return t;
+  }
+  if (f.head) return std::string();
+  if (const char* env = std::getenv("TROUPE_TOKEN"); env != nullptr && *env != '\0') {
+    return std::string(env);
+  }
+  absl::StatusOr<std::string> t = ReadSecretFile(f.state_dir + "/token");
+  if (t.status().code() == absl::StatusCode::kNotFound) {
+    return absl::InvalidArgumentError(
+        "no cluster token: pass --token-file PATH (a copy of the head's <state-dir>/token, mode "
+        "0600) or set TROUPE_TOKEN");
+  }
+  return t;
+}
+
+std::string JoinInstructions(const std::string& head_address, const std::string& state_dir) {
+  return absl::StrCat(
+      "troupe head serving at ", head_address, " (state in ", state_dir, ")\n",
+      "  join another machine:  copy ", state_dir, "/token to it (chmod 600), then run\n",
+      "                           troupe start --address ", head_address,
+      " --token-file <that copy>\n",
+      "                         or set TROUPE_TOKEN to its contents in the agent's environment\n",
+      "                         (the token is never printed, logged or put on a command line)\n",
+      "  check the cluster:     troupe status\n", "  stop it:               troupe stop\n");
+}
+
 // The running services of one `troupe start`.
 struct Services {
   std::unique_ptr<HeadServer> head;
@@ -75,26 +118,22 @@ struct Services {
   }
 };
 
-absl::StatusOr<Services> StartServices(const StartFlags& f) {
+absl::StatusOr<Services> StartServices(const StartFlags& f, std::string token) {
   Services s;
   std::string head_address = f.address;
-  std::string token = f.token;
   if (f.head) {
     absl::StatusOr<std::unique_ptr<HeadServer>> head =
         HeadServer::Start({.host = f.node_ip,
                            .port = f.port,
                            .state_dir = f.state_dir,
-                           .token = f.token,
+                           .token = token,
                            .heartbeat_interval = absl::Milliseconds(f.heartbeat_interval_ms),
                            .heartbeat_timeout = absl::Milliseconds(f.heartbeat_timeout_ms)});
     if (!head.ok()) return head.status();
     s.head = std::move(*head);
     head_address = s.head->address();
     token = s.head->token();
-    s.summary = absl::StrCat(
-        "troupe head serving at ", head_address, " (state in ", f.state_dir, ")\n",
-        "  join another machine:  troupe start --address ", head_address, " --token ", token, "\n",
-        "  check the cluster:     troupe status\n", "  stop it:               troupe stop\n");
+    s.summary = JoinInstructions(head_address, f.state_dir);
     if (f.include_dashboard) {
       absl::StatusOr<std::unique_ptr<dashboard::DashboardServer>> d =
           dashboard::DashboardServer::Start({.host = f.dashboard_host,
@@ -115,7 +154,6 @@ absl::StatusOr<Services> StartServices(const StartFlags& f) {
     }
   }
   if (!f.head || !f.head_only) {
-    if (token.empty()) token = DefaultToken(f.state_dir);
     absl::StatusOr<std::unique_ptr<NodeAgent>> node =
         NodeAgent::Start({.head_address = head_address,
                           .host = f.node_ip,
@@ -173,24 +211,27 @@ int RunStart(const StartFlags& f) {
     std::fprintf(stderr, "troupe start: %s\n", std::string(r.status().message()).c_str());
     return 2;
   }
-  if (!f.head && f.token.empty() && DefaultToken(f.state_dir).empty()) {
-    std::fprintf(stderr,
-                 "troupe start: no cluster token: pass --token (printed by `troupe start --head`) "
-                 "or set TROUPE_TOKEN\n");
+  if (!f.token.empty()) {
+    std::fprintf(stderr, "%s\n", kTokenFlagRefusal);
+    return 2;
+  }
+  // The state directory holds the token and the logs: owner only, and the user's own.
+  for (const std::string& dir : {f.state_dir, f.state_dir + "/logs"}) {
+    if (absl::Status s = CreatePrivateDirectory(dir); !s.ok()) {
+      std::fprintf(stderr, "troupe start: --state-dir: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+  }
+  absl::StatusOr<std::string> token = StartToken(f);
+  if (!token.ok()) {
+    std::fprintf(stderr, "troupe start: %s\n", std::string(token.status().message()).c_str());
     return 2;
   }
   const std::string role = f.head ? "head" : "node";
-  std::error_code ec;
-  std::filesystem::create_directories(f.state_dir + "/logs", ec);
-  if (ec) {
-    std::fprintf(stderr, "troupe start: cannot create %s/logs: %s\n", f.state_dir.c_str(),
-                 ec.message().c_str());
-    return 1;
-  }
 
   if (f.block) {
     SignalWaiter signals;
-    absl::StatusOr<Services> s = StartServices(f);
+    absl::StatusOr<Services> s = StartServices(f, *token);
     if (!s.ok()) {
       std::fprintf(stderr, "troupe start: %s\n", s.status().ToString().c_str());
       return 1;
@@ -235,7 +276,8 @@ int RunStart(const StartFlags& f) {
   ::close(fds[0]);
   ::setsid();
   const std::string log = absl::StrCat(f.state_dir, "/logs/", role, ".log");
-  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log_fd >= 0) ::fchmod(log_fd, 0600);  // a log left by an older troupe may be 0644
   const int null_fd = ::open("/dev/null", O_RDONLY);
   if (null_fd >= 0) ::dup2(null_fd, 0);
   if (log_fd >= 0) {
@@ -243,7 +285,7 @@ int RunStart(const StartFlags& f) {
     ::dup2(log_fd, 2);
   }
   SignalWaiter signals;
-  absl::StatusOr<Services> s = StartServices(f);
+  absl::StatusOr<Services> s = StartServices(f, *token);
   const std::string report = s.ok() ? "OK\n" + s->summary : std::string(s.status().ToString());
   (void)!::write(fds[1], report.data(), report.size());
   ::close(fds[1]);

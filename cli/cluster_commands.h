@@ -3,15 +3,24 @@
 //   troupe start --head [--port 6380] [--node-ip-address IP] [--block] [--head-only]
 //                [--dashboard-port 8265] [--dashboard-host 127.0.0.1] [--include-dashboard=false]
 //                [--dashboard-allowed-hosts NAME[:PORT],...]
-//   troupe start --address HOST:PORT [--resources '{"CPU":2,"GPU":8}'] [--block]
+//   troupe start --address HOST:PORT [--token-file PATH] [--resources '{"CPU":2,"GPU":8}']
+//                [--block]
 //   troupe status [--address HOST:PORT]
 //   troupe stop
 //
 // Conventions follow Ray's `ray start/stop/status`. Without --block, `start` runs the process in
 // the background (logs in <state-dir>/logs, pid in <state-dir>/pids) and returns once it serves;
 // `stop` ends what `start` started on this machine. `--head` also runs a node agent in the head
-// process (as `ray start --head` does), unless --head-only. The token comes from --token, else
-// $TROUPE_TOKEN, else <state-dir>/token (written by the head). The head also serves the dashboard
+// process (as `ray start --head` does), unless --head-only.
+//
+// The cluster token never appears on a command line, in output or in a log. A node agent takes it
+// from --token-file PATH (a file only its owner may read, else refused), else $TROUPE_TOKEN, else
+// <state-dir>/token (written by a head on the same machine); a head from --token-file, else its
+// state directory's token, else it generates one (128 bits from getrandom). `--token T` is refused
+// with an explanation (kTokenFlagRefusal): a token there is readable by every local user through
+// ps for the process's lifetime. The join command the head prints names the token file, not the
+// token. The state directory (default /tmp/troupe) is created 0700 and must belong to the user;
+// logs in it are 0600. The head also serves the dashboard
 // and the jobs API over HTTP (runtime/dashboard), on 127.0.0.1:8265 unless told otherwise; its URL
 // goes to <state-dir>/dashboard.address, where `troupe job` looks for it.
 #ifndef TROUPE_CLI_CLUSTER_COMMANDS_H_
@@ -29,7 +38,8 @@ struct StartFlags {
   int port = 6380;
   std::string node_ip = "127.0.0.1";
   bool block = false;
-  std::string token;
+  std::string token;       // refused if set (see kTokenFlagRefusal)
+  std::string token_file;  // --token-file: the cluster token's file (mode 0600 or stricter)
   std::string state_dir = "/tmp/troupe";
   std::string resources;  // JSON
   std::string worker_binary;
@@ -49,6 +59,9 @@ struct StatusFlags {
   std::string token;
   std::string state_dir = "/tmp/troupe";
 };
+
+// Why `troupe start --token T` is refused, and what to do instead.
+extern const char kTokenFlagRefusal[];
 
 // Each returns the process exit code and prints a one-line error naming the culprit on failure.
 int RunStart(const StartFlags& flags);

@@ -52,8 +52,11 @@ int main(int argc, char** argv) {
                     "Address to bind and advertise (default 127.0.0.1)");
   start->add_option("--resources", start_flags.resources,
                     "JSON resources of this node, e.g. '{\"CPU\":2,\"GPU\":8}'");
+  start->add_option("--token-file", start_flags.token_file,
+                    "File holding the cluster token, mode 0600 (default: TROUPE_TOKEN, then the "
+                    "state dir's token)");
   start->add_option("--token", start_flags.token,
-                    "Cluster token (default: TROUPE_TOKEN, state dir)");
+                    "Refused: a token on the command line is visible in ps; use --token-file");
   start->add_option("--state-dir", start_flags.state_dir, "State and logs (default /tmp/troupe)");
   start->add_option("--worker-binary", start_flags.worker_binary,
                     "Binary that runs workers (default: this troupe)");

@@ -1,9 +1,11 @@
 // The cluster commands as a user runs them: `troupe start` in the background (head, then a
-// node), `troupe status`, `troupe stop`.
+// node), `troupe status`, `troupe stop`, and how the cluster token is handed around.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -18,6 +20,18 @@ namespace {
 
 constexpr char kTroupe[] = "tests/cluster/troupe_test";
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
+}
+
 TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli");
@@ -28,7 +42,22 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
                               dir + ".start.out");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "troupe head serving at 127.0.0.1:")) << out;
-  EXPECT_TRUE(absl::StrContains(out, "troupe start --address")) << out;  // how to join
+  // How to join: with the token's file, never the token itself.
+  EXPECT_TRUE(absl::StrContains(out, "troupe start --address")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "--token-file")) << out;
+  EXPECT_TRUE(absl::StrContains(out, dir + "/token")) << out;
+  const std::string token = ReadFile(dir + "/token");
+  ASSERT_GE(token.size(), 32u);
+  EXPECT_FALSE(absl::StrContains(out, token.substr(0, 32))) << out;
+  // Owner only: the state dir and its logs 0700, the token and the log 0600; the log (which
+  // holds the same instructions and the node agent's messages) has no token either.
+  EXPECT_EQ(ModeOf(dir), 0700u);
+  EXPECT_EQ(ModeOf(dir + "/logs"), 0700u);
+  EXPECT_EQ(ModeOf(dir + "/token"), 0600u);
+  EXPECT_EQ(ModeOf(dir + "/logs/head.log"), 0600u);
+  const std::string log = ReadFile(dir + "/logs/head.log");
+  EXPECT_TRUE(absl::StrContains(log, "--token-file")) << log;
+  EXPECT_FALSE(absl::StrContains(log, token.substr(0, 32))) << log;
   EXPECT_TRUE(absl::StrContains(out, "CPU 3")) << out;
   EXPECT_TRUE(absl::StrContains(out, "dashboard and jobs:    http://127.0.0.1:")) << out;
 
@@ -96,6 +125,82 @@ TEST(TroupeCli, TheDashboardAnswersTheAllowedHostsAndRefusesOthers) {
   EXPECT_TRUE(absl::StrContains(bad, "--dashboard-allowed-hosts")) << bad;
   EXPECT_TRUE(absl::StrContains(bad, "'not a host'")) << bad;
   EXPECT_FALSE(std::filesystem::exists(dir + "-bad/dashboard.address"));
+}
+
+// The token never goes on a command line: --token is refused with the reason and the way to do
+// it instead, and a token file others may read is refused with the fix.
+TEST(TroupeCli, TheTokenFlagIsRefusedAndTokenFilesMustBeOwnerOnly) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-token");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto [rc, out] = RunCommand({kTroupe, "start", "--address", "127.0.0.1:1", "--token",
+                               "s3cret-on-the-command-line", "--state-dir", dir + "/state"},
+                              dir + "/flag.out");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(absl::StrContains(out, "--token is refused")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "ps")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "--token-file PATH")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "TROUPE_TOKEN")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "s3cret-on-the-command-line")) << out;
+
+  const std::string loose = dir + "/loose-token";
+  std::ofstream(loose) << "0123456789abcdef0123456789abcdef\n";
+  ::chmod(loose.c_str(), 0644);
+  auto [rc2, out2] = RunCommand({kTroupe, "start", "--address", "127.0.0.1:1", "--token-file",
+                                 loose, "--state-dir", dir + "/state"},
+                                dir + "/loose.out");
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_TRUE(absl::StrContains(out2, "--token-file")) << out2;
+  EXPECT_TRUE(absl::StrContains(out2, "chmod 600 " + loose)) << out2;
+  EXPECT_FALSE(absl::StrContains(out2, "0123456789abcdef")) << out2;
+
+  auto [rc3, out3] = RunCommand({kTroupe, "start", "--address", "127.0.0.1:1", "--token-file",
+                                 dir + "/no-such-file", "--state-dir", dir + "/state"},
+                                dir + "/missing.out");
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_TRUE(absl::StrContains(out3, dir + "/no-such-file")) << out3;
+
+  // No file, no environment, no token in the state dir: says where a token can come from.
+  auto [rc4, out4] = RunCommand(
+      {kTroupe, "start", "--address", "127.0.0.1:1", "--state-dir", dir + "/empty-state"},
+      dir + "/none.out");
+  EXPECT_EQ(rc4, 2) << out4;
+  EXPECT_TRUE(absl::StrContains(out4, "--token-file")) << out4;
+  EXPECT_TRUE(absl::StrContains(out4, "TROUPE_TOKEN")) << out4;
+}
+
+// A head given --token-file serves with that token: a node agent joins with a copy of the file,
+// and `troupe status` (same state dir) finds it.
+TEST(TroupeCli, AHeadAndANodeShareATokenFile) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-token-file");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string token_file = dir + "/cluster.token";
+  std::ofstream(token_file) << "chosen-token-0123456789abcdef\n";
+  ::chmod(token_file.c_str(), 0600);
+  auto [rc, out] =
+      RunCommand({kTroupe, "start", "--head", "--head-only", "--port", "0", "--dashboard-port", "0",
+                  "--token-file", token_file, "--state-dir", dir + "/head"},
+                 dir + "/head.out");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_FALSE(absl::StrContains(out, "chosen-token")) << out;
+  EXPECT_EQ(ReadFile(dir + "/head/token"), "chosen-token-0123456789abcdef\n");
+  std::string address = ReadFile(dir + "/head/head.address");
+  address = address.substr(0, address.find('\n'));
+  auto [rcn, node] = RunCommand({kTroupe, "start", "--address", address, "--token-file", token_file,
+                                 "--state-dir", dir + "/node"},
+                                dir + "/node.out");
+  EXPECT_EQ(rcn, 0) << node;
+  EXPECT_FALSE(absl::StrContains(node, "chosen-token")) << node;
+  auto [rcs, status] =
+      RunCommand({kTroupe, "status", "--state-dir", dir + "/head"}, dir + "/status.out");
+  EXPECT_EQ(rcs, 0) << status;
+  EXPECT_TRUE(absl::StrContains(status, "Nodes: 1 alive")) << status;
+  EXPECT_FALSE(absl::StrContains(ReadFile(dir + "/node/logs/node.log"), "chosen-token"));
+  RunCommand({kTroupe, "stop", "--state-dir", dir + "/node"}, dir + "/stop-node.out");
+  RunCommand({kTroupe, "stop", "--state-dir", dir + "/head"}, dir + "/stop-head.out");
 }
 
 TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {

@@ -2,6 +2,7 @@
 // (//tests/cluster:troupe_test, the troupe binary with the test actors linked in), workers forked
 // by the agents, the test itself a driver. Loopback only; every wait is bounded.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,9 +80,10 @@ class ClusterTest : public ::testing::Test {
   // Starts a node agent with `resources` and waits until the head counts `expect_alive` nodes.
   void StartNode(const std::string& resources, int expect_alive) {
     const int n = static_cast<int>(nodes_.size());
-    nodes_.push_back(Process::Start({kTroupe, "start", "--address", address_, "--token", token_,
-                                     "--resources", resources, "--block", "--state-dir", dir_},
-                                    absl::StrCat(dir_, "/node", n, ".out")));
+    nodes_.push_back(
+        Process::Start({kTroupe, "start", "--address", address_, "--token-file", dir_ + "/token",
+                        "--resources", resources, "--block", "--state-dir", dir_},
+                       absl::StrCat(dir_, "/node", n, ".out")));
     ASSERT_TRUE(WaitUntil([&] { return AliveNodes() == expect_alive; }, absl::Seconds(20)))
         << nodes_.back().Output();
   }
@@ -106,7 +108,7 @@ class ClusterTest : public ::testing::Test {
 
   // `troupe status` as the user sees it.
   std::string StatusText() {
-    return RunCommand({kTroupe, "status", "--address", address_, "--token", token_},
+    return RunCommand({kTroupe, "status", "--address", address_, "--state-dir", dir_},
                       dir_ + "/status.out")
         .second;
   }
@@ -319,8 +321,11 @@ TEST_F(ClusterTest, RestartedHeadRecoversTheActorDirectory) {
 
 TEST_F(ClusterTest, WrongTokensAreRefused) {
   StartHead();
-  auto [code, out] = RunCommand({kTroupe, "start", "--address", address_, "--token",
-                                 "not-the-token", "--block", "--state-dir", dir_ + "/intruder"},
+  const std::string intruder_token = dir_ + "/intruder-token";
+  std::ofstream(intruder_token) << "not-the-token\n";
+  ::chmod(intruder_token.c_str(), 0600);
+  auto [code, out] = RunCommand({kTroupe, "start", "--address", address_, "--token-file",
+                                 intruder_token, "--block", "--state-dir", dir_ + "/intruder"},
                                 dir_ + "/intruder.out");
   EXPECT_NE(code, 0);
   EXPECT_TRUE(absl::StrContains(out, "refused")) << out;
@@ -334,14 +339,16 @@ TEST_F(ClusterTest, BadInputGetsAClearErrorAndTheClusterKeepsRunning) {
   StartNode(R"({"CPU": 2})", 1);
   const int port = std::stoi(address_.substr(address_.rfind(':') + 1));
 
-  auto [rc1, out1] = RunCommand({kTroupe, "start", "--address", address_, "--token", token_,
-                                 "--resources", "{\"CPU\": two}", "--state-dir", dir_},
-                                dir_ + "/bad-resources.out");
+  auto [rc1, out1] =
+      RunCommand({kTroupe, "start", "--address", address_, "--token-file", dir_ + "/token",
+                  "--resources", "{\"CPU\": two}", "--state-dir", dir_},
+                 dir_ + "/bad-resources.out");
   EXPECT_EQ(rc1, 2);
   EXPECT_TRUE(absl::StrContains(out1, "--resources")) << out1;
-  auto [rc2, out2] = RunCommand({kTroupe, "start", "--address", address_, "--token", token_,
-                                 "--resources", R"({"GPU": 1.5})", "--state-dir", dir_},
-                                dir_ + "/frac-gpu.out");
+  auto [rc2, out2] =
+      RunCommand({kTroupe, "start", "--address", address_, "--token-file", dir_ + "/token",
+                  "--resources", R"({"GPU": 1.5})", "--state-dir", dir_},
+                 dir_ + "/frac-gpu.out");
   EXPECT_EQ(rc2, 2);
   EXPECT_TRUE(absl::StrContains(out2, "GPU")) << out2;
   auto [rc3, out3] =
