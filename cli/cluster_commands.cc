@@ -13,12 +13,15 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "runtime/atomic_file.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
 #include "runtime/cluster/node_agent.h"
@@ -102,6 +105,31 @@ std::string JoinInstructions(const std::string& head_address, const std::string&
       "                         or set TROUPE_TOKEN to its contents in the agent's environment\n",
       "                         (the token is never printed, logged or put on a command line)\n",
       "  check the cluster:     troupe status\n", "  stop it:               troupe stop\n");
+}
+
+// Replaces every occurrence of `token` in the log at `path` (written by an older troupe, which
+// printed the join command with the token) and says so on stderr: the token may have been
+// readable by other users, and only a new token (delete <state-dir>/token) undoes that.
+void RedactTokenFromLog(const std::string& path, const std::string& token) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::stringstream contents;
+  contents << in.rdbuf();
+  std::string text = contents.str();
+  if (text.find(token) == std::string::npos) return;
+  text = absl::StrReplaceAll(text, {{token, "<token redacted>"}});
+  if (absl::Status s = WriteFileAtomically(path, text, 0600); !s.ok()) {
+    std::fprintf(stderr,
+                 "troupe start: warning: %s holds the cluster token and cannot be fixed: %s\n",
+                 path.c_str(), std::string(s.message()).c_str());
+    return;
+  }
+  const std::string dir = path.substr(0, path.rfind("/logs/"));
+  std::fprintf(stderr,
+               "troupe start: warning: %s, written by an older troupe, held the cluster token "
+               "(now redacted); others may have read it: to make a new token, stop the cluster, "
+               "delete %s/token and start it again\n",
+               path.c_str(), dir.c_str());
 }
 
 // The running services of one `troupe start`.
@@ -228,6 +256,12 @@ int RunStart(const StartFlags& f) {
     return 2;
   }
   const std::string role = f.head ? "head" : "node";
+  if (f.head) {
+    // An older troupe printed the token into head.log; a restarted head reuses that token.
+    absl::StatusOr<std::string> known =
+        token->empty() ? ReadSecretFile(f.state_dir + "/token") : *token;
+    if (known.ok()) RedactTokenFromLog(f.state_dir + "/logs/head.log", *known);
+  }
 
   if (f.block) {
     SignalWaiter signals;

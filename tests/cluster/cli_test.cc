@@ -203,6 +203,32 @@ TEST(TroupeCli, AHeadAndANodeShareATokenFile) {
   RunCommand({kTroupe, "stop", "--state-dir", dir + "/head"}, dir + "/stop-head.out");
 }
 
+// A head.log from an older troupe, which printed the token there, gets the token redacted (and
+// the user is told how to make a new one) when a head starts again with that state dir.
+TEST(TroupeCli, ATokenAnOlderTroupeLoggedIsRedacted) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-old-log");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/logs");
+  const std::string token = "feedfacefeedfacefeedfacefeedface";
+  std::ofstream(dir + "/token") << token << "\n";
+  ::chmod((dir + "/token").c_str(), 0600);
+  std::ofstream(dir + "/logs/head.log")
+      << "  join another machine:  troupe start --address 127.0.0.1:1 --token " << token << "\n";
+  ::chmod((dir + "/logs/head.log").c_str(), 0644);
+  auto [rc, out] = RunCommand({kTroupe, "start", "--head", "--head-only", "--port", "0",
+                               "--dashboard-port", "0", "--state-dir", dir},
+                              dir + ".start.out");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "held the cluster token")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "delete " + dir + "/token")) << out;
+  const std::string log = ReadFile(dir + "/logs/head.log");
+  EXPECT_FALSE(absl::StrContains(log, token)) << log;
+  EXPECT_TRUE(absl::StrContains(log, "<token redacted>")) << log;
+  EXPECT_EQ(ModeOf(dir + "/logs/head.log"), 0600u);
+  RunCommand({kTroupe, "stop", "--state-dir", dir}, dir + ".stop.out");
+}
+
 TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {
   auto [rc, out] = RunCommand({kTroupe, "start"}, "/tmp/troupe-cli-test-missing.out");
   EXPECT_EQ(rc, 2);
