@@ -1,13 +1,13 @@
 // examples/grpo_arith.yaml (what `make demo` runs) parses, its files exist and are consistent, and
-// it fits a 2-core machine.
-#include <fstream>
-#include <string>
-
+// it fits a 2-core machine; every job spec under examples/ parses and round-trips.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
-#include "absl/strings/str_cat.h"
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
 
@@ -47,6 +47,38 @@ TEST(ExampleJob, GrpoArithValidatesAndFitsTwoCpus) {
   EXPECT_EQ(ToJson(*again), ToJson(*spec));
 
   EXPECT_EQ(LoadJobSpec("examples/no_such_job.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+// The source tree's examples/ directory: the runfiles entry of a file in it is a link into it.
+std::filesystem::path SourceExamplesDir() {
+  std::error_code ec;
+  const std::filesystem::path real =
+      std::filesystem::canonical("examples/grpo_arith.yaml", ec).parent_path();
+  return ec ? std::filesystem::path("examples") : real;
+}
+
+TEST(ExampleJob, EveryExampleSpecParsesAndItsResolvedYamlParsesBackToTheSameSpec) {
+  const std::filesystem::path dir = SourceExamplesDir();
+  std::vector<std::string> specs;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (entry.is_regular_file() && (ext == ".yaml" || ext == ".yml")) {
+      specs.push_back(entry.path().string());
+    }
+  }
+  std::sort(specs.begin(), specs.end());
+  ASSERT_FALSE(specs.empty()) << "no *.yaml under " << dir;
+  for (const std::string& path : specs) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<JobSpec> spec = LoadJobSpec(path);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    const std::string yaml = ToYaml(*spec);
+    absl::StatusOr<JobSpec> again = ParseJobSpec(yaml, "resolved.yaml");
+    ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+    EXPECT_EQ(ToJson(*again), ToJson(*spec));
+    // And once more: a resolved spec is a fixed point of ToYaml.
+    EXPECT_EQ(ToYaml(*again).substr(ToYaml(*again).find('\n')), yaml.substr(yaml.find('\n')));
+  }
 }
 
 }  // namespace

@@ -28,10 +28,12 @@
 namespace troupe::recipes {
 namespace {
 
+using job_spec_internal::Abbreviate;
 using job_spec_internal::ClassifyPlainText;
 using job_spec_internal::ClassifyScalar;
 using job_spec_internal::FormatFloat;
 using job_spec_internal::FormatLoc;
+using job_spec_internal::kMaxShownPathBytes;
 using job_spec_internal::ScalarValue;
 using job_spec_internal::SpecEntry;
 using job_spec_internal::SpecLoc;
@@ -118,7 +120,12 @@ std::string ChildPath(absl::string_view path, absl::string_view key) {
   return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
 }
 
-std::string Quote(absl::string_view s) { return absl::StrCat("\"", absl::CEscape(s), "\""); }
+// Values are shown abbreviated (a spec may hold a megabyte in one scalar); paths less so.
+std::string AbbreviatePath(absl::string_view path) { return Abbreviate(path, kMaxShownPathBytes); }
+std::string QuotePath(absl::string_view path) {
+  return job_spec_internal::QuoteShown(path, kMaxShownPathBytes);
+}
+std::string Quote(absl::string_view s) { return job_spec_internal::QuoteShown(s); }
 
 std::string Number(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
@@ -141,7 +148,7 @@ std::string Got(const SpecNode& node) {
   }
   if (node.quoted) return absl::StrCat(Quote(node.scalar), " (a quoted string)");
   if (ClassifyPlainText(node.scalar).type == ScalarValue::Type::kString) return Quote(node.scalar);
-  return node.scalar;
+  return Abbreviate(node.scalar);
 }
 
 size_t EditDistance(absl::string_view a_in, absl::string_view b_in) {
@@ -163,6 +170,8 @@ size_t EditDistance(absl::string_view a_in, absl::string_view b_in) {
 
 // The candidate closest to `word` if it is close enough to be a plausible typo, else "".
 std::string Closest(absl::string_view word, const std::vector<std::string>& candidates) {
+  constexpr size_t kLongestWord = 64;  // Longer words are no typo of a name (and cost O(n) each).
+  if (word.size() > kLongestWord) return "";
   const size_t budget = word.size() <= 3 ? 1 : word.size() <= 8 ? 2 : 3;
   std::string best;
   size_t best_distance = budget + 1;
@@ -219,8 +228,9 @@ class Diagnostics {
 
   void Add(const SpecLoc& loc, absl::string_view path, absl::string_view message) {
     std::string where = FormatLoc(loc, source_name_);
-    std::string text = path.empty() ? absl::StrCat(where, ": ", message)
-                                    : absl::StrCat(where, ": ", path, ": ", message);
+    std::string text = path.empty()
+                           ? absl::StrCat(where, ": ", message)
+                           : absl::StrCat(where, ": ", AbbreviatePath(path), ": ", message);
     if (!seen_.insert(text).second) return;
     // File order: unlocated first, then by line and column, then overrides in the order given.
     int group = 0;
@@ -738,7 +748,9 @@ class JobSpecReader {
         model.init_path = init;
       }
     }
-    m.String("config", &model.config, /*required=*/model.init != ModelInit::kPath);
+    // With an init path, "" (what ToYaml writes when it is not set) means "the init dir's".
+    m.String("config", &model.config, /*required=*/model.init != ModelInit::kPath,
+             /*allow_empty=*/model.init == ModelInit::kPath);
     m.String("tokenizer", &model.tokenizer, false, /*allow_empty=*/true);
     m.Finish();
   }
@@ -1131,6 +1143,87 @@ std::string FormatAmount(absl::string_view resource, double amount) {
   return absl::StrCat(amount);
 }
 
+// A free-form or task key whose string value is a path: dir, path, file, or *_dir, *_path, *_file
+// (the actors read "dir", "model_dir" and "resume_dir" as paths).
+bool IsPathKeyName(absl::string_view key) {
+  for (absl::string_view name : {"dir", "path", "file"}) {
+    if (key == name || absl::EndsWith(key, absl::StrCat("_", name))) return true;
+  }
+  return false;
+}
+
+// Every string under `j` whose key IsPathKeyName, with its dotted key path.
+void CollectConfigPaths(const nlohmann::json& j, const std::string& path,
+                        std::vector<std::pair<std::string, std::string>>* out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string child = ChildPath(path, it.key());
+      if (it.value().is_string() && IsPathKeyName(it.key())) {
+        out->emplace_back(child, it.value().get<std::string>());
+      } else {
+        CollectConfigPaths(it.value(), child, out);
+      }
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      CollectConfigPaths(j[i], absl::StrCat(path, "[", i, "]"), out);
+    }
+  }
+}
+
+// `path` made absolute against `base` with symlinks and ".." resolved as far as it exists.
+std::filesystem::path Resolve(const std::string& path, const std::string& base) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  if (p.is_relative()) p = fs::path(base) / p;
+  std::error_code ec;
+  fs::path resolved = fs::weakly_canonical(p, ec);
+  if (ec) resolved = p;
+  return resolved.lexically_normal();
+}
+
+// Whether `path` is `root` or lies below it (both resolved).
+bool IsWithin(const std::filesystem::path& path, const std::filesystem::path& root) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (r->empty()) continue;  // a trailing separator
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+// The model config at `path`, checked by what the file is, never echoing what it holds: larger
+// than a config.json can be, binary, or not JSON is refused as such.
+absl::StatusOr<models::ModelConfig> ReadModelConfig(const std::string& path) {
+  constexpr size_t kMaxModelConfigBytes = size_t{1} << 20;
+  constexpr size_t kMaxMessageBytes = kMaxShownPathBytes + 300;
+  const std::string shown = AbbreviatePath(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", shown));
+  std::string text(kMaxModelConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxModelConfigBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        shown, ": larger than ", kMaxModelConfigBytes >> 20, " MiB, not a model config.json"));
+  }
+  if (text.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(shown, ": not a text file (expected a model config.json)"));
+  }
+  if (!nlohmann::json::accept(text)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(shown, ": not valid JSON (expected a model config.json)"));
+  }
+  absl::StatusOr<models::ModelConfig> config = models::ParseModelConfig(text, shown);
+  if (!config.ok() && config.status().message().size() > kMaxMessageBytes) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat(config.status().message().substr(0, kMaxMessageBytes),
+                                     "\u2026 (message cut)"));
+  }
+  return config;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -1225,14 +1318,47 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view yaml_text, absl::string_v
   return spec;
 }
 
+absl::StatusOr<std::string> ReadJobSpecFile(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string shown = AbbreviatePath(path);
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) {
+    return absl::NotFoundError(absl::StrCat("job spec ", shown, ": cannot read the file",
+                                            ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+  }
+  if (fs::is_directory(status)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job spec ", shown, ": is a directory; expected a job YAML file"));
+  }
+  if (fs::is_regular_file(status)) {
+    const uintmax_t size = fs::file_size(path, ec);
+    if (!ec && size > static_cast<uintmax_t>(kMaxJobSpecBytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(shown, ": ", size, " bytes, more than the ",
+                                                     kMaxJobSpecBytes >> 20,
+                                                     " MiB a job spec may have"));
+    }
+  }
+  // At most one byte past the limit is read, whatever the file is (a pipe, /dev/zero, a file
+  // that grew since the size was taken).
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("job spec ", shown, ": cannot read the file"));
+  std::string text(static_cast<size_t>(kMaxJobSpecBytes) + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return absl::NotFoundError(absl::StrCat("job spec ", shown, ": read error"));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<int64_t>(text.size()) > kMaxJobSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        shown, ": more than the ", kMaxJobSpecBytes >> 20, " MiB a job spec may have"));
+  }
+  TROUPE_RETURN_IF_ERROR(job_spec_internal::CheckSpecText(text, shown));
+  return text;
+}
+
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
                                     absl::Span<const std::string> overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("job spec ", path, ": cannot read the file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::NotFoundError(absl::StrCat("job spec ", path, ": read error"));
-  return ParseJobSpec(text.str(), path, overrides);
+  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadJobSpecFile(path));
+  return ParseJobSpec(text, path, overrides);
 }
 
 absl::Status ValidateFiles(const JobSpec& spec) {
@@ -1244,20 +1370,20 @@ absl::Status ValidateFiles(const JobSpec& spec) {
   std::error_code ec;
 
   if (!spec.model.config.empty()) {
-    const std::string& path = spec.model.config;
-    if (!fs::exists(path, ec)) {
+    const std::string path = AbbreviatePath(spec.model.config);
+    if (!fs::exists(spec.model.config, ec)) {
       add("model.config", absl::StrCat("file not found: ", path));
-    } else if (fs::is_directory(path, ec)) {
+    } else if (fs::is_directory(spec.model.config, ec)) {
       add("model.config", absl::StrCat("expected a config.json file, got a directory: ", path));
-    } else if (absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig(path);
-               !config.ok()) {
-      add("model.config", config.status().message());
+    } else if (absl::StatusOr<models::ModelConfig> read = ReadModelConfig(spec.model.config);
+               !read.ok()) {
+      add("model.config", read.status().message());
     } else {
       const int64_t needed = spec.data.max_prompt_length + spec.data.max_response_length;
-      if (config->max_position_embeddings < needed) {
+      if (read->max_position_embeddings < needed) {
         add("data.max_response_length",
             absl::StrCat("data.max_prompt_length + data.max_response_length = ", needed,
-                         " exceeds max_position_embeddings = ", config->max_position_embeddings,
+                         " exceeds max_position_embeddings = ", read->max_position_embeddings,
                          " of ", path));
       }
     }
@@ -1265,8 +1391,9 @@ absl::Status ValidateFiles(const JobSpec& spec) {
 
   if (spec.model.init == ModelInit::kPath) {
     const std::string& path = spec.model.init_path;
+    const std::string shown = AbbreviatePath(path);
     if (!fs::exists(path, ec)) {
-      add("model.init", absl::StrCat("not found: ", path, " (expected sft, random, or a path)"));
+      add("model.init", absl::StrCat("not found: ", shown, " (expected sft, random, or a path)"));
     } else if (fs::is_directory(path, ec)) {
       bool has_weights = false;
       for (const fs::directory_entry& entry : fs::directory_iterator(path, ec)) {
@@ -1277,32 +1404,76 @@ absl::Status ValidateFiles(const JobSpec& spec) {
         }
       }
       if (!has_weights) {
-        add("model.init", absl::StrCat("no .safetensors file in ", path));
+        add("model.init", absl::StrCat("no .safetensors file in ", shown));
       }
       if (spec.model.config.empty() && !fs::exists(fs::path(path) / "config.json", ec)) {
         add("model.init",
-            absl::StrCat("no config.json in ", path, ", and model.config is not set"));
+            absl::StrCat("no config.json in ", shown, ", and model.config is not set"));
       }
     } else if (!absl::EndsWith(path, ".safetensors")) {
       add("model.init",
-          absl::StrCat("expected a .safetensors file or a directory holding one, got ", path));
+          absl::StrCat("expected a .safetensors file or a directory holding one, got ", shown));
     } else if (spec.model.config.empty()) {
-      add("model.config", absl::StrCat("required when model.init is a file (", path, ")"));
+      add("model.config", absl::StrCat("required when model.init is a file (", shown, ")"));
     }
   }
 
   if (!spec.model.tokenizer.empty()) {
     const std::string& path = spec.model.tokenizer;
     if (!fs::exists(path, ec)) {
-      add("model.tokenizer", absl::StrCat("file not found: ", path));
+      add("model.tokenizer", absl::StrCat("file not found: ", AbbreviatePath(path)));
     } else if (fs::is_directory(path, ec)) {
       add("model.tokenizer",
-          absl::StrCat("expected a tokenizer.json file, got a directory: ", path));
+          absl::StrCat("expected a tokenizer.json file, got a directory: ", AbbreviatePath(path)));
     }
   }
 
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+}
+
+std::vector<std::pair<std::string, std::string>> PathKeys(const JobSpec& spec) {
+  std::vector<std::pair<std::string, std::string>> keys = {
+      {"logging.dir", spec.logging.dir},
+      {"actors.checkpointer.dir", spec.actors.checkpointer.dir},
+      {"sft.dir", spec.sft.dir},
+      {"model.config", spec.model.config},
+      {"model.init", spec.model.init == ModelInit::kPath ? spec.model.init_path : ""},
+      {"model.tokenizer", spec.model.tokenizer},
+  };
+  CollectConfigPaths(spec.data.task_params, "data", &keys);
+  for (const auto& [kind, group] : ActorGroups(spec)) {
+    CollectConfigPaths(group->config, absl::StrCat("actors.", kind, ".config"), &keys);
+  }
+  keys.erase(
+      std::remove_if(keys.begin(), keys.end(), [](const auto& k) { return k.second.empty(); }),
+      keys.end());
+  return keys;
+}
+
+absl::Status CheckPathsWithin(const JobSpec& spec, const std::string& base_dir,
+                              absl::Span<const std::string> roots) {
+  std::vector<std::filesystem::path> resolved_roots;
+  std::vector<std::string> shown_roots;
+  for (const std::string& root : roots) {
+    if (root.empty()) continue;
+    resolved_roots.push_back(Resolve(root, base_dir));
+    shown_roots.push_back(resolved_roots.back().string());
+  }
+  std::vector<std::string> errors;
+  for (const auto& [key, value] : PathKeys(spec)) {
+    const std::filesystem::path real = Resolve(value, base_dir);
+    const bool inside = std::any_of(resolved_roots.begin(), resolved_roots.end(),
+                                    [&](const auto& root) { return IsWithin(real, root); });
+    if (inside) continue;
+    errors.push_back(absl::StrCat(
+        spec.Where(key), ": ", AbbreviatePath(key), ": ", QuotePath(value),
+        real.string() == value ? "" : absl::StrCat(" resolves to ", QuotePath(real.string()), ","),
+        " outside the directories this job may use (",
+        shown_roots.empty() ? "none" : absl::StrJoin(shown_roots, ", "), ")"));
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrJoin(errors, "\n"));
 }
 
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes) {

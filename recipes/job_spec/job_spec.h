@@ -29,6 +29,13 @@
 // with "x-" are ignored, as in Docker Compose, to hold anchors. Relative paths are relative to the
 // working directory (like verl), not to the YAML file.
 //
+// Limits, checked before the YAML is parsed, so refusing a huge or hostile spec costs little: at
+// most kMaxJobSpecBytes (1 MiB) of UTF-8 text without NUL bytes ("not a text file"), at most
+// kMaxJobSpecNodes YAML nodes as written and kMaxJobSpecDepth levels of nesting (counted from
+// yaml-cpp's events, before any tree is built), and 100000 nodes once aliases are expanded. Each
+// override is bounded the same way. Values echoed in messages are cut to 80 bytes: "abc…" (N
+// bytes). A directory given as a spec is refused as such.
+//
 // Overrides ("key.path=VALUE", applied in order before validation) replace the value at the path;
 // VALUE is YAML, so `actors.rollout.resources={CPU: 2}` replaces the whole resources map and
 // `actors.trainer.config.lr=3e-4` sets one key of a free-form config.
@@ -129,7 +136,8 @@
 //   replay_buffer   ReplayBuffer   1, exactly 1     {}          0
 //   checkpointer    Checkpointer   1, exactly 1     {}          3
 //
-//   (1) Optional when model.init is a path: its config.json is used.
+//   (1) Optional when model.init is a path: its config.json is used ("" = not set, as ToYaml
+//       writes it).
 //   (2) troupe's own default (verl: gae, n = 1; AReaL for the off-policy and staleness keys):
 //       troupe's first recipe is GRPO, which needs a group per prompt.
 //   (3) The sft defaults are the SFT recipe's (recipes/sft/sft_recipe.h). Read only when
@@ -156,6 +164,11 @@
 #include "nlohmann/json.hpp"
 
 namespace troupe::recipes {
+
+// The limits in the file comment.
+inline constexpr int64_t kMaxJobSpecBytes = int64_t{1} << 20;
+inline constexpr int64_t kMaxJobSpecNodes = 10000;
+inline constexpr int kMaxJobSpecDepth = 64;
 
 enum class ModelInit { kSft, kRandom, kPath };
 enum class AdvEstimator { kGrpo, kGae };
@@ -333,15 +346,39 @@ std::vector<std::pair<std::string, const ActorGroupSpec*>> ActorGroups(const Job
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view yaml_text, absl::string_view source_name,
                                      absl::Span<const std::string> overrides = {});
 
-// Reads `path` and ParseJobSpec's it with source_name = path. NotFound if it cannot be read.
+// The text of the job spec file at `path`, read only once it is known to be a regular file of at
+// most kMaxJobSpecBytes (never more than that plus one byte is read, whatever the file is).
+// NotFound if it cannot be read; InvalidArgument "PATH: is a directory ...", "PATH: N bytes, more
+// than the 1 MiB a job spec may have", "PATH: not a text file (...)".
+absl::StatusOr<std::string> ReadJobSpecFile(const std::string& path);
+
+// ReadJobSpecFile(path), then ParseJobSpec with source_name = path.
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
                                     absl::Span<const std::string> overrides = {});
 
 // The checks that need the filesystem: model.config exists and is a valid model config whose
 // max_position_embeddings holds max_prompt_length + max_response_length; an init path exists and
 // is a .safetensors file or a directory holding one (or an index) and, when model.config is empty,
-// a config.json; model.tokenizer exists. InvalidArgument listing every problem, located.
+// a config.json; model.tokenizer exists. InvalidArgument listing every problem, located. Messages
+// never echo a file's contents: a model config that is binary, over 1 MiB or not JSON is refused
+// as such.
 absl::Status ValidateFiles(const JobSpec& spec);
+
+// The spec's path-valued keys with their values (empty ones left out): logging.dir,
+// actors.checkpointer.dir, sft.dir, model.config, model.init (when a path), model.tokenizer, and
+// every string under data.<param> and actors.<kind>.config (nested too) whose key is dir, path or
+// file or ends in _dir, _path or _file (the actors read "dir", "model_dir", "resume_dir" as
+// paths). Key paths as in messages: "actors.trainer.config.model_dir".
+std::vector<std::pair<std::string, std::string>> PathKeys(const JobSpec& spec);
+
+// Where a job whose spec came from someone else (a submitted job) may read and write: OK if every
+// path of PathKeys, made absolute against `base_dir` (the directory the driver runs in) and with
+// symlinks and ".." resolved as far as the path exists, is one of `roots` or below one (roots are
+// resolved the same way). Reads no file. PermissionDenied otherwise, one line per path outside:
+// "WHERE: key: "PATH" resolves to "REAL", outside the directories this job may use (ROOTS)". A
+// symlink created after the check is not seen: roots should not be writable by those it guards.
+absl::Status CheckPathsWithin(const JobSpec& spec, const std::string& base_dir,
+                              absl::Span<const std::string> roots);
 
 // A cluster's nodes, each as its total resources ({"CPU": 2, "memory": 8e9, ...}).
 using NodeResources = std::map<std::string, double>;

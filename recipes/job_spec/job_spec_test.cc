@@ -1,5 +1,6 @@
 #include "recipes/job_spec/job_spec.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@ namespace troupe::recipes {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // The example of issue 6, verbatim.
@@ -447,6 +449,24 @@ sft: {lr: 0.001}
   EXPECT_EQ(ToJson(*from_json), ToJson(spec));
 }
 
+TEST(JobSpec, ToYamlOfAModelInitPathWithoutAConfigParsesBack) {
+  // What `troupe run` records for such a job (config: "") is a spec troupe can run again.
+  const JobSpec spec = Parse(R"(name: t
+model: {init: ckpt/step_20}
+data: {task: arithmetic}
+trainer: {total_steps: 10}
+)");
+  const std::string out = ToYaml(spec);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(out, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << out;
+  EXPECT_EQ(ToJson(*again), ToJson(spec));
+  EXPECT_EQ(again->model.config, "");
+  // A null config is "not set" too; without an init path it stays required.
+  EXPECT_TRUE(ParseJobSpec(out, "resolved.yaml", {"model.config="}).ok());
+  EXPECT_EQ(ParseError(kBase, {"model.config=\"\""}),
+            "override model.config=\"\": model.config: expected a non-empty string, got \"\"");
+}
+
 TEST(JobSpec, ToJsonHasEveryKeyWithTypedValues) {
   const nlohmann::json j = nlohmann::json::parse(ToJson(Parse(kIssueExample)));
   EXPECT_EQ(j["name"], "grpo-arith");
@@ -547,6 +567,212 @@ TEST(JobSpec, CheckResourcesFitNamesWhatNoNodeOrTheWholeClusterCanHold) {
       std::string(CheckResourcesFit(gpu, {{{"CPU", 8}}, {{"CPU", 0.5}, {"GPU", 1}}}).message()),
       "override actors.trainer.resources={CPU: 1, GPU: 1}: actors.trainer.resources: fits "
       "on no node (no single node has all of it at once)");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Limits: a huge or hostile spec is refused before it costs anything
+// ------------------------------------------------------------------------------------------------
+
+// Seconds `f` takes.
+template <typename F>
+double Seconds(F f) {
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(JobSpecLimits, A50MegabyteFileIsRefusedBeforeItIsRead) {
+  const std::string path = TempDir("limits") + "/huge.yaml";
+  {
+    std::ofstream out(path, std::ios::binary);
+    const std::string line = "# " + std::string(1021, 'x') + "\n";
+    for (int i = 0; i < 50 * 1024; ++i) out << line;
+  }
+  absl::StatusOr<JobSpec> spec;
+  const double seconds = Seconds([&] { spec = LoadJobSpec(path); });
+  EXPECT_LT(seconds, 0.5);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(spec.status().message()),
+            absl::StrCat(path, ": 52428800 bytes, more than the 1 MiB a job spec may have"));
+}
+
+TEST(JobSpecLimits, ANineMegabyteTextIsRefusedWithoutParsingIt) {
+  const std::string text = absl::StrCat(kBase, "x-pad: \"", std::string(9 << 20, 'a'), "\"\n");
+  absl::StatusOr<JobSpec> spec;
+  const double seconds = Seconds([&] { spec = ParseJobSpec(text, "job.yaml"); });
+  EXPECT_LT(seconds, 0.5);
+  EXPECT_EQ(
+      std::string(spec.status().message()),
+      absl::StrCat("job.yaml: ", text.size(), " bytes, more than the 1 MiB a job spec may have"));
+}
+
+TEST(JobSpecLimits, TooManyNodesOrTooDeepANestingIsRefusedAtTheLineWhereItCrossesTheLimit) {
+  // ~60k list items in 180 KiB: refused when the 10001st node is seen.
+  std::string many = absl::StrCat(kBase, "x-list: [");
+  for (int i = 0; i < 60000; ++i) absl::StrAppend(&many, "1,");
+  many += "1]\n";
+  absl::StatusOr<JobSpec> spec;
+  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(many, "job.yaml"); }), 0.5);
+  EXPECT_THAT(std::string(spec.status().message()),
+              StartsWith("job.yaml:5:19972: more than 10000 YAML nodes (keys and values)"));
+
+  const std::string deep =
+      absl::StrCat(kBase, "x-deep: ", std::string(100000, '['), std::string(100000, ']'), "\n");
+  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(deep, "job.yaml"); }), 0.5);
+  EXPECT_EQ(std::string(spec.status().message()),
+            "job.yaml:5:72: maps and lists nested deeper than 64 levels");
+
+  // Overrides are bounded the same way.
+  std::string list = "actors.trainer.config.x=[";
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&list, "1,");
+  list += "1]";
+  EXPECT_THAT(ParseError(kBase, {list}), HasSubstr(": more than 10000 YAML nodes"));
+  EXPECT_THAT(ParseError(kBase, {"x=" + std::string(2 << 20, 'a')}),
+              HasSubstr("bytes, more than the 1 MiB a job spec may have"));
+}
+
+TEST(JobSpecLimits, AliasesThatExpandPastTheBoundAreRefused) {
+  std::string bomb = absl::StrCat(kBase, "x-0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n");
+  for (int i = 1; i <= 8; ++i) {
+    absl::StrAppend(&bomb, "x-", i, ": &a", i, " [");
+    for (int k = 0; k < 10; ++k) absl::StrAppend(&bomb, k ? ", " : "", "*a", i - 1);
+    absl::StrAppend(&bomb, "]\n");
+  }
+  absl::StatusOr<JobSpec> spec;
+  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(bomb, "job.yaml"); }), 1.0);
+  EXPECT_THAT(std::string(spec.status().message()),
+              HasSubstr("more than 100000 nodes after expanding aliases"));
+}
+
+TEST(JobSpecLimits, BinaryInputIsNotATextFile) {
+  const size_t base = std::string(kBase).size();
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, std::string("x: a\0b\n", 7))),
+            absl::StrCat("job.yaml: not a text file (a NUL byte at byte ", base + 4,
+                         "); a job spec is YAML text"));
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "x: \xff\xfe\n")),
+            absl::StrCat("job.yaml: not a text file (invalid UTF-8 at byte ", base + 3,
+                         "); a job spec is YAML text in UTF-8"));
+  // Valid UTF-8 passes: "é", "€", "𝄞".
+  EXPECT_TRUE(
+      ParseJobSpec(absl::StrCat(kBase, "x-note: \"\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e\"\n"),
+                   "job.yaml")
+          .ok());
+  const std::string path = TempDir("binary") + "/job.yaml";
+  std::string bytes(4096, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  WriteFile(path, bytes);
+  EXPECT_EQ(
+      std::string(LoadJobSpec(path).status().message()),
+      absl::StrCat(path, ": not a text file (a NUL byte at byte 0); a job spec is YAML text"));
+}
+
+TEST(JobSpecLimits, ADirectoryIsRefusedAsSuch) {
+  const std::string dir = TempDir("spec_dir");
+  absl::StatusOr<JobSpec> spec = LoadJobSpec(dir);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(spec.status().message()),
+            absl::StrCat("job spec ", dir, ": is a directory; expected a job YAML file"));
+  EXPECT_EQ(LoadJobSpec(dir + "/none.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(JobSpecLimits, EchoedValuesAreCutTo80Bytes) {
+  const std::string long_name(500000, 'n');
+  const std::string message =
+      ParseError(absl::StrCat(kBase, "algorithm: {adv_estimator: ", long_name, "}\n"));
+  EXPECT_EQ(message, absl::StrCat("job.yaml:5:28: algorithm.adv_estimator: expected one of grpo, "
+                                  "gae, got \"",
+                                  std::string(80, 'n'), "\u2026\" (500000 bytes)"));
+  // A key path (and the override naming it) is cut at 512 bytes.
+  const std::string unknown = ParseError(kBase, {long_name + "=1"});
+  EXPECT_LT(unknown.size(), 1200u) << unknown.substr(0, 2000);
+  EXPECT_THAT(unknown,
+              HasSubstr(absl::StrCat(std::string(512, 'n'), "\u2026 (500000 bytes): unknown key")));
+  const std::string number = absl::StrCat("1.", std::string(300, '5'));
+  EXPECT_THAT(ParseError(kBase, {"algorithm.n=" + number}),
+              HasSubstr(absl::StrCat("got 1.", std::string(78, '5'), "\u2026 (302 bytes)")));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Paths of a submitted job
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpecPaths, PathKeysListsEveryPathValuedKey) {
+  const JobSpec spec =
+      Parse(kBase, {"model.init=ckpt/step_1", "model.config=c.json", "model.tokenizer=t.json",
+                    "sft.dir=s", "actors.trainer.config={model_dir: m, lr: 1, n: {data_file: d}}",
+                    "actors.checkpointer.config.dir=elsewhere"});
+  EXPECT_EQ(PathKeys(spec), (std::vector<std::pair<std::string, std::string>>{
+                                {"logging.dir", "runs/t"},
+                                {"actors.checkpointer.dir", "runs/t/ckpt"},
+                                {"sft.dir", "s"},
+                                {"model.config", "c.json"},
+                                {"model.init", "ckpt/step_1"},
+                                {"model.tokenizer", "t.json"},
+                                {"actors.trainer.config.model_dir", "m"},
+                                {"actors.trainer.config.n.data_file", "d"},
+                                {"actors.checkpointer.config.dir", "elsewhere"}}));
+}
+
+TEST(JobSpecPaths, EveryPathMustResolveInsideARootAfterSymlinksAndDotDot) {
+  namespace fs = std::filesystem;
+  const std::string dir = TempDir("paths");
+  fs::create_directories(dir + "/job/run");
+  fs::create_directories(dir + "/models");
+  fs::create_directories(dir + "/other");
+  fs::create_symlink(dir + "/other", dir + "/job/escape");
+  const std::vector<std::string> roots = {dir + "/job", "models"};  // relative: against the base
+  const std::string base = dir;
+
+  const JobSpec inside = Parse(kBase, {"logging.dir=job/run", "model.config=models/tiny.json",
+                                       "actors.checkpointer.dir=" + dir + "/job/run/../ckpt"});
+  EXPECT_TRUE(CheckPathsWithin(inside, base, roots).ok()) << CheckPathsWithin(inside, base, roots);
+
+  const JobSpec outside =
+      Parse(kBase, {"logging.dir=job/run", "model.config=/etc/shadow",
+                    "actors.checkpointer.dir=job/run/../../other", "sft.dir=job/escape/sft",
+                    "actors.checkpointer.config.dir=/elsewhere"});
+  const absl::Status s = CheckPathsWithin(outside, base, roots);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  const std::string allowed = absl::StrCat("(", dir, "/job, ", dir, "/models)");
+  EXPECT_EQ(
+      std::string(s.message()),
+      absl::StrCat(
+          "override actors.checkpointer.dir=job/run/../../other: actors.checkpointer.dir: "
+          "\"job/run/../../other\" resolves to \"",
+          dir,
+          "/other\", outside the directories "
+          "this job may use ",
+          allowed, "\n",
+          "override sft.dir=job/escape/sft: sft.dir: \"job/escape/sft\" resolves to \"", dir,
+          "/other/sft\", outside the directories this job may use ", allowed, "\n",
+          "override model.config=/etc/shadow: model.config: \"/etc/shadow\" outside the "
+          "directories this job may use ",
+          allowed, "\n",
+          "override actors.checkpointer.config.dir=/elsewhere: actors.checkpointer.config.dir: "
+          "\"/elsewhere\" outside the directories this job may use ",
+          allowed));
+  EXPECT_EQ(CheckPathsWithin(inside, base, {}).code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST(JobSpecPaths, ValidateFilesNeverEchoesWhatAFileHolds) {
+  const std::string dir = TempDir("files");
+  WriteFile(dir + "/shadow", "admin:$6$the-hash:19000:0:99999:7:::\n");
+  WriteFile(dir + "/blob", std::string("\x7f"
+                                       "ELF\0\0hash!!",
+                                       12));
+  for (const char* file : {"shadow", "blob"}) {
+    const absl::Status s =
+        ValidateFiles(Parse(kBase, {absl::StrCat("model.config=", dir, "/", file)}));
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(std::string(s.message()), Not(HasSubstr("hash"))) << s;
+    EXPECT_THAT(std::string(s.message()), Not(HasSubstr("admin"))) << s;
+    EXPECT_THAT(std::string(s.message()), Not(HasSubstr("ELF"))) << s;
+  }
+  EXPECT_THAT(
+      std::string(ValidateFiles(Parse(kBase, {"model.config=" + dir + "/shadow"})).message()),
+      HasSubstr("/shadow: not valid JSON (expected a model config.json)"));
+  EXPECT_THAT(std::string(ValidateFiles(Parse(kBase, {"model.config=" + dir + "/blob"})).message()),
+              HasSubstr("/blob: not a text file (expected a model config.json)"));
 }
 
 }  // namespace

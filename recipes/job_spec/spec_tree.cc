@@ -1,9 +1,11 @@
 #include "recipes/job_spec/spec_tree.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -16,8 +18,110 @@
 namespace troupe::recipes::job_spec_internal {
 namespace {
 
-constexpr int kMaxDepth = 64;
-constexpr int64_t kMaxNodes = 1000000;
+constexpr int kMaxDepth = kMaxSpecDepth;
+constexpr int64_t kMaxNodes = kMaxExpandedNodes;
+
+// The length of the UTF-8 sequence that starts at text[i], or 0 if none valid starts there
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+size_t Utf8SequenceLength(absl::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;
+    if (b0 == 0xED) hi = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;
+    if (b0 == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + n > text.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+// Thrown by NodeCounter to abandon the event parse once a limit is crossed.
+struct LimitCrossed {
+  YAML::Mark mark;
+  std::string message;
+};
+
+// Counts a document's nodes and nesting from yaml-cpp's parse events, without building a tree.
+class NodeCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Count(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Count(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Count(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Open(mark);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Open(mark);
+  }
+  void OnMapEnd() override { --depth_; }
+
+ private:
+  void Count(const YAML::Mark& mark) {
+    if (++nodes_ > kMaxSpecNodes) {
+      throw LimitCrossed{mark, absl::StrCat("more than ", kMaxSpecNodes,
+                                            " YAML nodes (keys and values); a job spec has a few "
+                                            "hundred")};
+    }
+  }
+  void Open(const YAML::Mark& mark) {
+    Count(mark);
+    if (++depth_ > kMaxSpecDepth) {
+      throw LimitCrossed{
+          mark, absl::StrCat("maps and lists nested deeper than ", kMaxSpecDepth, " levels")};
+    }
+  }
+
+  int64_t nodes_ = 0;
+  int depth_ = 0;
+};
+
+// Counts the nodes of every document in `text` (bounded as in the header) without building them.
+// Malformed YAML is left for the real parse to report.
+absl::Status CheckNodeCount(absl::string_view text, absl::string_view source_name,
+                            const std::string* override_text) {
+  std::istringstream in{std::string(text)};
+  NodeCounter counter;
+  try {
+    YAML::Parser parser(in);
+    while (parser.HandleNextDocument(counter)) {
+    }
+  } catch (const LimitCrossed& e) {
+    if (override_text != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "override ", Abbreviate(*override_text, kMaxShownPathBytes), ": ", e.message));
+    }
+    SpecLoc loc;
+    loc.line = e.mark.line + 1;
+    loc.column = e.mark.column + 1;
+    return absl::InvalidArgumentError(absl::StrCat(FormatLoc(loc, source_name), ": ", e.message));
+  } catch (const std::exception&) {
+    // Malformed: reported with its position by the parse that follows.
+  }
+  return absl::OkStatus();
+}
 
 // Digits from `text[*i]` on; returns how many.
 int SkipDigits(absl::string_view text, size_t* i) {
@@ -171,9 +275,10 @@ class Converter {
 
   absl::Status Error(const YAML::Mark& mark, absl::string_view path, absl::string_view message) {
     std::string where = FormatLoc(LocOf(mark, override_text_), source_name_);
-    return absl::InvalidArgumentError(path.empty()
-                                          ? absl::StrCat(where, ": ", message)
-                                          : absl::StrCat(where, ": ", path, ": ", message));
+    return absl::InvalidArgumentError(
+        path.empty()
+            ? absl::StrCat(where, ": ", message)
+            : absl::StrCat(where, ": ", Abbreviate(path, kMaxShownPathBytes), ": ", message));
   }
 
   std::string source_name_;
@@ -183,11 +288,53 @@ class Converter {
 
 }  // namespace
 
+absl::Status CheckSpecText(absl::string_view text, absl::string_view source_name_in) {
+  const std::string source_name = Abbreviate(source_name_in, kMaxShownPathBytes);
+  if (static_cast<int64_t>(text.size()) > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(source_name, ": ", text.size(),
+                                                   " bytes, more than the ", kMaxSpecBytes >> 20,
+                                                   " MiB a job spec may have"));
+  }
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '\0') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source_name, ": not a text file (a NUL byte at byte ", i, "); a job spec is YAML text"));
+    }
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(source_name,
+                                                     ": not a text file (invalid UTF-8 at byte ", i,
+                                                     "); a job spec is YAML text in UTF-8"));
+    }
+    i += n;
+  }
+  return absl::OkStatus();
+}
+
+std::string Abbreviate(absl::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  size_t cut = max;
+  // Back up to the start of a character (continuation bytes are 10xxxxxx).
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(text.substr(0, cut), "\u2026 (", text.size(), " bytes)");
+}
+
+std::string QuoteShown(absl::string_view text, size_t max) {
+  if (text.size() <= max) return absl::StrCat("\"", absl::CEscape(text), "\"");
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat("\"", absl::CEscape(text.substr(0, cut)), "\u2026\" (", text.size(),
+                      " bytes)");
+}
+
 std::string FormatLoc(const SpecLoc& loc, absl::string_view source_name) {
-  if (!loc.override_text.empty()) return absl::StrCat("override ", loc.override_text);
-  if (loc.line <= 0) return std::string(source_name);
-  if (loc.column <= 0) return absl::StrCat(source_name, ":", loc.line);
-  return absl::StrCat(source_name, ":", loc.line, ":", loc.column);
+  if (!loc.override_text.empty()) {
+    return absl::StrCat("override ", Abbreviate(loc.override_text, kMaxShownPathBytes));
+  }
+  const std::string source = Abbreviate(source_name, kMaxShownPathBytes);
+  if (loc.line <= 0) return source;
+  if (loc.column <= 0) return absl::StrCat(source, ":", loc.line);
+  return absl::StrCat(source, ":", loc.line, ":", loc.column);
 }
 
 const SpecEntry* SpecNode::Find(absl::string_view key) const {
@@ -237,6 +384,8 @@ ScalarValue ClassifyScalar(const SpecNode& scalar) {
 }
 
 absl::StatusOr<SpecNode> ParseSpecYaml(absl::string_view text, absl::string_view source_name) {
+  if (absl::Status s = CheckSpecText(text, source_name); !s.ok()) return s;
+  if (absl::Status s = CheckNodeCount(text, source_name, nullptr); !s.ok()) return s;
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(std::string(text));
@@ -265,20 +414,28 @@ absl::StatusOr<SpecNode> ParseSpecYaml(absl::string_view text, absl::string_view
 absl::Status ApplyOverride(absl::string_view override_text, absl::string_view source_name,
                            SpecNode* root) {
   const std::string text(override_text);
+  // How the override is named in messages (abbreviated: it may be long).
+  const std::string shown = Abbreviate(text, kMaxShownPathBytes);
+  if (absl::Status s = CheckSpecText(override_text, absl::StrCat("override ", shown)); !s.ok()) {
+    return s;
+  }
   const size_t eq = override_text.find('=');
   const absl::string_view path_text =
       absl::StripAsciiWhitespace(override_text.substr(0, std::min(eq, override_text.size())));
   if (eq == absl::string_view::npos || path_text.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("override \"", absl::CEscape(override_text),
-                     "\": expected KEY.PATH=VALUE, e.g. algorithm.n=4"));
+        absl::StrCat("override ", QuoteShown(override_text, kMaxShownPathBytes),
+                     ": expected KEY.PATH=VALUE, e.g. algorithm.n=4"));
   }
   std::vector<std::string> keys = absl::StrSplit(path_text, '.');
   for (const std::string& key : keys) {
     if (key.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("override ", text, ": empty key in \"", path_text, "\""));
+      return absl::InvalidArgumentError(absl::StrCat("override ", shown, ": empty key in ",
+                                                     QuoteShown(path_text, kMaxShownPathBytes)));
     }
+  }
+  if (absl::Status s = CheckNodeCount(override_text.substr(eq + 1), source_name, &text); !s.ok()) {
+    return s;
   }
 
   YAML::Node value_yaml;
@@ -287,7 +444,7 @@ absl::Status ApplyOverride(absl::string_view override_text, absl::string_view so
   } catch (const std::exception& e) {
     const auto* parser_error = dynamic_cast<const YAML::ParserException*>(&e);
     return absl::InvalidArgumentError(absl::StrCat(
-        "override ", text, ": malformed value: ", parser_error ? parser_error->msg : e.what()));
+        "override ", shown, ": malformed value: ", parser_error ? parser_error->msg : e.what()));
   }
   SpecNode value;
   Converter converter(source_name, &text);
@@ -298,7 +455,7 @@ absl::Status ApplyOverride(absl::string_view override_text, absl::string_view so
     }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
-        absl::StrCat("override ", text, ": malformed value: ", e.what()));
+        absl::StrCat("override ", shown, ": malformed value: ", e.what()));
   }
 
   SpecLoc here;
@@ -307,7 +464,7 @@ absl::Status ApplyOverride(absl::string_view override_text, absl::string_view so
     root->kind = SpecNode::Kind::kMap;
   } else if (root->kind != SpecNode::Kind::kMap) {
     return absl::InvalidArgumentError(
-        absl::StrCat("override ", text, ": the job spec is not a map of sections"));
+        absl::StrCat("override ", shown, ": the job spec is not a map of sections"));
   }
   SpecNode* node = root;
   std::string prefix;
@@ -330,7 +487,7 @@ absl::Status ApplyOverride(absl::string_view override_text, absl::string_view so
       entry->value.loc = here;
     } else if (entry->value.kind != SpecNode::Kind::kMap) {
       return absl::InvalidArgumentError(
-          absl::StrCat("override ", text, ": ", prefix, " is ",
+          absl::StrCat("override ", shown, ": ", Abbreviate(prefix, kMaxShownPathBytes), " is ",
                        entry->value.kind == SpecNode::Kind::kList ? "a list" : "a scalar", " (at ",
                        FormatLoc(entry->value.loc, source_name), "), not a map"));
     }

@@ -9,7 +9,10 @@
 //   - aliases share nodes, so an override written through one would change its anchor too: the
 //     tree holds copies;
 //   - a recursive alias (`a: &x {b: *x}`) becomes a cyclic graph, and alias chains can blow up
-//     exponentially: nesting depth and node count are bounded here.
+//     exponentially: nesting depth and node count are bounded here;
+//   - it builds the whole tree of any input, however large: ParseSpecYaml bounds the text's size,
+//     refuses binary text, and counts nodes and depth with yaml-cpp's event parser (no tree)
+//     before it lets yaml-cpp build one.
 //
 // Scalars keep their text; typing follows the YAML 1.2 core schema (ClassifyScalar), so `8` is an
 // integer, `"8"` a string, `1e-4` a number, `yes` a string.
@@ -26,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_spec.h"
 
 namespace troupe::recipes::job_spec_internal {
 
@@ -37,7 +41,8 @@ struct SpecLoc {
   std::string override_text;
 };
 
-// "job.yaml:7:5", "override algorithm.n=4", or "job.yaml" when the position is unknown.
+// "job.yaml:7:5", "override algorithm.n=4", or "job.yaml" when the position is unknown (names
+// abbreviated to kMaxShownPathBytes).
 std::string FormatLoc(const SpecLoc& loc, absl::string_view source_name);
 
 struct SpecEntry;
@@ -75,14 +80,39 @@ ScalarValue ClassifyScalar(const SpecNode& scalar);
 // The same for unquoted text.
 ScalarValue ClassifyPlainText(absl::string_view text);
 
-// Parses one YAML document. Errors (InvalidArgument) are "source:line:col: malformed YAML: ...",
-// or name the key path for duplicate keys, non-scalar keys, bad merge keys, and documents nested
-// deeper than 64 levels or larger than a million nodes after alias expansion. An empty document
-// gives a null node; more than one document is an error.
+// Limits on what ParseSpecYaml reads (the values are job_spec.h's, stated to users there).
+inline constexpr int64_t kMaxSpecBytes = kMaxJobSpecBytes;  // the YAML text
+inline constexpr int64_t kMaxSpecNodes = kMaxJobSpecNodes;  // as written (an alias counts once)
+inline constexpr int kMaxSpecDepth = kMaxJobSpecDepth;      // nesting of maps and lists
+inline constexpr int64_t kMaxExpandedNodes = 100000;        // after aliases are expanded
+// Values echoed in messages are cut to this many bytes (Abbreviate); paths, key paths and
+// locations (which name an override's text) to the longer one.
+inline constexpr size_t kMaxShownBytes = 80;
+inline constexpr size_t kMaxShownPathBytes = 512;
+
+// OK if `text` is a job spec's size and text: InvalidArgument "source: ..." if it is longer than
+// kMaxSpecBytes ("N bytes, more than the 1 MiB a job spec may have"), or is not a text file (a
+// NUL byte or invalid UTF-8, with its byte offset). Never echoes the text.
+absl::Status CheckSpecText(absl::string_view text, absl::string_view source_name);
+
+// `text` itself if it has at most `max` bytes, else its first ones (cut at a UTF-8 character
+// boundary) followed by "… (N bytes)".
+std::string Abbreviate(absl::string_view text, size_t max = kMaxShownBytes);
+// `text` double-quoted and C-escaped, abbreviated the same way: "abc…" (5000 bytes).
+std::string QuoteShown(absl::string_view text, size_t max = kMaxShownBytes);
+
+// Parses one YAML document. CheckSpecText first, then the nodes as written are counted without
+// building a tree (more than kMaxSpecNodes, or nested deeper than kMaxSpecDepth, is refused with
+// the line and column where the limit was crossed); only then does yaml-cpp build the document.
+// Errors (InvalidArgument) are "source:line:col: malformed YAML: ...", or name the key path for
+// duplicate keys, non-scalar keys, bad merge keys, and documents nested deeper than kMaxSpecDepth
+// or larger than kMaxExpandedNodes after alias expansion. An empty document gives a null node;
+// more than one document is an error.
 absl::StatusOr<SpecNode> ParseSpecYaml(absl::string_view text, absl::string_view source_name);
 
 // Applies "key.path=VALUE" to `root` (a map or null): VALUE is parsed as a YAML scalar or flow
-// value, every node of it is located at the override, and it replaces whatever was at the path
+// value (bounded like a document: CheckSpecText and the node count), every node of it is located
+// at the override, and it replaces whatever was at the path
 // (a map value replaces the whole map). Missing intermediate maps are created. InvalidArgument
 // "override TEXT: ..." for a missing '=', an empty path segment, a malformed value, or a path
 // that runs through a scalar or list.
