@@ -29,6 +29,7 @@
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/scheduler/cluster_scheduler.h"
 #include "runtime/secret_file.h"
+#include "runtime/subprocess.h"
 
 namespace troupe {
 
@@ -169,7 +170,8 @@ absl::StatusOr<Services> StartServices(const StartFlags& f, std::string token) {
                                              .allowed_hosts = f.dashboard_allowed_hosts,
                                              .head_address = head_address,
                                              .token = token,
-                                             .state_dir = f.state_dir});
+                                             .state_dir = f.state_dir,
+                                             .job_path_roots = f.job_path_roots});
       if (!d.ok()) {
         s.head->Shutdown();
         return absl::Status(d.status().code(), absl::StrCat("dashboard: ", d.status().message(),
@@ -306,7 +308,8 @@ int RunStart(const StartFlags& f) {
                  msg.empty() ? "the background process exited before it was ready" : msg.c_str());
     return 1;
   }
-  // Child.
+  // Child: default signal handling first (whatever `troupe start` inherited), then its own.
+  ResetSignalsInChild();
   ::close(fds[0]);
   ::setsid();
   const std::string log = absl::StrCat(f.state_dir, "/logs/", role, ".log");

@@ -3,6 +3,7 @@
 //   troupe start --head [--port 6380] [--node-ip-address IP] [--block] [--head-only]
 //                [--dashboard-port 8265] [--dashboard-host 127.0.0.1] [--include-dashboard=false]
 //                [--dashboard-allowed-hosts NAME[:PORT],...]
+//                [--job-path-roots DIR,DIR]
 //   troupe start --address HOST:PORT [--token-file PATH] [--resources '{"CPU":2,"GPU":8}']
 //                [--block]
 //   troupe status [--address HOST:PORT]
@@ -49,6 +50,10 @@ struct StartFlags {
   std::string dashboard_host = "127.0.0.1";
   // Names the dashboard answers to in the Host header besides its own (DashboardOptions).
   std::vector<std::string> dashboard_allowed_hosts;
+  // Directories besides its own where a submitted job's paths (model.config, checkpoint dirs, ...)
+  // may lie (--job-path-roots DIR,DIR; relative to the head's working directory). Empty: a
+  // submitted job may use only its own directory (runtime/dashboard/job_manager.h).
+  std::vector<std::string> job_path_roots;
   // Failure detection (hidden flags; tests shorten them).
   int heartbeat_interval_ms = 1000;
   int heartbeat_timeout_ms = 5000;

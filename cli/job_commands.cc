@@ -17,6 +17,7 @@
 #include "cli/cluster_commands.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_spec.h"
 
 namespace troupe {
 namespace {
@@ -29,6 +30,8 @@ struct JobFlags {
   bool no_wait = false;
   std::string spec_file;
   std::vector<std::string> overrides;
+  std::string resume;  // an earlier job's id
+  bool overwrite = false;
   // status / logs / stop
   std::string job_id;
   bool follow = false;
@@ -190,21 +193,25 @@ class JobApi {
 };
 
 int Submit(const JobFlags& f) {
-  std::ifstream in(f.spec_file, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "troupe job submit: cannot read %s\n", f.spec_file.c_str());
+  // Bounded like the head's own check: a directory, a huge or a binary file is refused here.
+  absl::StatusOr<std::string> text = recipes::ReadJobSpecFile(f.spec_file);
+  if (!text.ok()) {
+    std::fprintf(stderr, "troupe job submit: %s\n", std::string(text.status().message()).c_str());
     return 1;
   }
-  std::stringstream text;
-  text << in.rdbuf();
+  if (!f.resume.empty() && f.overwrite) {
+    std::fprintf(stderr,
+                 "troupe job submit: --resume and --overwrite exclude each other (resume continues "
+                 "a run, overwrite starts over)\n");
+    return 2;
+  }
   JobApi api("submit", f);
   int exit_code = 0;
   nlohmann::json reply;
-  if (!api.PostJson("/api/jobs/",
-                    {{"spec", text.str()}, {"filename", f.spec_file}, {"overrides", f.overrides}},
-                    &reply, &exit_code)) {
-    return exit_code;
-  }
+  nlohmann::json body = {{"spec", *text}, {"filename", f.spec_file}, {"overrides", f.overrides}};
+  if (!f.resume.empty()) body["resume"] = f.resume;
+  if (f.overwrite) body["overwrite"] = true;
+  if (!api.PostJson("/api/jobs/", body, &reply, &exit_code)) return exit_code;
   const std::string id = reply.value("job_id", "");
   std::printf("%s\n", id.c_str());
   std::fflush(stdout);
@@ -242,6 +249,10 @@ int Status(const JobFlags& f) {
     std::printf("  message:     %s\n", job.value("message", "").c_str());
   }
   std::printf("  logging dir: %s\n", job.value("logging_dir", "").c_str());
+  if (!job.value("resume_of", "").empty()) {
+    std::printf("  resumes:     %s (continues its run)\n", job.value("resume_of", "").c_str());
+  }
+  if (job.value("overwrite", false)) std::printf("  overwrite:   yes\n");
   return 0;
 }
 
@@ -314,6 +325,12 @@ void InstallJobCommands(CLI::App& app, int* exit_code) {
   CLI::App* submit = job->add_subcommand("submit", "Submit a job spec, then follow its log");
   common(submit);
   submit->add_flag("--no-wait", flags.no_wait, "Return once submitted");
+  submit->add_option("--resume", flags.resume,
+                     "Continue the run of this earlier job (its id): same run directory and "
+                     "checkpoints, the driver started with --resume");
+  submit->add_flag("--overwrite", flags.overwrite,
+                   "A fresh run that may replace an earlier run's checkpoints in its checkpoint "
+                   "directory (the driver started with --overwrite)");
   submit->add_option("job", flags.spec_file, "Job spec YAML")->required();
   submit->add_option("overrides", flags.overrides, "Dotted overrides, e.g. algorithm.n=4");
   submit->callback([exit_code] { *exit_code = Submit(flags); });

@@ -1,12 +1,17 @@
 // `troupe job ...`: jobs on a running cluster through the head's HTTP API (runtime/dashboard),
 // following Ray's `ray job` CLI.
 //
-//   troupe job submit [--address http://HOST:8265] [--no-wait] job.yaml [key.path=value ...]
+//   troupe job submit [--address http://HOST:8265] [--no-wait] [--resume JOB_ID | --overwrite]
+//                     job.yaml [key.path=value ...]
 //       prints the job id, then follows the job's log until it ends; exit 0 if it SUCCEEDED,
-//       else 1 (--no-wait: exit 0 once submitted)
+//       else 1 (--no-wait: exit 0 once submitted). --resume JOB_ID: a new job continuing that
+//       ended job's run (its run directory, checkpoints and metrics; the driver gets --resume);
+//       --overwrite: the driver gets --overwrite (see runtime/dashboard/job_manager.h). The spec
+//       file is checked locally first: a directory, a file over 1 MiB or a binary one is refused.
 //   troupe job status ID         status, times, message, logging dir
 //   troupe job logs ID [--follow]
-//   troupe job stop ID
+//   troupe job stop ID           SIGTERM to the driver, which stops at its next step boundary
+//                                (SIGKILL after the head's grace period, 30 s by default)
 //   troupe job list
 //
 // The address comes from --address, else $TROUPE_ADDRESS, else <state-dir>/dashboard.address

@@ -75,6 +75,11 @@ int main(int argc, char** argv) {
         const absl::Status s = troupe::dashboard::ValidateAllowedHost(entry);
         return s.ok() ? std::string() : std::string(s.message());
       });
+  start
+      ->add_option("--job-path-roots", start_flags.job_path_roots,
+                   "With --head: directories (comma-separated) besides its own where a submitted "
+                   "job may read and write (model configs, checkpoints); default: none")
+      ->delimiter(',');
   start->add_flag("--block", start_flags.block, "Stay in the foreground until Ctrl-C");
   start->add_option("--heartbeat-interval-ms", start_flags.heartbeat_interval_ms)->group("");
   start->add_option("--heartbeat-timeout-ms", start_flags.heartbeat_timeout_ms)->group("");

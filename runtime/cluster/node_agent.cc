@@ -29,6 +29,7 @@
 #include "runtime/machine.h"
 #include "runtime/secret_file.h"
 #include "runtime/status_macros.h"
+#include "runtime/subprocess.h"
 #include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
 
@@ -416,11 +417,6 @@ void NodeAgent::Impl::Spawn(const proto::StartWorkerRequest& req, absl::StatusOr
     *out = written;
     return;
   }
-  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> args = {
-      options_.worker_binary, "worker",  "--head",        req.head_address(),
-      "--actor-id",           id,        "--incarnation", std::to_string(req.incarnation()),
-      "--spec-file",          spec_path, "--host",        options_.host};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
@@ -434,42 +430,19 @@ void NodeAgent::Impl::Spawn(const proto::StartWorkerRequest& req, absl::StatusOr
   env.push_back("CUDA_VISIBLE_DEVICES=" + absl::StrJoin(gpus, ","));
   env.push_back("TROUPE_TOKEN=" + options_.token);
   env.push_back("TROUPE_NODE_ID=" + node_id_);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const int out_fd = ::open(w.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  const int err_fd = ::open(w.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
-    for (int fd : {out_fd, err_fd, null_fd}) {
-      if (fd >= 0) ::close(fd);
-    }
-    *out = absl::InternalError(
-        absl::StrCat("cannot open worker logs ", base, ".{out,err}: ", std::strerror(errno)));
+  // The worker starts with default signal handling (this process may block SIGTERM to sigwait).
+  absl::StatusOr<pid_t> pid = SpawnSubprocess(
+      {.argv = {options_.worker_binary, "worker", "--head", req.head_address(), "--actor-id", id,
+                "--incarnation", std::to_string(req.incarnation()), "--spec-file", spec_path,
+                "--host", options_.host},
+       .env = std::move(env),
+       .stdout_path = w.out_path,
+       .stderr_path = w.err_path});
+  if (!pid.ok()) {
+    *out = pid.status();
     return;
   }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
-    ::dup2(null_fd, 0);
-    ::dup2(out_fd, 1);
-    ::dup2(err_fd, 2);
-    ::setpgid(0, 0);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(out_fd);
-  ::close(err_fd);
-  ::close(null_fd);
-  if (pid < 0) {
-    *out = absl::InternalError(absl::StrCat("fork failed: ", std::strerror(errno)));
-    return;
-  }
-  w.pid = pid;
+  w.pid = *pid;
   *out = w;
 }
 

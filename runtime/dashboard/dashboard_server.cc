@@ -366,7 +366,8 @@ absl::Status DashboardServer::Impl::Start() {
                          .head_address = options_.head_address,
                          .token = options_.token,
                          .troupe_binary = options_.troupe_binary,
-                         .stop_grace = options_.stop_grace},
+                         .stop_grace = options_.stop_grace,
+                         .path_roots = options_.job_path_roots},
                         head_.get());
   if (!jobs.ok()) return jobs.status();
   jobs_ = std::move(*jobs);
@@ -774,8 +775,21 @@ void DashboardServer::Impl::SubmitJob(const httplib::Request& req, httplib::Resp
     }
     filename = body["filename"].get<std::string>();
   }
+  SubmitOptions submit;
+  if (body.contains("resume") && !body["resume"].is_null()) {
+    if (!body["resume"].is_string()) {
+      return SendError(res, 400, "\"resume\" must be the id of the job to resume (a string)");
+    }
+    submit.resume = body["resume"].get<std::string>();
+  }
+  if (body.contains("overwrite") && !body["overwrite"].is_null()) {
+    if (!body["overwrite"].is_boolean()) {
+      return SendError(res, 400, "\"overwrite\" must be true or false");
+    }
+    submit.overwrite = body["overwrite"].get<bool>();
+  }
   absl::StatusOr<std::string> id =
-      jobs_->Submit(body["spec"].get<std::string>(), filename, overrides);
+      jobs_->Submit(body["spec"].get<std::string>(), filename, overrides, submit);
   if (!id.ok()) return SendStatus(res, id.status());
   SendJson(res, 200, {{"job_id", *id}});
 }

@@ -17,8 +17,10 @@
 //   GET  /api/placement_groups          {"placement_groups": [{id, name, strategy, state,
 //                                         bundles: [{resources, node_id}], status_message,
 //                                         job_id}]}
-//   POST /api/jobs/                     body {"spec": YAML, "overrides": [...], "filename": F}
-//                                         -> {"job_id"}; 400 with the spec's error
+//   POST /api/jobs/                     body {"spec": YAML, "overrides": [...], "filename": F,
+//                                         "resume": JOB_ID, "overwrite": bool} -> {"job_id"};
+//                                         400 with the spec's error, 403 for paths outside the
+//                                         job's directory and job_path_roots (JobManager)
 //   GET  /api/jobs/                     {"jobs": [job]} oldest first (job: JobToJson)
 //   GET  /api/jobs/ID                   job + {"summary": <logging dir>/summary.json} if present
 //   GET  /api/jobs/ID/logs?offset=N     text/plain, the driver log from byte N (at most 4 MiB);
@@ -110,8 +112,11 @@ struct DashboardOptions {
   // How often the workers' call statistics are read, and the window of the rates.
   absl::Duration sample_interval = absl::Seconds(1);
   absl::Duration rate_window = absl::Seconds(5);
-  // Between SIGTERM and SIGKILL when a job is stopped.
-  absl::Duration stop_grace = absl::Seconds(5);
+  // Between SIGTERM and SIGKILL when a job is stopped: time for its driver to finish the step and
+  // write its final checkpoint.
+  absl::Duration stop_grace = absl::Seconds(30);
+  // Directories besides its own that a submitted job's paths may lie in (JobManagerOptions).
+  std::vector<std::string> job_path_roots;
   // Connections, request threads, timeouts, body size and log streams (max_streams: the log
   // followers open at once). See guarded_http_server.h.
   HttpLimits http;

@@ -60,6 +60,16 @@ std::string TestDir(const std::string& name) {
   return dir;
 }
 
+// Where the runfiles link examples/models/tiny.json leads: the jobs' allowed model directory.
+// Found once, from the runfiles root (some tests change the working directory).
+const std::string& ModelsDir() {
+  static const std::string dir = [] {
+    std::error_code ec;
+    return std::filesystem::canonical("examples/models/tiny.json", ec).parent_path().string();
+  }();
+  return dir;
+}
+
 class DashboardServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -100,6 +110,7 @@ class DashboardServerTest : public ::testing::Test {
                                 .sample_interval = absl::Milliseconds(50),
                                 .rate_window = absl::Seconds(1),
                                 .stop_grace = absl::Milliseconds(500),
+                                .job_path_roots = {ModelsDir()},
                                 .http = {.max_body_bytes = 1 << 20}},
                                std::make_unique<FakeHeadApi>(state_));
     ASSERT_TRUE(server.ok()) << server.status();
@@ -150,6 +161,7 @@ class DashboardServerTest : public ::testing::Test {
     options.token = kToken;
     options.state_dir = absl::StrCat(dir_, "/state-", ++others_);
     options.troupe_binary = dir_ + "/fake-troupe";
+    options.job_path_roots = {ModelsDir()};
     absl::StatusOr<std::unique_ptr<DashboardServer>> s =
         DashboardServer::Start(std::move(options), std::make_unique<FakeHeadApi>(state_));
     EXPECT_TRUE(s.ok()) << s.status();
@@ -306,6 +318,37 @@ TEST_F(DashboardServerTest, AnInvalidSpecGets400WithTheMessageTroupeRunPrints) {
   EXPECT_EQ(s2, 400);
   EXPECT_TRUE(absl::StartsWith(b2["error"].get<std::string>(), "job.yaml:9:")) << b2.dump();
   EXPECT_TRUE(absl::StrContains(b2["error"].get<std::string>(), "algorithm.n")) << b2.dump();
+}
+
+TEST_F(DashboardServerTest, ResumeAndOverwriteReachTheJobAndPathsOutsideItsRootsAre403) {
+  const std::string first = Submit();
+  const nlohmann::json earlier = WaitStatus(first, "SUCCEEDED");
+  auto [status, body] =
+      PostJson("/api/jobs/", nlohmann::json{{"spec", kSpec}, {"resume", first}}.dump());
+  ASSERT_EQ(status, 200) << body.dump();
+  const nlohmann::json resumed = WaitStatus(body["job_id"], "SUCCEEDED");
+  EXPECT_EQ(resumed["resume_of"], first);
+  EXPECT_EQ(resumed["logging_dir"], earlier["logging_dir"]);
+  EXPECT_EQ(
+      PostJson("/api/jobs/", nlohmann::json{{"spec", kSpec}, {"resume", "nope-1"}}.dump()).first,
+      404);
+  EXPECT_EQ(PostJson("/api/jobs/", nlohmann::json{{"spec", kSpec}, {"resume", 7}}.dump()).first,
+            400);
+  EXPECT_EQ(
+      PostJson("/api/jobs/", nlohmann::json{{"spec", kSpec}, {"overwrite", "yes"}}.dump()).first,
+      400);
+  auto [s2, b2] =
+      PostJson("/api/jobs/", nlohmann::json{{"spec", kSpec}, {"overwrite", true}}.dump());
+  ASSERT_EQ(s2, 200) << b2.dump();
+  EXPECT_EQ(WaitStatus(b2["job_id"], "SUCCEEDED")["overwrite"], true);
+
+  auto [s3, b3] =
+      PostJson("/api/jobs/",
+               nlohmann::json{{"spec", kSpec}, {"overrides", {"model.config=/etc/passwd"}}}.dump());
+  EXPECT_EQ(s3, 403);
+  EXPECT_TRUE(absl::StrContains(b3.value("error", ""),
+                                "override model.config=/etc/passwd: model.config: \"/etc/passwd\""))
+      << b3.dump();
 }
 
 TEST_F(DashboardServerTest, UnknownIdsAndEndpointsAre404) {

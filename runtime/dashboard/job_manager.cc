@@ -16,6 +16,7 @@
 #include "recipes/job_spec/job_spec.h"
 #include "runtime/atomic_file.h"
 #include "runtime/secure_random.h"
+#include "runtime/subprocess.h"
 
 extern char** environ;
 
@@ -62,12 +63,11 @@ JobStatus StatusFromName(const std::string& s, bool* ok) {
   return JobStatus::kFailed;
 }
 
-// SIGs the driver's process group (it is its own group leader) and the driver itself (in case
-// it has not called setpgid yet).
+// Signals the driver's process group (it leads one from before SpawnSubprocess returns): once,
+// since a second SIGTERM tells a driver to stop at once rather than at a step boundary.
 void SignalDriver(pid_t pid, int sig) {
   if (pid <= 0) return;
-  ::kill(-pid, sig);
-  ::kill(pid, sig);
+  if (::kill(-pid, sig) != 0) ::kill(pid, sig);
 }
 
 }  // namespace
@@ -106,6 +106,8 @@ nlohmann::json JobToJson(const JobInfo& job) {
           {"driver_pid", job.driver_pid},
           {"exit_code", job.exit_code >= 0 ? nlohmann::json(job.exit_code) : nlohmann::json()},
           {"stop_requested", job.stop_requested},
+          {"resume_of", job.resume_of},
+          {"overwrite", job.overwrite},
           {"type", job.attached ? "DRIVER" : "SUBMISSION"}};
 }
 
@@ -133,6 +135,8 @@ absl::StatusOr<JobInfo> JobFromJson(const nlohmann::json& j) {
                         ? j["exit_code"].get<int>()
                         : -1;
     job.stop_requested = j.value("stop_requested", false);
+    job.resume_of = j.value("resume_of", "");
+    job.overwrite = j.value("overwrite", false);
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("job record: ", e.what()));
   }
@@ -223,16 +227,53 @@ void JobManager::Persist(const std::string& job_id) {
 
 absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
                                                absl::string_view source_name,
-                                               const std::vector<std::string>& overrides) {
+                                               const std::vector<std::string>& overrides,
+                                               const SubmitOptions& submit) {
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the head is shutting down");
   }
+  if (!submit.resume.empty() && submit.overwrite) {
+    return absl::InvalidArgumentError(
+        "resume and overwrite exclude each other: resume continues a run, overwrite starts over");
+  }
   const std::string source = source_name.empty() ? "job.yaml" : std::string(source_name);
-  // Exactly the checks (and messages) of `troupe run`.
+  // The checks (and messages) of `troupe run`, bounded before anything is parsed.
   absl::StatusOr<recipes::JobSpec> spec = recipes::ParseJobSpec(yaml_text, source, overrides);
   if (!spec.ok()) return spec.status();
-  if (absl::Status s = recipes::ValidateFiles(*spec); !s.ok()) return s;
+
+  JobInfo job;
+  job.job_id = absl::StrCat(spec->name, "-", RandomHexOrDie(4));
+  job.name = spec->name;
+  job.job_dir = absl::StrCat(options_.state_dir, "/jobs/", job.job_id);
+  job.logging_dir = job.job_dir + "/run";
+  job.resume_of = submit.resume;
+  job.overwrite = submit.overwrite;
+  if (!submit.resume.empty()) {
+    absl::StatusOr<std::string> run_dir = ResumableRunDir(submit.resume, spec->name);
+    if (!run_dir.ok()) return run_dir.status();
+    job.logging_dir = *run_dir;
+  }
+  // The job's own logging dir (a JSON string is a YAML scalar, whatever the path holds).
+  std::vector<std::string> resolved_overrides = overrides;
+  resolved_overrides.push_back(
+      absl::StrCat("logging.dir=", nlohmann::json(job.logging_dir).dump()));
+  absl::StatusOr<recipes::JobSpec> resolved =
+      recipes::ParseJobSpec(yaml_text, source, resolved_overrides);
+  if (!resolved.ok()) return resolved.status();
+  // Where the job may read and write, checked before any of its files is read.
+  std::vector<std::string> roots = {job.job_dir, job.logging_dir};
+  roots.insert(roots.end(), options_.path_roots.begin(), options_.path_roots.end());
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  if (absl::Status s = recipes::CheckPathsWithin(*resolved, cwd, roots); !s.ok()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        s.message(), options_.path_roots.empty()
+                         ? "\n(a submitted job may only use its own directory; start the head "
+                           "with --job-path-roots DIR,... to allow more)"
+                         : ""));
+  }
+  if (absl::Status s = recipes::ValidateFiles(*resolved); !s.ok()) return s;
   absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
   if (!status.ok()) return status.status();
   std::vector<recipes::NodeResources> nodes;
@@ -241,23 +282,11 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
       nodes.push_back({n.total().amounts().begin(), n.total().amounts().end()});
     }
   }
-  if (absl::Status s = recipes::CheckResourcesFit(*spec, nodes); !s.ok()) return s;
+  if (absl::Status s = recipes::CheckResourcesFit(*resolved, nodes); !s.ok()) return s;
 
-  JobInfo job;
-  job.job_id = absl::StrCat(spec->name, "-", RandomHexOrDie(4));
-  job.name = spec->name;
-  job.job_dir = absl::StrCat(options_.state_dir, "/jobs/", job.job_id);
-  job.logging_dir = job.job_dir + "/run";
   job.submitted_ms = NowMs();
-  // The job's own logging dir (a JSON string is a YAML scalar, whatever the path holds).
-  std::vector<std::string> resolved_overrides = overrides;
-  resolved_overrides.push_back(
-      absl::StrCat("logging.dir=", nlohmann::json(job.logging_dir).dump()));
-  absl::StatusOr<recipes::JobSpec> resolved =
-      recipes::ParseJobSpec(yaml_text, source, resolved_overrides);
-  if (!resolved.ok()) return resolved.status();
-  std::error_code ec;
-  std::filesystem::create_directories(job.logging_dir, ec);
+  std::filesystem::create_directories(job.job_dir, ec);
+  if (!ec) std::filesystem::create_directories(job.logging_dir, ec);
   if (ec) {
     return absl::InternalError(absl::StrCat("cannot create ", job.logging_dir, ": ", ec.message()));
   }
@@ -268,6 +297,14 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the head is shutting down");
+    // One live driver per run directory (two resumes of one job would share it).
+    for (const auto& [id, other] : jobs_) {
+      if (!IsTerminal(other.status) && other.logging_dir == job.logging_dir) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("job ", other.job_id, " is ", JobStatusName(other.status), " in ",
+                         job.logging_dir, "; stop it before resuming its run again"));
+      }
+    }
     jobs_[job.job_id] = job;
   }
   Persist(job.job_id);
@@ -276,6 +313,42 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
     spawn_queue_.push_back(job.job_id);
   }
   return job.job_id;
+}
+
+absl::StatusOr<std::string> JobManager::ResumableRunDir(const std::string& job_id,
+                                                        const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("resume: no job with id ", job_id));
+  }
+  const JobInfo& earlier = it->second;
+  if (earlier.attached) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("resume: job ", job_id,
+                     " was driven by its own `troupe run`, not submitted; continue it with "
+                     "`troupe run --resume`"));
+  }
+  if (!IsTerminal(earlier.status)) {
+    return absl::FailedPreconditionError(absl::StrCat("resume: job ", job_id, " is ",
+                                                      JobStatusName(earlier.status),
+                                                      "; stop it (troupe job stop) first"));
+  }
+  if (earlier.name != name) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("resume: job ", job_id, " ran spec '", earlier.name, "', not '", name, "'"));
+  }
+  return earlier.logging_dir;
+}
+
+std::vector<std::string> JobManager::DriverArgs(const std::string& job_id,
+                                                const JobInfo& job) const {
+  std::vector<std::string> args = {options_.troupe_binary, "run",      "--address",
+                                   options_.head_address,  "--job-id", job_id};
+  if (!job.resume_of.empty()) args.push_back("--resume");
+  if (job.overwrite) args.push_back("--overwrite");
+  args.push_back(job.job_dir + "/job.yaml");
+  return args;
 }
 
 void JobManager::SpawnerLoop() {
@@ -316,62 +389,32 @@ void JobManager::Launch(const std::string& job_id) {
     Persist(job_id);
     return;
   }
-  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> args = {options_.troupe_binary,   "run",      "--address",
-                                   options_.head_address,    "--job-id", job_id,
-                                   job.job_dir + "/job.yaml"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "TROUPE_TOKEN=", 13) == 0) continue;
     env.emplace_back(*e);
   }
   env.push_back("TROUPE_TOKEN=" + options_.token);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const std::string exec_error =
-      absl::StrCat("troupe job manager: cannot execute ", options_.troupe_binary, "\n");
-  const int log_fd =
-      ::open(job.driver_log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  pid_t pid = -1;
-  int fork_errno = 0;
-  if (log_fd >= 0 && null_fd >= 0) {
-    const pid_t parent = ::getpid();
-    pid = ::fork();
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);  // the head died before prctl took effect
-      ::setpgid(0, 0);
-      ::dup2(null_fd, 0);
-      ::dup2(log_fd, 1);
-      ::dup2(log_fd, 2);
-      ::execve(argv[0], argv.data(), envp.data());
-      (void)!::write(2, exec_error.data(), exec_error.size());
-      ::_exit(127);
-    }
-    fork_errno = errno;
-  } else {
-    fork_errno = errno;
-  }
-  if (log_fd >= 0) ::close(log_fd);
-  if (null_fd >= 0) ::close(null_fd);
+  // The driver starts with default signal handling (the head blocks SIGTERM to sigwait for it),
+  // so Stop's SIGTERM reaches its handler; it leads its own process group.
+  absl::StatusOr<pid_t> pid = SpawnSubprocess({.argv = DriverArgs(job_id, job),
+                                               .env = std::move(env),
+                                               .stdout_path = job.driver_log(),
+                                               .stderr_path = job.driver_log(),
+                                               .append = true,
+                                               .file_mode = 0644});
   {
     absl::MutexLock lock(&mu_);
     JobInfo& j = jobs_[job_id];
-    if (pid <= 0) {
+    if (!pid.ok()) {
       j.status = JobStatus::kFailed;
       j.end_ms = NowMs();
-      j.message =
-          absl::StrCat("could not start the driver (", log_fd < 0 ? job.driver_log() : "fork",
-                       "): ", std::strerror(fork_errno));
+      j.message = absl::StrCat("could not start the driver: ", pid.status().message());
     } else {
       j.status = JobStatus::kRunning;
       j.start_ms = NowMs();
-      j.driver_pid = pid;
-      reapers_.emplace_back([this, job_id, pid] { Reap(job_id, pid); });
+      j.driver_pid = *pid;
+      reapers_.emplace_back([this, job_id, pid = *pid] { Reap(job_id, pid); });
     }
   }
   Persist(job_id);
@@ -518,7 +561,9 @@ bool JobManager::WaitEnded(const std::string& job_id, absl::Duration timeout) co
   return true;
 }
 
-absl::StatusOr<bool> JobManager::Stop(const std::string& job_id) {
+absl::StatusOr<bool> JobManager::Stop(const std::string& job_id,
+                                      std::optional<absl::Duration> grace_in) {
+  const absl::Duration grace = grace_in.value_or(options_.stop_grace);
   pid_t pid = 0;
   std::function<void()> stop_attached;
   {
@@ -536,15 +581,15 @@ absl::StatusOr<bool> JobManager::Stop(const std::string& job_id) {
   if (stop_attached) {
     // The driver stops at its next step boundary (it is this process: nothing to signal).
     stop_attached();
-    if (!WaitEnded(job_id, options_.stop_grace + absl::Seconds(60))) {
+    if (!WaitEnded(job_id, grace + absl::Seconds(60))) {
       return absl::DeadlineExceededError(
           absl::StrCat("job ", job_id, ": its driver did not stop within ",
-                       absl::FormatDuration(options_.stop_grace + absl::Seconds(60))));
+                       absl::FormatDuration(grace + absl::Seconds(60))));
     }
     return true;
   }
   SignalDriver(pid, SIGTERM);
-  if (!WaitEnded(job_id, options_.stop_grace)) {
+  if (!WaitEnded(job_id, grace)) {
     // Read the pid again: the spawner may have started the driver meanwhile.
     {
       absl::MutexLock lock(&mu_);

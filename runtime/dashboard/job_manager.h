@@ -1,7 +1,8 @@
 // JobManager: the head's jobs (`troupe job submit`, POST /api/jobs/). Each job's driver runs as a
 // supervised child process of the head:
 //
-//   <troupe binary> run --address <head> --job-id <id> <state dir>/jobs/<id>/job.yaml
+//   <troupe binary> run --address <head> --job-id <id> [--resume | --overwrite]
+//                       <state dir>/jobs/<id>/job.yaml
 //
 // with the cluster token in TROUPE_TOKEN (never on the command line, where `ps` would show it),
 // stdout and stderr in <state dir>/jobs/<id>/driver.log, and the job's resolved spec (ToYaml) in
@@ -10,11 +11,30 @@
 // prefixes their names (<id>/trainer, ...). Relative paths in the spec are relative to the head's
 // working directory, which the driver inherits.
 //
+// What a submitted spec may touch: someone else wrote it, so every path-valued key
+// (recipes::PathKeys: logging.dir, actors.checkpointer.dir, sft.dir, model.config, model.init,
+// model.tokenizer, path keys of data and actor configs) must resolve, symlinks and ".." followed,
+// inside the job's directory (its run directory) or one of options.path_roots (`troupe start
+// --head --job-path-roots`). This is checked before any file of the spec is read; otherwise the
+// job is refused with PERMISSION_DENIED naming each key, its YAML line and the allowed roots.
+// The spec itself is bounded like any (recipes::kMaxJobSpecBytes, node count) before parsing.
+//
+// Resuming (SubmitOptions.resume = an earlier job's id; `troupe job submit --resume ID`, like
+// verl's resume from a run's checkpoint directory): the new job (new id, own job.yaml and
+// driver.log) runs in the earlier job's run directory (its logging.dir, hence its
+// <logging.dir>/ckpt checkpoints and metrics, continued) with `--resume`. The earlier job must
+// have been submitted (not attached), have ended, and have run a spec of the same name; only one
+// live job may use a run directory. Resuming a resumed job continues the same directory.
+//
 // Lifecycle:
 //   Submit ─▶ PENDING ─(driver started)─▶ RUNNING ─(exit 0)──────────────▶ SUCCEEDED
 //                │                           ├─(exit != 0 or a signal)──▶ FAILED
 //                └────────(Stop)─────────────┴─(Stop: SIGTERM to the driver's process group,
 //                                                SIGKILL after the grace period)──▶ STOPPED
+// Drivers start with default signal handling (runtime/subprocess.h), whatever the head blocks, so
+// `troupe run` gets the SIGTERM and stops at its next step boundary with a final checkpoint; the
+// grace period (30 s by default) is for that. A second SIGTERM would stop it at once: Stop sends
+// one.
 // When the driver ends, however it ends, the job's actors that are still alive are killed (through
 // the head), and only then is the final status recorded: a job seen STOPPED has no live actors.
 //
@@ -38,6 +58,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,15 +92,17 @@ struct JobInfo {
   int64_t driver_pid = 0;
   int exit_code = -1;  // the driver's exit code; -1 if it has not exited or died of a signal
   bool stop_requested = false;
-  bool attached = false;  // driven by the process that attached it (see above)
+  bool attached = false;   // driven by the process that attached it (see above)
+  std::string resume_of;   // the earlier job whose run this one continues ("" = a fresh run)
+  bool overwrite = false;  // its driver runs with --overwrite
 
   std::string driver_log() const { return job_dir + "/driver.log"; }
 };
 
 // The job as the REST API and the KV store show it:
 //   {"job_id","name","status","submitted_ms","start_ms","end_ms","message","logging_dir",
-//    "job_dir","driver_pid","exit_code","stop_requested","type"}; type is "SUBMISSION", or
-//    "DRIVER" for an attached job.
+//    "job_dir","driver_pid","exit_code","stop_requested","resume_of","overwrite","type"}; type is
+//    "SUBMISSION", or "DRIVER" for an attached job.
 nlohmann::json JobToJson(const JobInfo& job);
 // The inverse; InvalidArgument naming the field.
 absl::StatusOr<JobInfo> JobFromJson(const nlohmann::json& j);
@@ -92,8 +115,21 @@ struct JobManagerOptions {
   std::string token;
   // The binary whose `run` subcommand drives a job; empty = this process's executable.
   std::string troupe_binary;
-  // Between SIGTERM and SIGKILL when a job is stopped.
-  absl::Duration stop_grace = absl::Seconds(5);
+  // Between SIGTERM and SIGKILL when a job is stopped (Stop may pass its own): long enough for a
+  // driver to finish its step and write its final checkpoint.
+  absl::Duration stop_grace = absl::Seconds(30);
+  // Directories besides the job's own where a submitted job's paths may lie (see above); relative
+  // ones are relative to this process's working directory.
+  std::vector<std::string> path_roots;
+};
+
+// How a job is submitted, beyond its spec.
+struct SubmitOptions {
+  // The id of an earlier job whose run to continue (see "Resuming" above); "" = a fresh run.
+  std::string resume;
+  // Run the driver with --overwrite: a fresh run may replace what an earlier run left in its
+  // checkpoint directory (which, for a submitted job, can only be a directory of path_roots).
+  bool overwrite = false;
 };
 
 class JobManager {
@@ -108,11 +144,15 @@ class JobManager {
   JobManager& operator=(const JobManager&) = delete;
 
   // Checks the spec the way `troupe run` does (ParseJobSpec with `source_name`, e.g. "job.yaml",
-  // then ValidateFiles, then CheckResourcesFit against the cluster's alive nodes), then starts its
-  // driver. Returns the job id. InvalidArgument / FailedPrecondition with the message `troupe run`
-  // prints ("job.yaml:7:6: algorithm.n: ..."), UNAVAILABLE while shutting down.
+  // then, after the path check above, ValidateFiles and CheckResourcesFit against the cluster's
+  // alive nodes), then starts its driver. Returns the job id. InvalidArgument /
+  // FailedPrecondition with the message `troupe run` prints ("job.yaml:7:6: algorithm.n: ..."),
+  // PermissionDenied for paths outside the allowed directories, NotFound / FailedPrecondition for
+  // a job that cannot be resumed, InvalidArgument for resume with overwrite, UNAVAILABLE while
+  // shutting down.
   absl::StatusOr<std::string> Submit(absl::string_view yaml_text, absl::string_view source_name,
-                                     const std::vector<std::string>& overrides);
+                                     const std::vector<std::string>& overrides,
+                                     const SubmitOptions& options = {});
 
   // Records a job driven by the calling process (see "Attached jobs" above): RUNNING now, its log
   // at <job_dir>/driver.log (the caller writes it), its metrics under logging_dir. Stop() calls
@@ -130,10 +170,11 @@ class JobManager {
   // NOT_FOUND naming the id.
   absl::StatusOr<JobInfo> Get(const std::string& job_id) const;
 
-  // Stops the job: SIGTERM to its driver, SIGKILL after the grace period, then its actors are
-  // killed. Returns once the job is STOPPED (true), or false if it had already ended. NOT_FOUND
-  // for an unknown id.
-  absl::StatusOr<bool> Stop(const std::string& job_id);
+  // Stops the job: SIGTERM to its driver, SIGKILL after `grace` (default options.stop_grace), then
+  // its actors are killed. Returns once the job is STOPPED (true), or false if it had already
+  // ended. NOT_FOUND for an unknown id.
+  absl::StatusOr<bool> Stop(const std::string& job_id,
+                            std::optional<absl::Duration> grace = std::nullopt);
 
   // Waits up to `timeout` for the job to end; returns whether it has.
   bool WaitEnded(const std::string& job_id, absl::Duration timeout) const;
@@ -146,6 +187,11 @@ class JobManager {
   absl::Status Recover();
   // Writes the job's current record to the KV store (serialized per manager, newest wins).
   void Persist(const std::string& job_id);
+  // The run directory of the ended, submitted job `job_id` of spec `name` (Submit's errors).
+  absl::StatusOr<std::string> ResumableRunDir(const std::string& job_id,
+                                              const std::string& name) const;
+  // The driver's command line.
+  std::vector<std::string> DriverArgs(const std::string& job_id, const JobInfo& job) const;
   // Starts the job's driver (spawner thread).
   void Launch(const std::string& job_id);
   // Waits for the driver, kills the job's actors, records the outcome (one thread per job).

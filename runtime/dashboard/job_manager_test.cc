@@ -1,12 +1,15 @@
 // The job manager with a fake head and shell scripts standing in for `troupe run`.
 #include "runtime/dashboard/job_manager.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -36,6 +39,11 @@ std::string TestDir(const std::string& name) {
   return dir;
 }
 
+// The directory examples/models/tiny.json really is in (the runfiles entry is a link to it).
+std::string ModelsDir() {
+  return std::filesystem::canonical("examples/models/tiny.json").parent_path().string();
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -58,14 +66,18 @@ class JobManagerTest : public ::testing::Test {
     FakeHeadApi::AddNode(*state_, "n1", "127.0.0.1:1", {{"CPU", 4}}, {{"CPU", 4}});
   }
 
+  // A manager whose jobs may use their own directories and the examples' model directory (where
+  // the runfiles link of examples/models/tiny.json leads), unless `roots` says otherwise.
   std::unique_ptr<JobManager> Manager(const std::string& script_body,
-                                      absl::Duration grace = absl::Seconds(5)) {
+                                      absl::Duration grace = absl::Seconds(5),
+                                      std::optional<std::vector<std::string>> roots = {}) {
     absl::StatusOr<std::unique_ptr<JobManager>> m =
         JobManager::Start({.state_dir = dir_ + "/state",
                            .head_address = "127.0.0.1:6380",
                            .token = "secret-token",
                            .troupe_binary = Script(dir_, script_body),
-                           .stop_grace = grace},
+                           .stop_grace = grace,
+                           .path_roots = roots.value_or(std::vector<std::string>{ModelsDir()})},
                           &head_);
     EXPECT_TRUE(m.ok()) << m.status();
     return m.ok() ? std::move(*m) : nullptr;
@@ -281,6 +293,208 @@ TEST_F(JobManagerTest, AnAttachedJobLeftRunningByAHeadThatDiedIsFailed) {
   JobInfo job = *m->Get("gone");
   EXPECT_EQ(job.status, JobStatus::kFailed);
   EXPECT_TRUE(absl::StrContains(job.message, "embedded the head")) << job.message;
+}
+
+// A manager started by a thread that blocks SIGINT and SIGTERM, as the head's main thread does
+// (it sigwaits for them): its spawner thread inherits the mask.
+std::unique_ptr<JobManager> ManagerOfAHead(const std::function<std::unique_ptr<JobManager>()>& f) {
+  sigset_t blocked, old;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGINT);
+  sigaddset(&blocked, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &blocked, &old);
+  std::unique_ptr<JobManager> m = f();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return m;
+}
+
+// "SigBlk" or "SigIgn" of /proc/PID/status, as a number.
+uint64_t SignalSet(pid_t pid, const std::string& field) {
+  std::istringstream in(ReadFile(absl::StrCat("/proc/", pid, "/status")));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, field + ":"))
+      return std::stoull(line.substr(field.size() + 1), 0, 16);
+  }
+  return ~uint64_t{0};
+}
+
+TEST_F(JobManagerTest, ADriverStartsWithNoSignalBlockedSoStopEndsItWithSigterm) {
+  // `sleep` keeps the mask and dispositions it was started with (a shell would reset them).
+  auto m = ManagerOfAHead([&] { return Manager("exec sleep 60", absl::Seconds(20)); });
+  ASSERT_NE(m, nullptr);
+  absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  for (int i = 0;
+       i < 500 &&
+       !absl::StrContains(ReadFile(absl::StrCat("/proc/", m->Get(*id)->driver_pid, "/cmdline")),
+                          "sleep");
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const pid_t pid = static_cast<pid_t>(m->Get(*id)->driver_pid);
+  EXPECT_EQ(SignalSet(pid, "SigBlk"), 0u);
+  // Signals 32 and 33 are glibc's, which it does not let anyone change.
+  EXPECT_EQ(SignalSet(pid, "SigIgn") & ~uint64_t{0x180000000}, 0u);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<bool> stopped = m->Stop(*id);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+  const JobInfo job = *m->Get(*id);
+  EXPECT_EQ(job.status, JobStatus::kStopped);
+  EXPECT_TRUE(absl::StrContains(job.message, "killed by signal 15")) << job.message;
+}
+
+TEST_F(JobManagerTest, StopSendsOneSigtermWhichADriverHandlesByStoppingItself) {
+  // Like `troupe run`: a handler that stops the driver a moment later (a second SIGTERM would
+  // mean "stop now").
+  auto m = ManagerOfAHead([&] {
+    return Manager(R"(n=0
+trap 'n=$((n+1)); echo "SIGTERM $n"' TERM
+echo up
+while [ "$n" = 0 ]; do sleep 0.05; done
+sleep 0.5
+echo "stopping after $n SIGTERM"
+exit 143)",
+                   absl::Seconds(20));
+  });
+  ASSERT_NE(m, nullptr);
+  absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  for (int i = 0; i < 500 && !absl::StrContains(ReadFile(m->Get(*id)->driver_log()), "up"); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<bool> stopped = m->Stop(*id);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE(*stopped);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10)
+      << "the driver was killed at the end of the grace period";
+  const JobInfo job = *m->Get(*id);
+  EXPECT_EQ(job.status, JobStatus::kStopped);
+  EXPECT_EQ(job.exit_code, 143);
+  EXPECT_TRUE(
+      absl::StrContains(job.message, "stopped by request (the driver exited with code 143)"))
+      << job.message;
+  EXPECT_TRUE(absl::StrContains(ReadFile(job.driver_log()), "stopping after 1 SIGTERM"))
+      << ReadFile(job.driver_log());
+}
+
+TEST_F(JobManagerTest, ASubmittedJobMayUseOnlyItsOwnDirectoryAndTheAllowedRoots) {
+  const std::string outside = dir_ + "/outside";
+  std::filesystem::create_directories(outside);
+  std::ofstream(outside + "/shadow") << "admin:$6$the-hash:19000:0:99999:7:::\n";
+  auto m = Manager("exit 0");
+  // A file to read, a directory to write, a free-form path key: each named with its location.
+  absl::StatusOr<std::string> id =
+      m->Submit(kSpec, "job.yaml",
+                {"model.config=" + outside + "/shadow", "actors.checkpointer.dir=" + outside,
+                 "actors.trainer.config.model_dir=" + outside, "sft.dir=../../../x"});
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+  const std::string message(id.status().message());
+  for (const char* key :
+       {"actors.checkpointer.dir", "model.config", "sft.dir", "actors.trainer.config.model_dir"}) {
+    EXPECT_TRUE(absl::StrContains(message, absl::StrCat(": ", key, ": \""))) << message;
+  }
+  EXPECT_TRUE(absl::StrContains(message, "override model.config=")) << message;
+  EXPECT_FALSE(absl::StrContains(message, "hash")) << message;
+  EXPECT_TRUE(m->List().empty());
+  // The spec's own relative logging.dir is replaced by the job's: that is no error.
+  id = m->Submit(std::string(kSpec) + "logging: {dir: /elsewhere}\n", "job.yaml", {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(m->Get(*id)->logging_dir, m->Get(*id)->job_dir + "/run");
+
+  // A cluster that allows `outside` lets the job write there.
+  auto allowing =
+      Manager("exit 0", absl::Seconds(5), std::vector<std::string>{ModelsDir(), outside});
+  id = allowing->Submit(kSpec, "job.yaml", {"actors.checkpointer.dir=" + outside + "/ckpt"});
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_TRUE(
+      absl::StrContains(ReadFile(allowing->Get(*id)->job_dir + "/job.yaml"), outside + "/ckpt"));
+  // One that allows nothing more refuses even the model config of the examples, and says how.
+  auto strict = Manager("exit 0", absl::Seconds(5), std::vector<std::string>{});
+  id = strict->Submit(kSpec, "job.yaml", {});
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(), "job.yaml:2:17: model.config:"))
+      << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(), "--job-path-roots")) << id.status();
+}
+
+TEST_F(JobManagerTest, AHugeOrBinarySpecIsRefusedQuicklyWithoutEchoingIt) {
+  auto m = Manager("exit 0");
+  const std::string huge = std::string(kSpec) + "x-pad: \"" + std::string(9 << 20, 'a') + "\"\n";
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::string> id = m->Submit(huge, "big.yaml", {});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      std::string(id.status().message()),
+      absl::StrCat("big.yaml: ", huge.size(), " bytes, more than the 1 MiB a job spec may have"));
+  id = m->Submit(std::string("\x7f"
+                             "ELF\x02\x01\x01\0\0\0",
+                             11),
+                 "bin.yaml", {});
+  EXPECT_EQ(std::string(id.status().message()),
+            "bin.yaml: not a text file (a NUL byte at byte 7); a job spec is YAML text");
+  EXPECT_TRUE(m->List().empty());
+}
+
+TEST_F(JobManagerTest, AResumedJobRunsWithResumeInTheEarlierJobsRunDirectory) {
+  auto m = Manager(R"(echo "args: $*")");
+  absl::StatusOr<std::string> first = m->Submit(kSpec, "job.yaml", {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(m->WaitEnded(*first, absl::Seconds(20)));
+  const JobInfo earlier = *m->Get(*first);
+
+  absl::StatusOr<std::string> again =
+      m->Submit(kSpec, "job.yaml", {"trainer.total_steps=6"}, {.resume = *first});
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(m->WaitEnded(*again, absl::Seconds(20)));
+  const JobInfo resumed = *m->Get(*again);
+  EXPECT_NE(resumed.job_id, earlier.job_id);
+  EXPECT_EQ(resumed.resume_of, earlier.job_id);
+  EXPECT_EQ(resumed.logging_dir, earlier.logging_dir);
+  EXPECT_TRUE(absl::StrContains(ReadFile(resumed.driver_log()),
+                                absl::StrCat("args: run --address 127.0.0.1:6380 --job-id ", *again,
+                                             " --resume ", resumed.job_dir, "/job.yaml")))
+      << ReadFile(resumed.driver_log());
+  const std::string yaml = ReadFile(resumed.job_dir + "/job.yaml");
+  EXPECT_TRUE(absl::StrContains(yaml, absl::StrCat("dir: ", earlier.logging_dir, "/ckpt"))) << yaml;
+  EXPECT_EQ(JobFromJson(JobToJson(resumed))->resume_of, earlier.job_id);
+
+  // What cannot be resumed, and why.
+  EXPECT_EQ(m->Submit(kSpec, "job.yaml", {}, {.resume = "nope-1"}).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<std::string> other = m->Submit(std::string(kSpec) + "x-renamed: 1\n", "job.yaml",
+                                                {"name=other"}, {.resume = *first});
+  ASSERT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(other.status().message(), "ran spec 'tiny', not 'other'"))
+      << other.status();
+  EXPECT_EQ(m->Submit(kSpec, "job.yaml", {}, {.resume = *first, .overwrite = true}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // --overwrite reaches the driver.
+  absl::StatusOr<std::string> fresh = m->Submit(kSpec, "job.yaml", {}, {.overwrite = true});
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_TRUE(m->WaitEnded(*fresh, absl::Seconds(20)));
+  EXPECT_TRUE(absl::StrContains(ReadFile(m->Get(*fresh)->driver_log()), " --overwrite "));
+}
+
+TEST_F(JobManagerTest, ARunningJobCannotBeResumedNorItsRunDirectoryShared) {
+  auto m = Manager("exec sleep 60", absl::Milliseconds(300));
+  absl::StatusOr<std::string> first = m->Submit(kSpec, "job.yaml", {});
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::string> again = m->Submit(kSpec, "job.yaml", {}, {.resume = *first});
+  ASSERT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(again.status().message(), "stop it")) << again.status();
+  ASSERT_TRUE(m->Stop(*first).ok());
+  absl::StatusOr<std::string> resumed = m->Submit(kSpec, "job.yaml", {}, {.resume = *first});
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  // A second resume while the first runs would share its run directory.
+  absl::StatusOr<std::string> twice = m->Submit(kSpec, "job.yaml", {}, {.resume = *first});
+  ASSERT_EQ(twice.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(twice.status().message(), *resumed)) << twice.status();
+  ASSERT_TRUE(m->Stop(*resumed).ok());
 }
 
 TEST(JobJson, RoundTrips) {

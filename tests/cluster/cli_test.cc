@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -227,6 +228,101 @@ TEST(TroupeCli, ATokenAnOlderTroupeLoggedIsRedacted) {
   EXPECT_TRUE(absl::StrContains(log, "<token redacted>")) << log;
   EXPECT_EQ(ModeOf(dir + "/logs/head.log"), 0600u);
   RunCommand({kTroupe, "stop", "--state-dir", dir}, dir + ".stop.out");
+}
+
+// `troupe job submit` against a head started with --job-path-roots: the spec is checked locally
+// (directory, size), paths outside the job's directory and the roots are refused by the head, and
+// --resume / --overwrite reach it.
+TEST(TroupeCli, JobSubmitIsBoundedAndConfinedToTheJobPathRoots) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-jobs");
+  std::filesystem::remove_all(dir);
+  const std::string models = dir + "/models";
+  std::filesystem::create_directories(models);
+  std::ofstream(models + "/tiny.json")
+      << R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64})";
+  const std::string spec = dir + "/job.yaml";
+  std::ofstream(spec) << "name: tiny\nmodel: {config: " << models
+                      << "/tiny.json, init: random}\n"
+                         "data: {task: arithmetic, train_batch_size: 4, max_prompt_length: 8,\n"
+                         "       max_response_length: 4, heldout_size: 20}\n"
+                         "trainer: {total_steps: 3}\n"
+                         "actors: {rollout: {replicas: 1, resources: {CPU: 0.5}}}\n";
+  const std::string state = dir + "/state";
+  auto [rc, out] = RunCommand(
+      {kTroupe, "start", "--head", "--port", "0", "--dashboard-port", "0", "--state-dir", state,
+       "--resources", R"({"CPU": 4})", "--job-path-roots", models + "," + dir + "/ckpt"},
+      dir + ".start.out");
+  ASSERT_EQ(rc, 0) << out;
+  auto submit = [&](std::vector<std::string> args, const std::string& name) {
+    std::vector<std::string> argv = {kTroupe, "job", "submit", "--no-wait", "--state-dir", state};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, absl::StrCat(dir, ".", name, ".out"));
+  };
+
+  auto [rc1, accepted] = submit({spec, "actors.checkpointer.dir=" + dir + "/ckpt/a"}, "ok");
+  EXPECT_EQ(rc1, 0) << accepted;
+  const std::string first = accepted.substr(0, accepted.find('\n'));
+  EXPECT_TRUE(absl::StartsWith(first, "tiny-")) << accepted;
+
+  auto [rc2, outside] = submit({spec, "actors.checkpointer.dir=" + dir + "/elsewhere"}, "outside");
+  EXPECT_EQ(rc2, 1) << outside;
+  EXPECT_TRUE(
+      absl::StrContains(outside, "override actors.checkpointer.dir=" + dir +
+                                     "/elsewhere: actors.checkpointer.dir: \"" + dir +
+                                     "/elsewhere\" outside the directories this job may use"))
+      << outside;
+
+  auto [rc3, directory] = submit({dir}, "dir");
+  EXPECT_EQ(rc3, 1) << directory;
+  EXPECT_TRUE(absl::StrContains(directory, dir + ": is a directory; expected a job YAML file"))
+      << directory;
+
+  {
+    std::ofstream big(dir + "/big.yaml");
+    big << std::string(50 << 20, '#');
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto [rc4, huge] = submit({dir + "/big.yaml"}, "big");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
+  EXPECT_EQ(rc4, 1) << huge;
+  EXPECT_TRUE(absl::StrContains(huge, "52428800 bytes, more than the 1 MiB a job spec may have"))
+      << huge;
+
+  auto [rc5, both] = submit({"--resume", first, "--overwrite", spec}, "both");
+  EXPECT_EQ(rc5, 2) << both;
+  EXPECT_TRUE(absl::StrContains(both, "--resume and --overwrite exclude each other")) << both;
+  auto [rc6, unknown] = submit({"--resume", "nope-1", spec}, "nope");
+  EXPECT_EQ(rc6, 1) << unknown;
+  EXPECT_TRUE(absl::StrContains(unknown, "resume: no job with id nope-1")) << unknown;
+  auto [rc7, overwrite] = submit({"--overwrite", spec}, "overwrite");
+  EXPECT_EQ(rc7, 0) << overwrite;
+  const std::string id = overwrite.substr(0, overwrite.find('\n'));
+  auto [rc8, status] =
+      RunCommand({kTroupe, "job", "status", id, "--state-dir", state}, dir + ".status.out");
+  EXPECT_EQ(rc8, 0) << status;
+  EXPECT_TRUE(absl::StrContains(status, "overwrite:   yes")) << status;
+  // Once the first job has ended (this test binary has no `run`: its driver fails), it can be
+  // resumed: a new job in its run directory.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return absl::StrContains(RunCommand({kTroupe, "job", "status", first, "--state-dir", state},
+                                            dir + ".status1.out")
+                                     .second,
+                                 "FAILED");
+      },
+      absl::Seconds(20)));
+  auto [rc9, resumed] =
+      submit({"--resume", first, spec, "actors.checkpointer.dir=" + dir + "/ckpt/a"}, "resume");
+  EXPECT_EQ(rc9, 0) << resumed;
+  const std::string again = resumed.substr(0, resumed.find('\n'));
+  auto [rc10, status2] =
+      RunCommand({kTroupe, "job", "status", again, "--state-dir", state}, dir + ".status2.out");
+  EXPECT_TRUE(absl::StrContains(status2, "resumes:     " + first)) << status2;
+  EXPECT_TRUE(absl::StrContains(status2, absl::StrCat(state, "/jobs/", first, "/run"))) << status2;
+
+  RunCommand({kTroupe, "stop", "--state-dir", state}, dir + ".stop.out");
 }
 
 TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {
