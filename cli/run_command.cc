@@ -13,6 +13,13 @@
 // (replace it). The embedded cluster keeps its state and the workers' logs in
 // <logging.dir>/cluster, marked as troupe's by a file in it; a later run replaces only the
 // entries troupe made there, and refuses a cluster/ directory troupe did not make.
+//
+// SIGTERM or SIGINT (Ctrl-C, `troupe job stop`) asks the run to stop at its next step boundary,
+// with its final checkpoint and summary; it then exits with 128 + the signal's number. A second
+// one ends it at once, by that signal.
+#include <signal.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -116,7 +123,37 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartEmbedded(const RunFlags& f
   return ec;
 }
 
+// The first SIGTERM/SIGINT received (0 = none); see the file comment.
+std::atomic<int> stop_signal{0};
+
+void OnStopSignal(int sig) {
+  if (stop_signal.exchange(sig) != 0) {  // the second: stop now
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  static const char kMessage[] =
+      "troupe run: stopping at the next step boundary (signal again to stop now)\n";
+  (void)!::write(2, kMessage, sizeof(kMessage) - 1);
+}
+
+// Before any thread starts, so that every thread inherits the unblocked mask.
+void InstallStopSignals() {
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::sigaction(SIGINT, &action, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
 int RunJob(const RunFlags& f) {
+  InstallStopSignals();
   absl::StatusOr<recipes::JobSpec> spec = recipes::LoadJobSpec(f.job, f.overrides);
   if (!spec.ok()) {
     std::fprintf(stderr, "troupe run: %s\n", std::string(spec.status().message()).c_str());
@@ -217,8 +254,8 @@ int RunJob(const RunFlags& f) {
     if (!s.ok())
       std::fprintf(stderr, "troupe run: the dashboard will not show the job: %s\n",
                    s.ToString().c_str());
-    options.should_stop = [&stop] { return stop.load(); };
   }
+  options.should_stop = [&stop] { return stop.load() || stop_signal.load() != 0; };
   options.log = [driver_log](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
@@ -228,13 +265,20 @@ int RunJob(const RunFlags& f) {
     }
   };
   absl::StatusOr<recipes::GrpoResult> r = recipes::RunGrpo(*spec, *cluster, options);
+  const int signal_number = stop_signal.load();
   if (jobs != nullptr) jobs->EndAttached(options.job_id, r.status());
   if (driver_log != nullptr) {
     std::fprintf(driver_log, "%s\n",
-                 !r.ok() ? ("job failed: " + r.status().ToString()).c_str()
-                 : stop  ? "job stopped by request"
-                         : "job finished");
+                 !r.ok()                      ? ("job failed: " + r.status().ToString()).c_str()
+                 : stop || signal_number != 0 ? "job stopped by request"
+                                              : "job finished");
     std::fclose(driver_log);
+  }
+  if (!r.ok() && signal_number != 0 && absl::IsCancelled(r.status())) {
+    std::fprintf(stderr, "troupe run: job %s stopped by signal %d (%s) before its RL loop: %s\n",
+                 spec->name.c_str(), signal_number, strsignal(signal_number),
+                 std::string(r.status().message()).c_str());
+    return 128 + signal_number;
   }
   if (!r.ok()) {
     std::fprintf(stderr, "troupe run: job %s failed: %s\n", spec->name.c_str(),
@@ -262,6 +306,12 @@ int RunJob(const RunFlags& f) {
   }
   std::printf("  metrics: %s/metrics.jsonl (TensorBoard: %s/tb)\n", spec->logging.dir.c_str(),
               spec->logging.dir.c_str());
+  if (signal_number != 0) {
+    std::fprintf(stderr, "troupe run: job %s was stopped by signal %d (%s) after step %lld\n",
+                 options.job_id.c_str(), signal_number, strsignal(signal_number),
+                 static_cast<long long>(r->steps));
+    return 128 + signal_number;
+  }
   if (stop) {
     std::fprintf(stderr, "troupe run: job %s was stopped by request (dashboard) after step %lld\n",
                  options.job_id.c_str(), static_cast<long long>(r->steps));
