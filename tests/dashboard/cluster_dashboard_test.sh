@@ -52,8 +52,11 @@ cleanup() {
 trap cleanup EXIT
 
 step "start a head with its dashboard"
+# Submitted jobs may read the example model config and write under $tmp (sft.dir), besides their
+# own directories.
 "$troupe" start --head --port 0 --dashboard-port 0 --state-dir "$state" \
-  --resources '{"CPU": 4}' | tee "$tmp/start.out"
+  --resources '{"CPU": 4}' \
+  --job-path-roots "$(dirname "$(readlink -f examples/models/tiny.json)"),$tmp" | tee "$tmp/start.out"
 grep -q "dashboard and jobs:" "$tmp/start.out" || fail "the head did not say where its dashboard is"
 url=$(head -1 "$state/dashboard.address")
 [[ "$url" == http://127.0.0.1:* ]] || fail "dashboard.address holds '$url'"
