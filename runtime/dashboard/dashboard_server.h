@@ -114,7 +114,7 @@ struct DashboardOptions {
   absl::Duration rate_window = absl::Seconds(5);
   // Between SIGTERM and SIGKILL when a job is stopped: time for its driver to finish the step and
   // write its final checkpoint.
-  absl::Duration stop_grace = absl::Seconds(30);
+  absl::Duration stop_grace = JobManagerOptions().stop_grace;
   // Directories besides its own that a submitted job's paths may lie in (JobManagerOptions).
   std::vector<std::string> job_path_roots;
   // Connections, request threads, timeouts, body size and log streams (max_streams: the log

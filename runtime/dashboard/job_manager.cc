@@ -628,7 +628,7 @@ void JobManager::Shutdown() {
     spawn_stop_ = true;
   }
   if (spawner_.joinable()) spawner_.join();  // launches what was queued as STOPPED
-  const absl::Time give_up = absl::Now() + options_.stop_grace;
+  const absl::Time give_up = absl::Now() + options_.shutdown_grace;
   for (const auto& job : List()) {
     if (!IsTerminal(job.status)) WaitEnded(job.job_id, give_up - absl::Now());
   }

@@ -118,6 +118,9 @@ struct JobManagerOptions {
   // Between SIGTERM and SIGKILL when a job is stopped (Stop may pass its own): long enough for a
   // driver to finish its step and write its final checkpoint.
   absl::Duration stop_grace = absl::Seconds(30);
+  // The same when the head shuts down (Shutdown): short, since `troupe stop` gives the whole head
+  // 10 s before it SIGKILLs it (and with it, through PR_SET_PDEATHSIG, every driver).
+  absl::Duration shutdown_grace = absl::Seconds(5);
   // Directories besides the job's own where a submitted job's paths may lie (see above); relative
   // ones are relative to this process's working directory.
   std::vector<std::string> path_roots;
@@ -179,7 +182,8 @@ class JobManager {
   // Waits up to `timeout` for the job to end; returns whether it has.
   bool WaitEnded(const std::string& job_id, absl::Duration timeout) const;
 
-  // Stops every running job (message "the head shut down") and the spawner. Idempotent.
+  // Stops every running job (message "the head shut down"; SIGKILL after shutdown_grace) and the
+  // spawner. Idempotent.
   void Shutdown();
 
  private:
