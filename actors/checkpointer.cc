@@ -96,6 +96,12 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
            {"meta.json", meta.dump(2) + "\n"}}) {
     if (absl::Status s = WriteFileAtomically(tmp + "/" + file, contents); !s.ok()) return fail(s);
   }
+  if (!req.replay_state().empty()) {
+    if (absl::Status s = WriteFileAtomically(tmp + "/replay_buffer.pb", req.replay_state());
+        !s.ok()) {
+      return fail(s);
+    }
+  }
   FsyncDir(tmp);
   // A checkpoint of the same step from an earlier attempt (a retry after the checkpointer died
   // between writing and replying) is moved aside, not deleted first: some complete copy of the

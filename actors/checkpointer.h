@@ -5,6 +5,7 @@
 //   model.safetensors + config.json + tokenizer.json   (a Hugging Face-style model directory)
 //   trainer_state.pt    optimizer, schedule step, RNG state (trainers::Trainer::Save)
 //   driver_state.json   data cursor, step, weight version, metrics state (the driver's)
+//   replay_buffer.pb    the replay buffer's ReplayState (groups waiting, counters), if given
 //   meta.json           {"step": N, "weight_version": V}
 // It is written under a temporary name, every file fsynced, then renamed into place and the
 // parent fsynced: a directory named step_* is always complete. Writing a step that already

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/actor_registry.h"
+#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 
@@ -95,6 +96,70 @@ proto::ReplayStats ReplayBufferCore::Stats() const {
   return s;
 }
 
+absl::Status ReplayBufferCore::Return(const std::vector<proto::SampleGroup>& groups,
+                                      int64_t taken_at_version) {
+  for (const proto::SampleGroup& g : groups) {
+    if (!seen_prompts_.contains(g.prompt_id()) ||
+        groups_.count({GroupVersion(g), g.prompt_id()}) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("replay buffer Return: prompt ", g.prompt_id(),
+                                                     " was not taken from this buffer"));
+    }
+  }
+  for (const proto::SampleGroup& g : groups) {
+    const int64_t n = g.samples_size();
+    groups_.emplace(std::make_pair(GroupVersion(g), g.prompt_id()), g);
+    used_ -= n;
+    buffered_ += n;
+    const int64_t s = taken_at_version - GroupVersion(g);
+    if (s >= 0 && s < static_cast<int64_t>(staleness_counts_.size())) staleness_counts_[s] -= n;
+  }
+  return absl::OkStatus();
+}
+
+proto::ReplayState ReplayBufferCore::Export() const {
+  proto::ReplayState state;
+  for (const auto& [key, g] : groups_) *state.add_groups() = g;
+  std::vector<int64_t> seen(seen_prompts_.begin(), seen_prompts_.end());
+  std::sort(seen.begin(), seen.end());
+  for (int64_t id : seen) state.add_seen_prompt_ids(id);
+  *state.mutable_stats() = Stats();
+  return state;
+}
+
+absl::Status ReplayBufferCore::Import(const proto::ReplayState& state) {
+  const proto::ReplayStats& s = state.stats();
+  if (s.added() != s.used() + s.dropped_stale() + s.buffered()) {
+    return absl::InvalidArgumentError(absl::StrCat("replay state: added ", s.added(), " != used ",
+                                                   s.used(), " + dropped ", s.dropped_stale(),
+                                                   " + buffered ", s.buffered()));
+  }
+  std::map<std::pair<int64_t, int64_t>, proto::SampleGroup> groups;
+  int64_t samples = 0;
+  for (const proto::SampleGroup& g : state.groups()) {
+    if (!groups.emplace(std::make_pair(GroupVersion(g), g.prompt_id()), g).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("replay state: prompt ", g.prompt_id(), " is buffered twice"));
+    }
+    samples += g.samples_size();
+  }
+  if (samples != s.buffered()) {
+    return absl::InvalidArgumentError(absl::StrCat("replay state: ", samples,
+                                                   " samples in its groups, ", s.buffered(),
+                                                   " counted as buffered"));
+  }
+  groups_ = std::move(groups);
+  seen_prompts_.clear();
+  for (int64_t id : state.seen_prompt_ids()) seen_prompts_.insert(id);
+  for (const proto::SampleGroup& g : state.groups()) seen_prompts_.insert(g.prompt_id());
+  added_ = s.added();
+  used_ = s.used();
+  dropped_ = s.dropped_stale();
+  buffered_ = s.buffered();
+  duplicates_ = s.duplicates();
+  staleness_counts_.assign(s.staleness_counts().begin(), s.staleness_counts().end());
+  return absl::OkStatus();
+}
+
 ReplayBuffer::ReplayBuffer(const ActorContext& ctx)
     : core_(ctx.config().value("capacity_groups", int64_t{1} << 20)) {}
 
@@ -114,6 +179,21 @@ absl::StatusOr<proto::ReplayStats> ReplayBuffer::Stats(const proto::Empty&) {
   return core_.Stats();
 }
 
-TROUPE_REGISTER_ACTOR(ReplayBuffer, Add, Take, Stats);
+absl::StatusOr<proto::Empty> ReplayBuffer::Return(const proto::ReplayReturnRequest& req) {
+  TROUPE_RETURN_IF_ERROR(
+      core_.Return({req.groups().begin(), req.groups().end()}, req.taken_at_version()));
+  return proto::Empty();
+}
+
+absl::StatusOr<proto::ReplayState> ReplayBuffer::Export(const proto::Empty&) {
+  return core_.Export();
+}
+
+absl::StatusOr<proto::Empty> ReplayBuffer::Import(const proto::ReplayState& req) {
+  TROUPE_RETURN_IF_ERROR(core_.Import(req));
+  return proto::Empty();
+}
+
+TROUPE_REGISTER_ACTOR(ReplayBuffer, Add, Take, Stats, Return, Export, Import);
 
 }  // namespace troupe::actors

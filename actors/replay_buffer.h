@@ -11,8 +11,14 @@
 // so a run's accounting adds up (the end-to-end tests check it). A prompt id is accepted once:
 // a group arriving again (a retried rollout call) is a duplicate, refused.
 //
+// Return gives back groups that were taken but will not be trained on (a prefetched batch when the
+// run stops or checkpoints), undoing their count as used. Export / Import carry the whole buffer
+// (groups, seen prompt ids, counters) into and out of a checkpoint, so a resumed asynchronous run
+// continues with the groups it had and its accounting.
+//
 // ReplayBufferCore is the logic (not thread-safe; the actor serialises it); ReplayBuffer is the
-// registered actor type wrapping it (methods Add, Take, Stats).
+// registered actor type wrapping it (methods Add, Take, Stats, Return, Export,
+// Import).
 #ifndef TROUPE_ACTORS_REPLAY_BUFFER_H_
 #define TROUPE_ACTORS_REPLAY_BUFFER_H_
 
@@ -51,6 +57,18 @@ class ReplayBufferCore {
 
   proto::ReplayStats Stats() const;
 
+  // Gives back groups a Take returned (at `taken_at_version`) that were not trained on: they are
+  // buffered again and no longer counted as used. INVALID_ARGUMENT (nothing changed) for a group
+  // that is buffered already or was never added.
+  absl::Status Return(const std::vector<proto::SampleGroup>& groups, int64_t taken_at_version);
+
+  // Everything the buffer holds (groups, seen prompt ids, counters), for a checkpoint.
+  proto::ReplayState Export() const;
+  // Replaces the buffer's contents with an Export of another buffer. INVALID_ARGUMENT (nothing
+  // changed) if the state does not add up (added != used + dropped + buffered, or buffered !=
+  // the number of samples in its groups) or a group repeats a prompt id.
+  absl::Status Import(const proto::ReplayState& state);
+
  private:
   int64_t capacity_;
   // (policy version, prompt id) -> group: iteration order is oldest first.
@@ -67,6 +85,9 @@ class ReplayBuffer : public Actor {
   absl::StatusOr<proto::ReplayAddReply> Add(const proto::ReplayAddRequest& req);
   absl::StatusOr<proto::ReplayTakeReply> Take(const proto::ReplayTakeRequest& req);
   absl::StatusOr<proto::ReplayStats> Stats(const proto::Empty& req);
+  absl::StatusOr<proto::Empty> Return(const proto::ReplayReturnRequest& req);
+  absl::StatusOr<proto::ReplayState> Export(const proto::Empty& req);
+  absl::StatusOr<proto::Empty> Import(const proto::ReplayState& req);
 
  private:
   ReplayBufferCore core_;

@@ -114,5 +114,59 @@ TEST(ReplayBuffer, AccountingHoldsThroughARandomWorkload) {
   }
 }
 
+TEST(ReplayBuffer, AnExportedBufferImportedElsewhereContinuesItsAccounting) {
+  ReplayBufferCore a;
+  ASSERT_TRUE(a.Add({Group(1, {0, 0}), Group(2, {1, 1}), Group(3, {1, 1})}).ok());
+  ASSERT_EQ(a.Take(1, 1, 1).groups_size(), 1);
+  proto::ReplayState state = a.Export();
+  EXPECT_EQ(state.groups_size(), 2);
+  EXPECT_EQ(state.seen_prompt_ids_size(), 3);
+
+  ReplayBufferCore b;
+  ASSERT_TRUE(b.Import(state).ok());
+  // The prompts it had seen stay duplicates; the accounting goes on from the exported counters.
+  absl::StatusOr<proto::ReplayAddReply> again = b.Add({Group(1, {2, 2})});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(b.Stats().duplicates(), 2);  // samples
+  ASSERT_TRUE(b.Add({Group(4, {2, 2})}).ok());
+  proto::ReplayTakeReply r = b.Take(3, 2, 1);
+  EXPECT_EQ(r.groups_size(), 3);
+  proto::ReplayStats s = b.Stats();
+  EXPECT_EQ(s.added(), 8);
+  EXPECT_EQ(s.used(), 8);
+  ExpectBalanced(s);
+}
+
+TEST(ReplayBuffer, ReturnedGroupsAreBufferedAgainAndNoLongerUsed) {
+  ReplayBufferCore rb;
+  ASSERT_TRUE(rb.Add({Group(1, {0, 0}), Group(2, {1, 1})}).ok());
+  proto::ReplayTakeReply r = rb.Take(2, 1, 1);
+  ASSERT_EQ(r.groups_size(), 2);
+  ASSERT_TRUE(rb.Return({r.groups(1)}, 1).ok());
+  proto::ReplayStats s = rb.Stats();
+  EXPECT_EQ(s.used(), 2);
+  EXPECT_EQ(s.buffered(), 2);
+  EXPECT_EQ(s.staleness_counts(0), 0);  // group 2 was taken at staleness 0, then given back
+  ExpectBalanced(s);
+  EXPECT_EQ(rb.Return({r.groups(1)}, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rb.Return({Group(9, {0})}, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rb.Take(2, 1, 1).groups(0).prompt_id(), 2);
+}
+
+TEST(ReplayBuffer, ImportRefusesAStateThatDoesNotAddUp) {
+  ReplayBufferCore a;
+  ASSERT_TRUE(a.Add({Group(1, {0, 0})}).ok());
+  proto::ReplayState state = a.Export();
+  state.mutable_stats()->set_buffered(5);
+  ReplayBufferCore b;
+  EXPECT_EQ(b.Import(state).code(), absl::StatusCode::kInvalidArgument);
+  state = a.Export();
+  *state.add_groups() = state.groups(0);
+  state.mutable_stats()->set_buffered(4);
+  state.mutable_stats()->set_added(4);
+  EXPECT_EQ(b.Import(state).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.Stats().added(), 0) << "a refused import changed the buffer";
+}
+
 }  // namespace
 }  // namespace troupe::actors

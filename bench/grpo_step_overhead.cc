@@ -31,7 +31,7 @@
 #include "actors/rollout_worker.h"
 #include "actors/trainer.h"
 #include "models/tokenizers/tokenizer.h"
-#include "recipes/grpo/grpo_driver.h"
+#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/sft/arithmetic_task.h"
 #include "runtime/cluster/embedded_cluster.h"

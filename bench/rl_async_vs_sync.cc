@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "recipes/grpo/grpo_driver.h"
+#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "runtime/cluster/embedded_cluster.h"
 

@@ -33,8 +33,10 @@
 #include "absl/strings/str_join.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
-#include "recipes/grpo/grpo_driver.h"
+#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
+#include "recipes/recipe.h"
+#include "recipes/rl/run_state.h"
 #include "runtime/cluster/embedded_cluster.h"
 #include "runtime/cluster/node_agent.h"
 #include "runtime/dashboard/dashboard_server.h"
@@ -229,7 +231,7 @@ int RunJob(const RunFlags& f) {
       return 2;
     }
   }
-  recipes::GrpoRunOptions options;
+  recipes::RunOptions options;
   options.resume = f.resume;
   options.overwrite = f.overwrite;
   options.job_id = f.job_id.empty() ? spec->name : f.job_id;
@@ -264,7 +266,7 @@ int RunJob(const RunFlags& f) {
       std::fflush(driver_log);
     }
   };
-  absl::StatusOr<recipes::GrpoResult> r = recipes::RunGrpo(*spec, *cluster, options);
+  absl::StatusOr<recipes::RunResult> r = recipes::RunRecipe(*spec, *cluster, options);
   const int signal_number = stop_signal.load();
   if (jobs != nullptr) jobs->EndAttached(options.job_id, r.status());
   if (driver_log != nullptr) {

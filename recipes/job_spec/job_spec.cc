@@ -636,6 +636,16 @@ class JobSpecReader {
                                Quote(spec_->name)));
       }
     }
+    if (const SpecNode* v = top.String("recipe", &spec_->recipe)) {
+      const std::vector<std::string> names = JobRecipeNames();
+      if (std::find(names.begin(), names.end(), spec_->recipe) == names.end()) {
+        std::string message = absl::StrCat("unknown recipe ", Quote(spec_->recipe));
+        const std::string close = Closest(spec_->recipe, names);
+        if (!close.empty()) absl::StrAppend(&message, " (did you mean ", close, "?)");
+        absl::StrAppend(&message, "; registered recipes: ", absl::StrJoin(names, ", "));
+        top.Error(*v, "recipe", message);
+      }
+    }
     Section model = top.Sub("model");
     ReadModel(model);
     Section data = top.Sub("data");
@@ -969,6 +979,7 @@ ordered_json ActorGroupJson(const ActorGroupSpec& group) {
 ordered_json ToJsonValue(const JobSpec& s) {
   ordered_json j;
   j["name"] = s.name;
+  j["recipe"] = s.recipe;
 
   ordered_json model;
   model["config"] = s.model.config;

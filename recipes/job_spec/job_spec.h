@@ -44,6 +44,8 @@
 //
 //   key                              type        default            meaning
 //   name                             string      required           run name, [A-Za-z0-9._-]+
+//   recipe                           string      grpo               a registered recipe
+//                                                                   (recipes/recipe.h)
 //   model.config                     path        required (1)       HF config.json: architecture
 //   model.init                       string      sft                sft: SFT warm start (sft.*);
 //                                                                   random: fresh weights; else a
@@ -315,6 +317,8 @@ struct LoggingSpec {
 
 struct JobSpec {
   std::string name;
+  // The registered recipe that runs the job (recipes/recipe.h).
+  std::string recipe = "grpo";
   ModelSpec model;
   DataSpec data;
   AlgorithmSpec algorithm;

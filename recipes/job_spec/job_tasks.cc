@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -140,5 +141,31 @@ std::optional<TaskDefinition> FindJobTask(absl::string_view name) {
 }
 
 std::vector<std::string> JobTaskNames() { return GetRegistry().Names(); }
+
+namespace {
+
+struct RecipeNames {
+  absl::Mutex mu;
+  std::set<std::string> names ABSL_GUARDED_BY(mu) = {"grpo"};
+};
+
+RecipeNames& GetRecipeNames() {
+  static RecipeNames* names = new RecipeNames;
+  return *names;
+}
+
+}  // namespace
+
+void RegisterJobRecipe(absl::string_view name) {
+  RecipeNames& r = GetRecipeNames();
+  absl::MutexLock lock(&r.mu);
+  r.names.emplace(name);
+}
+
+std::vector<std::string> JobRecipeNames() {
+  RecipeNames& r = GetRecipeNames();
+  absl::MutexLock lock(&r.mu);
+  return std::vector<std::string>(r.names.begin(), r.names.end());
+}
 
 }  // namespace troupe::recipes

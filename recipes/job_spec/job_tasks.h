@@ -1,4 +1,5 @@
-// The registry of task names a job spec's `data.task` may name, with each task's own keys.
+// The registry of task names a job spec's `data.task` may name, with each task's own keys, and
+// of the recipe names its `recipe:` may name.
 //
 // A task (the prompts, their verifier and the held-out split) is implemented by the recipe that
 // runs it; the job spec only needs to know which names exist and which extra keys each accepts
@@ -64,6 +65,13 @@ std::optional<TaskDefinition> FindJobTask(absl::string_view name);
 
 // Every registered name, sorted.
 std::vector<std::string> JobTaskNames();
+
+// The recipe names a spec's `recipe:` may name. "grpo" is built in; recipes/recipe.h's
+// RegisterRecipe adds the others (so the spec refuses an unknown recipe, with its line, before
+// anything runs). Registering a name twice is harmless.
+void RegisterJobRecipe(absl::string_view name);
+// Every recipe name, sorted.
+std::vector<std::string> JobRecipeNames();
 
 }  // namespace troupe::recipes
 

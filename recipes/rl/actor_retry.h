@@ -8,25 +8,33 @@
 // that is DEAD (no restarts left) or an error a retry cannot cure (INVALID_ARGUMENT, ...) ends
 // the retries at once.
 //
+// CallWithRetry blocks the driver thread until the call succeeds or gives up; RetriedCall does the
+// same without blocking, for a driver loop that keeps many calls in flight (it is polled, and its
+// completions notify the loop's Wakeup).
+//
 // Example:
 //   RetryOptions retry{.max_attempts = 4, .call_timeout = absl::Minutes(5)};
 //   absl::StatusOr<proto::LogprobReply> ref = CallWithRetry(
-//       cluster, reference, &actors::Reference::Logprobs, request, retry, log, &retries);
+//       cluster, reference, &actors::Reference::Logprobs, request, retry, "reference", log);
 //
-// Thread-safety: the functions are thread-safe; they block the calling (driver) thread.
+// Thread-safety: the functions are thread-safe and block the calling (driver) thread; a
+// RetriedCall is used by one thread.
 #ifndef TROUPE_RECIPES_RL_ACTOR_RETRY_H_
 #define TROUPE_RECIPES_RL_ACTOR_RETRY_H_
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "recipes/rl/wakeup.h"
 #include "runtime/actor_handle.h"
 #include "runtime/cluster/cluster_client.h"
 
@@ -86,6 +94,75 @@ auto CallWithRetry(Cluster& cluster, const ActorHandle<T>& actor, M method, cons
   return absl::Status(last.code(), absl::StrCat(what, " failed ", options.max_attempts,
                                                 " times; last: ", last.message()));
 }
+
+// One call kept until it succeeds, without blocking: an attempt that fails with a retryable error
+// is sent again once its back-off has passed, up to options.max_attempts attempts.
+//
+//   RetriedCall<ScoreReply> score(
+//       [&](int attempt) { return rewards[attempt % n].Call(&RewardServer::Score, req); },
+//       retry, &wake);
+//   ... in the loop: if (auto done = score.Poll()) { use *done; }
+//       wake.Wait(std::min(until_next_event, score.next_retry() - absl::Now()));
+template <typename Reply>
+class RetriedCall {
+ public:
+  // Makes attempt `attempt` (1-based) and returns its future; it may pick another replica each
+  // time. A send that cannot even start returns a ready future with the error.
+  using Send = std::function<Future<Reply>(int attempt)>;
+  // Told about every failed attempt that will be retried (for logs and replica bookkeeping).
+  using OnRetry = std::function<void(const absl::Status& error, int attempt)>;
+
+  // Sends the first attempt now. `wake` (may be null) is notified when an attempt completes.
+  RetriedCall(Send send, RetryOptions options, Wakeup* wake, OnRetry on_retry = nullptr)
+      : send_(std::move(send)), options_(options), wake_(wake), on_retry_(std::move(on_retry)) {
+    Attempt();
+  }
+  RetriedCall(RetriedCall&&) = default;
+  RetriedCall& operator=(RetriedCall&&) = default;
+
+  // Sends again if a retry is due. Returns the outcome once: the reply, or the error of an attempt
+  // that cannot be retried (not retryable, or the last one, annotated with the count); nullopt
+  // while an attempt is in flight or waiting for its back-off.
+  std::optional<Result<Reply>> Poll() {
+    if (retry_at_.has_value()) {
+      if (absl::Now() < *retry_at_) return std::nullopt;
+      retry_at_.reset();
+      Attempt();
+    }
+    if (!call_.ready()) return std::nullopt;
+    Result<Reply> r = call_.Get();
+    if (r.ok()) return r;
+    const int max = std::max(1, options_.max_attempts);
+    if (!IsRetryable(r.status())) return r;
+    if (attempts_ >= max) {
+      return absl::Status(r.status().code(), absl::StrCat("failed ", attempts_,
+                                                          " times; last: ", r.status().message()));
+    }
+    if (on_retry_) on_retry_(r.status(), attempts_);
+    retry_at_ = absl::Now() + Backoff(options_, attempts_ + 1);
+    return std::nullopt;
+  }
+
+  // When a retry is due (Poll then sends it); InfiniteFuture while an attempt is in flight.
+  absl::Time next_retry() const { return retry_at_.value_or(absl::InfiniteFuture()); }
+  // Attempts made so far.
+  int attempts() const { return attempts_; }
+
+ private:
+  void Attempt() {
+    ++attempts_;
+    Future<Reply> f = send_(attempts_);
+    call_ = wake_ != nullptr ? wake_->Watch(std::move(f)) : std::move(f);
+  }
+
+  Send send_;
+  RetryOptions options_;
+  Wakeup* wake_;
+  OnRetry on_retry_;
+  Future<Reply> call_;
+  std::optional<absl::Time> retry_at_;
+  int attempts_ = 0;
+};
 
 }  // namespace troupe::recipes
 

@@ -25,8 +25,9 @@
 #include "absl/time/clock.h"
 #include "actors/rollout_worker.h"
 #include "gtest/gtest.h"
-#include "recipes/grpo/grpo_driver.h"
+#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
+#include "recipes/rl/run_state.h"
 #include "runtime/cluster/embedded_cluster.h"
 
 namespace troupe::recipes {

@@ -1,0 +1,39 @@
+// The GRPO recipe (`recipe: grpo`, the default): a job spec run as independent actors — rollout
+// workers, reward servers, a frozen reference, the trainer, a replay buffer and a checkpointer —
+// synchronously (async.max_staleness = 0: on-policy, reproducible from the seed) or
+// asynchronously (generation, scoring and training overlap, bounded by the staleness eta).
+//
+//   prompts ─▶ RolloutWorker ×N ──samples(v)──▶ RewardServer ×M ──▶ ReplayBuffer ──▶ Trainer
+//                 ▲                                                     (staleness ≤ eta)  │
+//                 └──────────── weights v+1 (collective broadcast) ◀────────────────────────┘
+//
+// Its loop is one for both modes: generate (keep the workers busy: in sync mode one batch with
+// exactly the current weights, once the previous step is trained; in async mode while the
+// samples generated but not yet trained stay within eta batches) → score → buffer → reference
+// (the next batch's log-probs, computed while the trainer runs the current step in async mode) →
+// train → publish (the weights reach the workers; the group is re-formed after a failure).
+//
+// Faults, outputs, resume: see recipes/recipe.h and recipes/rl/ (RolloutPool, RetriedCall,
+// RunState). A resumed run continues with the prompts, replay-buffer groups and counters of its
+// checkpoint: no prompt is skipped or drawn twice, and the sample accounting adds up over the
+// lineage.
+#ifndef TROUPE_RECIPES_GRPO_GRPO_RECIPE_H_
+#define TROUPE_RECIPES_GRPO_GRPO_RECIPE_H_
+
+#include "absl/status/statusor.h"
+#include "recipes/job_spec/job_spec.h"
+#include "recipes/recipe.h"
+#include "runtime/cluster/cluster_client.h"
+
+namespace troupe::recipes {
+
+// The GRPO recipe's names for what recipes/recipe.h calls RunOptions and RunResult.
+using GrpoRunOptions = RunOptions;
+using GrpoResult = RunResult;
+
+// Runs `spec` with the GRPO recipe, whatever its `recipe:` says.
+absl::StatusOr<RunResult> RunGrpo(const JobSpec& spec, Cluster& cluster, const RunOptions& options);
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_GRPO_GRPO_RECIPE_H_

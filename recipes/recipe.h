@@ -1,0 +1,159 @@
+// Recipes: how a job spec becomes a run. A recipe (GRPO, and next PPO with a critic, DPO,
+// reward-model training, SFT) is registered by name and found through the spec's `recipe:` key
+// (default grpo); `troupe run` and the head's jobs call RunRecipe.
+//
+// A recipe is a few hundred lines of named stages over the building blocks in recipes/rl/:
+//
+//   ActorGroup     the replicas of a role, spawned by registered type name, waited for, torn down
+//   RolloutPool    rollout workers with generation in flight; a failed call's prompts go back to
+//                  the PromptSource and its worker rejoins the weight group when it is back;
+//                  held-out evaluation spread over whoever is up
+//   WeightGroup    the trainer (rank 0) and the rollout workers: formed, re-formed after a failure
+//   PromptSource   prompts in order, given-back prompts first; its state is checkpointed
+//   RetriedCall /  calls to restartable actors (reward, reference) made again when the actor
+//   CallWithRetry  dies under them, asynchronously or blocking
+//   Wakeup         the driver loop blocks until one of its calls completes (no polling)
+//   RunState       step and weight version, the earlier-run check, resume, checkpoints (written
+//                  asynchronously, flushed at the end), metrics, progress line, summary,
+//                  sample accounting
+//
+// A recipe's Run reads as its stages, e.g. GRPO: prepare the policy (SFT warm start) → spawn the
+// roles → form the weight group → loop { generate → score → buffer → reference → train →
+// publish } → drain → final evaluation and checkpoint → summary. Everything a stage waits for
+// is bounded by a field of RunOptions (or of the block's own options struct); nothing sleeps to
+// poll.
+//
+// Adding a recipe: a class implementing Recipe in recipes/<name>/, registered with
+// TROUPE_REGISTER_RECIPE(name, Class) in its .cc (alwayslink), and its BUILD target linked into
+// //cli:troupe. The recipe declares the spec keys it honours (see the job spec).
+#ifndef TROUPE_RECIPES_RECIPE_H_
+#define TROUPE_RECIPES_RECIPE_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/rl.pb.h"
+#include "recipes/job_spec/job_spec.h"
+#include "recipes/rl/actor_retry.h"
+#include "runtime/cluster/cluster_client.h"
+
+namespace troupe::recipes {
+
+struct RunOptions {
+  // Continue from the newest complete checkpoint in actors.checkpointer.dir.
+  bool resume = false;
+  // Replace an earlier run's outputs (metrics.jsonl / summary.json in logging.dir, step_*
+  // checkpoints); without it (or resume) a run that finds them fails with FAILED_PRECONDITION
+  // before anything is changed.
+  bool overwrite = false;
+  // Human-readable progress (one line per call); the progress bar itself goes to stderr.
+  std::function<void(const std::string&)> log;
+  // Tag of the actors' names and job id (several jobs may share a cluster).
+  std::string job_id;
+  // Stop after this many steps of this run even if total_steps is further (tests: interrupt a
+  // run to resume it); 0 = no limit.
+  int64_t stop_after_steps = 0;
+  // Stop once an evaluation reaches this held-out accuracy (benchmarks: time to accuracy); 0 = no.
+  double stop_at_accuracy = 0;
+  // Asked between steps (and SFT steps); true ends the run early: the loop finishes with its
+  // final evaluation and checkpoint, an SFT warm start in progress is abandoned (CANCELLED).
+  // Null = never.
+  std::function<bool()> should_stop;
+  // Called after each step with the step's metrics (tests, benchmarks).
+  std::function<void(int64_t step, const std::map<std::string, double>&)> on_step;
+  // Retries of calls to restartable actors (reward servers, the reference, evaluations, forming
+  // the weight group) when they die under a call.
+  RetryOptions retry;
+  // How long the end of a run waits for its checkpoint writes (retries included) to finish.
+  absl::Duration checkpoint_flush_timeout = absl::Minutes(3);
+  // Deadlines of the recipe's calls.
+  absl::Duration generate_timeout = absl::Minutes(10);
+  absl::Duration eval_timeout = absl::Minutes(5);
+  absl::Duration train_timeout = absl::Minutes(10);
+  absl::Duration checkpoint_timeout = absl::Minutes(5);
+  // How long forming the weight group waits for every member (the trainer's side).
+  absl::Duration weight_group_timeout = absl::Minutes(3);
+  // How long the run waits, with every rollout worker down, for one to come back.
+  absl::Duration no_worker_patience = absl::Minutes(5);
+};
+
+struct RlEvalPoint {
+  int64_t step = 0;
+  double accuracy = 0;
+  double seconds = 0;  // since the RL loop started
+};
+
+struct RunResult {
+  int64_t steps = 0;  // steps taken in total (including before a resume)
+  double initial_accuracy = -1;
+  double final_accuracy = -1;
+  std::vector<RlEvalPoint> curve;
+  double seconds = 0;  // RL loop wall time of this run
+  proto::ReplayStats accounting;
+  // Counted from the generator's side: every sample a rollout worker returned (over the run's
+  // lineage: a resumed run starts from its checkpoint's count).
+  int64_t samples_generated = 0;
+  // samples_generated - (used + dropped_stale + buffered): samples that reached no one. 0 unless
+  // something is wrong; shown in the accounting line and summary.json so it cannot go unseen.
+  int64_t samples_lost = 0;
+  // Prompts drawn from the data (the cursor minus the prompts given back and not yet drawn
+  // again), and how many groups of them reached the replay buffer (added); equal at the end of
+  // a run unless a prompt was lost.
+  int64_t prompts_drawn = 0;
+  int64_t prompts_regenerated = 0;  // after a rollout worker failure
+  // Calls to reward servers, the reference and rollout workers (evaluation) made again after the
+  // actor died under them.
+  int64_t call_retries = 0;
+  // Checkpoints confirmed on disk in this run, writes the trainer made again after a failure,
+  // and writes given up on ("step N: error"; the run fails if its last checkpoint is among them).
+  int64_t checkpoints_written = 0;
+  int64_t checkpoint_retries = 0;
+  std::vector<std::string> checkpoint_failures;
+  int64_t weight_group_epochs = 0;
+  double max_staleness_seen = 0;
+  // Per rollout worker: the weight versions of its samples, in the order the driver received
+  // them (tests check they never go down).
+  std::map<std::string, std::vector<int64_t>> worker_versions;
+  std::string sft_dir;
+  double sft_accuracy = -1;
+};
+
+// A registered recipe. One instance runs one job.
+class Recipe {
+ public:
+  virtual ~Recipe() = default;
+  // Runs the job to its end (or a stop); errors in the spec or files come back before any actor
+  // starts.
+  virtual absl::StatusOr<RunResult> Run() = 0;
+};
+
+using RecipeFactory = std::function<std::unique_ptr<Recipe>(const JobSpec& spec, Cluster& cluster,
+                                                            const RunOptions& options)>;
+
+// Registers `factory` under `name`; false (and nothing changes) if the name is taken.
+bool RegisterRecipe(const std::string& name, RecipeFactory factory);
+// The registered recipe names, sorted.
+std::vector<std::string> RecipeNames();
+
+// Runs `spec` with the recipe it names (spec.recipe); NOT_FOUND listing the registered recipes
+// if there is none of that name.
+absl::StatusOr<RunResult> RunRecipe(const JobSpec& spec, Cluster& cluster,
+                                    const RunOptions& options);
+
+#define TROUPE_REGISTER_RECIPE(name, Class)                                               \
+  static const bool troupe_recipe_registered_##Class = ::troupe::recipes::RegisterRecipe( \
+      name,                                                                               \
+      [](const ::troupe::recipes::JobSpec& spec, ::troupe::Cluster& cluster,              \
+         const ::troupe::recipes::RunOptions& options)                                    \
+          -> std::unique_ptr<::troupe::recipes::Recipe> {                                 \
+        return std::make_unique<Class>(spec, cluster, options);                           \
+      })
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_RECIPE_H_

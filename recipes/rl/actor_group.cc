@@ -1,0 +1,101 @@
+#include "recipes/rl/actor_group.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace troupe::recipes {
+
+std::string ActorGroup::ReplicaName(const ActorGroupOptions& options, int i) {
+  return options.indexed_names ? absl::StrCat(options.job_id, "/", options.role, "-", i)
+                               : absl::StrCat(options.job_id, "/", options.role);
+}
+
+absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions options) {
+  if (options.replicas < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.role, ": replicas must be at least 1, got ", options.replicas));
+  }
+  if (!options.indexed_names && options.replicas != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.role, ": a group without indexed names has one replica, not ", options.replicas));
+  }
+  ActorGroup group;
+  group.cluster_ = &cluster;
+  group.options_ = std::move(options);
+  const ActorGroupOptions& o = group.options_;
+  for (int i = 0; i < o.replicas; ++i) {
+    ClusterActorOptions a;
+    a.name = ReplicaName(o, i);
+    a.resources = o.resources;
+    a.max_restarts = o.max_restarts;
+    a.max_concurrency = o.max_concurrency;
+    a.config = o.config ? o.config(i) : nlohmann::json::object();
+    a.default_call_timeout = o.default_call_timeout;
+    a.job_id = o.job_id;
+    absl::StatusOr<UntypedActorHandle> h = cluster.SpawnByName(o.type_name, a);
+    if (!h.ok()) {
+      (void)group.Kill();
+      return absl::Status(h.status().code(), absl::StrCat(o.role, " (", o.type_name, " '", a.name,
+                                                          "'): ", h.status().message()));
+    }
+    group.names_.push_back(a.name);
+    group.handles_.push_back(*std::move(h));
+  }
+  return group;
+}
+
+ActorGroup::ActorGroup(ActorGroup&& other) noexcept
+    : cluster_(std::exchange(other.cluster_, nullptr)),
+      options_(std::move(other.options_)),
+      names_(std::move(other.names_)),
+      handles_(std::move(other.handles_)) {}
+
+ActorGroup& ActorGroup::operator=(ActorGroup&& other) noexcept {
+  if (this != &other) {
+    (void)Kill();
+    cluster_ = std::exchange(other.cluster_, nullptr);
+    options_ = std::move(other.options_);
+    names_ = std::move(other.names_);
+    handles_ = std::move(other.handles_);
+  }
+  return *this;
+}
+
+ActorGroup::~ActorGroup() { (void)Kill(); }
+
+absl::Status ActorGroup::WaitAlive() {
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    absl::StatusOr<proto::ActorInfo> info =
+        cluster_->GetActorInfo(handles_[i].id(), deadline - absl::Now());
+    if (!info.ok()) return info.status();
+    if (info->state() == proto::ALIVE) continue;
+    if (info->state() == proto::DEAD) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.role, " ", options_.type_name, " '", names_[i],
+                       "' did not start: ", info->status_message()));
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat(options_.role, " ", options_.type_name, " '", names_[i], "' is not up after ",
+                     absl::FormatDuration(options_.start_timeout),
+                     info->status_message().empty() ? "" : ": ", info->status_message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ActorGroup::Kill() {
+  absl::Status first;
+  if (cluster_ != nullptr) {
+    for (const UntypedActorHandle& h : handles_) {
+      absl::Status s = cluster_->Kill(h, /*no_restart=*/true);
+      if (!s.ok() && first.ok()) first = s;
+    }
+  }
+  handles_.clear();
+  names_.clear();
+  return first;
+}
+
+}  // namespace troupe::recipes

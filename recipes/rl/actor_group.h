@@ -1,0 +1,99 @@
+// ActorGroup: the replicas of one role of a job (the rollout workers, the reward servers, the
+// trainer, ...), spawned on a cluster by *registered type name*, waited for, and torn down with
+// the job.
+//
+//   ActorGroupOptions o{.job_id = "grpo-arith", .role = "rollout", .type_name = "RolloutWorker",
+//                       .replicas = 2, .resources = {{"CPU", 1}}, .max_restarts = 3};
+//   o.config = [&](int replica) { return nlohmann::json{{"model_dir", dir}}; };
+//   TROUPE_ASSIGN_OR_RETURN(ActorGroup workers, ActorGroup::Spawn(cluster, std::move(o)));
+//   TROUPE_RETURN_IF_ERROR(workers.WaitAlive());
+//   TROUPE_ASSIGN_OR_RETURN(ActorHandle<RolloutWorker> w0, workers.As<RolloutWorker>(0));
+//
+// Names: "<job_id>/<role>-<i>" (or "<job_id>/<role>" for a group spawned with indexed_names =
+// false and one replica), so several jobs share a cluster and the dashboard groups a job's actors.
+// Lifecycle: Spawn (every replica accepted by the head, PENDING) ──▶ WaitAlive (every replica
+// ALIVE, or the first one's reason for not starting) ──▶ ... ──▶ Kill (no restart; also on
+// destruction). A group is movable, not copyable.
+//
+// Thread-safety: not thread-safe (one driver thread owns it); the handles it gives out are.
+#ifndef TROUPE_RECIPES_RL_ACTOR_GROUP_H_
+#define TROUPE_RECIPES_RL_ACTOR_GROUP_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "runtime/actor_handle.h"
+#include "runtime/cluster/cluster_client.h"
+
+namespace troupe::recipes {
+
+struct ActorGroupOptions {
+  // Tags the actors (ClusterActorOptions.job_id) and prefixes their names.
+  std::string job_id;
+  // The role, in names and messages ("rollout", "reward", "trainer", ...).
+  std::string role;
+  // The registered actor type (TROUPE_REGISTER_ACTOR) every replica runs.
+  std::string type_name;
+  int replicas = 1;
+  // "<job>/<role>-<i>" when true; "<job>/<role>" (one replica only) when false.
+  bool indexed_names = true;
+  std::map<std::string, double> resources;
+  int max_restarts = 0;
+  int max_concurrency = 1;
+  // Replica i's configuration (ActorContext::config()); null = {}.
+  std::function<nlohmann::json(int replica)> config;
+  // Deadline of calls that set none.
+  absl::Duration default_call_timeout = absl::Minutes(10);
+  // How long WaitAlive waits for each replica to start (model loading included).
+  absl::Duration start_timeout = absl::Minutes(3);
+};
+
+class ActorGroup {
+ public:
+  // Spawns every replica; on an error the ones already spawned are killed. INVALID_ARGUMENT for
+  // replicas < 1 or a multi-replica group without indexed names; the head's errors otherwise
+  // (NOT_FOUND for a type that is not registered, ALREADY_EXISTS for a taken name).
+  static absl::StatusOr<ActorGroup> Spawn(Cluster& cluster, ActorGroupOptions options);
+
+  ActorGroup() = default;
+  ActorGroup(ActorGroup&& other) noexcept;
+  ActorGroup& operator=(ActorGroup&& other) noexcept;
+  ActorGroup(const ActorGroup&) = delete;
+  ActorGroup& operator=(const ActorGroup&) = delete;
+  ~ActorGroup();
+
+  // Waits until every replica is ALIVE; FAILED_PRECONDITION naming the first replica that did
+  // not start (DEAD: its constructor's error), DEADLINE_EXCEEDED past start_timeout.
+  absl::Status WaitAlive();
+
+  // Kills every replica (no restart). Idempotent; returns the first error.
+  absl::Status Kill();
+
+  size_t size() const { return handles_.size(); }
+  bool empty() const { return handles_.empty(); }
+  const std::string& role() const { return options_.role; }
+  const std::string& name(size_t i) const { return names_.at(i); }
+  const UntypedActorHandle& handle(size_t i) const { return handles_.at(i); }
+  template <typename T>
+  absl::StatusOr<ActorHandle<T>> As(size_t i) const {
+    return handles_.at(i).As<T>();
+  }
+
+  // The name of replica i of a group (see the file comment).
+  static std::string ReplicaName(const ActorGroupOptions& options, int i);
+
+ private:
+  Cluster* cluster_ = nullptr;
+  ActorGroupOptions options_;
+  std::vector<std::string> names_;
+  std::vector<UntypedActorHandle> handles_;
+};
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_RL_ACTOR_GROUP_H_

@@ -1,0 +1,24 @@
+// The policy an RL run starts from (model.init):
+//   <path>  that model directory, as it is;
+//   sft     a supervised warm start on the task (recipes/sft) into sft.dir, or the checkpoint
+//           already there (model.safetensors + tokenizer.json), reused;
+//   random  refused: the RL recipes need a policy that can produce answers (UNIMPLEMENTED).
+#ifndef TROUPE_RECIPES_RL_INITIAL_POLICY_H_
+#define TROUPE_RECIPES_RL_INITIAL_POLICY_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "recipes/job_spec/job_spec.h"
+#include "recipes/recipe.h"
+
+namespace troupe::recipes {
+
+// The initial policy's model directory; with an SFT warm start, also result->sft_dir and
+// sft_accuracy. CANCELLED if options.should_stop fires during SFT.
+absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunOptions& options,
+                                                 RunResult* result);
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_RL_INITIAL_POLICY_H_

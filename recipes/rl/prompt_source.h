@@ -1,0 +1,72 @@
+// PromptSource: an RL run's prompts, in order, each drawn once.
+//
+// Prompts come from a PromptDataset by index: the i-th prompt drawn is dataset.Get(i) (indices
+// past the dataset's size wrap around: epochs), and its prompt_id is i. A prompt whose generation
+// failed is given back and drawn again before any new one. The source's state — the cursor and
+// the ids given back — goes into a checkpoint together with the ids that were out (generating or
+// being scored) at that moment, which a resumed run draws again first: across a crash and
+// --resume no prompt is skipped or drawn twice (ids already in the replay buffer are saved with
+// it).
+//
+//   PromptSource prompts(std::move(dataset));
+//   proto::Prompt p = *prompts.Next();
+//   prompts.GiveBack({p});                 // its worker died: drawn again next
+//   nlohmann::json st = prompts.State(out_now);   // into driver_state.json
+//   prompts.Restore(st);                   // in the resumed run
+//
+// Thread-safety: not thread-safe (the driver's thread owns it).
+#ifndef TROUPE_RECIPES_RL_PROMPT_SOURCE_H_
+#define TROUPE_RECIPES_RL_PROMPT_SOURCE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "proto/rl.pb.h"
+
+namespace troupe::recipes {
+
+// The prompts of a task, by index.
+class PromptDataset {
+ public:
+  virtual ~PromptDataset() = default;
+  // Training prompt `index` (>= 0; past size() it wraps around), with tokens, text and the
+  // reference answer; prompt_id is left to the caller.
+  virtual absl::StatusOr<proto::Prompt> Get(int64_t index) const = 0;
+  // Number of distinct training prompts (one epoch).
+  virtual int64_t size() const = 0;
+  // The held-out prompts evaluations score (prompt_id = position).
+  virtual absl::StatusOr<std::vector<proto::Prompt>> HeldOut() const = 0;
+};
+
+class PromptSource {
+ public:
+  explicit PromptSource(std::unique_ptr<PromptDataset> dataset);
+
+  // The next prompt: a given-back one first, else the next index.
+  absl::StatusOr<proto::Prompt> Next();
+  // Gives prompts back (in their order) to be drawn again before any new one.
+  void GiveBack(const std::vector<proto::Prompt>& prompts);
+  // Prompts drawn and not given back (so out somewhere: generating, scoring, buffered, trained).
+  int64_t drawn() const { return cursor_ - static_cast<int64_t>(given_back_.size()); }
+
+  // The state to checkpoint; `out` are the ids drawn and not yet in the replay buffer (in flight),
+  // which a resumed run draws again first.
+  nlohmann::json State(const std::vector<int64_t>& out) const;
+  // Restores a State (INVALID_ARGUMENT naming the field if malformed).
+  absl::Status Restore(const nlohmann::json& state);
+
+  const PromptDataset& dataset() const { return *dataset_; }
+
+ private:
+  std::unique_ptr<PromptDataset> dataset_;
+  int64_t cursor_ = 0;
+  std::deque<int64_t> given_back_;
+};
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_RL_PROMPT_SOURCE_H_

@@ -1,0 +1,293 @@
+#include "recipes/rl/run_state.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "actors/checkpointer.h"
+#include "runtime/atomic_file.h"
+#include "runtime/status_macros.h"
+
+namespace troupe::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+nlohmann::json CurveJson(const std::vector<RlEvalPoint>& curve) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RlEvalPoint& p : curve) {
+    out.push_back({{"step", p.step}, {"accuracy", p.accuracy}, {"seconds", p.seconds}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> FindEarlierRun(const JobSpec& spec) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const char* f : {"metrics.jsonl", "summary.json"}) {
+    if (fs::exists(fs::path(spec.logging.dir) / f, ec)) {
+      found.push_back(absl::StrCat(spec.logging.dir, "/", f));
+    }
+  }
+  int checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(spec.actors.checkpointer.dir, ec)) {
+    checkpoints += e.path().filename().string().rfind("step_", 0) == 0;
+  }
+  if (checkpoints > 0) {
+    found.push_back(absl::StrCat(checkpoints, " checkpoint(s) in ", spec.actors.checkpointer.dir));
+  }
+  return found;
+}
+
+RunState::RunState(const JobSpec& spec, const RunOptions& options)
+    : spec_(spec), options_(options) {}
+
+absl::Status RunState::Begin() {
+  if (!options_.resume) {
+    std::vector<std::string> found = FindEarlierRun(spec_);
+    if (!found.empty() && !options_.overwrite) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "an earlier run's outputs are here (", absl::StrJoin(found, ", "),
+          "); nothing was changed. Continue that run with --resume, replace its outputs with "
+          "--overwrite, or choose another logging.dir / actors.checkpointer.dir"));
+    }
+    if (!found.empty()) {
+      // Checkpoints of the earlier run would be mistaken for this run's by a later --resume.
+      Log(absl::StrCat("--overwrite: replacing an earlier run's outputs (",
+                       absl::StrJoin(found, ", "), ")"));
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(spec_.actors.checkpointer.dir, ec)) {
+        if (e.path().filename().string().rfind("step_", 0) != 0) continue;
+        std::error_code rm;
+        fs::remove_all(e.path(), rm);
+        if (rm) {
+          return absl::InternalError(
+              absl::StrCat("cannot remove ", e.path().string(), ": ", rm.message()));
+        }
+      }
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(spec_.logging.dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", spec_.logging.dir, ": ", ec.message()));
+  }
+  TROUPE_RETURN_IF_ERROR(WriteFileAtomically(spec_.logging.dir + "/job.yaml", ToYaml(spec_)));
+  if (!options_.resume) return absl::OkStatus();
+
+  absl::StatusOr<std::string> latest = actors::LatestCheckpoint(spec_.actors.checkpointer.dir);
+  if (!latest.ok()) {
+    return absl::NotFoundError(absl::StrCat("--resume: ", latest.status().message()));
+  }
+  resume_dir_ = *latest;
+  const std::string path = resume_dir_ + "/driver_state.json";
+  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
+  try {
+    nlohmann::json st = nlohmann::json::parse(text);
+    step_ = st.at("step").get<int64_t>();
+    version_ = st.at("weight_version").get<int64_t>();
+    result_.initial_accuracy = st.value("initial_accuracy", -1.0);
+    for (const auto& p : st.value("curve", nlohmann::json::array())) {
+      result_.curve.push_back({p.at("step").get<int64_t>(), p.at("accuracy").get<double>(),
+                               p.at("seconds").get<double>()});
+    }
+    const nlohmann::json counters = st.value("counters", nlohmann::json::object());
+    result_.samples_generated = counters.value("samples_generated", int64_t{0});
+    result_.prompts_regenerated = counters.value("prompts_regenerated", int64_t{0});
+    result_.call_retries = counters.value("call_retries", int64_t{0});
+    if (st.contains("recipe")) {
+      resumed_state_ = st["recipe"];
+    } else if (st.contains("cursor")) {
+      // Written before the recipe state had its own section: only the data cursor.
+      resumed_state_ = {{"prompts", {{"cursor", st["cursor"]}}}};
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
+  }
+  if (fs::exists(resume_dir_ + "/replay_buffer.pb", ec)) {
+    TROUPE_ASSIGN_OR_RETURN(resumed_replay_, ReadWhole(resume_dir_ + "/replay_buffer.pb"));
+  }
+  if (!result_.curve.empty()) result_.final_accuracy = result_.curve.back().accuracy;
+  Log(absl::StrCat("resuming from ", resume_dir_, " (step ", step_, ", weights v", version_, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status RunState::OpenMetrics() {
+  metrics::MetricsLoggerOptions mo;
+  mo.tensorboard = spec_.logging.tensorboard;
+  // A resumed run continues the metrics after its checkpoint's step; a fresh run replaces them.
+  mo.resume_step = resuming() ? step_ : 0;
+  TROUPE_ASSIGN_OR_RETURN(metrics_, metrics::MetricsLogger::Open(spec_.logging.dir, mo));
+  return absl::OkStatus();
+}
+
+void RunState::StartLoop() {
+  progress_ = std::make_unique<metrics::ProgressLine>(
+      metrics::ProgressLineOptions{.total_steps = spec_.trainer.total_steps});
+  progress_->Update(step_, {});
+  loop_start_ = Clock::now();
+}
+
+double RunState::loop_seconds() const {
+  return std::chrono::duration<double>(Clock::now() - loop_start_).count();
+}
+
+bool RunState::Done() const {
+  return step_ >= spec_.trainer.total_steps ||
+         (options_.stop_after_steps > 0 && steps_this_run_ >= options_.stop_after_steps) ||
+         accuracy_reached_ || stop_requested();
+}
+
+void RunState::Advance(const proto::TrainStepReply& reply) {
+  version_ = reply.weight_version();
+  ++step_;
+  ++steps_this_run_;
+  NoteCheckpoints(reply.checkpoints());
+}
+
+void RunState::LogStep(std::map<std::string, double> m,
+                       const std::map<std::string, std::vector<double>>& histograms,
+                       const metrics::ProgressLine::Fields& progress_fields) {
+  m["weights/version"] = static_cast<double>(version_);
+  if (metrics_ != nullptr) (void)metrics_->Log(step_, m, histograms);
+  if (progress_ != nullptr && step_ % std::max<int64_t>(1, spec_.logging.log_every) == 0) {
+    progress_->Update(step_, progress_fields);
+  }
+  if (options_.on_step) options_.on_step(step_, m);
+}
+
+void RunState::RecordEval(double accuracy, bool log) {
+  if (result_.initial_accuracy < 0 && result_.curve.empty()) result_.initial_accuracy = accuracy;
+  const double seconds = loop_start_ == Clock::time_point() ? 0 : loop_seconds();
+  result_.curve.push_back({step_, accuracy, seconds});
+  result_.final_accuracy = accuracy;
+  if (log && metrics_ != nullptr) (void)metrics_->Log(step_, {{"eval/accuracy", accuracy}});
+  if (options_.stop_at_accuracy > 0 && accuracy >= options_.stop_at_accuracy) {
+    accuracy_reached_ = true;
+  }
+}
+
+bool RunState::checkpoint_due() const {
+  const int64_t every = spec_.actors.checkpointer.every_steps;
+  return every > 0 && step_ % every == 0;
+}
+
+absl::Status RunState::Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohmann::json state,
+                                  std::string replay_state, int64_t samples_out) {
+  nlohmann::json st = {{"step", step_},
+                       {"weight_version", version_},
+                       {"initial_accuracy", result_.initial_accuracy},
+                       {"curve", CurveJson(result_.curve)},
+                       {"counters",
+                        {{"samples_generated", result_.samples_generated - samples_out},
+                         {"prompts_regenerated", result_.prompts_regenerated},
+                         {"call_retries", result_.call_retries}}},
+                       {"recipe", std::move(state)}};
+  proto::CheckpointRequest req;
+  req.set_step(step_);
+  req.set_driver_state_json(st.dump(2));
+  req.set_replay_state(std::move(replay_state));
+  return trainer.Call(&actors::Trainer::Checkpoint, req, {.timeout = options_.checkpoint_timeout})
+      .Get()
+      .status();
+}
+
+void RunState::NoteCheckpoints(const proto::CheckpointWrites& writes) {
+  result_.checkpoints_written += writes.written_steps_size();
+  result_.checkpoint_retries = std::max(result_.checkpoint_retries, writes.retries());
+  for (const std::string& f : writes.failures()) {
+    Log(absl::StrCat("CHECKPOINT LOST: the trainer gave up writing the checkpoint of ", f));
+    result_.checkpoint_failures.push_back(f);
+  }
+}
+
+absl::Status RunState::FlushCheckpoints(ActorHandle<actors::Trainer>& trainer, int64_t last_step) {
+  const Clock::time_point start = Clock::now();
+  const double limit = absl::ToDoubleSeconds(options_.checkpoint_flush_timeout);
+  for (int round = 1;; ++round) {
+    absl::StatusOr<proto::CheckpointWrites> w =
+        trainer
+            .Call(&actors::Trainer::FlushCheckpoints, proto::Empty(),
+                  {.timeout = options_.checkpoint_flush_timeout})
+            .Get();
+    if (!w.ok()) {
+      return absl::Status(w.status().code(), absl::StrCat("waiting for the checkpoint writes: ",
+                                                          w.status().message()));
+    }
+    NoteCheckpoints(*w);
+    if (w->pending_steps().empty()) break;
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited > limit) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("checkpoints of steps ", absl::StrJoin(w->pending_steps(), ", "),
+                       " still not written after ", static_cast<int>(limit), " s"));
+    }
+    Log(absl::StrCat("waiting for the checkpoint(s) of step ",
+                     absl::StrJoin(w->pending_steps(), ", "),
+                     " to be written again (the checkpointer failed)"));
+    absl::SleepFor(Backoff(options_.retry, round + 1));
+  }
+  const std::string prefix = absl::StrCat("step ", last_step, ":");
+  for (const std::string& f : result_.checkpoint_failures) {
+    if (absl::StartsWith(f, prefix)) {
+      return absl::DataLossError(absl::StrCat("the run's last checkpoint was not written: ", f));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunState::Finish() {
+  if (progress_ != nullptr) progress_->Finish();
+  result_.steps = step_;
+  const proto::ReplayStats& a = result_.accounting;
+  result_.samples_lost = result_.samples_generated - (a.used() + a.dropped_stale() + a.buffered());
+  if (result_.samples_lost != 0) {
+    Log(absl::StrCat("SAMPLES LOST: ", result_.samples_generated, " generated but only ",
+                     a.used() + a.dropped_stale() + a.buffered(),
+                     " used, dropped as stale or buffered"));
+  }
+  nlohmann::json s = {{"name", spec_.name},
+                      {"recipe", spec_.recipe},
+                      {"steps", step_},
+                      {"max_staleness", spec_.async.max_staleness},
+                      {"sft_accuracy", result_.sft_accuracy},
+                      {"initial_accuracy", result_.initial_accuracy},
+                      {"final_accuracy", result_.final_accuracy},
+                      {"seconds", result_.seconds},
+                      {"samples_generated", result_.samples_generated},
+                      {"samples_lost", result_.samples_lost},
+                      {"prompts_drawn", result_.prompts_drawn},
+                      {"prompts_regenerated", result_.prompts_regenerated},
+                      {"call_retries", result_.call_retries},
+                      {"checkpoints",
+                       {{"written", result_.checkpoints_written},
+                        {"retries", result_.checkpoint_retries},
+                        {"failures", result_.checkpoint_failures}}},
+                      {"accounting",
+                       {{"added", a.added()},
+                        {"used", a.used()},
+                        {"dropped_stale", a.dropped_stale()},
+                        {"buffered", a.buffered()},
+                        {"duplicates", a.duplicates()}}},
+                      {"curve", CurveJson(result_.curve)}};
+  return WriteFileAtomically(spec_.logging.dir + "/summary.json", s.dump(2) + "\n");
+}
+
+}  // namespace troupe::recipes

@@ -1,0 +1,124 @@
+// RunState: what an RL run knows about itself, and what it leaves on disk.
+//
+//   - the step and the weight version, and when to stop (total_steps, stop_after_steps, an
+//     evaluation reaching stop_at_accuracy, options.should_stop);
+//   - the earlier-run rule (Begin): a run that finds an earlier run's outputs (metrics.jsonl or
+//     summary.json in logging.dir, step_* checkpoints in actors.checkpointer.dir) refuses to start,
+//     changing nothing, unless it resumes or may overwrite them (the earlier checkpoints are then
+//     removed and the metrics rewritten);
+//   - resume: the newest complete checkpoint's driver_state.json (step, weight version, the
+//     prompt source's state, counters, the evaluation curve) and replay_buffer.pb;
+//   - checkpoints: the recipe's state handed to the trainer, which snapshots its weights and
+//     optimizer with it for the checkpointer; the writes' outcomes (TrainStepReply.checkpoints)
+//     are tracked and Flush waits for all of them at the end;
+//   - metrics.jsonl / TensorBoard (recipes/metrics), the progress line, summary.json, and the
+//     result the recipe returns (RunResult: accounting, counters, the curve).
+//
+// Thread-safety: not thread-safe (the driver's thread owns it).
+#ifndef TROUPE_RECIPES_RL_RUN_STATE_H_
+#define TROUPE_RECIPES_RL_RUN_STATE_H_
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/trainer.h"
+#include "nlohmann/json.hpp"
+#include "proto/rl.pb.h"
+#include "recipes/job_spec/job_spec.h"
+#include "recipes/metrics/metrics_logger.h"
+#include "recipes/metrics/progress_line.h"
+#include "recipes/recipe.h"
+
+namespace troupe::recipes {
+
+// An earlier run's outputs where `spec` would write, one line each; empty if there are none.
+std::vector<std::string> FindEarlierRun(const JobSpec& spec);
+
+class RunState {
+ public:
+  RunState(const JobSpec& spec, const RunOptions& options);
+
+  // Before anything else: the earlier-run rule, logging.dir and its job.yaml, and (resume) the
+  // newest checkpoint's state. NOT_FOUND if resuming finds no checkpoint; DATA_LOSS naming the
+  // file if its state is unreadable.
+  absl::Status Begin();
+  // After the actors are up: metrics (continued after the checkpoint's step when resuming).
+  absl::Status OpenMetrics();
+  // Starts the progress line and the loop's clock.
+  void StartLoop();
+
+  bool resuming() const { return !resume_dir_.empty(); }
+  const std::string& resume_dir() const { return resume_dir_; }
+  // The recipe's own part of the resumed driver_state.json ({} when not resuming).
+  const nlohmann::json& resumed_state() const { return resumed_state_; }
+  // The resumed replay_buffer.pb ("" if none).
+  const std::string& resumed_replay_state() const { return resumed_replay_; }
+
+  int64_t step() const { return step_; }
+  int64_t version() const { return version_; }
+  void set_version(int64_t v) { version_ = v; }
+  // Whether the loop should end: total_steps reached, stop_after_steps of this run taken, an
+  // evaluation reached stop_at_accuracy, or options.should_stop().
+  bool Done() const;
+  bool stop_requested() const { return options_.should_stop && options_.should_stop(); }
+  double loop_seconds() const;
+
+  // A finished training step: advances the step and the weight version, and records the
+  // checkpoint writes' report.
+  void Advance(const proto::TrainStepReply& reply);
+  // The step's record: metrics.jsonl / TensorBoard (with `histograms`), the progress line (every
+  // logging.log_every steps) and options.on_step.
+  void LogStep(std::map<std::string, double> metrics,
+               const std::map<std::string, std::vector<double>>& histograms,
+               const metrics::ProgressLine::Fields& progress_fields);
+  // An evaluation's accuracy at the current step: the curve, stop_at_accuracy; with `log`, also
+  // a metrics record of its own (evaluations outside a step's record: before and after the loop).
+  void RecordEval(double accuracy, bool log);
+  bool checkpoint_due() const;
+
+  // Hands a checkpoint of the current step to the trainer: `state` (the recipe's part of
+  // driver_state.json) and the replay buffer's state. `samples_out` samples counted as generated
+  // are not in the replay buffer yet (being scored): a resumed run generates them again, so the
+  // checkpoint's count leaves them out.
+  absl::Status Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohmann::json state,
+                          std::string replay_state, int64_t samples_out);
+  // Waits until every checkpoint write has finished (retries included); DATA_LOSS if the
+  // checkpoint of `last_step` (-1 = none in particular) could not be written.
+  absl::Status FlushCheckpoints(ActorHandle<actors::Trainer>& trainer, int64_t last_step);
+
+  // The end: counts lost samples, logs them loudly if any, writes summary.json.
+  absl::Status Finish();
+
+  RunResult& result() { return result_; }
+  const JobSpec& spec() const { return spec_; }
+  metrics::ProgressLine* progress() { return progress_.get(); }
+  void Log(const std::string& line) const {
+    if (options_.log) options_.log(line);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void NoteCheckpoints(const proto::CheckpointWrites& writes);
+
+  const JobSpec& spec_;
+  const RunOptions& options_;
+  std::string resume_dir_;
+  nlohmann::json resumed_state_ = nlohmann::json::object();
+  std::string resumed_replay_;
+  int64_t step_ = 0;
+  int64_t version_ = 0;
+  int64_t steps_this_run_ = 0;
+  bool accuracy_reached_ = false;
+  Clock::time_point loop_start_;
+  std::unique_ptr<metrics::MetricsLogger> metrics_;
+  std::unique_ptr<metrics::ProgressLine> progress_;
+  RunResult result_;
+};
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_RL_RUN_STATE_H_
