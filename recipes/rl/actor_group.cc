@@ -7,6 +7,22 @@
 
 namespace troupe::recipes {
 
+ActorGroupOptions RoleOptions(const std::string& job_id, const std::string& role,
+                              const ActorGroupSpec& spec, int64_t replicas, nlohmann::json config,
+                              bool indexed) {
+  for (auto it = spec.config.begin(); it != spec.config.end(); ++it) config[it.key()] = it.value();
+  ActorGroupOptions o;
+  o.job_id = job_id;
+  o.role = role;
+  o.type_name = spec.type;
+  o.replicas = static_cast<int>(replicas);
+  o.indexed_names = indexed || replicas > 1;
+  o.resources = spec.resources.AsMap();
+  o.max_restarts = static_cast<int>(spec.max_restarts);
+  o.config = [config = std::move(config)](int) { return config; };
+  return o;
+}
+
 std::string ActorGroup::ReplicaName(const ActorGroupOptions& options, int i) {
   return options.indexed_names ? absl::StrCat(options.job_id, "/", options.role, "-", i)
                                : absl::StrCat(options.job_id, "/", options.role);

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_spec.h"
 #include "runtime/actor_handle.h"
 #include "runtime/cluster/cluster_client.h"
 
@@ -52,6 +53,13 @@ struct ActorGroupOptions {
   // How long WaitAlive waits for each replica to start (model loading included).
   absl::Duration start_timeout = absl::Minutes(3);
 };
+
+// The options of a job-spec role (actors.<role>): its registered type, resources and restarts,
+// `replicas` replicas with `config` overlaid by the role's free-form `config` from the spec.
+// Names are indexed for more than one replica, or when `indexed` says so.
+ActorGroupOptions RoleOptions(const std::string& job_id, const std::string& role,
+                              const ActorGroupSpec& spec, int64_t replicas, nlohmann::json config,
+                              bool indexed = false);
 
 class ActorGroup {
  public:

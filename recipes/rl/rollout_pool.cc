@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/collective/collective_group.h"
 
 namespace troupe::recipes {
 
@@ -159,6 +160,32 @@ void RolloutPool::CheckRestarts(bool* changed) {
     *changed = true;
     Log(absl::StrCat(w.name, " is back (restarts: ", info->num_restarts(), ")"));
   }
+}
+
+void RolloutPool::ClearRendezvousKeys() {
+  std::string prefix = collective::CollectiveGroup::KeyPrefix(options_.group_name);
+  prefix.back() = '.';  // "collective/<name>." + epoch + "/..."
+  (void)cluster_.KvDelete(prefix, /*prefix=*/true);
+}
+
+absl::StatusOr<std::optional<int64_t>> RolloutPool::Maintain(bool between_steps,
+                                                             bool publish_failed) {
+  const absl::Time now = absl::Now();
+  if (usable() > 0) last_usable_ = now;
+  if (now - last_usable_ > options_.no_worker_patience) {
+    return absl::UnavailableError(absl::StrCat("no rollout worker has been up for ",
+                                               absl::FormatDuration(options_.no_worker_patience)));
+  }
+  if (!between_steps) return std::nullopt;
+  if (now - last_restart_check_ > options_.restart_check_interval || usable() == 0) {
+    bool changed = false;
+    CheckRestarts(&changed);
+    last_restart_check_ = now;
+  }
+  if (!regroup_needed_ && !publish_failed) return std::nullopt;
+  absl::StatusOr<int64_t> version = FormWeightGroup();
+  if (!version.ok()) return version.status();
+  return std::optional<int64_t>(*version);
 }
 
 absl::StatusOr<int64_t> RolloutPool::FormOnce() {

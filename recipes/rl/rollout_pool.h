@@ -52,6 +52,10 @@ struct RolloutPoolOptions {
   absl::Duration weight_group_timeout = absl::Minutes(3);
   // Rounds of an evaluation and attempts at forming the group (max_attempts), with back-off.
   RetryOptions retry;
+  // How often Maintain asks the head about workers that are down.
+  absl::Duration restart_check_interval = absl::Milliseconds(500);
+  // How long Maintain tolerates every worker being down.
+  absl::Duration no_worker_patience = absl::Minutes(5);
   std::function<void(const std::string&)> log;
 };
 
@@ -98,10 +102,20 @@ class RolloutPool {
   // Asks the head about down workers; those ALIVE and answering are back (needs_group). Sets
   // *changed if any came back.
   void CheckRestarts(bool* changed);
+  // Called in every round of a driver loop: notices restarted workers (every
+  // restart_check_interval) and, `between_steps` (no training step running), re-forms the group
+  // when a worker failed or came back or `publish_failed`. Returns the trainer's weight version
+  // when it re-formed the group; UNAVAILABLE when no worker has been usable for
+  // no_worker_patience.
+  absl::StatusOr<std::optional<int64_t>> Maintain(bool between_steps, bool publish_failed);
   // Forms a new epoch of the weight group (see the file comment); the trainer's weight version
   // on success.
   absl::StatusOr<int64_t> FormWeightGroup();
   int64_t epochs() const { return epoch_; }
+  // Deletes the rendezvous keys of every epoch of the group from the head's KV (the trainer is
+  // killed, not closed, at the end of a job, so they would stay, and a later job with the same
+  // id would find them taken).
+  void ClearRendezvousKeys();
   // The trainer's weight version when the group was last formed (every member has at least it).
   int64_t group_version() const { return group_version_; }
 
@@ -142,6 +156,8 @@ class RolloutPool {
   RolloutPoolOptions options_;
   std::vector<Worker> workers_;
   bool regroup_needed_ = false;
+  absl::Time last_restart_check_ = absl::Now();
+  absl::Time last_usable_ = absl::Now();
   int64_t epoch_ = 0;
   int64_t group_version_ = 0;
 };

@@ -143,6 +143,7 @@ void RunState::StartLoop() {
       metrics::ProgressLineOptions{.total_steps = spec_.trainer.total_steps});
   progress_->Update(step_, {});
   loop_start_ = Clock::now();
+  last_step_end_ = loop_start_;
 }
 
 double RunState::loop_seconds() const {
@@ -155,7 +156,35 @@ bool RunState::Done() const {
          accuracy_reached_ || stop_requested();
 }
 
-void RunState::Advance(const proto::TrainStepReply& reply) {
+void RunState::RecordGenerated(const proto::GenerateReply& reply) {
+  for (const proto::SampleGroup& g : reply.groups()) {
+    for (const proto::Sample& s : g.samples()) {
+      result_.worker_versions[s.worker()].push_back(s.policy_version());
+      ++result_.samples_generated;
+    }
+  }
+  tokens_since_step_ += reply.tokens_generated();
+  generate_seconds_ += reply.seconds();
+}
+
+void RunState::RecordAccounting(const proto::ReplayStats& stats, int64_t prompts_drawn,
+                                std::map<std::string, double>* m) {
+  result_.accounting = stats;
+  result_.prompts_drawn = prompts_drawn;
+  if (m == nullptr) return;
+  (*m)["samples/added"] = static_cast<double>(stats.added());
+  (*m)["samples/used"] = static_cast<double>(stats.used());
+  (*m)["samples/dropped_stale"] = static_cast<double>(stats.dropped_stale());
+  (*m)["samples/buffered"] = static_cast<double>(stats.buffered());
+}
+
+void RunState::Advance(const proto::TrainStepReply& reply, std::map<std::string, double>* m) {
+  const double wall = std::chrono::duration<double>(Clock::now() - last_step_end_).count();
+  last_step_end_ = Clock::now();
+  (*m)["time/step_s"] = wall;
+  (*m)["time/generate_s"] = std::exchange(generate_seconds_, 0);
+  (*m)["throughput/generate_tokens_per_s"] =
+      wall > 0 ? static_cast<double>(std::exchange(tokens_since_step_, 0)) / wall : 0;
   version_ = reply.weight_version();
   ++step_;
   ++steps_this_run_;

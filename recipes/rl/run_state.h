@@ -67,9 +67,16 @@ class RunState {
   bool stop_requested() const { return options_.should_stop && options_.should_stop(); }
   double loop_seconds() const;
 
+  // A finished generation call: its samples are counted (from the generators' side), with their
+  // versions per worker, tokens and generation time for the step's metrics.
+  void RecordGenerated(const proto::GenerateReply& reply);
+  // The replay buffer's counters and the prompts drawn so far, into the result (and `m`).
+  void RecordAccounting(const proto::ReplayStats& stats, int64_t prompts_drawn,
+                        std::map<std::string, double>* m);
   // A finished training step: advances the step and the weight version, and records the
-  // checkpoint writes' report.
-  void Advance(const proto::TrainStepReply& reply);
+  // checkpoint writes' report. Adds the step's timing to `m`: time/step_s (since the previous
+  // step), time/generate_s and throughput/generate_tokens_per_s (generation since then).
+  void Advance(const proto::TrainStepReply& reply, std::map<std::string, double>* m);
   // The step's record: metrics.jsonl / TensorBoard (with `histograms`), the progress line (every
   // logging.log_every steps) and options.on_step.
   void LogStep(std::map<std::string, double> metrics,
@@ -114,6 +121,9 @@ class RunState {
   int64_t steps_this_run_ = 0;
   bool accuracy_reached_ = false;
   Clock::time_point loop_start_;
+  Clock::time_point last_step_end_;
+  int64_t tokens_since_step_ = 0;
+  double generate_seconds_ = 0;
   std::unique_ptr<metrics::MetricsLogger> metrics_;
   std::unique_ptr<metrics::ProgressLine> progress_;
   RunResult result_;

@@ -1,0 +1,69 @@
+#include "recipes/grpo/grpo_config.h"
+
+#include <algorithm>
+
+namespace troupe::recipes {
+namespace {
+
+// SplitMix64.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+nlohmann::json GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
+                                 const std::string& resume_dir, const std::string& checkpointer) {
+  const TrainerSpec& t = spec.trainer;
+  const AlgorithmSpec& a = spec.algorithm;
+  return {{"model_dir", model_dir},
+          {"resume_dir", resume_dir},
+          {"lr", t.lr},
+          {"warmup_steps", t.warmup_steps},
+          {"total_steps", t.total_steps},
+          {"min_lr_ratio", t.lr_schedule == LrSchedule::kConstant ? 1.0 : t.min_lr_ratio},
+          {"weight_decay", t.weight_decay},
+          {"grad_clip", t.grad_clip},
+          {"seed", t.seed},
+          {"threads", 1},
+          {"micro_batch_size", t.micro_batch_size},
+          {"clip_eps_low", a.clip_eps_low},
+          {"clip_eps_high", a.clip_eps_high},
+          {"kl_coef", a.kl.coef},
+          {"kl_type", KlTypeName(a.kl.type)},
+          {"entropy_coeff", a.entropy_coeff},
+          {"loss_agg_mode", LossAggModeName(a.loss_agg_mode)},
+          {"norm_adv_by_std", a.norm_adv_by_std},
+          {"off_policy", OffPolicyModeName(a.off_policy.correction)},
+          {"importance_cap", a.off_policy.cap},
+          {"max_response_length", spec.data.max_response_length},
+          {"checkpointer", checkpointer}};
+}
+
+nlohmann::json GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir) {
+  return {{"model_dir", model_dir},
+          {"threads", 1},
+          {"num_slots", std::max<int64_t>(8, spec.data.train_batch_size * spec.algorithm.n /
+                                                 spec.actors.rollout.replicas)},
+          {"max_seq_len", spec.data.max_prompt_length + spec.data.max_response_length + 2}};
+}
+
+proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
+                                           int64_t min_version) {
+  proto::GenerateRequest req;
+  const uint64_t first = prompts.empty() ? 0 : static_cast<uint64_t>(prompts[0].prompt_id());
+  for (auto& p : prompts) *req.add_prompts() = std::move(p);
+  req.set_n(static_cast<int>(spec.algorithm.n));
+  req.set_temperature(static_cast<float>(spec.rollout.temperature));
+  req.set_top_p(static_cast<float>(spec.rollout.top_p));
+  req.set_top_k(static_cast<int>(spec.rollout.top_k));
+  req.set_max_new_tokens(static_cast<int>(spec.rollout.max_new_tokens));
+  req.set_seed(Mix(static_cast<uint64_t>(spec.trainer.seed) * 1000003 + first));
+  req.set_min_weight_version(min_version);
+  return req;
+}
+
+}  // namespace troupe::recipes

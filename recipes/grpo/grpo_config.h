@@ -1,0 +1,32 @@
+// The GRPO recipe's per-actor configuration, from the job spec: what the trainer and the rollout
+// workers are constructed with (ActorContext::config()). One place for the mapping, so a spec key
+// the recipe honours reaches its actor.
+#ifndef TROUPE_RECIPES_GRPO_GRPO_CONFIG_H_
+#define TROUPE_RECIPES_GRPO_GRPO_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "proto/rl.pb.h"
+#include "recipes/job_spec/job_spec.h"
+
+namespace troupe::recipes {
+
+// actors/trainer.h's config: the model, the optimizer and schedule (trainer.*), the loss
+// (algorithm.*), where to resume from and the checkpointer's actor name.
+nlohmann::json GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
+                                 const std::string& resume_dir, const std::string& checkpointer);
+
+// actors/rollout_worker.h's config: the model and the engine's slots and sequence length.
+nlohmann::json GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir);
+
+// A generation call for `prompts` (n samples each, the spec's sampling) with weights of at least
+// `min_version`, seeded from trainer.seed and the first prompt's id (so a synchronous run is
+// reproducible whichever worker serves it).
+proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
+                                           int64_t min_version);
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_GRPO_GRPO_CONFIG_H_

@@ -1,0 +1,82 @@
+// TrainingFeed: the replay buffer and the reference model, as the stages between scoring and the
+// trainer: scored groups go in (Add); the next batch within the staleness bound comes out
+// (Prefetch), with its reference log-probs started at once, so that in an asynchronous run they
+// are computed while the trainer is still busy with the current step; Next hands the batch over
+// once they are there.
+//
+// A batch taken and not trained on (the run stops, or a checkpoint is made while it waits) goes
+// back to the replay buffer (ReturnBatch), so it counts as buffered, not used, and a resumed run
+// has it. The reference call is a RetriedCall: the reference dying under it costs a retry.
+//
+// Thread-safety: not thread-safe (the driver's thread owns it).
+#ifndef TROUPE_RECIPES_RL_TRAINING_FEED_H_
+#define TROUPE_RECIPES_RL_TRAINING_FEED_H_
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/reference.h"
+#include "actors/replay_buffer.h"
+#include "proto/rl.pb.h"
+#include "recipes/rl/actor_retry.h"
+#include "recipes/rl/wakeup.h"
+
+namespace troupe::recipes {
+
+class TrainingFeed {
+ public:
+  // `reference` is invalid when the run has no KL term (no reference log-probs). `*retries`
+  // counts reference calls made again.
+  TrainingFeed(ActorHandle<actors::ReplayBuffer> replay, ActorHandle<actors::Reference> reference,
+               RetryOptions retry, Wakeup* wake, std::function<void(const std::string&)> log,
+               int64_t* retries);
+
+  // Scored groups into the replay buffer.
+  absl::Status Add(std::vector<proto::ScoreReply> scored);
+
+  // Without a batch waiting: takes `groups` groups (all or none) whose staleness against
+  // `version` is at most `max_staleness` (staler ones are dropped for good) and starts their
+  // reference log-probs. Returns (groups taken, samples dropped as stale).
+  absl::StatusOr<std::pair<int64_t, int64_t>> Prefetch(int64_t groups, int64_t version,
+                                                       int64_t max_staleness);
+  bool has_batch() const { return batch_.has_value(); }
+  // The waiting batch as a training request (groups and reference log-probs) once its reference
+  // log-probs are there; nullopt until then (or without a batch). The batch's groups go to
+  // *groups; *reference_seconds is how long its reference call took.
+  absl::StatusOr<std::optional<proto::TrainStepRequest>> Next(
+      std::vector<proto::SampleGroup>* groups, double* reference_seconds);
+  // Gives a waiting batch back to the replay buffer; the number of groups given back.
+  absl::StatusOr<int64_t> ReturnBatch();
+  // When a reference retry is due (InfiniteFuture if none).
+  absl::Time next_retry() const;
+
+  absl::StatusOr<proto::ReplayStats> Stats();
+  // The replay buffer's whole state, serialized (ReplayState), for a checkpoint.
+  absl::StatusOr<std::string> Export();
+  // Restores an Export (from `source`, named in errors); nothing for an empty `state`.
+  absl::Status Import(const std::string& state, const std::string& source);
+
+ private:
+  struct Batch {
+    std::vector<proto::SampleGroup> groups;
+    int64_t taken_at = 0;
+    std::optional<RetriedCall<proto::LogprobReply>> reference;
+    std::chrono::steady_clock::time_point start;
+  };
+
+  ActorHandle<actors::ReplayBuffer> replay_;
+  ActorHandle<actors::Reference> reference_;
+  RetryOptions retry_;
+  Wakeup* wake_;
+  std::function<void(const std::string&)> log_;
+  int64_t* retries_;
+  std::optional<Batch> batch_;
+};
+
+}  // namespace troupe::recipes
+
+#endif  // TROUPE_RECIPES_RL_TRAINING_FEED_H_
