@@ -400,6 +400,68 @@ INSTANTIATE_TEST_SUITE_P(Paths, CollectiveGroupTest, ::testing::Bool(),
                            return info.param ? "SharedMemory" : "Sockets";
                          });
 
+// ---- Hosts: members on 127.0.0.2 and 127.0.0.3 stand for two machines -------------------------
+
+TEST(CollectiveGroupHosts, DefaultHostIdIsThisMachineAndTheAddress) {
+  EXPECT_EQ(DefaultHostId("127.0.0.2"), DefaultHostId("127.0.0.2"));
+  EXPECT_NE(DefaultHostId("127.0.0.2"), DefaultHostId("127.0.0.3"));
+  EXPECT_TRUE(absl::EndsWith(DefaultHostId("127.0.0.2"), "@127.0.0.2"));
+  EXPECT_GT(DefaultHostId("").size(), 1u) << "the machine part is never empty";
+}
+
+TEST(CollectiveGroupHosts, MembersOnDifferentAddressesBroadcastOverSocketsEvenWhereTwoShareOne) {
+  // Rank 0 on "host" 127.0.0.2, ranks 1 and 2 on 127.0.0.3: no ring for anyone (the decision is
+  // for the whole group), and every member still gets the root's tensors bit for bit.
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(3, [&](int rank) -> absl::Status {
+    GroupOptions o = Options("hosts", 3, rank);
+    o.shared_memory = true;
+    o.gloo_host = rank == 0 ? "127.0.0.2" : "127.0.0.3";
+    auto group = CollectiveGroup::Create(&kv, o);
+    if (!group.ok()) return group.status();
+    EXPECT_FALSE((*group)->uses_shared_memory()) << "rank " << rank;
+    EXPECT_EQ((*group)->host_id(), DefaultHostId(o.gloo_host));
+    const std::vector<at::Tensor> want = MakeTensors(17);
+    std::vector<at::Tensor> t = rank == 0 ? MakeTensors(17) : ZerosLike(want);
+    for (int i = 0; i < 2; ++i) {
+      absl::Status s = (*group)->Broadcast(t, 0);
+      if (!s.ok()) return s;
+    }
+    for (size_t i = 0; i < t.size(); ++i) {
+      EXPECT_TRUE(at::equal(t[i], want[i])) << "rank " << rank << " tensor " << i;
+    }
+    return absl::OkStatus();
+  }));
+}
+
+TEST(CollectiveGroupHosts, TheHostIdNotTheAddressDecidesWhetherMembersShareMemory) {
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    GroupOptions o = Options("one-box", 2, rank);
+    o.shared_memory = true;
+    o.gloo_host = rank == 0 ? "127.0.0.2" : "127.0.0.3";
+    o.host_id = "box-1";  // e.g. two NICs of one machine
+    auto group = CollectiveGroup::Create(&kv, o);
+    if (!group.ok()) return group.status();
+    EXPECT_TRUE((*group)->uses_shared_memory()) << "rank " << rank;
+    return absl::OkStatus();
+  }));
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    GroupOptions o = Options("two-boxes", 2, rank);
+    o.shared_memory = true;
+    o.host_id = rank == 0 ? "box-1" : "box-2";  // same address, told apart by their ids
+    auto group = CollectiveGroup::Create(&kv, o);
+    if (!group.ok()) return group.status();
+    EXPECT_FALSE((*group)->uses_shared_memory()) << "rank " << rank;
+    std::vector<at::Tensor> t = {rank == 0 ? at::full({70000}, 5, at::kInt)
+                                           : at::zeros({70000}, at::kInt)};
+    absl::Status s = (*group)->Broadcast(t, 0);
+    if (!s.ok()) return s;
+    EXPECT_EQ(t[0].sum().item<int64_t>(), 5 * 70000);
+    return absl::OkStatus();
+  }));
+}
+
 TEST(KvC10dStore, ImplementsTheC10dStoreOperationsOverTheKv) {
   InMemoryKvStore kv;
   KvC10dStore store(&kv, "p/", std::chrono::milliseconds(200));
