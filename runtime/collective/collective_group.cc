@@ -14,12 +14,12 @@
 #include <functional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "runtime/collective/kv_c10d_store.h"
 #include "runtime/collective/shm_ring.h"
