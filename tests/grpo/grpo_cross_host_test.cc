@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "recipes/grpo/grpo_driver.h"
+#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/embedded_cluster.h"
