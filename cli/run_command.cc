@@ -165,6 +165,11 @@ int RunJob(const RunFlags& f) {
     std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  // The recipe runs every key the spec has, or the run stops here (nothing started or written).
+  if (absl::Status s = recipes::CheckRecipe(*spec); !s.ok()) {
+    std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   if (f.resume && f.overwrite) {
     std::fprintf(stderr,
                  "troupe run: --resume continues an earlier run and --overwrite replaces "

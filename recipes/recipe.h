@@ -23,9 +23,14 @@
 // is bounded by a field of RunOptions (or of the block's own options struct); nothing sleeps to
 // poll.
 //
-// Adding a recipe: a class implementing Recipe in recipes/<name>/, registered with
-// TROUPE_REGISTER_RECIPE(name, Class) in its .cc (alwayslink), and its BUILD target linked into
-// //cli:troupe. The recipe declares the spec keys it honours (see the job spec).
+// Adding a recipe: a class implementing Recipe in recipes/<name>/ with a constructor
+// (const JobSpec&, Cluster&, const RunOptions&), and a function
+//   absl::Status CheckMySpec(const JobSpec& spec);
+// that refuses every key value the recipe cannot honour, one line per problem, located with
+// spec.ErrorAt ("job.yaml:12:3: algorithm.adv_estimator: gae is not supported by recipe grpo
+// (supported: grpo)"); register both with TROUPE_REGISTER_RECIPE(name, Class, CheckMySpec) in its
+// .cc (alwayslink) and link its BUILD target into //cli:troupe. `troupe run` calls CheckRecipe
+// before any cluster or actor starts, so a spec never promises what its recipe does not run.
 #ifndef TROUPE_RECIPES_RECIPE_H_
 #define TROUPE_RECIPES_RECIPE_H_
 
@@ -134,25 +139,30 @@ class Recipe {
 
 using RecipeFactory = std::function<std::unique_ptr<Recipe>(const JobSpec& spec, Cluster& cluster,
                                                             const RunOptions& options)>;
+using RecipeSpecCheck = std::function<absl::Status(const JobSpec& spec)>;
 
-// Registers `factory` under `name`; false (and nothing changes) if the name is taken.
-bool RegisterRecipe(const std::string& name, RecipeFactory factory);
+// Registers `factory` and `check` under `name`; false (and nothing changes) if the name is taken.
+bool RegisterRecipe(const std::string& name, RecipeFactory factory, RecipeSpecCheck check);
+
+// Whether spec.recipe is registered and honours every key of `spec` (its CheckSpec): NOT_FOUND
+// listing the recipes for an unknown name; the recipe's INVALID_ARGUMENT otherwise.
+absl::Status CheckRecipe(const JobSpec& spec);
 // The registered recipe names, sorted.
 std::vector<std::string> RecipeNames();
 
-// Runs `spec` with the recipe it names (spec.recipe); NOT_FOUND listing the registered recipes
-// if there is none of that name.
+// Runs `spec` with the recipe it names (spec.recipe), after CheckRecipe.
 absl::StatusOr<RunResult> RunRecipe(const JobSpec& spec, Cluster& cluster,
                                     const RunOptions& options);
 
-#define TROUPE_REGISTER_RECIPE(name, Class)                                               \
+#define TROUPE_REGISTER_RECIPE(name, Class, check)                                        \
   static const bool troupe_recipe_registered_##Class = ::troupe::recipes::RegisterRecipe( \
       name,                                                                               \
       [](const ::troupe::recipes::JobSpec& spec, ::troupe::Cluster& cluster,              \
          const ::troupe::recipes::RunOptions& options)                                    \
           -> std::unique_ptr<::troupe::recipes::Recipe> {                                 \
         return std::make_unique<Class>(spec, cluster, options);                           \
-      })
+      },                                                                                  \
+      check)
 
 }  // namespace troupe::recipes
 

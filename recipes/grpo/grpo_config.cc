@@ -1,6 +1,11 @@
 #include "recipes/grpo/grpo_config.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace troupe::recipes {
 namespace {
@@ -14,6 +19,54 @@ uint64_t Mix(uint64_t x) {
 }
 
 }  // namespace
+
+absl::Status CheckGrpoSpec(const JobSpec& spec) {
+  std::vector<std::string> problems;
+  auto refuse = [&](absl::string_view key, absl::string_view why) {
+    problems.push_back(std::string(spec.ErrorAt(key, why).message()));
+  };
+  if (spec.algorithm.adv_estimator != AdvEstimator::kGrpo) {
+    refuse("algorithm.adv_estimator",
+           absl::StrCat(AdvEstimatorName(spec.algorithm.adv_estimator),
+                        " is not supported by recipe grpo (supported: grpo)"));
+  }
+  for (const char* key : {"algorithm.gamma", "algorithm.lam"}) {
+    if (spec.locations.contains(key))
+      refuse(key, "recipe grpo has no GAE: gamma and lam are unused");
+  }
+  if (spec.actors.critic.replicas > 0)
+    refuse("actors.critic.replicas", "recipe grpo has no critic");
+  if (spec.actors.trainer.replicas > 1) {
+    refuse("actors.trainer.replicas",
+           "recipe grpo trains on one trainer (data-parallel training does not exist yet)");
+  }
+  if (spec.actors.reference.replicas > 1) {
+    refuse("actors.reference.replicas", "recipe grpo runs one reference replica");
+  }
+  const JobSpec defaults;
+  const auto kinds = ActorGroups(spec), default_kinds = ActorGroups(defaults);
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i].second->type != default_kinds[i].second->type) {
+      refuse(absl::StrCat("actors.", kinds[i].first, ".type"),
+             absl::StrCat("recipe grpo runs ", default_kinds[i].second->type, " as ",
+                          kinds[i].first, "; other actor types for a role are not supported yet"));
+    }
+  }
+  if (!spec.model.tokenizer.empty()) {
+    refuse("model.tokenizer",
+           "recipe grpo uses the initial policy's tokenizer (the SFT checkpoint's or the model "
+           "directory's); another one is not supported");
+  }
+  if (spec.model.init == ModelInit::kRandom) {
+    refuse("model.init",
+           "recipe grpo needs a policy that can produce answers: use sft or a model directory");
+  }
+  if (spec.data.task != "arithmetic") {
+    refuse("data.task", absl::StrCat("recipe grpo runs the arithmetic task, not ", spec.data.task));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+}
 
 nlohmann::json GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
                                  const std::string& resume_dir, const std::string& checkpointer) {

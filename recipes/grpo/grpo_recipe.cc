@@ -345,6 +345,6 @@ absl::StatusOr<RunResult> RunGrpo(const JobSpec& spec, Cluster& cluster,
   return recipe.Run();
 }
 
-TROUPE_REGISTER_RECIPE("grpo", GrpoRecipe);
+TROUPE_REGISTER_RECIPE("grpo", GrpoRecipe, CheckGrpoSpec);
 
 }  // namespace troupe::recipes

@@ -1,0 +1,75 @@
+#include "recipes/grpo/grpo_config.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troupe::recipes {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kBase[] = R"(name: g
+model: {config: examples/models/tiny.json}
+data: {task: arithmetic}
+trainer: {total_steps: 2}
+)";
+
+absl::StatusOr<JobSpec> Parse(const std::string& extra) {
+  return ParseJobSpec(std::string(kBase) + extra, "job.yaml");
+}
+
+TEST(GrpoSpec, TheDefaultsAreHonoured) {
+  absl::StatusOr<JobSpec> spec = Parse("");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+}
+
+TEST(GrpoSpec, RefusesWhatItCannotRunWithTheKeysLocation) {
+  absl::StatusOr<JobSpec> spec = Parse(R"(algorithm: {adv_estimator: gae, gamma: 0.99}
+actors:
+  critic: {replicas: 1}
+  trainer: {replicas: 2}
+  reward: {type: MyReward}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::Status s = CheckGrpoSpec(*spec);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  const std::string m(s.message());
+  EXPECT_THAT(m, HasSubstr("job.yaml:5:28: algorithm.adv_estimator: gae is not supported by "
+                           "recipe grpo (supported: grpo)"));
+  EXPECT_THAT(m, HasSubstr("algorithm.gamma: recipe grpo has no GAE"));
+  EXPECT_THAT(m, HasSubstr("actors.critic.replicas: recipe grpo has no critic"));
+  EXPECT_THAT(m, HasSubstr("actors.trainer.replicas: recipe grpo trains on one trainer"));
+  EXPECT_THAT(m, HasSubstr("job.yaml:9:18: actors.reward.type: recipe grpo runs RewardServer"));
+}
+
+TEST(GrpoSpec, RefusesARandomInitAndAnotherTokenizer) {
+  absl::StatusOr<JobSpec> spec = Parse("");
+  ASSERT_TRUE(spec.ok());
+  spec->model.init = ModelInit::kRandom;
+  spec->model.tokenizer = "tok.json";
+  const std::string m(CheckGrpoSpec(*spec).message());
+  EXPECT_THAT(m, HasSubstr("model.init: recipe grpo needs a policy"));
+  EXPECT_THAT(m, HasSubstr("model.tokenizer: recipe grpo uses the initial policy's tokenizer"));
+}
+
+TEST(GrpoSpec, GenerationRequestsAreSeededByTheFirstPrompt) {
+  absl::StatusOr<JobSpec> spec = Parse("algorithm: {n: 3}\n");
+  ASSERT_TRUE(spec.ok());
+  proto::Prompt a, b;
+  a.set_prompt_id(5);
+  b.set_prompt_id(6);
+  proto::GenerateRequest r1 = GrpoGenerateRequest(*spec, {a, b}, 4);
+  proto::GenerateRequest r2 = GrpoGenerateRequest(*spec, {a}, 4);
+  proto::GenerateRequest r3 = GrpoGenerateRequest(*spec, {b}, 4);
+  EXPECT_EQ(r1.n(), 3);
+  EXPECT_EQ(r1.min_weight_version(), 4);
+  EXPECT_EQ(r1.prompts_size(), 2);
+  EXPECT_EQ(r1.seed(), r2.seed());
+  EXPECT_NE(r1.seed(), r3.seed());
+}
+
+}  // namespace
+}  // namespace troupe::recipes
