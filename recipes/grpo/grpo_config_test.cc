@@ -26,6 +26,12 @@ TEST(GrpoSpec, TheDefaultsAreHonoured) {
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
 }
 
+TEST(GrpoSpec, TheExampleJobIsHonoured) {
+  absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/grpo_arith.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+}
+
 TEST(GrpoSpec, RefusesWhatItCannotRunWithTheKeysLocation) {
   absl::StatusOr<JobSpec> spec = Parse(R"(algorithm: {adv_estimator: gae, gamma: 0.99}
 actors:
