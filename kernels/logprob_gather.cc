@@ -94,9 +94,17 @@ TROUPE_VECTOR_CLONES void BlockScaledExp(const float* x, int64_t n, float shift,
   for (int64_t i = 0; i < n; ++i) out[i] = scale * ExpApprox(x[i] - shift);
 }
 
+// Below ln(FLT_MIN) ExpApprox returns exactly 0: an argument clamped to -88 there has the same
+// exponential and a finite value, so exp(z) * Floor(z) is 0 (not 0 * -inf = NaN) for z = -inf.
+// NaN stays NaN. A select between two values (a max), which keeps the loops below branch-free.
+inline float FloorAtMinExpArg(float z) {
+  constexpr float kFloor = -88.0f;  // < ln(FLT_MIN) = -87.3365.
+  return z < kFloor ? kFloor : z;
+}
+
 // sum_i exp(x[i] - shift) into *sum and sum_i exp(x[i] - shift) * (x[i] - shift) into *moment,
 // for a finite shift. An element whose exponential underflows to 0 (including -inf) adds 0 to the
-// moment rather than 0 * -inf.
+// moment.
 TROUPE_VECTOR_CLONES void BlockSumExpAndMoment(const float* x, int64_t n, float shift, float* sum,
                                                float* moment) {
   float sum_lanes[kLanes] = {};
@@ -104,17 +112,17 @@ TROUPE_VECTOR_CLONES void BlockSumExpAndMoment(const float* x, int64_t n, float 
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int j = 0; j < kLanes; ++j) {
-      const float z = x[i + j] - shift;
+      const float z = FloorAtMinExpArg(x[i + j] - shift);
       const float e = ExpApprox(z);
       sum_lanes[j] += e;
-      moment_lanes[j] += e > 0.0f ? e * z : 0.0f;
+      moment_lanes[j] += e * z;
     }
   }
   for (; i < n; ++i) {
-    const float z = x[i] - shift;
+    const float z = FloorAtMinExpArg(x[i] - shift);
     const float e = ExpApprox(z);
     sum_lanes[0] += e;
-    moment_lanes[0] += e > 0.0f ? e * z : 0.0f;
+    moment_lanes[0] += e * z;
   }
   float s = 0.0f, d = 0.0f;
   for (int j = 0; j < kLanes; ++j) {
@@ -130,9 +138,9 @@ TROUPE_VECTOR_CLONES void BlockSumExpAndMoment(const float* x, int64_t n, float 
 TROUPE_VECTOR_CLONES void BlockLogProbEntropyGrad(const float* x, int64_t n, float lse,
                                                   float entropy, float g, float gh, float* out) {
   for (int64_t i = 0; i < n; ++i) {
-    const float log_p = x[i] - lse;
+    const float log_p = FloorAtMinExpArg(x[i] - lse);
     const float p = ExpApprox(log_p);
-    out[i] = p > 0.0f ? p * (-g - gh * (log_p + entropy)) : 0.0f;
+    out[i] = p * (-g - gh * (log_p + entropy));
   }
 }
 
