@@ -10,12 +10,16 @@
 //       [--micro_batch_size 0]
 //
 // Output (stdout, one JSON object): {"bench":"trainer_step_bench","metric":"trainer_step_seconds",
-// "value":<median over the timed steps>,"unit":"s","min":..,"steps_measured":..,<the flags>}.
-// Progress on stderr.
+// "value":<median wall time over the timed steps>,"unit":"s","min":..,"cpu_median":..,
+// "steps_measured":..,<the flags>}. cpu_median is the calling thread's CPU time per step: with
+// --threads 1 every LibTorch op runs on that thread, so it leaves out the time spent waiting for
+// a core on a loaded machine and is the steadier figure to compare builds with. Progress on
+// stderr.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -33,6 +37,17 @@ namespace troupe::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "trainer_step_bench: %s\n", what.c_str());
@@ -101,24 +116,29 @@ int Main(int argc, char** argv) {
   actors::Trainer trainer(
       ActorContext(nullptr, "Trainer", "Trainer", "Trainer", config, 0, nullptr));
   std::mt19937 rng(7);
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   for (int step = 0; step < warmup + steps; ++step) {
     const proto::TrainStepRequest req = MakeRequest(batch, n, step, rng);
     const auto start = Clock::now();
+    const double cpu_start = ThreadCpuSeconds();
     absl::StatusOr<proto::TrainStepReply> reply = trainer.Step(req);
+    const double cpu = ThreadCpuSeconds() - cpu_start;
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (!reply.ok()) Die(reply.status().ToString());
-    std::fprintf(stderr, "step %d/%d  %.4fs  loss %.5f\n", step + 1, warmup + steps, seconds,
-                 reply->metrics().at("train/loss"));
-    if (step >= warmup) times.push_back(seconds);
+    std::fprintf(stderr, "step %d/%d  %.4fs (cpu %.4fs)  loss %.5f\n", step + 1, warmup + steps,
+                 seconds, cpu, reply->metrics().at("train/loss"));
+    if (step >= warmup) {
+      times.push_back(seconds);
+      cpu_times.push_back(cpu);
+    }
   }
   std::filesystem::remove_all(dir);
-  std::sort(times.begin(), times.end());
   std::printf("%s\n", nlohmann::json({{"bench", "trainer_step_bench"},
                                       {"metric", "trainer_step_seconds"},
-                                      {"value", times[times.size() / 2]},
+                                      {"value", Median(times)},
                                       {"unit", "s"},
-                                      {"min", times.front()},
+                                      {"min", *std::min_element(times.begin(), times.end())},
+                                      {"cpu_median", Median(cpu_times)},
                                       {"steps_measured", times.size()},
                                       {"batch", batch},
                                       {"n", n},
