@@ -83,9 +83,10 @@ struct MicroBatchContext {
 
 struct MicroBatchLoss {
   at::Tensor loss;         // 0-dim floating, differentiable; the micro-batch mean.
-  int64_t num_tokens = 0;  // Tokens it averages over (required > 0 for kTokenWeighted).
-  // How many terms `loss` is the mean of, for kTokenWeighted: 0 means num_tokens (a token
-  // mean); a mean over sequences gives its number of sequences. Must be >= 0.
+  int64_t num_tokens = 0;  // Tokens of the micro-batch (summed into StepMetrics.tokens).
+  // How many terms `loss` is the mean of, which kTokenWeighted weighs it by: 0 means num_tokens
+  // (a token mean); a mean over sequences gives its number of sequences. Must be >= 0, and the
+  // weight it selects > 0 under kTokenWeighted.
   int64_t averaged_over = 0;
 };
 
