@@ -160,7 +160,7 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
            .world_size = req.world_size(),
            .rank = req.rank(),
            .timeout = absl::Seconds(120),
-           .gloo_host = "127.0.0.1"},
+           .gloo_host = context().node_address()},
           staging, {.in_place = true});
   if (!sub.ok()) {
     fail(sub.status());

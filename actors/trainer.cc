@@ -353,7 +353,7 @@ absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinWeightGroup(
                                            .world_size = req.world_size(),
                                            .rank = 0,
                                            .timeout = absl::Seconds(120),
-                                           .gloo_host = "127.0.0.1"},
+                                           .gloo_host = context().node_address()},
                                           StateDict(*policy_.model), {.in_place = true}));
   if (absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model)); !s.ok()) {
     (void)publisher_->Close();

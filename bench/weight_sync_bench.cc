@@ -13,6 +13,12 @@
 //   bazel run -c opt //bench:weight_sync_bench -- [--mb 256] [--hidden 1024] [--repeats 5]
 //       [--receivers 1,2,3]
 //       [--chunk_mb 16] [--in_flight 4] [--gloo_threads 2] [--shared_memory 1] [--in_place 1]
+//       [--hosts 1]
+//
+// Hosts: --hosts 1 (default) puts every member on 127.0.0.1, one host. --hosts 2 puts the
+// publisher on 127.0.0.2 and the receivers on 127.0.0.3 (raw Gloo binds the same addresses):
+// two hosts by their host ids (collective_group.h, "Hosts"), so every version crosses Gloo's
+// sockets whatever --shared_memory and --in_place say — weights between machines, over loopback.
 //
 // Paths ("path" in the output): "in_place" (the default, as in a job on one machine: the
 // publisher writes each version once into a shared double buffer and receivers read it there;
@@ -76,6 +82,7 @@ struct Config {
   int64_t chunk_mb = 16;
   int shared_memory = 1;  // GroupOptions::shared_memory
   int in_place = 1;       // WeightSyncOptions::in_place
+  int hosts = 1;          // 1: all on 127.0.0.1; 2: publisher 127.0.0.2, receivers 127.0.0.3
   int in_flight = 4;
   int gloo_threads = 2;
   // Receiver-only.
@@ -168,13 +175,19 @@ int64_t TotalBytes(const std::vector<NamedTensor>& sd) {
   return n;
 }
 
+// The address member `rank` listens on (see "Hosts" above).
+std::string HostOf(const Config& c, int rank) {
+  if (c.hosts != 2) return "127.0.0.1";
+  return rank == 0 ? "127.0.0.2" : "127.0.0.3";
+}
+
 GroupOptions Options(const Config& c, int rank, int world) {
   GroupOptions o;
   o.name = c.group;
   o.world_size = world;
   o.rank = rank;
   o.timeout = kTimeout;
-  o.gloo_host = "127.0.0.1";
+  o.gloo_host = HostOf(c, rank);
   o.chunk_bytes = c.chunk_mb << 20;
   o.max_in_flight = c.in_flight;
   o.gloo_threads = c.gloo_threads;
@@ -183,10 +196,10 @@ GroupOptions Options(const Config& c, int rank, int world) {
 }
 
 c10::intrusive_ptr<c10d::ProcessGroupGloo> RawGroup(const c10::intrusive_ptr<c10d::Store>& store,
-                                                    int rank, int world) {
+                                                    const Config& c, int rank, int world) {
   auto opts = c10d::ProcessGroupGloo::Options::create(
       std::chrono::milliseconds(absl::ToInt64Milliseconds(kTimeout)));
-  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(HostOf(c, rank)));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, opts);
 }
 
@@ -208,7 +221,7 @@ int RunMember(const Config& c) {
   so.isServer = false;
   so.timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(kTimeout));
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  auto raw = RawGroup(store, c.rank, c.world);
+  auto raw = RawGroup(store, c, c.rank, c.world);
 
   std::vector<NamedTensor> params = StateDict(c.mb, c.hidden);
   for (NamedTensor& nt : params) nt.tensor.zero_();
@@ -300,10 +313,12 @@ Result RunReceivers(const Config& c, troupe::EmbeddedCluster& ec, int receivers,
                           "--shared_memory",
                           absl::StrCat(c.shared_memory),
                           "--in_place",
-                          absl::StrCat(c.in_place)}));
+                          absl::StrCat(c.in_place),
+                          "--hosts",
+                          absl::StrCat(c.hosts)}));
   }
   ClusterKvStore kv(&ec.cluster());
-  auto raw = RawGroup(store, 0, world);
+  auto raw = RawGroup(store, c, 0, world);
   auto pub = OrDie(
       WeightPublisher::Create(&kv, Options(cc, 0, world), state, {.in_place = c.in_place != 0}),
       "WeightPublisher::Create");
@@ -375,10 +390,10 @@ int RunPublisher(const Config& c) {
         "\"value\":%.3f,\"unit\":\"GB/s\",\"baseline\":\"raw_gloo_broadcast\","
         "\"baseline_value\":%.3f,\"ratio\":%.3f,\"target_ratio\":0.8,\"time_ms\":%.1f,"
         "\"baseline_time_ms\":%.1f,\"bytes\":%lld,\"tensors\":%zu,\"chunk_mib\":%lld,"
-        "\"in_flight\":%d,\"hidden\":%lld,\"repeats\":%d,\"path\":\"%s\"}\n",
+        "\"in_flight\":%d,\"hidden\":%lld,\"repeats\":%d,\"path\":\"%s\",\"hosts\":%d}\n",
         n, ours, raw, ours / raw, r.ours_s * 1e3, r.raw_s * 1e3, static_cast<long long>(bytes),
         state.size(), static_cast<long long>(c.chunk_mb), c.in_flight,
-        static_cast<long long>(c.hidden), c.repeats, r.path);
+        static_cast<long long>(c.hidden), c.repeats, r.path, c.hosts);
     std::fflush(stdout);
   }
   const Result* one = nullptr;
@@ -425,6 +440,10 @@ int main(int argc, char** argv) {
                  "WeightSyncOptions.in_place: 1 = receivers read each version from the "
                  "publisher's shared buffers (needs the shared-memory group), 0 = own copies")
       ->check(CLI::Range(0, 1));
+  app.add_option("--hosts", c.hosts,
+                 "1 = every member on 127.0.0.1 (one host); 2 = publisher on 127.0.0.2, "
+                 "receivers on 127.0.0.3 (two hosts: always Gloo's sockets)")
+      ->check(CLI::Range(1, 2));
   app.add_flag("--member", c.member, "internal: run as a receiver");
   app.add_option("--rank", c.rank, "internal");
   app.add_option("--world", c.world, "internal");

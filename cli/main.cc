@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   start->add_option("--address", start_flags.address, "Head to join, HOST:PORT");
   start->add_option("--port", start_flags.port, "Head port (default 6380; 0 = any)");
   start->add_option("--node-ip-address", start_flags.node_ip,
-                    "Address to bind and advertise (default 127.0.0.1)");
+                    "Address to bind and advertise, also by this node's workers and their "
+                    "weight groups (default 127.0.0.1)");
   start->add_option("--resources", start_flags.resources,
                     "JSON resources of this node, e.g. '{\"CPU\":2,\"GPU\":8}'");
   start->add_option("--token-file", start_flags.token_file,

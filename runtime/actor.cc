@@ -1,5 +1,6 @@
 #include "runtime/actor.h"
 
+#include "runtime/actor_system.h"
 #include "runtime/internal/constructing.h"
 
 namespace troupe {
@@ -32,6 +33,11 @@ const char* ActorStateName(ActorState s) {
       return "DEAD";
   }
   return "UNKNOWN";
+}
+
+const std::string& ActorContext::node_address() const {
+  static const std::string* const kLoopback = new std::string("127.0.0.1");
+  return system_ != nullptr ? system_->node_address() : *kLoopback;
 }
 
 Actor::Actor() : context_(internal::ConstructingContext()) {}

@@ -114,6 +114,10 @@ class ActorContext {
   int num_restarts() const { return num_restarts_; }
   // Runs continuations in this actor's mailbox (what Then uses inside the actor's methods).
   Executor* executor() const { return executor_; }
+  // The address of the node the actor runs on, as other nodes reach it (`troupe start
+  // --node-ip-address`; ActorSystemOptions::node_address): bind and advertise it for direct
+  // connections between actors, e.g. GroupOptions::gloo_host. "127.0.0.1" without a system.
+  const std::string& node_address() const;
 
   // The config as a protobuf message (JSON field names as protobuf's JSON mapping); an error
   // names the actor and the offending field.

@@ -47,6 +47,11 @@ struct ActorSystemOptions {
   // max_restart_backoff (so an always-throwing constructor with max_restarts = -1 does not spin).
   absl::Duration restart_backoff = absl::Milliseconds(1);
   absl::Duration max_restart_backoff = absl::Seconds(1);
+  // The address of the node this system runs on, as other machines reach it: what its actors
+  // bind for traffic that does not go through the head (a collective group's Gloo sockets).
+  // A cluster worker sets its node agent's --node-ip-address; a driver's local system keeps
+  // loopback. See ActorContext::node_address().
+  std::string node_address = "127.0.0.1";
 };
 
 class ActorSystem {
@@ -115,6 +120,8 @@ class ActorSystem {
 
   absl::Duration default_call_timeout() const { return options_.default_call_timeout; }
   const ActorRegistry& registry() const { return *registry_; }
+  // ActorSystemOptions::node_address.
+  const std::string& node_address() const { return options_.node_address; }
 
   // Live actors (not DEAD), for status displays.
   std::vector<UntypedActorHandle> ListActors() const;

@@ -480,6 +480,14 @@ TEST_F(ActorSystemTest, ConfigReachesTheConstructorAndCanBeReadAsAProto) {
   EXPECT_NE(err.status().message().find("valu"), std::string::npos) << err.status();
 }
 
+TEST(ActorContextNodeAddress, IsTheSystemsNodeAddressAndLoopbackByDefault) {
+  ActorSystem on_node({.num_threads = 1, .node_address = "127.0.0.2"});
+  EXPECT_EQ(ActorContext(&on_node, "id", "T", "", {}, 0, nullptr).node_address(), "127.0.0.2");
+  ActorSystem local({.num_threads = 1});
+  EXPECT_EQ(ActorContext(&local, "id", "T", "", {}, 0, nullptr).node_address(), "127.0.0.1");
+  EXPECT_EQ(ActorContext(nullptr, "id", "T", "", {}, 0, nullptr).node_address(), "127.0.0.1");
+}
+
 TEST(ActorSystemShutdown, ShutdownWithCallsInFlightFailsThemCleanly) {
   std::vector<Future<Empty>> naps;
   std::vector<Future<Num>> adds;

@@ -7,12 +7,13 @@
 //
 // Workers: forked from a dedicated spawner thread and exec'd as
 //   <worker_binary> worker --head H --actor-id ID --incarnation N --spec-file F --host HOST
-// with CUDA_VISIBLE_DEVICES set to the GPU indices the scheduler assigned (empty: no GPU), the
-// cluster token in TROUPE_TOKEN (never on the command line), stdout/stderr in
-// state_dir/logs/worker-<actor>-<incarnation>.{out,err} (0600; state_dir and its logs/ and
-// workers/ are 0700), and PR_SET_PDEATHSIG so workers never
-// outlive their agent. When a worker exits the agent reports it (exit code or signal, plus the
-// last line of its stderr) to the head, which decides about restarts.
+// (HOST = options.host, the node's address: the worker serves there and its actor sees it as
+// ActorContext::node_address(), which weight groups bind), with CUDA_VISIBLE_DEVICES set to
+// the GPU indices the scheduler assigned (empty: no GPU), the cluster token in TROUPE_TOKEN
+// (never on the command line), stdout/stderr in state_dir/logs/worker-<actor>-<incarnation>.
+// {out,err} (0600; state_dir and its logs/ and workers/ are 0700), and PR_SET_PDEATHSIG so
+// workers never outlive their agent. When a worker exits the agent reports it (exit code or signal,
+// plus the last line of its stderr) to the head, which decides about restarts.
 //
 // Logs: ReadWorkerLog serves the tail of an actor's newest worker logs on this node (the
 // dashboard's actor details), for running and exited workers alike.

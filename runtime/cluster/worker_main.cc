@@ -130,7 +130,8 @@ int RunWorker(const WorkerArgs& args) {
   if (!cluster.ok()) return Fail(5, cluster.status().ToString());
   Cluster::SetCurrent(cluster->get());
 
-  ActorSystem system;
+  // The actor binds direct connections (weight groups) to its node's address (--host).
+  ActorSystem system({.node_address = args.host});
   absl::StatusOr<UntypedActorHandle> actor = system.SpawnByName(spec.type_name(), options);
   if (!actor.ok()) {
     return Fail(

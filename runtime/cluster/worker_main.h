@@ -36,6 +36,8 @@ struct WorkerArgs {
   int incarnation = 0;
   // The StartWorkerRequest (binary protobuf) the node agent received for this worker.
   std::string spec_file;
+  // The node's address (its agent's --node-ip-address): the transport server binds it, and the
+  // actor sees it as ActorContext::node_address().
   std::string host = "127.0.0.1";
   // Cluster token; empty = $TROUPE_TOKEN.
   std::string token;

@@ -4,13 +4,17 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +30,21 @@
 #endif
 
 namespace troupe::collective {
+
+std::string DefaultHostId(const std::string& gloo_host) {
+  std::string machine;
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r"); f != nullptr) {
+    char buf[128] = {};
+    if (std::fgets(buf, sizeof(buf), f) != nullptr) machine = buf;
+    std::fclose(f);
+  }
+  absl::StripAsciiWhitespace(&machine);
+  if (machine.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) == 0) machine = name;
+  }
+  return absl::StrCat(machine, "@", gloo_host);
+}
 
 const char* BackendName(Backend backend) {
   switch (backend) {
@@ -817,7 +836,9 @@ absl::StatusOr<int64_t> CollectiveGroup::DeleteKeys(KvStore* kv, const std::stri
 }
 
 CollectiveGroup::CollectiveGroup(KvStore* kv, GroupOptions options)
-    : kv_(kv), options_(std::move(options)) {}
+    : kv_(kv),
+      options_(std::move(options)),
+      host_id_(options_.host_id.empty() ? DefaultHostId(options_.gloo_host) : options_.host_id) {}
 
 CollectiveGroup::~CollectiveGroup() { Destroy().IgnoreError(); }
 
@@ -891,6 +912,7 @@ absl::StatusOr<std::unique_ptr<CollectiveGroup>> CollectiveGroup::Create(KvStore
 }
 
 absl::Status CollectiveGroup::SetUpSharedMemory(absl::Time deadline) {
+  // "<ring description or none>\n<rank 0's host id>" (a description has no newline).
   const std::string key = KeyPrefix(options_.name) + "shm";
   std::unique_ptr<ShmRing> ring;
   if (options_.rank == 0) {
@@ -904,17 +926,21 @@ absl::Status CollectiveGroup::SetUpSharedMemory(absl::Time deadline) {
         description = ring->description();
       }  // else the sockets carry broadcasts (e.g. /dev/shm too small)
     }
-    TROUPE_RETURN_IF_ERROR(kv_->Put(key, description, /*if_absent=*/false));
+    TROUPE_RETURN_IF_ERROR(
+        kv_->Put(key, absl::StrCat(description, "\n", host_id_), /*if_absent=*/false));
   } else {
-    absl::StatusOr<std::string> description =
+    absl::StatusOr<std::string> value =
         kv_->Get(key, std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    if (absl::IsNotFound(description.status())) {
+    if (absl::IsNotFound(value.status())) {
       return absl::DeadlineExceededError("rank 0 did not say whether it shares memory in time");
     }
-    TROUPE_RETURN_IF_ERROR(description.status());
-    if (options_.shared_memory && *description != "none") {
-      absl::StatusOr<std::unique_ptr<ShmRing>> opened = ShmRing::Open(*description, options_.rank);
-      if (opened.ok()) ring = std::move(*opened);  // else: another machine; the sockets
+    TROUPE_RETURN_IF_ERROR(value.status());
+    const size_t newline = value->find('\n');
+    const std::string description = value->substr(0, newline);
+    const bool same_host = newline != std::string::npos && value->substr(newline + 1) == host_id_;
+    if (options_.shared_memory && same_host && description != "none") {
+      absl::StatusOr<std::unique_ptr<ShmRing>> opened = ShmRing::Open(description, options_.rank);
+      if (opened.ok()) ring = std::move(*opened);  // else: not reachable from here; the sockets
     }
   }
   at::Tensor flag;

@@ -30,10 +30,17 @@
 //     memory stays below max_in_flight * chunk_bytes, plus one contiguous copy of each
 //     non-contiguous tensor that goes straight (or, for an all-reduce in float32 of a bfloat16
 //     tensor, is larger than a chunk).
-//   * Broadcast on one machine (Gloo): when every member can map rank 0's shared-memory ring
-//     (shm_ring.h; decided at Create with one all-reduce, so all members agree), the root copies
-//     each piece into a ring slot once and every receiver copies it out, max_in_flight slots
-//     deep: no sockets, no per-receiver send on the root. Off with GroupOptions::shared_memory.
+//   * Broadcast on one host (Gloo): when every member names the same host (GroupOptions::host_id)
+//     and can map rank 0's shared-memory ring (shm_ring.h; decided at Create with one
+//     all-reduce, so all members agree), the root copies each piece into a ring slot once and
+//     every receiver copies it out, max_in_flight slots deep: no sockets, no per-receiver send
+//     on the root. Off with GroupOptions::shared_memory.
+//   * Hosts: rank 0 publishes its host_id at Create; a member whose host_id differs does not map
+//     the ring. The decision is for the whole group, not per host: if the members span two or
+//     more hosts, every broadcast goes over the sockets (the chain below), also between members
+//     that share a host. Shared memory is therefore never used across hosts, at the cost of
+//     loopback sockets between co-located members of a multi-host group (a per-host ring fed by
+//     one receiver per host would avoid that; not done).
 //   * Broadcast over Gloo otherwise is a pipelined chain of point-to-point sends, root -> root+1 ->
 //   ...:
 //     each member forwards piece k while receiving the next ones, so all links carry data at
@@ -83,6 +90,13 @@ enum class ReduceOp { kSum, kAvg, kMin, kMax };
 
 const char* BackendName(Backend backend);
 
+// The host identity a member gives when GroupOptions::host_id is empty: this machine's boot id
+// (/proc/sys/kernel/random/boot_id, else its hostname) and `gloo_host`, as "<boot id>@<host>".
+// So processes on one machine listening on one address share memory, while nodes that stand
+// for separate machines on one box — different addresses such as 127.0.0.2 and 127.0.0.3, or
+// network namespaces — do not, and their weights really cross sockets.
+std::string DefaultHostId(const std::string& gloo_host);
+
 struct GroupOptions {
   // Unique among the live groups on one KV; letters, digits and "._-/" only.
   std::string name;
@@ -97,12 +111,17 @@ struct GroupOptions {
   // Pieces in flight at once (pipelining); memory for staging <= max_in_flight * chunk_bytes,
   // allocated only as far as small tensors need packing.
   int max_in_flight = 4;
-  // Gloo: the address this member listens on and advertises. Empty = this machine's hostname,
-  // falling back to loopback; use "127.0.0.1" when every member is on this machine.
+  // Gloo: the address this member listens on and advertises to the others, so it must be one
+  // they can reach: on a cluster, the node's own address (ActorContext::node_address(), from
+  // `troupe start --node-ip-address`). Empty = this machine's hostname, falling back to
+  // loopback; "127.0.0.1" when every member is on this machine.
   std::string gloo_host;
+  // The host this member runs on: members share memory (see "Hosts" above) only if all give the
+  // same host_id. Empty = DefaultHostId(gloo_host).
+  std::string host_id;
   // Gloo: background threads of the process group (each runs one piece at a time).
   int gloo_threads = 2;
-  // Gloo: broadcast through a shared-memory ring when every member is on this machine (see the
+  // Gloo: broadcast through a shared-memory ring when every member is on one host (see the
   // protocol above); false = always through the sockets.
   bool shared_memory = true;
   // NCCL: CUDA device index (within CUDA_VISIBLE_DEVICES).
@@ -152,8 +171,11 @@ class CollectiveGroup {
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }
   KvStore* kv() const { return kv_; }
-  // True if broadcasts go through the shared-memory ring (decided at Create).
+  // True if broadcasts go through the shared-memory ring (decided at Create): only when every
+  // member gave the same host_id (see "Hosts" above).
   bool uses_shared_memory() const;
+  // This member's host identity (options().host_id, or DefaultHostId(gloo_host) if empty).
+  const std::string& host_id() const { return host_id_; }
 
  private:
   CollectiveGroup(KvStore* kv, GroupOptions options);
@@ -170,11 +192,13 @@ class CollectiveGroup {
   absl::Status RunTransfers(absl::Span<const at::Tensor> tensors, bool is_broadcast, int root,
                             ReduceOp op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   at::Tensor& StagingBuffer(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // At Create, collectively: maps rank 0's ring if every member can (else none does).
+  // At Create, collectively: maps rank 0's ring if every member is on rank 0's host and can map
+  // it (else none does).
   absl::Status SetUpSharedMemory(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   KvStore* const kv_;
   const GroupOptions options_;
+  const std::string host_id_;
   mutable absl::Mutex mu_;
   std::unique_ptr<internal::CollectiveBackend> backend_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);

@@ -1,8 +1,12 @@
 // CollectiveGroup over Gloo with members as threads of this process, rendezvous through an
-// InMemoryKvStore, on 127.0.0.1.
+// InMemoryKvStore, on 127.0.0.1 (the CollectiveGroupHosts tests: 127.0.0.2 and 127.0.0.3).
 #include "runtime/collective/collective_group.h"
 
 #include <ATen/ATen.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <functional>
@@ -399,6 +403,89 @@ INSTANTIATE_TEST_SUITE_P(Paths, CollectiveGroupTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "SharedMemory" : "Sockets";
                          });
+
+// ---- Hosts: members on 127.0.0.2 and 127.0.0.3 stand for two machines -------------------------
+
+// Whether this machine lets a socket bind `ip` (Linux routes all of 127.0.0.0/8 to loopback;
+// other systems may not): the tests that stand two hosts on 127.0.0.2 / 127.0.0.3 skip, saying
+// so, where it cannot.
+bool CanBind(const char* ip) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  const bool ok = ::inet_pton(AF_INET, ip, &a.sin_addr) == 1 &&
+                  ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST(CollectiveGroupHosts, DefaultHostIdIsThisMachineAndTheAddress) {
+  EXPECT_EQ(DefaultHostId("127.0.0.2"), DefaultHostId("127.0.0.2"));
+  EXPECT_NE(DefaultHostId("127.0.0.2"), DefaultHostId("127.0.0.3"));
+  EXPECT_TRUE(absl::EndsWith(DefaultHostId("127.0.0.2"), "@127.0.0.2"));
+  EXPECT_GT(DefaultHostId("").size(), 1u) << "the machine part is never empty";
+}
+
+TEST(CollectiveGroupHosts, MembersOnDifferentAddressesBroadcastOverSocketsEvenWhereTwoShareOne) {
+  if (!CanBind("127.0.0.2") || !CanBind("127.0.0.3")) {
+    GTEST_SKIP() << "cannot bind 127.0.0.2 / 127.0.0.3 here (no 127.0.0.0/8 loopback aliases)";
+  }
+  // Rank 0 on "host" 127.0.0.2, ranks 1 and 2 on 127.0.0.3: no ring for anyone (the decision is
+  // for the whole group), and every member still gets the root's tensors bit for bit.
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(3, [&](int rank) -> absl::Status {
+    GroupOptions o = Options("hosts", 3, rank);
+    o.shared_memory = true;
+    o.gloo_host = rank == 0 ? "127.0.0.2" : "127.0.0.3";
+    auto group = CollectiveGroup::Create(&kv, o);
+    if (!group.ok()) return group.status();
+    EXPECT_FALSE((*group)->uses_shared_memory()) << "rank " << rank;
+    EXPECT_EQ((*group)->host_id(), DefaultHostId(o.gloo_host));
+    const std::vector<at::Tensor> want = MakeTensors(17);
+    std::vector<at::Tensor> t = rank == 0 ? MakeTensors(17) : ZerosLike(want);
+    for (int i = 0; i < 2; ++i) {
+      absl::Status s = (*group)->Broadcast(t, 0);
+      if (!s.ok()) return s;
+    }
+    for (size_t i = 0; i < t.size(); ++i) {
+      EXPECT_TRUE(at::equal(t[i], want[i])) << "rank " << rank << " tensor " << i;
+    }
+    return absl::OkStatus();
+  }));
+}
+
+TEST(CollectiveGroupHosts, TheHostIdNotTheAddressDecidesWhetherMembersShareMemory) {
+  if (!CanBind("127.0.0.2") || !CanBind("127.0.0.3")) {
+    GTEST_SKIP() << "cannot bind 127.0.0.2 / 127.0.0.3 here (no 127.0.0.0/8 loopback aliases)";
+  }
+  InMemoryKvStore kv;
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    GroupOptions o = Options("one-box", 2, rank);
+    o.shared_memory = true;
+    o.gloo_host = rank == 0 ? "127.0.0.2" : "127.0.0.3";
+    o.host_id = "box-1";  // e.g. two NICs of one machine
+    auto group = CollectiveGroup::Create(&kv, o);
+    if (!group.ok()) return group.status();
+    EXPECT_TRUE((*group)->uses_shared_memory()) << "rank " << rank;
+    return absl::OkStatus();
+  }));
+  ExpectAllOk(RunMembers(2, [&](int rank) -> absl::Status {
+    GroupOptions o = Options("two-boxes", 2, rank);
+    o.shared_memory = true;
+    o.host_id = rank == 0 ? "box-1" : "box-2";  // same address, told apart by their ids
+    auto group = CollectiveGroup::Create(&kv, o);
+    if (!group.ok()) return group.status();
+    EXPECT_FALSE((*group)->uses_shared_memory()) << "rank " << rank;
+    std::vector<at::Tensor> t = {rank == 0 ? at::full({70000}, 5, at::kInt)
+                                           : at::zeros({70000}, at::kInt)};
+    absl::Status s = (*group)->Broadcast(t, 0);
+    if (!s.ok()) return s;
+    EXPECT_EQ(t[0].sum().item<int64_t>(), 5 * 70000);
+    return absl::OkStatus();
+  }));
+}
 
 TEST(KvC10dStore, ImplementsTheC10dStoreOperationsOverTheKv) {
   InMemoryKvStore kv;

@@ -17,8 +17,10 @@
 //   if (announced > sub->version()) TROUPE_ASSIGN_OR_RETURN(int64_t v, sub->Receive());
 //   // ... the weights of version v: sub->weights() (here: `params` themselves)
 //
-// With WeightSyncOptions{.in_place = true} passed to every Create, members on one machine share
+// With WeightSyncOptions{.in_place = true} passed to every Create, members on one host share
 // one copy of each version instead (sub->weights() are then views of the publisher's buffers).
+// Members on different hosts (GroupOptions::host_id; by default this machine plus gloo_host, so
+// give each member its node's address) always receive copies over Gloo's sockets.
 //
 // Protocol:
 //   * Creation (every member, collectively): the group is created (see collective_group.h), the
@@ -38,18 +40,18 @@
 //     subscriber calls Receive, so subscribers should poll AnnouncedVersion between units of
 //     work (a decode step) and Receive promptly; the group timeout bounds the wait.
 //   * In-place mode (WeightSyncOptions::in_place on every member, and the group runs over shared
-//     memory, i.e. every member is on this machine): at Create the publisher makes one
-//     SharedSegment holding two buffers of the whole state dict (each tensor 64-byte aligned, in
-//     manifest order, after a 64-byte control block holding the announced version), puts its
-//     description in the KV key "collective/<name>/weights/segment",
-//     and every subscriber maps it (two one-int all-reduces agree on the mode; any member that
-//     does not ask for it or cannot map the segment makes everyone use the copy path). Publish
-//     then copies the state dict once into buffer (publish count % 2) and broadcasts only the
-//     header, which names the buffer; subscribers write nothing and read the version in place
-//     through weights(). So the publisher's work no longer grows with the number of subscribers.
-//     A buffer is overwritten two versions later, i.e. only after Publish(v+1) returned, which
-//     is after every subscriber entered Receive(v+1): a subscriber must stop reading version v's
-//     views when it calls Receive again.
+//     memory, i.e. every member gave the same host_id: see "Hosts" in collective_group.h; one
+//     member on another host makes the whole group copy over sockets): at Create the publisher
+//     makes one SharedSegment holding two buffers of the whole state dict (each tensor 64-byte
+//     aligned, in manifest order, after a 64-byte control block holding the announced version),
+//     puts its description in the KV key "collective/<name>/weights/segment", and every subscriber
+//     maps it (two one-int all-reduces agree on the mode; any member that does not ask for it or
+//     cannot map the segment makes everyone use the copy path). Publish then copies the state dict
+//     once into buffer (publish count % 2) and broadcasts only the header, which names the buffer;
+//     subscribers write nothing and read the version in place through weights(). So the publisher's
+//     work no longer grows with the number of subscribers. A buffer is overwritten two versions
+//     later, i.e. only after Publish(v+1) returned, which is after every subscriber entered
+//     Receive(v+1): a subscriber must stop reading version v's views when it calls Receive again.
 //   * Failure: if a member dies or stalls past the timeout, Publish / Receive fail on every
 //     member (UNAVAILABLE or DEADLINE_EXCEEDED) and the group is BROKEN. While a Receive fails,
 //     its targets may hold a mix of two versions: keep generating with them only if that is
