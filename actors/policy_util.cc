@@ -64,6 +64,37 @@ absl::StatusOr<at::Tensor> ResponseLogprobs(models::CausalLMImpl& model,
   return logp * batch.response_mask;
 }
 
+absl::StatusOr<SequenceBatch> SliceBatch(const SequenceBatch& batch, int64_t begin, int64_t end) {
+  const int64_t n = static_cast<int64_t>(batch.prompt_lengths.size());
+  if (begin < 0 || begin >= end || end > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SliceBatch: rows [", begin, ", ", end, ") of a batch of ", n));
+  }
+  SequenceBatch s;
+  s.prompt_lengths.assign(batch.prompt_lengths.begin() + begin, batch.prompt_lengths.begin() + end);
+  s.response_lengths.assign(batch.response_lengths.begin() + begin,
+                            batch.response_lengths.begin() + end);
+  int64_t len = 0;
+  for (size_t i = 0; i < s.prompt_lengths.size(); ++i) {
+    len = std::max(len, s.prompt_lengths[i] + s.response_lengths[i]);
+  }
+  s.input_ids = batch.input_ids.slice(0, begin, end).slice(1, 0, len);
+  s.attention_mask = batch.attention_mask.slice(0, begin, end).slice(1, 0, len);
+  s.targets = batch.targets.slice(0, begin, end).slice(1, 0, len - 1);
+  s.response_mask = batch.response_mask.slice(0, begin, end).slice(1, 0, len - 1);
+  return s;
+}
+
+absl::StatusOr<ResponseLogprobsAndEntropy> ResponseLogprobsWithEntropy(models::CausalLMImpl& model,
+                                                                       const SequenceBatch& batch) {
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor logits, model.Forward(batch.input_ids, batch.attention_mask));
+  at::Tensor predicting = logits.slice(1, 0, logits.size(1) - 1);
+  TROUPE_ASSIGN_OR_RETURN(kernels::LogProbsAndEntropy out,
+                          kernels::TryTokenLogProbsWithEntropy(predicting, batch.targets));
+  return ResponseLogprobsAndEntropy{out.logprobs * batch.response_mask,
+                                    out.entropy * batch.response_mask};
+}
+
 absl::StatusOr<at::Tensor> ScatterResponseValues(const SequenceBatch& batch,
                                                  const std::vector<std::vector<float>>& values) {
   const int64_t n = batch.input_ids.size(0), len = batch.targets.size(1);

@@ -44,10 +44,26 @@ struct SequenceBatch {
 absl::StatusOr<SequenceBatch> BuildBatch(const std::vector<const proto::Sample*>& samples,
                                          int64_t pad_id);
 
+// Rows [begin, end) of `batch` (0 <= begin < end <= B), cut to the longest of their sequences:
+// per-token tensors of the slice are [end - begin, len - 1], and a whole-batch per-token tensor
+// maps to it as values.slice(0, begin, end).slice(1, 0, len - 1). INVALID_ARGUMENT for a bad
+// range.
+absl::StatusOr<SequenceBatch> SliceBatch(const SequenceBatch& batch, int64_t begin, int64_t end);
+
 // log pi(target) at every position [B, L - 1] (zero where response_mask is 0), through
 // kernels::TokenLogProbs; differentiable when grad mode is on.
 absl::StatusOr<at::Tensor> ResponseLogprobs(models::CausalLMImpl& model,
                                             const SequenceBatch& batch);
+
+// ResponseLogprobs plus the entropy of the policy's next-token distribution at every position
+// [B, L - 1] (zero where response_mask is 0), both from one pass over the logits
+// (kernels::TokenLogProbsWithEntropy); both differentiable when grad mode is on.
+struct ResponseLogprobsAndEntropy {
+  at::Tensor logp;
+  at::Tensor entropy;
+};
+absl::StatusOr<ResponseLogprobsAndEntropy> ResponseLogprobsWithEntropy(models::CausalLMImpl& model,
+                                                                       const SequenceBatch& batch);
 
 // Lays per-response values (one list per sample, in response order) into [B, L - 1] positions.
 absl::StatusOr<at::Tensor> ScatterResponseValues(const SequenceBatch& batch,

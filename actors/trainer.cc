@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -35,6 +37,64 @@ std::string ReadAll(const std::string& path) {
   throw std::runtime_error("trainer config: " + what);
 }
 
+// LibTorch throws; nothing crosses Step's boundary but a Status.
+template <typename Fn>
+auto CatchTorch(absl::string_view what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+// ClippedPolicyLoss's diagnostics over the micro-batches of one step: token means weighted by
+// the micro-batch's tokens, aggregated losses by the terms the loss averages (what the gradient
+// accumulation weighs them by).
+class LossDiagnostics {
+ public:
+  void Add(const trainers::PolicyLossOutput& out, int64_t terms) {
+    const double n = static_cast<double>(out.num_tokens);
+    tokens_ += n;
+    terms_ += static_cast<double>(terms);
+    pg_loss_ += out.pg_loss * terms;
+    kl_loss_ += out.kl_loss * terms;
+    clip_fraction_ += out.clip_fraction * n;
+    ratio_mean_ += out.ratio_mean * n;
+    approx_kl_ += out.approx_kl * n;
+    entropy_ += out.entropy * n;
+    weight_mean_ += out.importance_weight_mean * n;
+    capped_fraction_ += out.importance_capped_fraction * n;
+  }
+
+  void Report(google::protobuf::Map<std::string, double>& m) const {
+    const auto token_mean = [&](double sum) { return tokens_ > 0 ? sum / tokens_ : 0.0; };
+    const auto term_mean = [&](double sum) { return terms_ > 0 ? sum / terms_ : 0.0; };
+    m["train/pg_loss"] = term_mean(pg_loss_);
+    m["train/kl"] = term_mean(kl_loss_);
+    m["train/clip_fraction"] = token_mean(clip_fraction_);
+    m["train/ratio_mean"] = token_mean(ratio_mean_);
+    m["train/approx_kl"] = token_mean(approx_kl_);
+    m["train/entropy"] = token_mean(entropy_);
+    m["train/importance_weight_mean"] = token_mean(weight_mean_);
+    m["train/importance_weight_clip_fraction"] = token_mean(capped_fraction_);
+  }
+
+ private:
+  double tokens_ = 0, terms_ = 0;
+  double pg_loss_ = 0, kl_loss_ = 0;
+  double clip_fraction_ = 0, ratio_mean_ = 0, approx_kl_ = 0, entropy_ = 0;
+  double weight_mean_ = 0, capped_fraction_ = 0;
+};
+
+// Rows [begin, end) of a whole-batch per-token tensor [B, L - 1], cut to `slice`'s columns.
+at::Tensor SliceRows(const at::Tensor& values, int64_t begin, int64_t end,
+                     const SequenceBatch& slice) {
+  if (!values.defined()) return values;
+  return values.slice(0, begin, end).slice(1, 0, slice.targets.size(1));
+}
+
 }  // namespace
 
 Trainer::Trainer(const ActorContext& ctx) {
@@ -61,6 +121,8 @@ Trainer::Trainer(const ActorContext& ctx) {
   to.schedule.min_lr_ratio = c.value("min_lr_ratio", 1.0);
   to.max_grad_norm = c.value("grad_clip", 1.0);
   to.seed = c.value("seed", 0);
+  // Micro-batches differ in size: each loss is weighted by the tokens (or sequences) it averages.
+  to.accumulation = trainers::AccumulationScaling::kTokenWeighted;
   absl::StatusOr<std::unique_ptr<trainers::Trainer>> t =
       trainers::Trainer::Create(*policy_.model, to);
   if (!t.ok()) throw std::runtime_error(std::string(t.status().message()));
@@ -81,6 +143,15 @@ Trainer::Trainer(const ActorContext& ctx) {
     ConfigError("kl_type must be k1, k2 or k3, got " + kl);
   }
   loss_options_.entropy_coef = c.value("entropy_coeff", 0.0);
+  if (!(loss_options_.entropy_coef >= 0) || !std::isfinite(loss_options_.entropy_coef)) {
+    ConfigError(absl::StrCat("entropy_coeff must be a finite number >= 0, got ",
+                             loss_options_.entropy_coef));
+  }
+  micro_batch_size_ = c.value("micro_batch_size", int64_t{0});
+  if (micro_batch_size_ < 0) {
+    ConfigError(absl::StrCat("micro_batch_size must be >= 0 (0 = the whole step), got ",
+                             micro_batch_size_));
+  }
   const std::string agg = c.value("loss_agg_mode", "token-mean");
   if (agg == "token-mean") {
     loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
@@ -105,6 +176,10 @@ Trainer::Trainer(const ActorContext& ctx) {
     ConfigError("off_policy must be none, truncate or mask, got " + off);
   }
   loss_options_.importance_weight_cap = c.value("importance_cap", 2.0);
+  if (!(loss_options_.importance_weight_cap > 0)) {
+    ConfigError(
+        absl::StrCat("importance_cap must be > 0, got ", loss_options_.importance_weight_cap));
+  }
   norm_adv_by_std_ = c.value("norm_adv_by_std", true);
 
   // Resume: weights from the checkpoint's safetensors, optimizer and RNG from trainer_state.pt.
@@ -150,6 +225,42 @@ absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepReques
       rewards.push_back(s.reward());
     }
   }
+  proto::TrainStepReply reply;
+  absl::StatusOr<bool> skipped =
+      CatchTorch("Trainer::Step", [&] { return Update(req, samples, rewards, group_size, reply); });
+  if (!skipped.ok()) return skipped.status();
+  if (!*skipped) ++version_;
+  reply.set_weight_version(version_);
+  auto& m = *reply.mutable_metrics();
+  double reward_sum = 0;
+  for (float r : rewards) reward_sum += r;
+  m["reward/mean"] = reward_sum / rewards.size();
+  m["time/trainer_update_s"] = absl::ToDoubleSeconds(absl::Now() - start);
+
+  if (publisher_ != nullptr && !*skipped) {
+    const absl::Time publish_start = absl::Now();
+    absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model));
+    m["time/publish_s"] = absl::ToDoubleSeconds(absl::Now() - publish_start);
+    if (!s.ok()) {
+      std::fprintf(stderr, "trainer: publishing weights v%lld failed: %s\n",
+                   static_cast<long long>(version_), s.ToString().c_str());
+      (void)publisher_->Close();
+      publisher_.reset();
+      reply.set_publish_failed(true);
+      reply.set_publish_error(s.ToString());
+    }
+  } else if (publisher_ == nullptr) {
+    reply.set_publish_failed(true);
+    reply.set_publish_error("no weight group");
+  }
+  *reply.mutable_checkpoints() = TakeWriteReport();
+  return reply;
+}
+
+absl::StatusOr<bool> Trainer::Update(const proto::TrainStepRequest& req,
+                                     const std::vector<const proto::Sample*>& samples,
+                                     const std::vector<float>& rewards, int group_size,
+                                     proto::TrainStepReply& reply) {
   TROUPE_ASSIGN_OR_RETURN(SequenceBatch batch, BuildBatch(samples, pad_id_));
   std::vector<std::vector<float>> behaviour;
   for (const proto::Sample* s : samples) {
@@ -168,64 +279,61 @@ absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepReques
       ref.emplace_back(l.values().begin(), l.values().end());
     TROUPE_ASSIGN_OR_RETURN(ref_logp, ScatterResponseValues(batch, ref));
   }
+  // Over the whole batch, before it is cut into micro-batches.
   TROUPE_ASSIGN_OR_RETURN(
       at::Tensor advantages,
       trainers::GroupNormalizedAdvantages(torch::tensor(rewards, torch::kFloat), group_size,
                                           {.scale_by_std = norm_adv_by_std_}));
-  trainers::PolicyLossOutput last;
-  absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
-      [&](const trainers::MicroBatchContext&) -> absl::StatusOr<trainers::MicroBatchLoss> {
-        TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, batch));
-        trainers::PolicyLossInputs in;
-        in.logp = logp;
-        in.behaviour_logp = behaviour_logp;
-        in.ref_logp = ref_logp;
-        in.advantages = advantages;
-        in.mask = batch.response_mask;
-        TROUPE_ASSIGN_OR_RETURN(last, trainers::ClippedPolicyLoss(in, loss_options_));
-        return trainers::MicroBatchLoss{last.loss, last.num_tokens};
-      });
-  if (!metrics.ok()) return metrics.status();
-  if (!metrics->skipped) ++version_;
 
-  proto::TrainStepReply reply;
+  const int64_t rows = static_cast<int64_t>(samples.size());
+  const int64_t per_micro = micro_batch_size_ > 0 ? std::min(micro_batch_size_, rows) : rows;
+  const int64_t num_micro = (rows + per_micro - 1) / per_micro;
+  trainers::PolicyLossOptions options = loss_options_;
+  // Micro-batches are trimmed to their own longest sequence: "use T" must mean the whole batch's.
+  if (options.aggregation == trainers::LossAggregation::kSequenceSumNormalized &&
+      options.normalizer_length == 0) {
+    options.normalizer_length = batch.targets.size(1);
+  }
+  const bool token_mean = options.aggregation == trainers::LossAggregation::kTokenMean;
+  const bool proximal = options.off_policy_correction != trainers::OffPolicyCorrection::kNone;
+  const bool entropy_bonus = options.entropy_coef != 0;
+  LossDiagnostics diagnostics;
+  absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+      [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
+        const int64_t begin = ctx.micro_batch * per_micro;
+        const int64_t end = std::min(rows, begin + per_micro);
+        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+        TROUPE_ASSIGN_OR_RETURN(ResponseLogprobsAndEntropy policy,
+                                ResponseLogprobsWithEntropy(*policy_.model, micro));
+        trainers::PolicyLossInputs in;
+        in.logp = policy.logp;
+        in.behaviour_logp = SliceRows(behaviour_logp, begin, end, micro);
+        // π_prox: this forward runs on the weights held at the start of the step (the one
+        // optimizer step comes after every micro-batch), so its detached log-probs are π_prox.
+        if (proximal) in.old_logp = policy.logp.detach();
+        in.ref_logp = SliceRows(ref_logp, begin, end, micro);
+        in.advantages = advantages.slice(0, begin, end);
+        in.mask = micro.response_mask;
+        in.entropy = entropy_bonus ? policy.entropy : policy.entropy.detach();
+        TROUPE_ASSIGN_OR_RETURN(trainers::PolicyLossOutput out,
+                                trainers::ClippedPolicyLoss(in, options));
+        const int64_t terms = token_mean ? out.num_tokens : end - begin;
+        diagnostics.Add(out, terms);
+        return trainers::MicroBatchLoss{out.loss, out.num_tokens, terms};
+      },
+      num_micro);
+  if (!metrics.ok()) return metrics.status();
+
   reply.set_step(metrics->step);
-  reply.set_weight_version(version_);
   auto& m = *reply.mutable_metrics();
   m["train/loss"] = metrics->loss;
-  m["train/pg_loss"] = last.pg_loss;
-  m["train/kl"] = last.kl_loss;
-  m["train/clip_fraction"] = last.clip_fraction;
-  m["train/ratio_mean"] = last.ratio_mean;
-  m["train/approx_kl"] = last.approx_kl;
-  m["train/importance_weight_mean"] = last.importance_weight_mean;
+  diagnostics.Report(m);
   m["train/grad_norm"] = metrics->grad_norm;
   m["train/lr"] = metrics->lr;
   m["train/tokens"] = static_cast<double>(metrics->tokens);
+  m["train/micro_batches"] = static_cast<double>(num_micro);
   m["train/skipped"] = metrics->skipped ? 1 : 0;
-  double reward_sum = 0;
-  for (float r : rewards) reward_sum += r;
-  m["reward/mean"] = reward_sum / rewards.size();
-  m["time/trainer_update_s"] = absl::ToDoubleSeconds(absl::Now() - start);
-
-  if (publisher_ != nullptr && !metrics->skipped) {
-    const absl::Time publish_start = absl::Now();
-    absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model));
-    m["time/publish_s"] = absl::ToDoubleSeconds(absl::Now() - publish_start);
-    if (!s.ok()) {
-      std::fprintf(stderr, "trainer: publishing weights v%lld failed: %s\n",
-                   static_cast<long long>(version_), s.ToString().c_str());
-      (void)publisher_->Close();
-      publisher_.reset();
-      reply.set_publish_failed(true);
-      reply.set_publish_error(s.ToString());
-    }
-  } else if (publisher_ == nullptr) {
-    reply.set_publish_failed(true);
-    reply.set_publish_error("no weight group");
-  }
-  *reply.mutable_checkpoints() = TakeWriteReport();
-  return reply;
+  return metrics->skipped;
 }
 
 absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinWeightGroup(

@@ -3,12 +3,40 @@
 // policy-gradient loss with the KL penalty (trainers/losses.h), steps AdamW, bumps the weight
 // version and publishes the new weights to the rollout workers over the weight-sync group.
 //
-// Off-policy correction: samples may come from older policy versions (asynchronous mode). The
-// clipped ratio is taken against the behaviour log-probs the rollout recorded (pi_theta /
-// pi_behaviour, the PPO "old policy" being the policy that actually generated the tokens), so a
-// stale sample's update is bounded by the clip range; the staleness bound of the replay buffer
-// keeps the gap small. (trainers::ClippedPolicyLoss documents the decoupled variant with a
-// proximal policy.)
+// The update (Step): the samples' group-normalised advantages are computed once over the whole
+// batch; the batch is then cut into micro-batches of `micro_batch_size` sequences (the last one
+// may be shorter; 0 = one micro-batch), each forward/backward on its rows (trimmed to their
+// longest sequence), the gradients accumulated, and one AdamW step taken. The micro-batches are
+// weighted as the loss aggregation requires (by tokens for token-mean, by sequences for the
+// per-sequence modes), so the update equals the whole-batch one up to float rounding; only the
+// peak activation memory changes.
+//
+// Loss per token (trainers::ClippedPolicyLoss; PolicyLossInputs spells out the roles):
+//   J = w · min(ρ·A, clip(ρ, 1-ε_low, 1+ε_high)·A) - kl_coef·KL(π_θ || π_ref) + entropy_coeff·H
+// where H is the entropy of the policy's next-token distribution at the token (computed with the
+// log-probs in one pass over the logits, kernels::TokenLogProbsWithEntropy; differentiable only
+// when entropy_coeff != 0, and always reported as train/entropy).
+//
+// Off-policy correction (`off_policy`): samples may come from older policy versions (asynchronous
+// mode), with behaviour log-probs π_behav recorded by the rollout.
+//   none      ρ = π_θ / π_behav, w = 1: the clip around the behaviour policy bounds a stale
+//             sample's update; the replay buffer's staleness bound keeps the gap small.
+//   truncate  the decoupled objective (AReaL): ρ = π_θ / π_prox, w = min(π_prox / π_behav, cap),
+//   mask      ... or w = π_prox / π_behav, and 0 where it exceeds the cap (`importance_cap`).
+// π_prox is the policy the trainer holds at the start of the step, on the sampled tokens, without
+// gradient. It costs no extra forward pass: a step takes exactly one optimizer step, after the
+// forward passes of all its micro-batches, so the log-probs of those forward passes, detached,
+// are π_prox (there is no dropout). A trainer that took several optimizer steps per call (PPO
+// epochs or mini-batches) would need a no-grad forward pass over the batch before the first one.
+// Reported: train/importance_weight_mean (token mean of w after truncation/masking) and
+// train/importance_weight_clip_fraction (tokens whose π_prox / π_behav exceeded the cap); 1 and
+// 0 with `none`.
+//
+// Step reply metrics: train/{loss, pg_loss, kl, entropy, clip_fraction, ratio_mean, approx_kl,
+// importance_weight_mean, importance_weight_clip_fraction, grad_norm, lr, tokens, micro_batches,
+// skipped}, reward/mean, time/trainer_update_s (and time/publish_s). Token means (clip fraction,
+// ratio, entropy, weights) are over all response tokens of the step; pg_loss and kl are
+// aggregated as the loss is.
 //
 // Weight sync: JoinWeightGroup (rank 0) creates the publisher of group "<name>.<epoch>" with the
 // workers and publishes the current weights at once. If a later publish fails (a worker died),
@@ -23,12 +51,23 @@
 // ones again and replies once every write under way has finished, so a driver can make sure its
 // last checkpoint is on disk before the job's actors go away.
 //
-// config: {"model_dir", "resume_dir" (optional checkpoint to restore), "lr", "warmup_steps",
-//          "total_steps", "min_lr_ratio", "weight_decay", "grad_clip", "seed", "threads",
-//          "clip_eps_low", "clip_eps_high", "kl_coef", "kl_type" (k1|k2|k3), "entropy_coeff",
-//          "loss_agg_mode" (token-mean|seq-mean-token-mean|seq-mean-token-sum-norm),
-//          "norm_adv_by_std", "off_policy" (none|truncate|mask), "importance_cap",
-//          "max_response_length", "checkpointer" (actor name), "checkpoint_attempts" (5)}
+// config (JSON from the driver; default in brackets):
+//   model_dir              policy directory (LoadPolicy)
+//   resume_dir             checkpoint to restore [none]
+//   lr [1e-4], warmup_steps [0], total_steps [1000], min_lr_ratio [1.0], weight_decay [0.0],
+//   grad_clip [1.0], seed [0], threads [1]
+//   micro_batch_size       sequences per forward/backward, >= 0 [0 = the whole step]
+//   clip_eps [0.2], clip_eps_low [clip_eps], clip_eps_high [clip_eps]
+//   kl_coef [0.0], kl_type (k1|k2|k3) [k3]
+//   entropy_coeff          >= 0, the entropy bonus [0.0]
+//   loss_agg_mode          token-mean | seq-mean-token-mean | seq-mean-token-sum-norm [token-mean]
+//   max_response_length    seq-mean-token-sum-norm's constant normaliser [16]
+//   norm_adv_by_std [true]
+//   off_policy             none | truncate | mask [truncate]
+//   importance_cap         > 0, the cap of truncate/mask [2.0]
+//   checkpointer           actor name [checkpointer]; checkpoint_attempts >= 1 [5]
+// An unknown enum value, or micro_batch_size, entropy_coeff, importance_cap or checkpoint_attempts
+// out of range, makes the constructor throw, naming the key.
 #ifndef TROUPE_ACTORS_TRAINER_H_
 #define TROUPE_ACTORS_TRAINER_H_
 
@@ -57,6 +96,10 @@ class Trainer : public Actor {
   explicit Trainer(const ActorContext& ctx);
   ~Trainer() override;
 
+  // One update over req.groups (every group the same non-zero size; ref_logprobs aligned with
+  // the samples when kl_coef != 0), then the publish to the weight group if there is one.
+  // INVALID_ARGUMENT for malformed groups or per-token lists; a LibTorch error is INTERNAL. On
+  // error nothing is updated.
   absl::StatusOr<proto::TrainStepReply> Step(const proto::TrainStepRequest& req);
   // Blocks until every subscriber joined (or the group timeout), then publishes the current
   // weights.
@@ -95,9 +138,17 @@ class Trainer : public Actor {
   // The writes' state; clears the written/failed lists (they are reported once).
   proto::CheckpointWrites TakeWriteReport();
 
+  // The update of Step: batch, advantages, micro-batched forward/backward, one optimizer step;
+  // fills the train/* metrics of `reply`. Returns whether the optimizer step was skipped.
+  absl::StatusOr<bool> Update(const proto::TrainStepRequest& req,
+                              const std::vector<const proto::Sample*>& samples,
+                              const std::vector<float>& rewards, int group_size,
+                              proto::TrainStepReply& reply);
+
   PolicyModel policy_;
   std::unique_ptr<trainers::Trainer> trainer_;
   trainers::PolicyLossOptions loss_options_;
+  int64_t micro_batch_size_ = 0;
   bool norm_adv_by_std_ = true;
   int64_t pad_id_ = 0;
   int64_t version_ = 0;

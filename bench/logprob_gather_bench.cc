@@ -1,6 +1,7 @@
 // Benchmark: troupe::kernels::TokenLogProbs (fused gather, saves only logsumexp) against the
 // LibTorch idiom log_softmax(logits, -1).gather(-1, tokens) on CPU, forward + backward and
-// forward only, for [rows, vocab] logits (default 2048 x 32000: B*T = 4 x 512, a Llama-2 vocab).
+// forward only, for [rows, vocab] logits (default 2048 x 32000: B*T = 4 x 512, a Llama-2 vocab);
+// and TokenLogProbsWithEntropy against TokenLogProbs (what the entropy costs).
 //
 // Prints one JSON object per line: throughput in tokens/s and the peak extra resident memory of
 // one forward+backward step (the grad of the logits included), each with the baseline measured in
@@ -110,14 +111,15 @@ torch::Tensor Baseline(const torch::Tensor& logits, const torch::Tensor& tokens)
 }
 
 void PrintLine(const char* metric, double value, const char* unit, double baseline_value,
-               const Options& o, const char* dtype, const std::string& extra = "") {
+               const Options& o, const char* dtype, const std::string& extra = "",
+               const char* baseline = "torch_log_softmax_gather") {
   std::printf(
       "{\"bench\":\"logprob_gather\",\"metric\":\"%s\",\"value\":%.6g,\"unit\":\"%s\","
-      "\"baseline\":\"torch_log_softmax_gather\",\"baseline_value\":%.6g,\"ratio\":%.4g,"
+      "\"baseline\":\"%s\",\"baseline_value\":%.6g,\"ratio\":%.4g,"
       "\"rows\":%lld,\"vocab\":%lld,\"dtype\":\"%s\",\"threads\":%d%s}\n",
-      metric, value, unit, baseline_value, baseline_value != 0 ? value / baseline_value : 0.0,
-      static_cast<long long>(o.rows), static_cast<long long>(o.vocab), dtype, at::get_num_threads(),
-      extra.c_str());
+      metric, value, unit, baseline, baseline_value,
+      baseline_value != 0 ? value / baseline_value : 0.0, static_cast<long long>(o.rows),
+      static_cast<long long>(o.vocab), dtype, at::get_num_threads(), extra.c_str());
   std::fflush(stdout);
 }
 
@@ -165,6 +167,24 @@ void RunCase(const Options& o, torch::ScalarType dtype, const char* dtype_name) 
   const double f_ours = MedianSeconds(o.iters, fwd_only(ours));
   const double f_base = MedianSeconds(o.iters, fwd_only(base));
   PrintLine("fwd_tokens_per_s", o.rows / f_ours, "tokens/s", o.rows / f_base, o, dtype_name);
+
+  // The entropy from the same pass (TokenLogProbsWithEntropy) against the log-probs alone: the
+  // forward as the trainer runs it (entropy only logged), and forward + backward with the entropy
+  // in the loss (an entropy bonus).
+  const double f_entropy = MedianSeconds(o.iters, [&] {
+    torch::NoGradGuard no_grad;
+    troupe::kernels::TokenLogProbsWithEntropy(logits, tokens);
+  });
+  PrintLine("fwd_with_entropy_tokens_per_s", o.rows / f_entropy, "tokens/s", o.rows / f_ours, o,
+            dtype_name, "", "troupe_token_logprobs");
+  const double t_entropy = MedianSeconds(o.iters, [&] {
+    x.mutable_grad().reset();
+    const troupe::kernels::LogProbsAndEntropy both =
+        troupe::kernels::TokenLogProbsWithEntropy(x, tokens);
+    ((both.logprobs + 0.01 * both.entropy) * weights).sum().backward();
+  });
+  PrintLine("fwd_bwd_with_entropy_tokens_per_s", o.rows / t_entropy, "tokens/s", o.rows / t_ours, o,
+            dtype_name, "", "troupe_token_logprobs");
 
   x.mutable_grad().reset();
   const int64_t m_ours = PeakExtraBytes(fwd_bwd(ours));

@@ -94,6 +94,56 @@ TROUPE_VECTOR_CLONES void BlockScaledExp(const float* x, int64_t n, float shift,
   for (int64_t i = 0; i < n; ++i) out[i] = scale * ExpApprox(x[i] - shift);
 }
 
+// Below ln(FLT_MIN) ExpApprox returns exactly 0: an argument clamped to -88 there has the same
+// exponential and a finite value, so exp(z) * Floor(z) is 0 (not 0 * -inf = NaN) for z = -inf.
+// NaN stays NaN. A select between two values (a max), which keeps the loops below branch-free.
+inline float FloorAtMinExpArg(float z) {
+  constexpr float kFloor = -88.0f;  // < ln(FLT_MIN) = -87.3365.
+  return z < kFloor ? kFloor : z;
+}
+
+// sum_i exp(x[i] - shift) into *sum and sum_i exp(x[i] - shift) * (x[i] - shift) into *moment,
+// for a finite shift. An element whose exponential underflows to 0 (including -inf) adds 0 to the
+// moment.
+TROUPE_VECTOR_CLONES void BlockSumExpAndMoment(const float* x, int64_t n, float shift, float* sum,
+                                               float* moment) {
+  float sum_lanes[kLanes] = {};
+  float moment_lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const float z = FloorAtMinExpArg(x[i + j] - shift);
+      const float e = ExpApprox(z);
+      sum_lanes[j] += e;
+      moment_lanes[j] += e * z;
+    }
+  }
+  for (; i < n; ++i) {
+    const float z = FloorAtMinExpArg(x[i] - shift);
+    const float e = ExpApprox(z);
+    sum_lanes[0] += e;
+    moment_lanes[0] += e * z;
+  }
+  float s = 0.0f, d = 0.0f;
+  for (int j = 0; j < kLanes; ++j) {
+    s += sum_lanes[j];
+    d += moment_lanes[j];
+  }
+  *sum = s;
+  *moment = d;
+}
+
+// out[i] = p * (-g - gh * (log p + entropy)) with log p = x[i] - lse, p = exp(log p); 0 where p
+// underflows to 0. `out` may equal `x`.
+TROUPE_VECTOR_CLONES void BlockLogProbEntropyGrad(const float* x, int64_t n, float lse,
+                                                  float entropy, float g, float gh, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float log_p = FloorAtMinExpArg(x[i] - lse);
+    const float p = ExpApprox(log_p);
+    out[i] = p * (-g - gh * (log_p + entropy));
+  }
+}
+
 TROUPE_VECTOR_CLONES void BFloat16ToFloatBlock(const uint16_t* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16BitsToFloat(src[i]);
 }
@@ -172,6 +222,43 @@ void RowMaxAndSum(const typename Storage<kDType>::Type* x, int64_t vocab, float*
   }
   *max_out = m;
   *sum_out = s;
+}
+
+// RowMaxAndSum plus the moment d = sum_v exp(x_v - m) (x_v - m) against the final max m. When the
+// max rises from m to m', both sums are rescaled by c = exp(m - m'):
+//   s' = c s,   d' = c (d + (m - m') s).
+template <LogitsDType kDType>
+void RowMaxSumAndMoment(const typename Storage<kDType>::Type* x, int64_t vocab, float* buf,
+                        float* max_out, float* sum_out, float* moment_out) {
+  float m = -kInf;
+  float s = 0.0f;
+  float d = 0.0f;
+  for (int64_t b = 0; b < vocab; b += kBlock) {
+    const int64_t n = std::min(kBlock, vocab - b);
+    const float* xf = Storage<kDType>::Widen(x + b, n, buf);
+    const float block_max = BlockMax(xf, n);
+    if (block_max > m) {
+      if (m != -kInf) {
+        const float c = std::exp(m - block_max);
+        d = c * (d + (m - block_max) * s);
+        s *= c;
+      }  // else s and d are still 0 (or a NaN that must survive).
+      m = block_max;
+    }
+    if (m != -kInf) {
+      float block_sum, block_moment;
+      BlockSumExpAndMoment(xf, n, m, &block_sum, &block_moment);
+      s += block_sum;
+      d += block_moment;
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(xf[i])) s = std::numeric_limits<float>::quiet_NaN();
+      }
+    }
+  }
+  *max_out = m;
+  *sum_out = s;
+  *moment_out = d;
 }
 
 absl::Status CheckShape(const char* fn, int64_t rows, int64_t vocab) {
@@ -260,6 +347,54 @@ void Backward(const void* logits, const int64_t* tokens, const float* logsumexp,
   }
 }
 
+template <LogitsDType kDType>
+void ForwardWithEntropy(const void* logits, const int64_t* tokens, int64_t rows, int64_t vocab,
+                        float* out_logprobs, float* out_logsumexp, float* out_entropy) {
+  using T = typename Storage<kDType>::Type;
+  const T* base = static_cast<const T*>(logits);
+  alignas(64) float buf[kBlock];
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* x = base + r * vocab;
+    float m, s, d;
+    RowMaxSumAndMoment<kDType>(x, vocab, buf, &m, &s, &d);
+    const float log_s = std::log(s);
+    out_logprobs[r] = (Storage<kDType>::ToFloat(x[tokens[r]]) - m) - log_s;
+    if (out_logsumexp != nullptr) out_logsumexp[r] = m + log_s;
+    // H = lse - E_p[x] = (m + log s) - (m + d / s).
+    out_entropy[r] = log_s - d / s;
+  }
+}
+
+template <LogitsDType kDType>
+void BackwardWithEntropy(const void* logits, const int64_t* tokens, const float* logsumexp,
+                         const float* entropy, const float* grad_logprobs,
+                         const float* grad_entropy, int64_t rows, int64_t vocab,
+                         void* grad_logits) {
+  using T = typename Storage<kDType>::Type;
+  const T* in = static_cast<const T*>(logits);
+  T* out = static_cast<T*>(grad_logits);
+  alignas(64) float buf[kBlock];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float g = grad_logprobs[r];
+    const int64_t token = tokens[r];
+    for (int64_t b = 0; b < vocab; b += kBlock) {
+      const int64_t n = std::min(kBlock, vocab - b);
+      const T* x = in + r * vocab + b;
+      T* y = out + r * vocab + b;
+      const float* xf = Storage<kDType>::Widen(x, n, buf);
+      float* yf;
+      if constexpr (std::is_same_v<T, float>) {
+        yf = y;
+      } else {
+        yf = buf;
+      }
+      BlockLogProbEntropyGrad(xf, n, logsumexp[r], entropy[r], g, grad_entropy[r], yf);
+      if (token >= b && token < b + n) yf[token - b] += g;
+      if constexpr (!std::is_same_v<T, float>) Storage<kDType>::Narrow(yf, n, y);
+    }
+  }
+}
+
 }  // namespace
 
 absl::Status LogProbGatherCpu(const float* logits, const int64_t* tokens, int64_t rows,
@@ -323,6 +458,75 @@ absl::Status LogProbGatherBackwardCpu(const void* logits, LogitsDType dtype, con
     case LogitsDType::kFloat16:
       Backward<LogitsDType::kFloat16>(logits, tokens, logsumexp, grad_logprobs, rows, vocab,
                                       grad_logits);
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogProbEntropyGatherCpu(const void* logits, LogitsDType dtype, const int64_t* tokens,
+                                     int64_t rows, int64_t vocab, float* out_logprobs,
+                                     float* out_logsumexp, float* out_entropy) {
+  constexpr const char* kFn = "LogProbEntropyGatherCpu";
+  if (absl::Status s = CheckShape(kFn, rows, vocab); !s.ok()) return s;
+  if (absl::Status s = CheckDType(kFn, dtype); !s.ok()) return s;
+  if (rows == 0) return absl::OkStatus();
+  if (absl::Status s = CheckPointers(kFn, {{"logits", logits},
+                                           {"tokens", tokens},
+                                           {"out_logprobs", out_logprobs},
+                                           {"out_entropy", out_entropy}});
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckTokens(kFn, tokens, rows, vocab); !s.ok()) return s;
+  switch (dtype) {
+    case LogitsDType::kFloat32:
+      ForwardWithEntropy<LogitsDType::kFloat32>(logits, tokens, rows, vocab, out_logprobs,
+                                                out_logsumexp, out_entropy);
+      break;
+    case LogitsDType::kBFloat16:
+      ForwardWithEntropy<LogitsDType::kBFloat16>(logits, tokens, rows, vocab, out_logprobs,
+                                                 out_logsumexp, out_entropy);
+      break;
+    case LogitsDType::kFloat16:
+      ForwardWithEntropy<LogitsDType::kFloat16>(logits, tokens, rows, vocab, out_logprobs,
+                                                out_logsumexp, out_entropy);
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LogProbEntropyGatherBackwardCpu(const void* logits, LogitsDType dtype,
+                                             const int64_t* tokens, const float* logsumexp,
+                                             const float* entropy, const float* grad_logprobs,
+                                             const float* grad_entropy, int64_t rows, int64_t vocab,
+                                             void* grad_logits) {
+  constexpr const char* kFn = "LogProbEntropyGatherBackwardCpu";
+  if (absl::Status s = CheckShape(kFn, rows, vocab); !s.ok()) return s;
+  if (absl::Status s = CheckDType(kFn, dtype); !s.ok()) return s;
+  if (rows == 0) return absl::OkStatus();
+  if (absl::Status s = CheckPointers(kFn, {{"logits", logits},
+                                           {"tokens", tokens},
+                                           {"logsumexp", logsumexp},
+                                           {"entropy", entropy},
+                                           {"grad_logprobs", grad_logprobs},
+                                           {"grad_entropy", grad_entropy},
+                                           {"grad_logits", grad_logits}});
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckTokens(kFn, tokens, rows, vocab); !s.ok()) return s;
+  switch (dtype) {
+    case LogitsDType::kFloat32:
+      BackwardWithEntropy<LogitsDType::kFloat32>(logits, tokens, logsumexp, entropy, grad_logprobs,
+                                                 grad_entropy, rows, vocab, grad_logits);
+      break;
+    case LogitsDType::kBFloat16:
+      BackwardWithEntropy<LogitsDType::kBFloat16>(logits, tokens, logsumexp, entropy, grad_logprobs,
+                                                  grad_entropy, rows, vocab, grad_logits);
+      break;
+    case LogitsDType::kFloat16:
+      BackwardWithEntropy<LogitsDType::kFloat16>(logits, tokens, logsumexp, entropy, grad_logprobs,
+                                                 grad_entropy, rows, vocab, grad_logits);
       break;
   }
   return absl::OkStatus();

@@ -1,4 +1,5 @@
-// Fused per-token log-probability gather: the CPU reference (no LibTorch, raw pointers).
+// Fused per-token log-probability gather (and, optionally, the entropy of each row's distribution):
+// the CPU reference (no LibTorch, raw pointers).
 //
 // For each row r of a row-major [rows, vocab] logits matrix and its token t = tokens[r]:
 //   logsumexp[r] = log(sum_v exp(logits[r, v]))        (computed stably: max + log(sum exp(x-max)))
@@ -6,6 +7,11 @@
 // in one streaming pass over each row, without ever writing the [rows, vocab] log-softmax. The
 // backward gives the gradient of sum_r grad[r] * logprob[r] with respect to the logits:
 //   grad_logits[r, v] = grad[r] * ([v == t] - exp(logits[r, v] - logsumexp[r])).
+// The entropy variants also give
+//   entropy[r]   = -sum_v p[r, v] log p[r, v] = logsumexp[r] - sum_v p[r, v] logits[r, v],
+//   p[r, v]      = exp(logits[r, v] - logsumexp[r])
+// from the same pass (one more multiply-add per element), with its gradient
+//   d entropy[r] / d logits[r, v] = -p[r, v] (log p[r, v] + entropy[r]).
 // Everything accumulates in float32 whatever the logits' storage type. A row holding a NaN yields
 // NaN; a row of all -inf yields NaN (as torch::log_softmax does).
 //
@@ -46,6 +52,26 @@ absl::Status LogProbGatherCpu(const void* logits, LogitsDType dtype, const int64
 absl::Status LogProbGatherBackwardCpu(const void* logits, LogitsDType dtype, const int64_t* tokens,
                                       const float* logsumexp, const float* grad_logprobs,
                                       int64_t rows, int64_t vocab, void* grad_logits);
+
+// LogProbGatherCpu plus out_entropy[r] (never null when rows > 0), in the same pass: the running
+// sum of exponentials carries a running sum of exp(x - max) * (x - max), so logits of large
+// magnitude keep their precision. A -inf logit contributes 0 (its probability is 0). Same
+// argument checks as LogProbGatherCpu; nothing is written on error.
+absl::Status LogProbEntropyGatherCpu(const void* logits, LogitsDType dtype, const int64_t* tokens,
+                                     int64_t rows, int64_t vocab, float* out_logprobs,
+                                     float* out_logsumexp, float* out_entropy);
+
+// Backward of both outputs: writes the gradient of
+//   sum_r grad_logprobs[r] * logprob[r] + grad_entropy[r] * entropy[r]
+// with respect to the logits,
+//   grad_logits[r, v] = grad_logprobs[r] * ([v == t] - p) - grad_entropy[r] * p * (log p + H_r),
+// stored as `dtype`. `logsumexp` and `entropy` are the forward's outputs. Same argument checks as
+// LogProbGatherBackwardCpu (every pointer required); nothing is written on error.
+absl::Status LogProbEntropyGatherBackwardCpu(const void* logits, LogitsDType dtype,
+                                             const int64_t* tokens, const float* logsumexp,
+                                             const float* entropy, const float* grad_logprobs,
+                                             const float* grad_entropy, int64_t rows, int64_t vocab,
+                                             void* grad_logits);
 
 }  // namespace kernels
 }  // namespace troupe

@@ -247,6 +247,185 @@ TEST(LogProbGatherBackwardCpu, RejectsOutOfRangeTokenWithoutWriting) {
   EXPECT_EQ(grad_logits, std::vector<float>(4, 42.0f));
 }
 
+// -sum p log p of softmax(row) in double, straight from the definition (p = 0 terms are 0).
+double ReferenceEntropy(const std::vector<float>& row) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (float v : row) m = std::max(m, static_cast<double>(v));
+  double z = 0;
+  for (float v : row) z += std::exp(static_cast<double>(v) - m);
+  double h = 0;
+  for (float v : row) {
+    const double log_p = (v - m) - std::log(z);
+    if (std::isfinite(log_p)) h -= std::exp(log_p) * log_p;
+  }
+  return h;
+}
+
+TEST(LogProbEntropyGatherCpu, MatchesDoubleReferenceOnRowsSpanningManyBlocks) {
+  constexpr int64_t kRows = 6, kVocab = 5003;
+  std::vector<float> logits = RandomLogits(kRows * kVocab, 4.0f, 7);
+  // Row 1 rises in every block (the rescale path of both running sums); row 2 sits at +1e4
+  // (the moment is taken against the max, so the offset costs no precision); row 3 is uniform.
+  for (int64_t v = 0; v < kVocab; ++v) logits[kVocab + v] = 0.01f * v;
+  for (int64_t v = 0; v < kVocab; ++v) logits[2 * kVocab + v] += 1e4f;
+  for (int64_t v = 0; v < kVocab; ++v) logits[3 * kVocab + v] = -2.5f;
+  const std::vector<int64_t> tokens = {0, kVocab - 1, 2047, 2048, 4096, 5002};
+  std::vector<float> out(kRows), lse(kRows), entropy(kRows), plain_out(kRows), plain_lse(kRows);
+  ASSERT_TRUE(LogProbEntropyGatherCpu(logits.data(), LogitsDType::kFloat32, tokens.data(), kRows,
+                                      kVocab, out.data(), lse.data(), entropy.data())
+                  .ok());
+  ASSERT_TRUE(LogProbGatherCpu(logits.data(), tokens.data(), kRows, kVocab, plain_out.data(),
+                               plain_lse.data())
+                  .ok());
+  for (int64_t r = 0; r < kRows; ++r) {
+    const std::vector<float> row = Row(logits, kVocab, r);
+    const double expected = ReferenceEntropy(row);
+    EXPECT_NEAR(entropy[r], expected, 2e-5 * std::max(1.0, expected)) << "row " << r;
+    EXPECT_NEAR(out[r], plain_out[r], 1e-5) << "row " << r;
+    EXPECT_NEAR(lse[r], plain_lse[r], 1e-5 * std::max(1.0f, std::abs(plain_lse[r]))) << "row " << r;
+  }
+  EXPECT_NEAR(entropy[3], std::log(static_cast<double>(kVocab)), 1e-5);
+}
+
+TEST(LogProbEntropyGatherCpu, MinusInfinityLogitsHaveProbabilityZeroAndNaNPropagates) {
+  const std::vector<float> logits = {-kInf,  2,    -kInf, 3, /**/ -kInf, 0, -kInf, -kInf,
+                                     /**/ 1, kNaN, 0,     0};
+  const std::vector<int64_t> tokens = {1, 1, 0};
+  std::vector<float> out(3), entropy(3);
+  ASSERT_TRUE(LogProbEntropyGatherCpu(logits.data(), LogitsDType::kFloat32, tokens.data(), 3, 4,
+                                      out.data(), nullptr, entropy.data())
+                  .ok());
+  const double p = std::exp(2.0) / (std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(entropy[0], -p * std::log(p) - (1 - p) * std::log(1 - p), 1e-6);
+  EXPECT_EQ(entropy[1], 0.0f) << "a single finite logit is a certain outcome";
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_TRUE(std::isnan(entropy[2]));
+}
+
+TEST(LogProbEntropyGatherCpu, RejectsANullEntropyOutputAndBadTokensWithoutWriting) {
+  const std::vector<float> logits(6, 0.0f);
+  const std::vector<int64_t> tokens = {0, 1};
+  std::vector<float> out = {42, 42}, entropy = {42, 42};
+  absl::Status s = LogProbEntropyGatherCpu(logits.data(), LogitsDType::kFloat32, tokens.data(), 2,
+                                           3, out.data(), nullptr, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("out_entropy"));
+  const std::vector<int64_t> bad = {0, 3};
+  s = LogProbEntropyGatherCpu(logits.data(), LogitsDType::kFloat32, bad.data(), 2, 3, out.data(),
+                              nullptr, entropy.data());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("token id 3"));
+  EXPECT_EQ(out, std::vector<float>(2, 42.0f));
+  EXPECT_EQ(entropy, std::vector<float>(2, 42.0f));
+}
+
+TEST(LogProbEntropyGatherBackwardCpu, MatchesFiniteDifferencesOfTheDoubleReference) {
+  constexpr int64_t kVocab = 7;
+  const std::vector<float> logits = RandomLogits(kVocab, 1.5f, 13);
+  const int64_t token = 4;
+  const float g = 0.7f, gh = -1.3f;
+  float out = 0, lse = 0, entropy = 0;
+  ASSERT_TRUE(LogProbEntropyGatherCpu(logits.data(), LogitsDType::kFloat32, &token, 1, kVocab, &out,
+                                      &lse, &entropy)
+                  .ok());
+  std::vector<float> grad_logits(kVocab, kNaN);
+  ASSERT_TRUE(LogProbEntropyGatherBackwardCpu(logits.data(), LogitsDType::kFloat32, &token, &lse,
+                                              &entropy, &g, &gh, 1, kVocab, grad_logits.data())
+                  .ok());
+  // f(x) = g * log p_token(x) + gh * H(x) in double, differentiated numerically.
+  const auto f = [&](const std::vector<double>& x) {
+    std::vector<float> row(x.begin(), x.end());
+    return g * ReferenceLogProb(row, token) + gh * ReferenceEntropy(row);
+  };
+  for (int64_t v = 0; v < kVocab; ++v) {
+    std::vector<double> plus(logits.begin(), logits.end()), minus = plus;
+    // A step that is exact in float32, so the float row the reference reads moves by exactly h.
+    const double h = 1.0 / 512;
+    plus[v] += h;
+    minus[v] -= h;
+    EXPECT_NEAR(grad_logits[v], (f(plus) - f(minus)) / (2 * h), 2e-4) << "v " << v;
+  }
+}
+
+TEST(LogProbEntropyGatherBackwardCpu, MatchesTheAnalyticGradientAndReducesToTheLogProbBackward) {
+  constexpr int64_t kRows = 4, kVocab = 3001;
+  const std::vector<float> logits = RandomLogits(kRows * kVocab, 2.0f, 3);
+  const std::vector<int64_t> tokens = {0, 1500, 3000, 2048};
+  const std::vector<float> grad = {1.0f, -0.5f, 2.0f, 0.0f};
+  const std::vector<float> grad_entropy = {0.3f, 1.0f, 0.0f, -2.0f};
+  std::vector<float> out(kRows), lse(kRows), entropy(kRows);
+  ASSERT_TRUE(LogProbEntropyGatherCpu(logits.data(), LogitsDType::kFloat32, tokens.data(), kRows,
+                                      kVocab, out.data(), lse.data(), entropy.data())
+                  .ok());
+  std::vector<float> grad_logits(kRows * kVocab, kNaN);
+  ASSERT_TRUE(LogProbEntropyGatherBackwardCpu(
+                  logits.data(), LogitsDType::kFloat32, tokens.data(), lse.data(), entropy.data(),
+                  grad.data(), grad_entropy.data(), kRows, kVocab, grad_logits.data())
+                  .ok());
+  for (int64_t r = 0; r < kRows; ++r) {
+    const std::vector<float> row = Row(logits, kVocab, r);
+    double m = -1e30, z = 0;
+    for (float v : row) m = std::max(m, static_cast<double>(v));
+    for (float v : row) z += std::exp(v - m);
+    const double h = ReferenceEntropy(row);
+    for (int64_t v = 0; v < kVocab; ++v) {
+      const double log_p = (row[v] - m) - std::log(z);
+      const double p = std::exp(log_p);
+      const double expected =
+          grad[r] * ((v == tokens[r] ? 1.0 : 0.0) - p) - grad_entropy[r] * p * (log_p + h);
+      ASSERT_NEAR(grad_logits[r * kVocab + v], expected, 2e-6) << "row " << r << " v " << v;
+    }
+  }
+  // With a zero entropy gradient the result is the plain log-prob backward's.
+  const std::vector<float> zeros(kRows, 0.0f);
+  std::vector<float> with_zero(kRows * kVocab), plain(kRows * kVocab);
+  ASSERT_TRUE(LogProbEntropyGatherBackwardCpu(logits.data(), LogitsDType::kFloat32, tokens.data(),
+                                              lse.data(), entropy.data(), grad.data(), zeros.data(),
+                                              kRows, kVocab, with_zero.data())
+                  .ok());
+  ASSERT_TRUE(LogProbGatherBackwardCpu(logits.data(), LogitsDType::kFloat32, tokens.data(),
+                                       lse.data(), grad.data(), kRows, kVocab, plain.data())
+                  .ok());
+  for (size_t i = 0; i < plain.size(); ++i) ASSERT_NEAR(with_zero[i], plain[i], 1e-7) << i;
+}
+
+TEST(LogProbEntropyGatherBackwardCpu, SixteenBitGradientIsTheRoundedFloatGradient) {
+  constexpr int64_t kRows = 2, kVocab = 2100;
+  const std::vector<float> raw = RandomLogits(kRows * kVocab, 2.0f, 5);
+  const std::vector<int64_t> tokens = {7, 2099};
+  const std::vector<float> grad = {1.5f, -1.0f}, grad_entropy = {-0.5f, 2.0f};
+  for (LogitsDType dtype : {LogitsDType::kBFloat16, LogitsDType::kFloat16}) {
+    const bool bf16 = dtype == LogitsDType::kBFloat16;
+    std::vector<uint16_t> bits(raw.size());
+    std::vector<float> widened(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) {
+      bits[i] = bf16 ? FloatToBFloat16Bits(raw[i]) : FloatToHalfBits(raw[i]);
+      widened[i] = bf16 ? BFloat16BitsToFloat(bits[i]) : HalfBitsToFloat(bits[i]);
+    }
+    std::vector<float> out(kRows), lse(kRows), entropy(kRows), entropy32(kRows);
+    ASSERT_TRUE(LogProbEntropyGatherCpu(bits.data(), dtype, tokens.data(), kRows, kVocab,
+                                        out.data(), lse.data(), entropy.data())
+                    .ok());
+    ASSERT_TRUE(LogProbEntropyGatherCpu(widened.data(), LogitsDType::kFloat32, tokens.data(), kRows,
+                                        kVocab, out.data(), lse.data(), entropy32.data())
+                    .ok());
+    EXPECT_EQ(entropy, entropy32) << LogitsDTypeName(dtype);
+    std::vector<uint16_t> grad16(raw.size());
+    std::vector<float> grad32(raw.size());
+    ASSERT_TRUE(LogProbEntropyGatherBackwardCpu(bits.data(), dtype, tokens.data(), lse.data(),
+                                                entropy.data(), grad.data(), grad_entropy.data(),
+                                                kRows, kVocab, grad16.data())
+                    .ok());
+    ASSERT_TRUE(LogProbEntropyGatherBackwardCpu(
+                    widened.data(), LogitsDType::kFloat32, tokens.data(), lse.data(),
+                    entropy.data(), grad.data(), grad_entropy.data(), kRows, kVocab, grad32.data())
+                    .ok());
+    for (size_t i = 0; i < raw.size(); ++i) {
+      const uint16_t expected = bf16 ? FloatToBFloat16Bits(grad32[i]) : FloatToHalfBits(grad32[i]);
+      ASSERT_EQ(grad16[i], expected) << LogitsDTypeName(dtype) << " element " << i;
+    }
+  }
+}
+
 #if defined(__FLT16_MAX__)
 uint16_t NativeHalfBits(float f) {
   const _Float16 h = static_cast<_Float16>(f);

@@ -1,9 +1,13 @@
 #include "kernels/token_logprobs.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/aminmax.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/log_softmax.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -207,6 +211,56 @@ at::Tensor Backward(const at::Tensor& logits, const at::Tensor& tokens, const at
   return grad_logits;
 }
 
+// CPU only, on contiguous validated inputs: (logprobs, logsumexp, entropy), float32 shaped as
+// tokens.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ForwardWithEntropy(const at::Tensor& logits,
+                                                                  const at::Tensor& tokens) {
+  const LogitsDType dtype = *ToLogitsDType(logits.scalar_type());
+  const int64_t vocab = logits.size(-1);
+  const int64_t rows = tokens.numel();
+  const at::TensorOptions options = logits.options().dtype(at::kFloat);
+  at::Tensor out = at::empty(tokens.sizes(), options);
+  at::Tensor lse = at::empty(tokens.sizes(), options);
+  at::Tensor entropy = at::empty(tokens.sizes(), options);
+  if (rows == 0) return {out, lse, entropy};
+  const char* base = static_cast<const char*>(logits.data_ptr());
+  const int64_t row_bytes = vocab * LogitsDTypeSize(dtype);
+  const int64_t* t = tokens.data_ptr<int64_t>();
+  float* o = out.data_ptr<float>();
+  float* l = lse.data_ptr<float>();
+  float* h = entropy.data_ptr<float>();
+  at::parallel_for(0, rows, GrainRows(vocab), [&](int64_t begin, int64_t end) {
+    ThrowIfError(LogProbEntropyGatherCpu(base + begin * row_bytes, dtype, t + begin, end - begin,
+                                         vocab, o + begin, l + begin, h + begin));
+  });
+  return {out, lse, entropy};
+}
+
+// CPU only: d(sum grad * logprobs + grad_entropy * entropy)/d(logits), in the logits' dtype.
+at::Tensor BackwardWithEntropy(const at::Tensor& logits, const at::Tensor& tokens,
+                               const at::Tensor& lse, const at::Tensor& entropy,
+                               const at::Tensor& grad, const at::Tensor& grad_entropy) {
+  const LogitsDType dtype = *ToLogitsDType(logits.scalar_type());
+  const int64_t vocab = logits.size(-1);
+  const int64_t rows = tokens.numel();
+  at::Tensor grad_logits = at::empty_like(logits, at::MemoryFormat::Contiguous);
+  if (rows == 0) return grad_logits;
+  const char* in = static_cast<const char*>(logits.data_ptr());
+  char* out = static_cast<char*>(grad_logits.data_ptr());
+  const int64_t row_bytes = vocab * LogitsDTypeSize(dtype);
+  const int64_t* t = tokens.data_ptr<int64_t>();
+  const float* l = lse.data_ptr<float>();
+  const float* h = entropy.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  const float* gh = grad_entropy.data_ptr<float>();
+  at::parallel_for(0, rows, GrainRows(vocab), [&](int64_t begin, int64_t end) {
+    ThrowIfError(LogProbEntropyGatherBackwardCpu(in + begin * row_bytes, dtype, t + begin,
+                                                 l + begin, h + begin, g + begin, gh + begin,
+                                                 end - begin, vocab, out + begin * row_bytes));
+  });
+  return grad_logits;
+}
+
 // Saves (logits, tokens, logsumexp) — never a log-softmax — for the backward.
 class TokenLogProbsFunction : public torch::autograd::Function<TokenLogProbsFunction> {
  public:
@@ -227,6 +281,46 @@ class TokenLogProbsFunction : public torch::autograd::Function<TokenLogProbsFunc
     return {Backward(saved[0], saved[1], saved[2], grad), at::Tensor()};
   }
 };
+
+// Both outputs from one pass (CPU). Saves (logits, tokens, logsumexp, entropy); gradients are not
+// materialised, so a loss without the entropy gets TokenLogProbs' backward.
+class TokenLogProbsEntropyFunction
+    : public torch::autograd::Function<TokenLogProbsEntropyFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& logits,
+                                                const at::Tensor& tokens) {
+    at::Tensor x = logits.contiguous();
+    at::Tensor t = tokens.contiguous();
+    ThrowIfError(CheckTokenRange(t, x.size(-1)));
+    auto [out, lse, entropy] = ForwardWithEntropy(x, t);
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({x, t, lse, entropy});
+    return {out, entropy};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& lse = saved[2];
+    const at::Tensor& grad = grad_outputs[0];
+    const at::Tensor& grad_entropy = grad_outputs[1];
+    if (!grad.defined() && !grad_entropy.defined()) return {at::Tensor(), at::Tensor()};
+    const at::Tensor g = grad.defined() ? grad.to(at::kFloat).contiguous() : at::zeros_like(lse);
+    if (!grad_entropy.defined()) return {Backward(saved[0], saved[1], lse, g), at::Tensor()};
+    return {BackwardWithEntropy(saved[0], saved[1], lse, saved[3], g,
+                                grad_entropy.to(at::kFloat).contiguous()),
+            at::Tensor()};
+  }
+};
+
+// Entropy of softmax(logits) over the last dimension with ATen ops (autograd through them); a
+// probability of 0 adds 0. For devices without a fused kernel.
+at::Tensor AtenEntropy(const at::Tensor& logits) {
+  const at::Tensor log_p = at::log_softmax(logits.to(at::kFloat), -1);
+  const at::Tensor p = at::exp(log_p);
+  return -(p * log_p.masked_fill(p == 0, 0)).sum(-1);
+}
 
 }  // namespace
 
@@ -250,6 +344,25 @@ absl::StatusOr<at::Tensor> TryTokenLogProbs(const at::Tensor& logits, const at::
   if (absl::Status s = ValidateTokenLogProbsInputs(logits, tokens); !s.ok()) return s;
   try {
     return TokenLogProbs(logits, tokens);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return absl::InternalError(e.what());
+  }
+}
+
+LogProbsAndEntropy TokenLogProbsWithEntropy(const at::Tensor& logits, const at::Tensor& tokens) {
+  ThrowIfError(CheckStructure(logits, tokens));
+  if (!logits.is_cpu()) return {TokenLogProbs(logits, tokens), AtenEntropy(logits)};
+  torch::autograd::variable_list out = TokenLogProbsEntropyFunction::apply(logits, tokens);
+  return {std::move(out[0]), std::move(out[1])};
+}
+
+absl::StatusOr<LogProbsAndEntropy> TryTokenLogProbsWithEntropy(const at::Tensor& logits,
+                                                               const at::Tensor& tokens) {
+  if (absl::Status s = ValidateTokenLogProbsInputs(logits, tokens); !s.ok()) return s;
+  try {
+    return TokenLogProbsWithEntropy(logits, tokens);
   } catch (const c10::Error& e) {
     return absl::InternalError(e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -11,10 +11,21 @@
 //
 //   at::Tensor logprobs = troupe::kernels::TokenLogProbs(logits, tokens);  // [B, T] float32
 //   absl::StatusOr<at::Tensor> checked = troupe::kernels::TryTokenLogProbs(logits, tokens);
+//   LogProbsAndEntropy both = troupe::kernels::TokenLogProbsWithEntropy(logits, tokens);
+//
+// TokenLogProbsWithEntropy also returns the entropy of every position's distribution (the
+// entropy bonus of policy losses, and a diagnostic), from the same pass over the logits:
+//   entropy = -sum_v p_v log p_v = logsumexp - sum_v p_v logits_v,  p = softmax(logits)
+// and its backward is one pass too:
+//   grad_logits += grad_entropy[..., None] * -p * (log p + entropy[..., None]).
+// When the loss does not use the entropy (its gradient is undefined), the backward is exactly
+// TokenLogProbs' and the forward costs one multiply-add more per logit.
 //
 // Devices: CPU tensors use the CPU reference (rows split over at::parallel_for). CUDA tensors use
 // the CUDA kernels when troupe was built with --config=cuda against a CUDA LibTorch ($LIBTORCH);
-// otherwise a CUDA tensor is an error that says so.
+// otherwise a CUDA tensor is an error that says so. There is no CUDA entropy kernel yet: on CUDA,
+// TokenLogProbsWithEntropy takes the entropy from ATen ops (log_softmax, which materialises
+// [..., V]).
 // Thread-safety: safe to call concurrently on distinct or shared (read-only) inputs.
 #ifndef TROUPE_KERNELS_TOKEN_LOGPROBS_H_
 #define TROUPE_KERNELS_TOKEN_LOGPROBS_H_
@@ -44,6 +55,20 @@ absl::Status ValidateTokenLogProbsInputs(const at::Tensor& logits, const at::Ten
 // Boundary variant: ValidateTokenLogProbsInputs, then TokenLogProbs; any c10::Error or
 // std::exception becomes an Internal status instead of propagating.
 absl::StatusOr<at::Tensor> TryTokenLogProbs(const at::Tensor& logits, const at::Tensor& tokens);
+
+// Per-token log-probs and entropies, both [...] float32 and differentiable w.r.t. the logits.
+struct LogProbsAndEntropy {
+  at::Tensor logprobs;
+  at::Tensor entropy;
+};
+
+// As TokenLogProbs (same arguments, same errors), plus the entropy of each position's softmax. A
+// -inf logit has probability 0 and adds nothing to the entropy.
+LogProbsAndEntropy TokenLogProbsWithEntropy(const at::Tensor& logits, const at::Tensor& tokens);
+
+// Boundary variant, as TryTokenLogProbs.
+absl::StatusOr<LogProbsAndEntropy> TryTokenLogProbsWithEntropy(const at::Tensor& logits,
+                                                               const at::Tensor& tokens);
 
 }  // namespace kernels
 }  // namespace troupe

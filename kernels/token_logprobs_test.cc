@@ -211,6 +211,106 @@ TEST(TryTokenLogProbs, RejectsBadShapesDTypesAndTokensWithAClearStatus) {
   }
 }
 
+// -sum p log p with materialised log_softmax (autograd through LibTorch's ops).
+torch::Tensor ReferenceEntropy(const torch::Tensor& logits) {
+  const torch::Tensor log_p = torch::log_softmax(logits.to(torch::kFloat), -1);
+  return -(log_p.exp() * log_p).sum(-1);
+}
+
+TEST(TokenLogProbsWithEntropy, MatchesLogSoftmaxOnRandomShapesAndThreadCounts) {
+  torch::manual_seed(7);
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 3, 7}, {4, 5, 1000}, {3, 2049}, {8, 64, 2000}};
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (const auto& shape : shapes) {
+      const torch::Tensor logits = torch::randn(shape) * 3;
+      const torch::Tensor tokens =
+          RandomTokens(std::vector<int64_t>(shape.begin(), shape.end() - 1), shape.back());
+      const LogProbsAndEntropy got = TokenLogProbsWithEntropy(logits, tokens);
+      EXPECT_EQ(got.entropy.scalar_type(), torch::kFloat);
+      EXPECT_EQ(got.entropy.sizes(), tokens.sizes());
+      EXPECT_TRUE(torch::allclose(got.logprobs, ReferenceLogProbs(logits, tokens), 1e-5, 1e-5))
+          << "shape " << logits.sizes();
+      EXPECT_TRUE(torch::allclose(got.entropy, ReferenceEntropy(logits), 1e-5, 1e-5))
+          << "shape " << logits.sizes() << ", " << threads << " threads";
+    }
+  }
+}
+
+TEST(TokenLogProbsWithEntropy, GradientOfBothOutputsMatchesAutogradThroughLogSoftmax) {
+  torch::manual_seed(8);
+  const torch::Tensor base = torch::randn({3, 5, 2500}) * 2;
+  const torch::Tensor tokens = RandomTokens({3, 5}, 2500);
+  const torch::Tensor w = torch::randn({3, 5}), w_entropy = torch::randn({3, 5});
+
+  const torch::Tensor x = base.clone().requires_grad_(true);
+  const LogProbsAndEntropy got = TokenLogProbsWithEntropy(x, tokens);
+  (got.logprobs * w + got.entropy * w_entropy).sum().backward();
+  const torch::Tensor x_ref = base.clone().requires_grad_(true);
+  (ReferenceLogProbs(x_ref, tokens) * w + ReferenceEntropy(x_ref) * w_entropy).sum().backward();
+  EXPECT_TRUE(torch::allclose(x.grad(), x_ref.grad(), 1e-5, 1e-6));
+
+  // Only the entropy in the loss.
+  const torch::Tensor y = base.clone().requires_grad_(true);
+  TokenLogProbsWithEntropy(y, tokens).entropy.sum().backward();
+  const torch::Tensor y_ref = base.clone().requires_grad_(true);
+  ReferenceEntropy(y_ref).sum().backward();
+  EXPECT_TRUE(torch::allclose(y.grad(), y_ref.grad(), 1e-5, 1e-6));
+}
+
+TEST(TokenLogProbsWithEntropy, WithoutTheEntropyInTheLossTheGradientIsTokenLogProbs) {
+  torch::manual_seed(9);
+  const torch::Tensor base = torch::randn({4, 6, 300});
+  const torch::Tensor tokens = RandomTokens({4, 6}, 300);
+  const torch::Tensor x = base.clone().requires_grad_(true);
+  const LogProbsAndEntropy got = TokenLogProbsWithEntropy(x, tokens);
+  (got.logprobs * 2).sum().backward();
+  const torch::Tensor x_ref = base.clone().requires_grad_(true);
+  (TokenLogProbs(x_ref, tokens) * 2).sum().backward();
+  EXPECT_TRUE(torch::equal(x.grad(), x_ref.grad()));
+}
+
+TEST(TokenLogProbsWithEntropy, BFloat16LogitsGiveTheEntropyOfTheStoredValues) {
+  torch::manual_seed(10);
+  const torch::Tensor logits = (torch::randn({2, 3, 3000}) * 4).to(torch::kBFloat16);
+  const torch::Tensor tokens = RandomTokens({2, 3}, 3000);
+  const torch::Tensor x = logits.clone().requires_grad_(true);
+  const LogProbsAndEntropy got = TokenLogProbsWithEntropy(x, tokens);
+  EXPECT_EQ(got.entropy.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::allclose(got.entropy, ReferenceEntropy(logits.to(torch::kFloat)), 1e-4, 1e-4));
+  got.entropy.sum().backward();
+  EXPECT_EQ(x.grad().scalar_type(), torch::kBFloat16);
+  const torch::Tensor x_ref = logits.to(torch::kFloat).requires_grad_(true);
+  ReferenceEntropy(x_ref).sum().backward();
+  EXPECT_TRUE(torch::allclose(x.grad().to(torch::kFloat), x_ref.grad(), 1e-2, 1e-4));
+}
+
+TEST(TokenLogProbsWithEntropy, BuildsNoGraphWithoutGradAndHandlesAnEmptyBatch) {
+  const torch::Tensor logits = torch::randn({2, 10});
+  const LogProbsAndEntropy plain = TokenLogProbsWithEntropy(logits, RandomTokens({2}, 10));
+  EXPECT_FALSE(plain.logprobs.requires_grad());
+  EXPECT_FALSE(plain.entropy.requires_grad());
+  const torch::Tensor x = torch::randn({0, 7}).requires_grad_(true);
+  const LogProbsAndEntropy empty = TokenLogProbsWithEntropy(x, torch::empty({0}, torch::kLong));
+  EXPECT_EQ(empty.entropy.numel(), 0);
+  (empty.logprobs.sum() + empty.entropy.sum()).backward();
+  EXPECT_EQ(x.grad().sizes(), x.sizes());
+}
+
+TEST(TryTokenLogProbsWithEntropy, RejectsWhatTryTokenLogProbsRejects) {
+  const torch::Tensor logits = torch::randn({2, 3, 10});
+  absl::StatusOr<LogProbsAndEntropy> got =
+      TryTokenLogProbsWithEntropy(logits, RandomTokens({2, 3}, 10).fill_(10));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("tokens[0, 0] = 10"));
+  got = TryTokenLogProbsWithEntropy(logits.to(torch::kDouble), RandomTokens({2, 3}, 10));
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("logits dtype Double"));
+  got = TryTokenLogProbsWithEntropy(logits, RandomTokens({2, 3}, 10));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(torch::allclose(got->entropy, ReferenceEntropy(logits), 1e-5, 1e-5));
+}
+
 TEST(TokenLogProbs, RunsOnCudaTensorsOrSaysWhyNot) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "LibTorch has no usable CUDA device";
   const torch::Tensor logits = torch::randn({4, 5, 3000}, torch::kCUDA);

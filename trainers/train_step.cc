@@ -109,15 +109,24 @@ Trainer::Trainer(std::vector<std::pair<std::string, at::Tensor>> named_params,
 }
 
 absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn) {
-  absl::StatusOr<StepMetrics> result =
-      CatchTorch(absl::StrCat("Trainer::Step ", step_), [&] { return StepImpl(loss_fn); });
+  return Step(loss_fn, options_.micro_batches_per_step);
+}
+
+absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn, int64_t num_micro_batches) {
+  if (num_micro_batches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Trainer::Step ", step_, ": num_micro_batches must be >= 1, got ", num_micro_batches));
+  }
+  absl::StatusOr<StepMetrics> result = CatchTorch(
+      absl::StrCat("Trainer::Step ", step_), [&] { return StepImpl(loss_fn, num_micro_batches); });
   if (!result.ok()) optimizer_->ZeroGrad();
   return result;
 }
 
-absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn) {
-  const int64_t n = options_.micro_batches_per_step;
+absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n) {
   const bool token_weighted = options_.accumulation == AccumulationScaling::kTokenWeighted;
+  // Weights n_i of kTokenWeighted, summed.
+  int64_t total_weight = 0;
   StepMetrics metrics;
   metrics.step = step_;
   metrics.lr = schedule_.LearningRate(step_);
@@ -138,19 +147,30 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn) {
           absl::StrCat("Trainer::Step ", step_, " micro-batch ", i,
                        ": the loss must be a differentiable floating-point scalar"));
     }
-    if (micro->num_tokens < 0 || (token_weighted && micro->num_tokens == 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Trainer::Step ", step_, " micro-batch ", i, ": num_tokens is ", micro->num_tokens,
-          token_weighted ? ", must be > 0 for kTokenWeighted" : ""));
+    if (micro->num_tokens < 0 || micro->averaged_over < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Trainer::Step ", step_, " micro-batch ", i,
+                                                     ": num_tokens is ", micro->num_tokens,
+                                                     ", averaged_over ", micro->averaged_over));
     }
-    const double weight =
-        token_weighted ? static_cast<double>(micro->num_tokens) : 1.0 / static_cast<double>(n);
-    (loss.reshape({}) * weight).backward();
+    const int64_t terms = micro->averaged_over > 0 ? micro->averaged_over : micro->num_tokens;
+    if (token_weighted && terms == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Trainer::Step ", step_, " micro-batch ", i,
+                       ": num_tokens is 0, must be > 0 for kTokenWeighted"));
+    }
+    double weight = 1.0 / static_cast<double>(n);
+    if (token_weighted) weight = n == 1 ? 1.0 : static_cast<double>(terms);
+    if (weight == 1.0) {
+      loss.reshape({}).backward();
+    } else {
+      (loss.reshape({}) * weight).backward();
+    }
     weighted_loss += loss.item<double>() * weight;
     metrics.tokens += micro->num_tokens;
+    total_weight += terms;
   }
-  if (token_weighted) {
-    const double inverse_total = 1.0 / static_cast<double>(metrics.tokens);
+  if (token_weighted && n > 1) {
+    const double inverse_total = 1.0 / static_cast<double>(total_weight);
     at::NoGradGuard no_grad;
     for (at::Tensor& p : params_) {
       if (p.grad().defined()) p.mutable_grad().mul_(inverse_total);

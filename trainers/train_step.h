@@ -10,10 +10,14 @@
 //              (step_ = 0, 1, 2, ...)                      (continues bit-identically on CPU)
 //
 // Accumulation: with kMeanOfMicroBatches each micro-batch loss is scaled by 1/N (micro-batches of
-// equal size then reproduce one big batch). With kTokenWeighted each loss (a mean over its
-// num_tokens tokens) is weighted by num_tokens / Σ num_tokens, so a token-mean loss over
-// micro-batches of different lengths reproduces the big-batch token mean exactly (gradients are
-// rescaled after all backward passes, so the total does not have to be known in advance).
+// equal size then reproduce one big batch). With kTokenWeighted each loss (a mean over n_i terms:
+// its num_tokens tokens, or the averaged_over sequences of a per-sequence mean) is weighted by
+// n_i / Σ n, so a mean over micro-batches of different sizes reproduces the big-batch mean
+// exactly (gradients are rescaled after all backward passes, so the total does not have to be
+// known in advance; a single micro-batch is back-propagated as it is).
+//
+// The number of micro-batches is options.micro_batches_per_step, or given per call
+// (Step(loss_fn, n)) by callers whose batches vary in size.
 //
 // Weight decay applies to parameters with 2+ dimensions (matrices, embeddings); biases and norm
 // gains (1-d) are not decayed, the usual LLM recipe.
@@ -52,7 +56,7 @@ namespace troupe::trainers {
 
 enum class AccumulationScaling {
   kMeanOfMicroBatches,  // loss_i / N
-  kTokenWeighted,       // loss_i · tokens_i / Σ tokens
+  kTokenWeighted,       // loss_i · n_i / Σ n, n_i = averaged_over_i, or tokens_i if that is 0
 };
 
 struct TrainerOptions {
@@ -79,7 +83,11 @@ struct MicroBatchContext {
 
 struct MicroBatchLoss {
   at::Tensor loss;         // 0-dim floating, differentiable; the micro-batch mean.
-  int64_t num_tokens = 0;  // Tokens it averages over (required > 0 for kTokenWeighted).
+  int64_t num_tokens = 0;  // Tokens of the micro-batch (summed into StepMetrics.tokens).
+  // How many terms `loss` is the mean of, which kTokenWeighted weighs it by: 0 means num_tokens
+  // (a token mean); a mean over sequences gives its number of sequences. Must be >= 0, and the
+  // weight it selects > 0 under kTokenWeighted.
+  int64_t averaged_over = 0;
 };
 
 using LossFn = std::function<absl::StatusOr<MicroBatchLoss>(const MicroBatchContext&)>;
@@ -108,6 +116,9 @@ class Trainer {
   // fails or returns a bad loss, the gradients are dropped, nothing is updated, the step counter
   // does not advance, and the error is returned.
   absl::StatusOr<StepMetrics> Step(const LossFn& loss_fn);
+  // The same over `num_micro_batches` calls (the options' count is ignored). InvalidArgument,
+  // with nothing changed, for num_micro_batches < 1.
+  absl::StatusOr<StepMetrics> Step(const LossFn& loss_fn, int64_t num_micro_batches);
 
   // Writes the full trainer state (step, optimizer, generators, and the parameters when
   // `include_parameters`) to `path` atomically.
@@ -127,7 +138,7 @@ class Trainer {
   Trainer(std::vector<std::pair<std::string, at::Tensor>> named_params,
           std::unique_ptr<AdamW> optimizer, WarmupCosineSchedule schedule,
           const TrainerOptions& options, at::Generator generator);
-  absl::StatusOr<StepMetrics> StepImpl(const LossFn& loss_fn);
+  absl::StatusOr<StepMetrics> StepImpl(const LossFn& loss_fn, int64_t num_micro_batches);
 
   TrainerOptions options_;
   std::vector<std::pair<std::string, at::Tensor>> named_params_;

@@ -320,6 +320,59 @@ TEST(Trainer, TokenWeightedAccumulationOfUnequalMicroBatchesMatchesOneBigBatch) 
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::allclose(pa[i], pb[i], 1e-5, 1e-6)) << i;
 }
 
+TEST(Trainer, PerCallMicroBatchCountWeighsMeansByTheTermsTheyAverage) {
+  at::Generator data_gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const at::Tensor x = at::randn({8, 4}, data_gen);
+  const at::Tensor y = at::randn({8, 1}, data_gen);
+  TinyNet big = MakeNet(3, 0.0);
+  TinyNet split = MakeNet(3, 0.0);
+  const TrainerOptions options{.schedule = {.peak_lr = 1e-2, .total_steps = 10},
+                               .accumulation = AccumulationScaling::kTokenWeighted};
+  auto big_trainer = Trainer::Create(*big, options);
+  auto split_trainer = Trainer::Create(*split, options);  // micro_batches_per_step = 1
+  ASSERT_TRUE(big_trainer.ok() && split_trainer.ok());
+  // A "sequence" is a row with 2 tokens: the loss is a mean over rows, so micro-batches must be
+  // weighted by their rows (averaged_over), not by their tokens.
+  const std::vector<int64_t> bounds = {0, 3, 6, 8};
+  for (int step = 0; step < 2; ++step) {
+    auto a = (*big_trainer)->Step([&](const MicroBatchContext&) -> absl::StatusOr<MicroBatchLoss> {
+      return MicroBatchLoss{MeanSquaredError(big, x, y), 16, 8};
+    });
+    std::vector<int64_t> seen;
+    auto b = (*split_trainer)
+                 ->Step(
+                     [&](const MicroBatchContext& c) -> absl::StatusOr<MicroBatchLoss> {
+                       EXPECT_EQ(c.num_micro_batches, 3);
+                       seen.push_back(c.micro_batch);
+                       const int64_t begin = bounds[c.micro_batch], end = bounds[c.micro_batch + 1];
+                       const at::Tensor rows = at::arange(begin, end);
+                       return MicroBatchLoss{MeanSquaredError(split, x.index_select(0, rows),
+                                                              y.index_select(0, rows)),
+                                             2 * (end - begin), end - begin};
+                     },
+                     3);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2}));
+    EXPECT_NEAR(a->loss, b->loss, 1e-6);
+    EXPECT_EQ(b->tokens, 16);
+  }
+  const auto pa = Snapshot(big), pb = Snapshot(split);
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(at::allclose(pa[i], pb[i], 1e-5, 1e-6)) << i;
+}
+
+TEST(Trainer, RejectsAPerCallMicroBatchCountBelowOneWithoutStepping) {
+  TinyNet net = MakeNet(4, 0.0);
+  auto trainer = Trainer::Create(*net, TrainerOptions{});
+  ASSERT_TRUE(trainer.ok());
+  auto r = (*trainer)->Step(
+      [&](const MicroBatchContext&) -> absl::StatusOr<MicroBatchLoss> {
+        return MicroBatchLoss{net->forward(at::ones({1, 4})).sum(), 1};
+      },
+      0);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*trainer)->step(), 0);
+}
+
 // A seeded run: dropout (global generator) and data sampled from the trainer's generator.
 LossFn NoisyRegression(TinyNet& net) {
   return [&net](const MicroBatchContext& c) -> absl::StatusOr<MicroBatchLoss> {

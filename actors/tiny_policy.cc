@@ -1,0 +1,39 @@
+#include "actors/tiny_policy.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "models/tokenizers/char_tokenizer.h"
+#include "models/transformer.h"
+#include "runtime/atomic_file.h"
+#include "runtime/status_macros.h"
+
+namespace troupe::actors {
+
+absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig config, uint64_t seed,
+                               const std::string& alphabet) {
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::CharTokenizer> tokenizer,
+                          models::CharTokenizer::Create(alphabet));
+  config.vocab_size = tokenizer->vocab_size();
+  config.bos_token_id = *tokenizer->bos_id();
+  config.eos_token_ids = {*tokenizer->eos_id()};
+  config.pad_token_id = *tokenizer->pad_id();
+  TROUPE_RETURN_IF_ERROR(config.Validate("WriteRandomPolicy"));
+  TROUPE_ASSIGN_OR_RETURN(models::CausalLM model, models::CreateCausalLM(config));
+  model->InitWeights(seed);
+  TROUPE_RETURN_IF_ERROR(models::SavePretrained(*model, dir));
+  return WriteFileAtomically(absl::StrCat(dir, "/tokenizer.json"), tokenizer->ToJson());
+}
+
+models::ModelConfig TinyModelConfig() {
+  models::ModelConfig c;
+  c.hidden_size = 128;
+  c.intermediate_size = 352;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 256;
+  return c;
+}
+
+}  // namespace troupe::actors

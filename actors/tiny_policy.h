@@ -1,0 +1,39 @@
+// WriteRandomPolicy: a random-init policy checkpoint directory, for tests and benchmarks that need
+// a model LoadPolicy (actors/policy_util.h) can read without running the SFT recipe first.
+//
+// The directory gets config.json + model.safetensors (models::SavePretrained) and tokenizer.json
+// (a models::CharTokenizer over `alphabet` with <pad>=0 <bos>=1 <eos>=2, then one id per
+// character). The vocabulary and special-token ids of the model come from that tokenizer; the
+// other sizes from `config`.
+//
+//   models::ModelConfig c;
+//   c.hidden_size = 32; c.intermediate_size = 64; c.num_hidden_layers = 2;
+//   c.num_attention_heads = 4; c.num_key_value_heads = 2;
+//   TROUPE_RETURN_IF_ERROR(WriteRandomPolicy(dir, c, /*seed=*/1));
+//
+// Thread-safety: the function is pure apart from writing `dir`.
+#ifndef TROUPE_ACTORS_TINY_POLICY_H_
+#define TROUPE_ACTORS_TINY_POLICY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "models/model_config.h"
+
+namespace troupe::actors {
+
+// The arithmetic task's characters (15 ids with the three special tokens).
+inline constexpr char kTinyPolicyAlphabet[] = "0123456789+=";
+
+// Creates `dir` (not its parents) and writes the three files; the weights are InitWeights(seed).
+// InvalidArgument for a config that does not validate; the writer's error otherwise.
+absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig config, uint64_t seed,
+                               const std::string& alphabet = kTinyPolicyAlphabet);
+
+// examples/models/tiny.json's sizes (hidden 128, 4 layers, 4 heads, 2 key/value heads).
+models::ModelConfig TinyModelConfig();
+
+}  // namespace troupe::actors
+
+#endif  // TROUPE_ACTORS_TINY_POLICY_H_

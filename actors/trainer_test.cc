@@ -1,0 +1,352 @@
+#include "actors/trainer.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "actors/policy_util.h"
+#include "actors/tiny_policy.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/tensor_proto.h"
+#include "nlohmann/json.hpp"
+#include "runtime/actor_system.h"
+
+namespace troupe::actors {
+namespace {
+
+using ::testing::HasSubstr;
+using Params = std::map<std::string, at::Tensor>;
+using PerToken = std::vector<std::vector<float>>;
+
+// A random-init tiny policy (hidden 32, 2 layers, the 15-id arithmetic vocabulary), written once.
+const std::string& PolicyDir() {
+  static const std::string dir = [] {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    const std::string d = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/trainer_test_policy");
+    std::filesystem::remove_all(d);
+    models::ModelConfig c;
+    c.hidden_size = 32;
+    c.intermediate_size = 64;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.max_position_embeddings = 64;
+    const absl::Status s = WriteRandomPolicy(d, c, /*seed=*/3);
+    EXPECT_TRUE(s.ok()) << s;
+    return d;
+  }();
+  return dir;
+}
+
+// Two prompts, four samples each, responses of 1 to 4 tokens (ids 3..14 are characters).
+proto::TrainStepRequest Request(const std::vector<float>& rewards) {
+  proto::TrainStepRequest req;
+  for (int g = 0; g < 2; ++g) {
+    proto::SampleGroup* group = req.add_groups();
+    group->set_prompt_id(g);
+    for (int i = 0; i < 4; ++i) {
+      proto::Sample* s = group->add_samples();
+      s->set_prompt_id(g);
+      s->set_sample_index(i);
+      for (int t : {1, 4 + g, 13, 5 + 2 * g}) s->add_prompt_tokens(t);
+      for (int t = 0; t <= i; ++t) s->add_response_tokens(3 + (g * 5 + i * 3 + t * 7) % 12);
+      s->set_reward(rewards[g * 4 + i]);
+    }
+  }
+  return req;
+}
+
+std::vector<const proto::Sample*> Samples(const proto::TrainStepRequest& req) {
+  std::vector<const proto::Sample*> out;
+  for (const proto::SampleGroup& g : req.groups()) {
+    for (const proto::Sample& s : g.samples()) out.push_back(&s);
+  }
+  return out;
+}
+
+// The initial policy's log-probs of every response token, and the token mean of its entropy over
+// the response positions (log_softmax written out: an independent reference).
+struct Current {
+  PerToken logp;
+  double entropy_mean = 0;
+};
+
+Current CurrentPolicy(const proto::TrainStepRequest& req) {
+  absl::StatusOr<PolicyModel> policy = LoadPolicy(PolicyDir());
+  EXPECT_TRUE(policy.ok()) << policy.status();
+  absl::StatusOr<SequenceBatch> batch = BuildBatch(Samples(req), 0);
+  EXPECT_TRUE(batch.ok()) << batch.status();
+  torch::NoGradGuard no_grad;
+  Current out;
+  absl::StatusOr<at::Tensor> logp = ResponseLogprobs(*policy->model, *batch);
+  EXPECT_TRUE(logp.ok()) << logp.status();
+  out.logp = GatherResponseValues(*batch, *logp);
+  absl::StatusOr<at::Tensor> logits =
+      policy->model->Forward(batch->input_ids, batch->attention_mask);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  const at::Tensor log_p = torch::log_softmax(logits->slice(1, 0, logits->size(1) - 1), -1);
+  const at::Tensor entropy = -(log_p.exp() * log_p).sum(-1);
+  out.entropy_mean =
+      ((entropy * batch->response_mask).sum() / batch->response_mask.sum()).item<double>();
+  return out;
+}
+
+// Behaviour log-probs = the current ones + offsets[k % size], k counting response tokens.
+void SetBehaviour(proto::TrainStepRequest& req, const PerToken& current,
+                  const std::vector<float>& offsets) {
+  size_t sample = 0, k = 0;
+  for (proto::SampleGroup& g : *req.mutable_groups()) {
+    for (proto::Sample& s : *g.mutable_samples()) {
+      s.clear_behaviour_logprobs();
+      for (float lp : current[sample]) s.add_behaviour_logprobs(lp + offsets[k++ % offsets.size()]);
+      ++sample;
+    }
+  }
+}
+
+void SetReference(proto::TrainStepRequest& req, const PerToken& current) {
+  req.clear_ref_logprobs();
+  for (size_t i = 0; i < current.size(); ++i) {
+    proto::FloatList* l = req.add_ref_logprobs();
+    for (size_t t = 0; t < current[i].size(); ++t) l->add_values(current[i][t] - 0.1f * (t % 3));
+  }
+}
+
+nlohmann::json Config(nlohmann::json overrides) {
+  nlohmann::json c = {
+      {"model_dir", PolicyDir()}, {"lr", 1e-2},          {"seed", 1}, {"threads", 1},
+      {"weight_decay", 0.0},      {"off_policy", "none"}};
+  for (auto it = overrides.begin(); it != overrides.end(); ++it) c[it.key()] = it.value();
+  return c;
+}
+
+struct TrainerRun {
+  std::vector<proto::TrainStepReply> replies;
+  Params params;
+  double metric(const std::string& key, size_t step = 0) const {
+    return replies.at(step).metrics().at(key);
+  }
+};
+
+// A Trainer actor on an in-process actor system: the steps, then its weights.
+TrainerRun Train(const nlohmann::json& config, const std::vector<proto::TrainStepRequest>& steps) {
+  TrainerRun run;
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  absl::StatusOr<ActorHandle<Trainer>> trainer = system.Spawn<Trainer>({.config = config});
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  if (!trainer.ok()) return run;
+  for (const proto::TrainStepRequest& req : steps) {
+    absl::StatusOr<proto::TrainStepReply> reply = trainer->Call(&Trainer::Step, req).Get();
+    EXPECT_TRUE(reply.ok()) << reply.status() << " config " << config.dump();
+    if (!reply.ok()) return run;
+    run.replies.push_back(*reply);
+  }
+  absl::StatusOr<proto::WeightsReply> weights =
+      trainer->Call(&Trainer::Weights, proto::Empty()).Get();
+  EXPECT_TRUE(weights.ok()) << weights.status();
+  if (!weights.ok()) return run;
+  absl::StatusOr<models::NamedTensors> tensors = models::TensorMapFromProto(weights->weights());
+  EXPECT_TRUE(tensors.ok()) << tensors.status();
+  if (tensors.ok()) {
+    for (auto& [name, t] : *tensors) run.params[name] = t;
+  }
+  return run;
+}
+
+Params InitialParams() {
+  absl::StatusOr<PolicyModel> policy = LoadPolicy(PolicyDir());
+  EXPECT_TRUE(policy.ok()) << policy.status();
+  Params out;
+  for (const collective::NamedTensor& t : CopyStateDict(*policy->model)) out[t.name] = t.tensor;
+  return out;
+}
+
+double MaxAbsDiff(const Params& a, const Params& b) {
+  EXPECT_EQ(a.size(), b.size());
+  if (a.empty() || a.size() != b.size()) return INFINITY;
+  double d = 0;
+  for (const auto& [name, t] : a) {
+    d = std::max(d, (t - b.at(name)).abs().max().item<double>());
+  }
+  return d;
+}
+
+const std::vector<float> kRewards = {1, 0, 0.5f, 0, /**/ 0, 1, 1, 0.2f};
+
+TEST(TrainerActor, EntropyBonusAloneMovesTheWeightsTowardsHigherEntropy) {
+  // Equal rewards within each group: every advantage is 0, so the policy-gradient term is zero and
+  // the entropy bonus is the whole gradient.
+  proto::TrainStepRequest req = Request({1, 1, 1, 1, /**/ 0, 0, 0, 0});
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {0});
+  const Params initial = InitialParams();
+
+  const TrainerRun without = Train(Config({{"entropy_coeff", 0.0}, {"lr", 1e-3}}), {req});
+  const TrainerRun with = Train(Config({{"entropy_coeff", 0.01}, {"lr", 1e-3}}), {req, req});
+  ASSERT_EQ(without.replies.size(), 1u);
+  ASSERT_EQ(with.replies.size(), 2u);
+  EXPECT_EQ(MaxAbsDiff(without.params, initial), 0.0) << "no gradient without the bonus";
+  EXPECT_GT(MaxAbsDiff(with.params, initial), 5e-4);
+  // The metric is the token mean of the entropy, with and without the bonus.
+  EXPECT_NEAR(without.metric("train/entropy"), current.entropy_mean, 1e-5);
+  EXPECT_NEAR(with.metric("train/entropy"), current.entropy_mean, 1e-5);
+  // The second step reports the entropy after the first update: it went up.
+  EXPECT_GT(with.metric("train/entropy", 1), with.metric("train/entropy", 0));
+}
+
+TEST(TrainerActor, EntropyBonusChangesAPolicyGradientUpdate) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {0});
+  const TrainerRun without = Train(Config({{"entropy_coeff", 0.0}}), {req});
+  const TrainerRun with = Train(Config({{"entropy_coeff", 0.05}}), {req});
+  EXPECT_GT(MaxAbsDiff(without.params, with.params), 1e-3);
+  EXPECT_NE(without.metric("train/loss"), with.metric("train/loss"));
+}
+
+struct Weights {
+  double mean = 0;
+  double capped_fraction = 0;
+};
+
+// π_prox / π_behav per token from the test's own forward pass, truncated or masked at `cap`.
+Weights HandWeights(const PerToken& current, const proto::TrainStepRequest& req, double cap,
+                    bool mask) {
+  double sum = 0, capped = 0, n = 0;
+  const std::vector<const proto::Sample*> samples = Samples(req);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    for (int t = 0; t < samples[i]->behaviour_logprobs_size(); ++t) {
+      const double w = std::exp(static_cast<double>(current[i][t]) -
+                                static_cast<double>(samples[i]->behaviour_logprobs(t)));
+      sum += w > cap ? (mask ? 0.0 : cap) : w;
+      capped += w > cap ? 1 : 0;
+      n += 1;
+    }
+  }
+  return {sum / n, capped / n};
+}
+
+TEST(TrainerActor, OffPolicyModesDifferOnStaleSamplesAndReportTheHandComputedWeights) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  // π_prox / π_behav = exp(-offset): 2.72 and 2.46 exceed the cap of 2, 0.74 and 1.22 do not.
+  SetBehaviour(req, current.logp, {-1.0f, 0.3f, -0.2f, 0.0f, -0.9f});
+  const TrainerRun none = Train(Config({{"off_policy", "none"}}), {req});
+  const TrainerRun truncate =
+      Train(Config({{"off_policy", "truncate"}, {"importance_cap", 2.0}}), {req});
+  const TrainerRun mask = Train(Config({{"off_policy", "mask"}, {"importance_cap", 2.0}}), {req});
+  const TrainerRun wide =
+      Train(Config({{"off_policy", "truncate"}, {"importance_cap", 3.0}}), {req});
+
+  EXPECT_GT(MaxAbsDiff(none.params, truncate.params), 1e-3);
+  EXPECT_GT(MaxAbsDiff(none.params, mask.params), 1e-3);
+  EXPECT_GT(MaxAbsDiff(truncate.params, mask.params), 1e-3);
+  EXPECT_GT(MaxAbsDiff(truncate.params, wide.params), 1e-3) << "importance_cap matters";
+
+  const Weights t = HandWeights(current.logp, req, 2.0, /*mask=*/false);
+  const Weights m = HandWeights(current.logp, req, 2.0, /*mask=*/true);
+  const Weights w = HandWeights(current.logp, req, 3.0, /*mask=*/false);
+  EXPECT_GT(t.capped_fraction, 0.2);
+  EXPECT_EQ(w.capped_fraction, 0.0);
+  EXPECT_NEAR(truncate.metric("train/importance_weight_mean"), t.mean, 1e-5);
+  EXPECT_NEAR(truncate.metric("train/importance_weight_clip_fraction"), t.capped_fraction, 1e-9);
+  EXPECT_NEAR(mask.metric("train/importance_weight_mean"), m.mean, 1e-5);
+  EXPECT_NEAR(mask.metric("train/importance_weight_clip_fraction"), m.capped_fraction, 1e-9);
+  EXPECT_NEAR(wide.metric("train/importance_weight_mean"), w.mean, 1e-5);
+  EXPECT_EQ(wide.metric("train/importance_weight_clip_fraction"), 0.0);
+  EXPECT_EQ(none.metric("train/importance_weight_mean"), 1.0);
+  EXPECT_EQ(none.metric("train/importance_weight_clip_fraction"), 0.0);
+  // With none the ratio is taken against π_behav (not 1); with the decoupled objective against
+  // π_prox, which is the policy being optimised at this point (ratio exactly 1).
+  EXPECT_GT(std::abs(none.metric("train/ratio_mean") - 1.0), 0.1);
+  EXPECT_NEAR(truncate.metric("train/ratio_mean"), 1.0, 1e-6);
+}
+
+TEST(TrainerActor, OnPolicySamplesGiveTheSameUpdateInEveryOffPolicyMode) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {0});
+  const TrainerRun none = Train(Config({{"off_policy", "none"}}), {req});
+  const TrainerRun truncate = Train(Config({{"off_policy", "truncate"}}), {req});
+  const TrainerRun mask = Train(Config({{"off_policy", "mask"}}), {req});
+  EXPECT_LT(MaxAbsDiff(none.params, truncate.params), 1e-5);
+  EXPECT_LT(MaxAbsDiff(none.params, mask.params), 1e-5);
+  EXPECT_GT(MaxAbsDiff(none.params, InitialParams()), 1e-3) << "the step did move the weights";
+  for (const TrainerRun* r : {&truncate, &mask}) {
+    EXPECT_NEAR(r->metric("train/importance_weight_mean"), 1.0, 1e-5);
+    EXPECT_EQ(r->metric("train/importance_weight_clip_fraction"), 0.0);
+  }
+  EXPECT_NEAR(none.metric("train/loss"), truncate.metric("train/loss"), 1e-6);
+}
+
+TEST(TrainerActor, MicroBatchesGiveTheWholeBatchUpdateInEveryAggregationMode) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {-1.0f, 0.3f, -0.2f, 0.0f});
+  SetReference(req, current.logp);
+  for (const char* agg : {"token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"}) {
+    const nlohmann::json base = {{"loss_agg_mode", agg},     {"entropy_coeff", 0.01},
+                                 {"kl_coef", 0.1},           {"off_policy", "truncate"},
+                                 {"max_response_length", 4}, {"micro_batch_size", 0}};
+    nlohmann::json two = base, three = base;
+    two["micro_batch_size"] = 2;
+    three["micro_batch_size"] = 3;  // 3 + 3 + 2 sequences
+    const TrainerRun whole = Train(Config(base), {req});
+    const TrainerRun by_two = Train(Config(two), {req});
+    const TrainerRun by_three = Train(Config(three), {req});
+    ASSERT_FALSE(whole.replies.empty() || by_two.replies.empty() || by_three.replies.empty());
+    EXPECT_EQ(whole.metric("train/micro_batches"), 1) << agg;
+    EXPECT_EQ(by_two.metric("train/micro_batches"), 4) << agg;
+    EXPECT_EQ(by_three.metric("train/micro_batches"), 3) << agg;
+    EXPECT_GT(MaxAbsDiff(whole.params, InitialParams()), 1e-3) << agg;
+    for (const TrainerRun* r : {&by_two, &by_three}) {
+      EXPECT_LT(MaxAbsDiff(whole.params, r->params), 1e-5) << agg;
+      for (const char* key : {"train/loss", "train/pg_loss", "train/kl", "train/entropy",
+                              "train/importance_weight_mean", "train/grad_norm"}) {
+        EXPECT_NEAR(r->metric(key), whole.metric(key), 1e-5) << agg << " " << key;
+      }
+      EXPECT_EQ(r->metric("train/tokens"), whole.metric("train/tokens")) << agg;
+      EXPECT_EQ(r->metric("train/importance_weight_clip_fraction"),
+                whole.metric("train/importance_weight_clip_fraction"))
+          << agg;
+    }
+  }
+}
+
+TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {{{"micro_batch_size", -1}}, "micro_batch_size"},
+      {{{"entropy_coeff", -0.1}}, "entropy_coeff"},
+      {{{"importance_cap", 0.0}}, "importance_cap"},
+      {{{"off_policy", "sometimes"}}, "off_policy"},
+  };
+  for (const auto& [overrides, key] : cases) {
+    absl::StatusOr<ActorHandle<Trainer>> t = system.Spawn<Trainer>({.config = Config(overrides)});
+    ASSERT_TRUE(t.ok()) << t.status();
+    const absl::Status ready = t->Ready().Get(absl::Seconds(10));
+    EXPECT_EQ(ready.code(), absl::StatusCode::kUnavailable) << key;
+    EXPECT_THAT(std::string(ready.message()), HasSubstr(key));
+  }
+}
+
+TEST(TrainerActor, RejectsGroupsOfUnequalSizeWithoutUpdating) {
+  proto::TrainStepRequest req = Request(kRewards);
+  SetBehaviour(req, CurrentPolicy(req).logp, {0});
+  req.mutable_groups(1)->mutable_samples()->RemoveLast();
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  absl::StatusOr<ActorHandle<Trainer>> t = system.Spawn<Trainer>({.config = Config({})});
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<proto::TrainStepReply> reply = t->Call(&Trainer::Step, req).Get();
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace troupe::actors
