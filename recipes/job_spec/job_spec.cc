@@ -1019,8 +1019,10 @@ ordered_json ToJsonValue(const JobSpec& s) {
   algorithm["kl"] = std::move(kl);
   algorithm["entropy_coeff"] = a.entropy_coeff;
   algorithm["loss_agg_mode"] = LossAggModeName(a.loss_agg_mode);
-  algorithm["gamma"] = a.gamma;
-  algorithm["lam"] = a.lam;
+  if (a.adv_estimator == AdvEstimator::kGae) {  // GAE's own parameters; nothing else reads them
+    algorithm["gamma"] = a.gamma;
+    algorithm["lam"] = a.lam;
+  }
   ordered_json off_policy;
   off_policy["correction"] = OffPolicyModeName(a.off_policy.correction);
   off_policy["cap"] = a.off_policy.cap;

@@ -393,7 +393,9 @@ using NodeResources = std::map<std::string, double>;
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes);
 
 // The resolved spec with every key, as YAML (with a comment naming the source and overrides) or
-// as pretty-printed JSON. ParseJobSpec(ToYaml(spec)) gives the same spec.
+// as pretty-printed JSON, except algorithm.gamma/lam, written only for adv_estimator gae (no other
+// estimator reads them, and a recipe refuses a key it does not read). ParseJobSpec(ToYaml(spec))
+// gives the same spec.
 std::string ToYaml(const JobSpec& spec);
 std::string ToJson(const JobSpec& spec);
 
