@@ -62,6 +62,12 @@ class ActorRef {
   // Calls on_death once when the actor reaches DEAD (at once if it already has), on `executor`
   // (null: inline).
   virtual void Monitor(std::function<void(const ActorDeath&)> on_death, Executor* executor) = 0;
+  // The same actor seen as `type` (calls by method name), or nullptr where that is not possible
+  // (an actor in this process runs its methods through member pointers of its own type).
+  virtual std::shared_ptr<ActorRef> WithType(const ActorTypeInfo& type) const {
+    (void)type;
+    return nullptr;
+  }
 };
 
 }  // namespace internal
@@ -91,7 +97,9 @@ class UntypedActorHandle {
   // Completes OK once the actor is ALIVE (constructor returned), UNAVAILABLE if it dies first.
   Future<void> Ready() const;
 
-  // A typed handle; INVALID_ARGUMENT if the actor is not a T.
+  // A typed handle; INVALID_ARGUMENT if the actor is not a T. An actor in another process whose
+  // type serves T's methods (CheckServes: same names, same message types) also gives one: its
+  // calls go by method name, so a job can run a user's actor type in a role written against T.
   template <typename T>
   absl::StatusOr<ActorHandle<T>> As() const;
 
@@ -140,11 +148,16 @@ class ActorHandle : public UntypedActorHandle {
 template <typename T>
 absl::StatusOr<ActorHandle<T>> UntypedActorHandle::As() const {
   if (ref_ == nullptr) return absl::FailedPreconditionError("As<T> on an empty handle");
-  if (ref_->type().type != std::type_index(typeid(T))) {
+  if (ref_->type().type == std::type_index(typeid(T))) return ActorHandle<T>(ref_);
+  const ActorTypeInfo* wanted = ActorRegistry::Global().Find(std::type_index(typeid(T)));
+  std::shared_ptr<internal::ActorRef> view;
+  if (wanted != nullptr && CheckServes(ref_->type(), *wanted).ok()) view = ref_->WithType(*wanted);
+  if (view == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(ref_->target()->Describe(), " is a ",
-                                                   ref_->type().name, ", not the requested type"));
+                                                   ref_->type().name, ", not the requested type",
+                                                   wanted != nullptr ? " " + wanted->name : ""));
   }
-  return ActorHandle<T>(ref_);
+  return ActorHandle<T>(std::move(view));
 }
 
 }  // namespace troupe

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
 #include "runtime/internal/call.h"
 
 namespace troupe {
@@ -79,11 +80,57 @@ std::vector<std::string> ActorRegistry::TypeNames() const {
   return names;
 }
 
+absl::Status CheckServes(const ActorTypeInfo& type, const ActorTypeInfo& role) {
+  std::vector<std::string> problems;
+  for (const MethodInfo& want : role.methods) {
+    const std::string signature =
+        absl::StrCat(want.name, "(", want.request_prototype->GetDescriptor()->full_name(), ") -> ",
+                     want.reply_prototype->GetDescriptor()->full_name());
+    const MethodInfo* have = type.FindMethod(want.name);
+    if (have == nullptr) {
+      problems.push_back(absl::StrCat("no method ", signature));
+    } else if (have->request_prototype->GetDescriptor() !=
+                   want.request_prototype->GetDescriptor() ||
+               have->reply_prototype->GetDescriptor() != want.reply_prototype->GetDescriptor()) {
+      problems.push_back(
+          absl::StrCat("method ", want.name, " takes ",
+                       have->request_prototype->GetDescriptor()->full_name(), " and returns ",
+                       have->reply_prototype->GetDescriptor()->full_name(), ", not ", signature));
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(type.name, " does not serve the methods of ",
+                                                 role.name, ": ", absl::StrJoin(problems, "; ")));
+}
+
 namespace internal {
+namespace {
+
+absl::Mutex sink_mu(absl::kConstInit);
+RegistrationSink* sink ABSL_GUARDED_BY(sink_mu) = nullptr;
+
+}  // namespace
+
+void SetRegistrationSink(RegistrationSink* s) {
+  absl::MutexLock lock(&sink_mu);
+  sink = s;
+}
 
 bool RegisterActorTypeOrDie(ActorTypeInfo info) {
   const std::string name = info.name;
   absl::Status s = ActorRegistry::Global().Register(std::move(info));
+  {
+    absl::MutexLock lock(&sink_mu);
+    if (sink != nullptr) {
+      if (s.ok()) {
+        sink->registered.push_back(name);
+      } else {
+        sink->errors.push_back(absl::Status(
+            s.code(), absl::StrCat("cannot register actor type ", name, ": ", s.message())));
+      }
+      return s.ok();
+    }
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "troupe: cannot register actor type %s: %s\n", name.c_str(),
                  s.ToString().c_str());

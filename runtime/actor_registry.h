@@ -107,6 +107,13 @@ struct ActorTypeInfo {
   std::string MethodNames() const;
 };
 
+// Whether an actor of `type` can stand in for one of `role` (an actor type whose methods define
+// a role, e.g. RewardServer for "reward"): OK if `type` has every method of `role` under the same
+// name with the same request and reply message types, so a caller holding a handle typed as
+// `role` can call it by name (UntypedActorHandle::As). INVALID_ARGUMENT otherwise, naming each
+// method that is missing or has other message types.
+absl::Status CheckServes(const ActorTypeInfo& type, const ActorTypeInfo& role);
+
 class ActorRegistry {
  public:
   // The process-wide registry that TROUPE_REGISTER_ACTOR fills.
@@ -227,8 +234,19 @@ std::unique_ptr<Actor> ConstructActor(const ActorContext& ctx) {
 }
 
 // Registers T; aborts the program with a message on a registration error (it happens during
-// static initialisation, where no caller could handle a Status).
+// static initialisation, where no caller could handle a Status) — unless a RegistrationSink is
+// installed, which then receives the name or the error.
 bool RegisterActorTypeOrDie(ActorTypeInfo info);
+
+// What the registrations run while a shared library is loaded (runtime/actor_library.h) did:
+// the names registered and the errors, which then do not abort the program.
+struct RegistrationSink {
+  std::vector<std::string> registered;
+  std::vector<absl::Status> errors;
+};
+// Installs `sink` (nullptr removes it). The caller serialises loads; registrations on other
+// threads meanwhile would land in the sink too, so install it only around a dlopen.
+void SetRegistrationSink(RegistrationSink* sink);
 
 template <typename T>
 bool RegisterActorType(const char* name, std::vector<MethodInfo> methods) {

@@ -4,8 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "recipes/rl/actor_group.h"
+#include "runtime/actor_registry.h"
 
 namespace troupe::recipes {
 namespace {
@@ -43,13 +46,19 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
   if (spec.actors.reference.replicas > 1) {
     refuse("actors.reference.replicas", "recipe grpo runs one reference replica");
   }
+  // Each role's type: registered (from a library, maybe) and serving the built-in type's methods.
   const JobSpec defaults;
-  const auto kinds = ActorGroups(spec), default_kinds = ActorGroups(defaults);
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    if (kinds[i].second->type != default_kinds[i].second->type) {
-      refuse(absl::StrCat("actors.", kinds[i].first, ".type"),
-             absl::StrCat("recipe grpo runs ", default_kinds[i].second->type, " as ",
-                          kinds[i].first, "; other actor types for a role are not supported yet"));
+  const auto default_kinds = ActorGroups(defaults);
+  for (const auto& [kind, group] : default_kinds) {
+    if (kind == "critic") continue;
+    const ActorTypeInfo* role = ActorRegistry::Global().Find(group->type);
+    if (role == nullptr) {
+      return absl::InternalError(absl::StrCat("actor type ", group->type, " (", kind,
+                                              ") is not linked into this program"));
+    }
+    if (absl::Status s = CheckRoleType(spec, kind, *role); !s.ok()) {
+      problems.push_back(std::string(s.message()));
+      if (absl::StrContains(s.message(), ".library: ")) break;  // said once for all kinds
     }
   }
   if (!spec.model.tokenizer.empty()) {

@@ -17,9 +17,10 @@ namespace troupe::recipes {
 // What the GRPO recipe honours (recipes/recipe.h's spec check): OK, or INVALID_ARGUMENT with one
 // located line per key value it cannot run ("job.yaml:12:3: algorithm.adv_estimator: gae is not
 // supported by recipe grpo (supported: grpo)"): another advantage estimator and its gamma/lam, a
-// critic, several trainers (no data-parallel training yet) or reference replicas, actor types
-// other than the role's built-in one, model.tokenizer, model.init: random, a task other than
-// arithmetic.
+// critic, several trainers (no data-parallel training yet) or reference replicas, an actor type
+// that is not registered or does not serve its role's methods (CheckRoleType: the job's
+// libraries are loaded here for that), a library that does not load, model.tokenizer,
+// model.init: random, a task other than arithmetic.
 absl::Status CheckGrpoSpec(const JobSpec& spec);
 
 // actors/trainer.h's config: the model, the optimizer and schedule (trainer.*), the loss

@@ -48,7 +48,27 @@ actors:
   EXPECT_THAT(m, HasSubstr("algorithm.gamma: recipe grpo has no GAE"));
   EXPECT_THAT(m, HasSubstr("actors.critic.replicas: recipe grpo has no critic"));
   EXPECT_THAT(m, HasSubstr("actors.trainer.replicas: recipe grpo trains on one trainer"));
-  EXPECT_THAT(m, HasSubstr("job.yaml:9:18: actors.reward.type: recipe grpo runs RewardServer"));
+  EXPECT_THAT(m, HasSubstr("job.yaml:9:18: actors.reward.type: MyReward is not a registered "
+                           "actor type (registered: Checkpointer, "));
+  EXPECT_THAT(m, HasSubstr("a type from a shared library needs actors.reward.library"));
+}
+
+TEST(GrpoSpec, RefusesAnActorTypeThatDoesNotServeItsRole) {
+  absl::StatusOr<JobSpec> spec = Parse("actors:\n  reward: {type: Reference}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("job.yaml:6:18: actors.reward.type: Reference does not serve the methods "
+                        "of RewardServer: no method Score(troupe.proto.ScoreRequest) -> "
+                        "troupe.proto.ScoreReply"));
+}
+
+TEST(GrpoSpec, RefusesALibraryThatDoesNotLoad) {
+  absl::StatusOr<JobSpec> spec = Parse("actors:\n  reward: {library: no/such/libreward.so}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string m(CheckGrpoSpec(*spec).message());
+  EXPECT_THAT(m, HasSubstr("job.yaml:6:21: actors.reward.library: actor library "
+                           "no/such/libreward.so: file not found"));
+  EXPECT_EQ(m.find("file not found", m.find("file not found") + 1), std::string::npos) << m;
 }
 
 TEST(GrpoSpec, RefusesARandomInitAndAnotherTokenizer) {

@@ -23,8 +23,6 @@
 namespace troupe::recipes {
 namespace {
 
-double Since(absl::Time t) { return absl::ToDoubleSeconds(absl::Now() - t); }
-
 class GrpoRecipe : public Recipe {
  public:
   GrpoRecipe(const JobSpec& spec, Cluster& cluster, const RunOptions& options)
@@ -95,7 +93,10 @@ class GrpoRecipe : public Recipe {
     state_.Log(absl::StrCat("starting actors: ", a.rollout.replicas, " rollout, ",
                             a.reward.replicas, " reward, ", kl,
                             " reference, trainer, replay buffer, checkpointer"));
-    auto spawn = [this](ActorGroupOptions o) { return ActorGroup::Spawn(cluster_, std::move(o)); };
+    auto spawn = [this, libraries = JobLibraries(spec_)](ActorGroupOptions o) {
+      o.libraries = libraries;  // user code any of the job's actors may run or look up
+      return ActorGroup::Spawn(cluster_, std::move(o));
+    };
     TROUPE_ASSIGN_OR_RETURN(replay_group_,
                             spawn(RoleOptions(prefix_, "replay", a.replay_buffer, 1, {})));
     TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards,
@@ -154,15 +155,14 @@ class GrpoRecipe : public Recipe {
                             pool_->Evaluate(std::move(heldout), state_.version(),
                                             static_cast<int>(spec_.rollout.max_new_tokens),
                                             &state_.result().call_retries));
-    if (counts.second == 0) return absl::InternalError("evaluation produced no samples");
-    const double acc = static_cast<double>(counts.first) / counts.second;
+    const double acc = 1.0 * counts.first / counts.second, took = SecondsSince(start);
     state_.Log(absl::StrFormat(
         "eval at step %d (weights v%d): held-out exact match %.1f%% (%d/%d) in %.1fs",
-        state_.step(), state_.version(), 100 * acc, counts.first, counts.second, Since(start)));
+        state_.step(), state_.version(), 100 * acc, counts.first, counts.second, took));
     state_.RecordEval(acc, /*log=*/m == nullptr);
     if (m != nullptr) {
       (*m)["eval/accuracy"] = acc;
-      (*m)["time/eval_s"] = Since(start);
+      (*m)["time/eval_s"] = took;
     }
     return absl::OkStatus();
   }
@@ -186,7 +186,7 @@ class GrpoRecipe : public Recipe {
         // The next batch is taken against the version the running step will produce.
         TROUPE_ASSIGN_OR_RETURN(
             auto taken, feed_->Prefetch(batch(), state_.version() + (training_ ? 1 : 0), eta()));
-        pending_ -= taken.first + taken.second / std::max<int64_t>(1, spec_.algorithm.n);
+        pending_ -= taken.second / std::max<int64_t>(1, spec_.algorithm.n);  // dropped as stale
         TROUPE_RETURN_IF_ERROR(StartStep());
         TROUPE_RETURN_IF_ERROR(Generate());
       }
@@ -249,6 +249,7 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(std::optional<proto::TrainStepRequest> req,
                             feed_->Next(&training_groups_, &reference_seconds_));
     if (!req.has_value()) return absl::OkStatus();
+    pending_ -= static_cast<int64_t>(training_groups_.size());
     req->set_step(state_.step());
     train_start_ = absl::Now();
     training_ = wake_.Watch(trainer_.Call(&actors::Trainer::Step, *std::move(req),
@@ -270,9 +271,8 @@ class GrpoRecipe : public Recipe {
     const SampleSummary samples = SummarizeSamples(training_groups_, previous);
     RunResult& r = state_.result();
     r.max_staleness_seen = std::max(r.max_staleness_seen, samples.max_staleness);
-    m["reward/accuracy"] = samples.accuracy;
-    m["rollout/response_length"] = samples.response_length;
-    m["time/train_s"] = Since(train_start_);
+    for (const auto& [k, v] : samples.Metrics()) m[k] = v;
+    m["time/train_s"] = SecondsSince(train_start_);
     m["time/reference_s"] = reference_seconds_;
     m["throughput/train_tokens_per_s"] = m["train/tokens"] / std::max(1e-9, m["time/train_s"]);
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
@@ -293,8 +293,7 @@ class GrpoRecipe : public Recipe {
   // run), the replay buffer's groups (a batch waiting for the trainer goes back there first) and
   // counters, with the trainer's snapshot.
   absl::Status Checkpoint() {
-    TROUPE_ASSIGN_OR_RETURN(int64_t returned, feed_->ReturnBatch());
-    pending_ += returned;
+    TROUPE_RETURN_IF_ERROR(feed_->ReturnBatch().status());
     std::vector<int64_t> out = pool_->InFlightPromptIds();
     for (int64_t id : scoring_->OutstandingPromptIds()) out.push_back(id);
     TROUPE_ASSIGN_OR_RETURN(std::string replay, feed_->Export());
@@ -331,7 +330,7 @@ class GrpoRecipe : public Recipe {
   std::unique_ptr<TrainingFeed> feed_;
   std::optional<Future<proto::TrainStepReply>> training_;
   std::vector<proto::SampleGroup> training_groups_;
-  int64_t pending_ = 0;  // groups drawn and not yet trained on or dropped (bounded)
+  int64_t pending_ = 0;  // groups drawn, not yet sent to the trainer nor dropped (bounded)
   bool publish_failed_ = false;
   absl::Time train_start_;
   double reference_seconds_ = 0;

@@ -911,6 +911,7 @@ class JobSpecReader {
                          Range replicas, bool finish = true) {
     Section g = actors.Sub(kind);
     g.String("type", &group->type);
+    g.String("library", &group->library);
     g.Int("replicas", &group->replicas, replicas);
     Section r = g.Sub("resources");
     if (r.written()) ReadResources(r, &group->resources);
@@ -958,6 +959,7 @@ class JobSpecReader {
 ordered_json ActorGroupJson(const ActorGroupSpec& group) {
   ordered_json j;
   j["type"] = group.type;
+  if (!group.library.empty()) j["library"] = group.library;
   j["replicas"] = group.replicas;
   ordered_json resources;
   resources["CPU"] = group.resources.cpu;
@@ -1456,6 +1458,7 @@ std::vector<std::pair<std::string, std::string>> PathKeys(const JobSpec& spec) {
   };
   CollectConfigPaths(spec.data.task_params, "data", &keys);
   for (const auto& [kind, group] : ActorGroups(spec)) {
+    keys.push_back({absl::StrCat("actors.", kind, ".library"), group->library});
     CollectConfigPaths(group->config, absl::StrCat("actors.", kind, ".config"), &keys);
   }
   keys.erase(

@@ -111,7 +111,12 @@
 //   sft.eval_every                   int > 0     100                held-out eval every K steps
 //   sft.target_accuracy              [0, 1]      1.0                stop at this held-out accuracy
 //   sft.dir                          path        <logging.dir>/sft  SFT checkpoint directory
-//   actors.<kind>.type               string      per kind (below)   registered actor type
+//   actors.<kind>.type               string      per kind (below)   registered actor type; the
+//                                                                   recipe checks it serves the
+//                                                                   kind's methods
+//   actors.<kind>.library            path        ""                 shared library of actor types
+//                                                                   (runtime/actor_library.h)
+//                                                                   every actor of the job loads
 //   actors.<kind>.replicas           int         per kind           instances
 //   actors.<kind>.resources          map         per kind           {CPU, GPU, memory, custom:
 //                                                                   {NAME: amount}}; when written
@@ -281,6 +286,7 @@ struct ActorResources {
 // One kind of actor of the job: `replicas` instances of a registered actor type.
 struct ActorGroupSpec {
   std::string type;
+  std::string library;  // "" = none
   int64_t replicas = 1;
   ActorResources resources;
   int64_t max_restarts = 0;
@@ -369,7 +375,8 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
 absl::Status ValidateFiles(const JobSpec& spec);
 
 // The spec's path-valued keys with their values (empty ones left out): logging.dir,
-// actors.checkpointer.dir, sft.dir, model.config, model.init (when a path), model.tokenizer, and
+// actors.checkpointer.dir, sft.dir, model.config, model.init (when a path), model.tokenizer,
+// actors.<kind>.library, and
 // every string under data.<param> and actors.<kind>.config (nested too) whose key is dir, path or
 // file or ends in _dir, _path or _file (the actors read "dir", "model_dir", "resume_dir" as
 // paths). Key paths as in messages: "actors.trainer.config.model_dir".

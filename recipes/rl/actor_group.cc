@@ -1,9 +1,15 @@
 #include "recipes/rl/actor_group.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "runtime/actor_library.h"
+#include "runtime/actor_registry.h"
 
 namespace troupe::recipes {
 
@@ -21,6 +27,49 @@ ActorGroupOptions RoleOptions(const std::string& job_id, const std::string& role
   o.max_restarts = static_cast<int>(spec.max_restarts);
   o.config = [config = std::move(config)](int) { return config; };
   return o;
+}
+
+std::vector<std::string> JobLibraries(const JobSpec& spec) {
+  std::vector<std::string> libraries;
+  for (const auto& [kind, group] : ActorGroups(spec)) {
+    if (group->library.empty()) continue;
+    std::error_code ec;
+    std::string path = std::filesystem::absolute(group->library, ec).lexically_normal().string();
+    if (ec) path = group->library;
+    if (std::find(libraries.begin(), libraries.end(), path) == libraries.end()) {
+      libraries.push_back(std::move(path));
+    }
+  }
+  return libraries;
+}
+
+absl::Status CheckRoleType(const JobSpec& spec, const std::string& kind,
+                           const ActorTypeInfo& role_type) {
+  std::vector<std::string> problems;
+  for (const auto& [k, group] : ActorGroups(spec)) {
+    if (group->library.empty()) continue;
+    if (absl::Status s = LoadActorLibrary(group->library).status(); !s.ok()) {
+      problems.push_back(
+          std::string(spec.ErrorAt(absl::StrCat("actors.", k, ".library"), s.message()).message()));
+    }
+  }
+  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  const ActorGroupSpec* group = nullptr;
+  for (const auto& [k, g] : ActorGroups(spec)) {
+    if (k == kind) group = g;
+  }
+  if (group == nullptr) return absl::InvalidArgumentError(absl::StrCat("no actor kind ", kind));
+  const std::string key = absl::StrCat("actors.", kind, ".type");
+  const ActorTypeInfo* type = ActorRegistry::Global().Find(group->type);
+  if (type == nullptr) {
+    return spec.ErrorAt(
+        key, absl::StrCat(group->type, " is not a registered actor type (registered: ",
+                          absl::StrJoin(ActorRegistry::Global().TypeNames(), ", "),
+                          "; a type from a shared library needs actors.", kind, ".library)"));
+  }
+  if (absl::Status s = CheckServes(*type, role_type); !s.ok())
+    return spec.ErrorAt(key, s.message());
+  return absl::OkStatus();
 }
 
 std::string ActorGroup::ReplicaName(const ActorGroupOptions& options, int i) {
@@ -50,6 +99,7 @@ absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions
     a.config = o.config ? o.config(i) : nlohmann::json::object();
     a.default_call_timeout = o.default_call_timeout;
     a.job_id = o.job_id;
+    a.libraries = o.libraries;
     absl::StatusOr<UntypedActorHandle> h = cluster.SpawnByName(o.type_name, a);
     if (!h.ok()) {
       (void)group.Kill();

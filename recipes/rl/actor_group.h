@@ -46,6 +46,8 @@ struct ActorGroupOptions {
   std::map<std::string, double> resources;
   int max_restarts = 0;
   int max_concurrency = 1;
+  // Shared libraries every replica's worker loads first (ClusterActorOptions::libraries).
+  std::vector<std::string> libraries;
   // Replica i's configuration (ActorContext::config()); null = {}.
   std::function<nlohmann::json(int replica)> config;
   // Deadline of calls that set none.
@@ -60,6 +62,22 @@ struct ActorGroupOptions {
 ActorGroupOptions RoleOptions(const std::string& job_id, const std::string& role,
                               const ActorGroupSpec& spec, int64_t replicas, nlohmann::json config,
                               bool indexed = false);
+
+// The job's actor libraries (actors.<kind>.library), absolute (against the current directory),
+// without repeats, in kind order. Every actor of the job loads them all, so an actor that looks
+// up another by name (the trainer its checkpointer) knows that one's type too.
+std::vector<std::string> JobLibraries(const JobSpec& spec);
+
+// Loads the job's libraries into this process, then checks that actors.<kind>.type is a
+// registered type that serves the methods of `role_type` (the kind's built-in type: calls to the
+// role are written against it). One located line per problem, e.g.
+//   job.yaml:9:18: actors.reward.type: NoSuchReward is not a registered actor type (registered:
+//   Checkpointer, ...; a type from a shared library needs actors.<kind>.library)
+//   job.yaml:9:18: actors.reward.type: MyReward does not serve the methods of RewardServer: no
+//   method Score(troupe.proto.ScoreRequest) -> troupe.proto.ScoreReply
+//   job.yaml:10:21: actors.reward.library: actor library lib/x.so: file not found
+absl::Status CheckRoleType(const JobSpec& spec, const std::string& kind,
+                           const ActorTypeInfo& role_type);
 
 class ActorGroup {
  public:

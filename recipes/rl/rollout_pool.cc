@@ -328,6 +328,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> RolloutPool::Evaluate(
       }
     }
   }
+  if (total == 0) return absl::InternalError("evaluation produced no samples");
   return std::make_pair(correct, total);
 }
 

@@ -122,7 +122,8 @@ class RolloutPool {
   // ---- evaluation -----------------------------------------------------------------------------
   // Greedy generation of `prompts` (one sample each) with weights of at least `min_version`;
   // returns (correct, total), a sample being correct when it stopped and equals the reference
-  // answer. `*retries` counts the shares sent again.
+  // answer (INTERNAL if there were no samples, e.g. no prompts). `*retries` counts the shares
+  // sent again.
   absl::StatusOr<std::pair<int64_t, int64_t>> Evaluate(std::vector<proto::Prompt> prompts,
                                                        int64_t min_version, int max_new_tokens,
                                                        int64_t* retries);

@@ -14,6 +14,7 @@ SampleSummary SummarizeSamples(const std::vector<proto::SampleGroup>& groups,
       out.max_staleness = std::max(out.max_staleness, out.staleness.back());
       auto it = s.reward_components().find("correct");
       correct += it != s.reward_components().end() ? it->second : 0;
+      for (const auto& [name, value] : s.reward_components()) out.components[name] += value;
       tokens += s.response_tokens_size();
       ++n;
     }
@@ -21,8 +22,18 @@ SampleSummary SummarizeSamples(const std::vector<proto::SampleGroup>& groups,
   if (n > 0) {
     out.accuracy = correct / n;
     out.response_length = tokens / n;
+    for (auto& [name, sum] : out.components) sum /= n;
   }
   return out;
+}
+
+std::map<std::string, double> SampleSummary::Metrics() const {
+  std::map<std::string, double> m = {{"reward/accuracy", accuracy},
+                                     {"rollout/response_length", response_length}};
+  for (const auto& [name, mean] : components) {
+    if (name != "correct") m["reward/" + name] = mean;
+  }
+  return m;
 }
 
 }  // namespace troupe::recipes

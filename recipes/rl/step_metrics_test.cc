@@ -21,5 +21,20 @@ TEST(StepMetrics, SummarizesCorrectnessLengthAndStaleness) {
   EXPECT_DOUBLE_EQ(SummarizeSamples({}, 5).accuracy, 0);
 }
 
+TEST(StepMetrics, ReportsTheMeanOfEveryRewardComponent) {
+  proto::SampleGroup g;
+  for (int i = 0; i < 4; ++i) {
+    proto::Sample* s = g.add_samples();
+    (*s->mutable_reward_components())["correct"] = i == 0;
+    if (i < 2) (*s->mutable_reward_components())["digit_credit"] = 0.5;
+  }
+  const std::map<std::string, double> m = SummarizeSamples({g}, 0).Metrics();
+  EXPECT_DOUBLE_EQ(m.at("reward/accuracy"), 0.25);
+  EXPECT_DOUBLE_EQ(m.at("reward/digit_credit"), 0.25);  // absent counts as 0
+  EXPECT_DOUBLE_EQ(m.at("rollout/response_length"), 0);
+  EXPECT_EQ(m.count("reward/correct"), 0u);
+  EXPECT_EQ(m.size(), 3u);
+}
+
 }  // namespace
 }  // namespace troupe::recipes

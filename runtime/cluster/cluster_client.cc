@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/cluster.grpc.pb.h"
+#include "runtime/actor_library.h"
 #include "runtime/status_macros.h"
 #include "runtime/transport/resolver.h"
 #include "runtime/transport/transport_client.h"
@@ -170,6 +171,9 @@ absl::StatusOr<UntypedActorHandle> Cluster::SpawnByName(const std::string& type_
 absl::StatusOr<UntypedActorHandle> Cluster::SpawnImpl(std::type_index type,
                                                       const std::string& type_name,
                                                       ClusterActorOptions options) {
+  for (const std::string& library : options.libraries) {
+    TROUPE_RETURN_IF_ERROR(LoadActorLibrary(library).status());
+  }
   const ActorRegistry& registry = ActorRegistry::Global();
   const ActorTypeInfo* info = type_name.empty() ? registry.Find(type) : registry.Find(type_name);
   if (info == nullptr) {
@@ -199,6 +203,7 @@ absl::StatusOr<UntypedActorHandle> Cluster::SpawnImpl(std::type_index type,
     spec->mutable_placement()->set_bundle_index(options.bundle_index);
   }
   spec->mutable_job_id()->set_id(options.job_id);
+  for (const std::string& library : options.libraries) spec->add_libraries(library);
   proto::CreateActorReply reply;
   TROUPE_RETURN_IF_ERROR(impl_->Call(&proto::HeadService::Stub::CreateActor, req, &reply));
   return Handle(*info, reply.actor());

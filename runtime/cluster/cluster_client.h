@@ -73,6 +73,10 @@ struct ClusterActorOptions {
   std::string placement_group_id;
   int bundle_index = -1;
   std::string job_id;
+  // Shared libraries the actor's worker loads before creating it (runtime/actor_library.h), for
+  // types that are not part of the troupe binary; absolute paths, as the node sees them. They
+  // must be loaded here too (the handle needs the type): Spawn does so.
+  std::vector<std::string> libraries;
 };
 
 class Cluster {

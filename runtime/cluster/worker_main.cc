@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
+#include "runtime/actor_library.h"
 #include "runtime/actor_system.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/transport/transport_common.h"
@@ -129,6 +130,16 @@ int RunWorker(const WorkerArgs& args) {
       Cluster::Connect({.address = args.head_address, .token = token, .caller = args.actor_id});
   if (!cluster.ok()) return Fail(5, cluster.status().ToString());
   Cluster::SetCurrent(cluster->get());
+
+  // User code the actor's type may come from (before the system: a library's types must be
+  // registered before anything looks them up).
+  for (const std::string& library : spec.libraries()) {
+    absl::StatusOr<std::vector<std::string>> types = LoadActorLibrary(library);
+    if (!types.ok()) {
+      return Fail(3, absl::StrCat("cannot create actor ", spec.type_name(), ": ",
+                                  types.status().message()));
+    }
+  }
 
   // The actor binds direct connections (weight groups) to its node's address (--host).
   ActorSystem system({.node_address = args.host});

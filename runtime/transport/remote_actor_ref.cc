@@ -49,6 +49,18 @@ RemoteActorRef::RemoteActorRef(std::shared_ptr<ConnectionPool> pool, std::string
       default_timeout_(default_timeout),
       route_(troupe::internal::MakeRef<RouteState>(std::move(actor_id))) {}
 
+RemoteActorRef::RemoteActorRef(const RemoteActorRef& other, const ActorTypeInfo* type)
+    : pool_(other.pool_),
+      type_(type),
+      target_(other.target_),
+      default_timeout_(other.default_timeout_),
+      route_(other.route_) {}
+
+std::shared_ptr<troupe::internal::ActorRef> RemoteActorRef::WithType(
+    const ActorTypeInfo& type) const {
+  return std::shared_ptr<RemoteActorRef>(new RemoteActorRef(*this, &type));
+}
+
 void RemoteActorRef::Fail(CallBase* call, absl::Status why) const {
   call->Fail(absl::Status(why.code(), absl::StrCat(call->Describe(), ": ", why.message())));
 }

@@ -48,8 +48,12 @@ class RemoteActorRef final : public troupe::internal::ActorRef {
             const CallOptions& options) override;
   Future<void> Ready() override;
   void Monitor(std::function<void(const ActorDeath&)> on_death, Executor* executor) override;
+  // Shares this reference's route (connection, liveness); calls go by `type`'s method names.
+  std::shared_ptr<troupe::internal::ActorRef> WithType(const ActorTypeInfo& type) const override;
 
  private:
+  RemoteActorRef(const RemoteActorRef& other, const ActorTypeInfo* type);
+
   // The connection to use: the cached one, or (refresh, or none cached) a resolved one.
   absl::StatusOr<std::shared_ptr<Connection>> Route(bool refresh);
   void Fail(troupe::internal::CallBase* call, absl::Status why) const;
