@@ -19,8 +19,8 @@ namespace troupe::recipes {
 // supported by recipe grpo (supported: grpo)"): another advantage estimator and its gamma/lam, a
 // critic, several trainers (no data-parallel training yet) or reference replicas, an actor type
 // that is not registered or does not serve its role's methods (CheckRoleType: the job's
-// libraries are loaded here for that), a library that does not load, model.tokenizer,
-// model.init: random, a task other than arithmetic.
+// libraries are loaded here for that), a library that does not load, model.tokenizer, a task
+// other than arithmetic.
 absl::Status CheckGrpoSpec(const JobSpec& spec);
 
 // actors/trainer.h's config: the model, the optimizer and schedule (trainer.*), the loss

@@ -132,7 +132,9 @@
 //   actors.checkpointer.keep         int >= 0    0                  newest K kept; 0 = all
 //   logging.dir                      path        runs/<name>        metrics.jsonl, events, spec
 //   logging.tensorboard              bool        true               TensorBoard event files
-//   logging.log_every                int > 0     1                  progress line every K steps
+//   logging.log_every                int > 0     1                  metrics records and progress
+//                                                                   line every K steps (and the
+//                                                                   last, and evaluations)
 //
 //   actor kind      type           replicas         resources   max_restarts
 //   rollout         RolloutWorker  1, >= 1          {CPU: 1}    3

@@ -6,8 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "actors/tiny_policy.h"
 #include "models/model_config.h"
 #include "nlohmann/json.hpp"
+#include "recipes/sft/arithmetic_task.h"
 #include "recipes/sft/sft_recipe.h"
 #include "runtime/status_macros.h"
 
@@ -19,6 +21,17 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
     if (options.log) options.log(line);
   };
   if (spec.model.init == ModelInit::kPath) return spec.model.init_path;
+  if (spec.model.init == ModelInit::kRandom) {
+    const std::string dir = absl::StrCat(spec.logging.dir, "/init");
+    if (std::filesystem::exists(dir + "/model.safetensors")) return dir;  // resumed: the same
+    TROUPE_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadModelConfig(spec.model.config));
+    TROUPE_RETURN_IF_ERROR(actors::WriteRandomPolicy(dir, config,
+                                                     static_cast<uint64_t>(spec.trainer.seed),
+                                                     std::string(ArithmeticTask::kAlphabet)));
+    log(absl::StrCat("initial policy: random weights (seed ", spec.trainer.seed, ") of ",
+                     spec.model.config, " in ", dir));
+    return dir;
+  }
   const std::string dir = spec.sft.dir;
   result->sft_dir = dir;
   if (std::filesystem::exists(dir + "/model.safetensors") &&
@@ -30,10 +43,6 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
     nlohmann::json m = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
     if (m.is_object()) result->sft_accuracy = m.value("final_heldout_accuracy", -1.0);
     return dir;
-  }
-  if (spec.model.init == ModelInit::kRandom) {
-    return absl::UnimplementedError(
-        "model.init: random is not supported by the RL recipes; use sft or a model directory");
   }
   SftOptions o;
   o.task.digits = spec.data.task_params.value("digits", 2);

@@ -2,7 +2,8 @@
 //   <path>  that model directory, as it is;
 //   sft     a supervised warm start on the task (recipes/sft) into sft.dir, or the checkpoint
 //           already there (model.safetensors + tokenizer.json), reused;
-//   random  refused: the RL recipes need a policy that can produce answers (UNIMPLEMENTED).
+//   random  seeded random weights (trainer.seed) of model.config with the task's tokenizer,
+//           written to <logging.dir>/init (kept there: a resumed run finds the same directory).
 #ifndef TROUPE_RECIPES_RL_INITIAL_POLICY_H_
 #define TROUPE_RECIPES_RL_INITIAL_POLICY_H_
 

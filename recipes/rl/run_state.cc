@@ -132,8 +132,9 @@ absl::Status RunState::Begin() {
 absl::Status RunState::OpenMetrics() {
   metrics::MetricsLoggerOptions mo;
   mo.tensorboard = spec_.logging.tensorboard;
-  // A resumed run continues the metrics after its checkpoint's step; a fresh run replaces them.
-  mo.resume_step = resuming() ? step_ : 0;
+  // A resumed run continues the metrics after its checkpoint's step; a fresh run replaces them
+  // (-1: every record of an earlier run goes, the initial evaluation's too).
+  mo.resume_step = resuming() ? step_ : -1;
   TROUPE_ASSIGN_OR_RETURN(metrics_, metrics::MetricsLogger::Open(spec_.logging.dir, mo));
   return absl::OkStatus();
 }
@@ -195,10 +196,11 @@ void RunState::LogStep(std::map<std::string, double> m,
                        const std::map<std::string, std::vector<double>>& histograms,
                        const metrics::ProgressLine::Fields& progress_fields) {
   m["weights/version"] = static_cast<double>(version_);
-  if (metrics_ != nullptr) (void)metrics_->Log(step_, m, histograms);
-  if (progress_ != nullptr && step_ % std::max<int64_t>(1, spec_.logging.log_every) == 0) {
-    progress_->Update(step_, progress_fields);
-  }
+  // Every log_every-th step, the last, and a step with an evaluation are logged.
+  const bool due = step_ % std::max<int64_t>(1, spec_.logging.log_every) == 0 || Done() ||
+                   m.count("eval/accuracy") > 0;
+  if (due && metrics_ != nullptr) (void)metrics_->Log(step_, m, histograms);
+  if (due && progress_ != nullptr) progress_->Update(step_, progress_fields);
   if (options_.on_step) options_.on_step(step_, m);
 }
 

@@ -77,8 +77,9 @@ class RunState {
   // checkpoint writes' report. Adds the step's timing to `m`: time/step_s (since the previous
   // step), time/generate_s and throughput/generate_tokens_per_s (generation since then).
   void Advance(const proto::TrainStepReply& reply, std::map<std::string, double>* m);
-  // The step's record: metrics.jsonl / TensorBoard (with `histograms`), the progress line (every
-  // logging.log_every steps) and options.on_step.
+  // The step's record: metrics.jsonl / TensorBoard (with `histograms`) and the progress line,
+  // every logging.log_every steps, at the last step and at a step with an evaluation
+  // (eval/accuracy in `metrics`); options.on_step at every step.
   void LogStep(std::map<std::string, double> metrics,
                const std::map<std::string, std::vector<double>>& histograms,
                const metrics::ProgressLine::Fields& progress_fields);

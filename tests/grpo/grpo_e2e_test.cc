@@ -15,12 +15,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "actors/rollout_worker.h"
@@ -195,6 +197,7 @@ TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
 TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
   const std::string dir = TestDir("async");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/6);
+  spec.logging.log_every = 4;
   absl::StatusOr<GrpoResult> r =
       RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "async"});
   ASSERT_TRUE(r.ok()) << r.status();
@@ -202,8 +205,41 @@ TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
   EXPECT_LE(r->max_staleness_seen, 1);
   ExpectAccountingAddsUp(*r);
   ExpectVersionsNeverGoDown(*r);
-  EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));
   EXPECT_TRUE(fs::exists(dir + "/summary.json"));
+  // logging.log_every = 4: the steps' records are those of steps 4 and 6 (the last).
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<int> logged;
+  for (std::string line; std::getline(in, line);) {
+    if (!absl::StrContains(line, R"("train/loss")")) continue;
+    for (int step = 1; step <= 6; ++step) {
+      if (absl::StrContains(line, absl::StrCat(R"({"step":)", step, ","))) logged.push_back(step);
+    }
+  }
+  EXPECT_EQ(logged, (std::vector<int>{4, 6}));
+}
+
+TEST_F(GrpoEndToEnd, ARandomInitStartsFromRandomWeightsWithoutAnSftStage) {
+  const std::string dir = TestDir("random-init");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/2);
+  spec.model.init = ModelInit::kRandom;
+  bool said = false;
+  absl::StatusOr<GrpoResult> r =
+      RunGrpo(spec, cluster_->cluster(),
+              {.log =
+                   [&said](const std::string& line) {
+                     said |= absl::StrContains(line, "initial policy: random weights (seed 7)");
+                     Log(line);
+                   },
+               .job_id = "random"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 2);
+  EXPECT_TRUE(said);
+  EXPECT_TRUE(fs::exists(dir + "/init/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/init/tokenizer.json"));
+  EXPECT_FALSE(fs::exists(dir + "/sft"));  // no SFT stage ran
+  EXPECT_TRUE(r->sft_dir.empty());
+  EXPECT_LT(r->initial_accuracy, 0.1);  // untrained weights barely ever add up right
+  ExpectNoSampleLost(*r);
 }
 
 TEST_F(GrpoEndToEnd, KillingARolloutWorkerMidRunDoesNotStopTheJob) {
@@ -339,6 +375,16 @@ TEST_F(GrpoEndToEnd, AFreshRunRefusesAnEarlierRunsOutputsUnlessToldWhatToDo) {
   ASSERT_TRUE(replaced.ok()) << replaced.status();
   EXPECT_FALSE(fs::exists(dir + "/ckpt/step_00000002")) << "--overwrite kept the earlier run's";
   EXPECT_TRUE(fs::exists(dir + "/ckpt/step_00000001"));
+  // Its metrics replaced the earlier run's: one initial evaluation, steps 1 and no step 2.
+  std::ifstream in(dir + "/metrics.jsonl");
+  int initial_evals = 0, step2 = 0;
+  for (std::string line; std::getline(in, line);) {
+    initial_evals +=
+        absl::StrContains(line, R"("step":0,)") && absl::StrContains(line, R"("eval/accuracy")");
+    step2 += absl::StrContains(line, R"("step":2,)");
+  }
+  EXPECT_EQ(initial_evals, 1);
+  EXPECT_EQ(step2, 0);
 }
 
 }  // namespace
