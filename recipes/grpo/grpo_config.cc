@@ -43,8 +43,11 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
     refuse("actors.trainer.replicas",
            "recipe grpo trains on one trainer (data-parallel training does not exist yet)");
   }
-  if (spec.actors.reference.replicas > 1) {
-    refuse("actors.reference.replicas", "recipe grpo runs one reference replica");
+  // (A KL term without a reference is refused by the parser.)
+  if (spec.algorithm.kl.coef == 0 && spec.locations.contains("actors.reference.replicas") &&
+      spec.actors.reference.replicas > 0) {
+    refuse("actors.reference.replicas",
+           "algorithm.kl.coef is 0, so recipe grpo runs no reference: set it to 0 or remove it");
   }
   // Each role's type: registered (from a library, maybe) and serving the built-in type's methods.
   const JobSpec defaults;

@@ -17,7 +17,8 @@ namespace troupe::recipes {
 // What the GRPO recipe honours (recipes/recipe.h's spec check): OK, or INVALID_ARGUMENT with one
 // located line per key value it cannot run ("job.yaml:12:3: algorithm.adv_estimator: gae is not
 // supported by recipe grpo (supported: grpo)"): another advantage estimator and its gamma/lam, a
-// critic, several trainers (no data-parallel training yet) or reference replicas, an actor type
+// critic, several trainers (no data-parallel training yet), reference replicas without a KL
+// term, an actor type
 // that is not registered or does not serve its role's methods (CheckRoleType: the job's
 // libraries are loaded here for that), a library that does not load, model.tokenizer, a task
 // other than arithmetic.

@@ -53,6 +53,18 @@ actors:
   EXPECT_THAT(m, HasSubstr("a type from a shared library needs actors.reward.library"));
 }
 
+TEST(GrpoSpec, RefusesReferenceReplicasWithoutAKlTerm) {
+  absl::StatusOr<JobSpec> spec =
+      Parse("algorithm: {kl: {coef: 0}}\nactors:\n  reference: {replicas: 2}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("actors.reference.replicas: algorithm.kl.coef is 0, so recipe grpo runs "
+                        "no reference"));
+  spec = Parse("actors:\n  reference: {replicas: 2}\n");  // with the base's KL term
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+}
+
 TEST(GrpoSpec, RefusesAnActorTypeThatDoesNotServeItsRole) {
   absl::StatusOr<JobSpec> spec = Parse("actors:\n  reward: {type: Reference}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();

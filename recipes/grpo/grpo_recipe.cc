@@ -91,7 +91,7 @@ class GrpoRecipe : public Recipe {
     const ActorsSpec& a = spec_.actors;
     const bool kl = spec_.algorithm.kl.coef != 0;
     state_.Log(absl::StrCat("starting actors: ", a.rollout.replicas, " rollout, ",
-                            a.reward.replicas, " reward, ", kl,
+                            a.reward.replicas, " reward, ", kl ? a.reference.replicas : 0,
                             " reference, trainer, replay buffer, checkpointer"));
     auto spawn = [this, libraries = JobLibraries(spec_)](ActorGroupOptions o) {
       o.libraries = libraries;  // user code any of the job's actors may run or look up
@@ -103,9 +103,10 @@ class GrpoRecipe : public Recipe {
                             spawn(RoleOptions(prefix_, "reward", a.reward, a.reward.replicas,
                                               {{"task", spec_.data.task}}, /*indexed=*/true)));
     if (kl) {
-      TROUPE_ASSIGN_OR_RETURN(reference_group_,
-                              spawn(RoleOptions(prefix_, "reference", a.reference, 1,
-                                                {{"model_dir", policy_dir_}, {"threads", 1}})));
+      TROUPE_ASSIGN_OR_RETURN(
+          reference_group_,
+          spawn(RoleOptions(prefix_, "reference", a.reference, a.reference.replicas,
+                            {{"model_dir", policy_dir_}, {"threads", 1}})));
     }
     TROUPE_ASSIGN_OR_RETURN(
         checkpointer_,
@@ -125,12 +126,12 @@ class GrpoRecipe : public Recipe {
     }
     TROUPE_ASSIGN_OR_RETURN(auto replay, replay_group_.As<actors::ReplayBuffer>(0));
     TROUPE_ASSIGN_OR_RETURN(trainer_, trainer_group_.As<actors::Trainer>(0));
-    ActorHandle<actors::Reference> reference;
-    if (kl) {
-      TROUPE_ASSIGN_OR_RETURN(reference, reference_group_.As<actors::Reference>(0));
+    std::vector<ActorHandle<actors::Reference>> references(reference_group_.size());
+    for (size_t i = 0; i < references.size(); ++i) {
+      TROUPE_ASSIGN_OR_RETURN(references[i], reference_group_.As<actors::Reference>(i));
     }
-    feed_ = std::make_unique<TrainingFeed>(replay, reference, options_.retry, &wake_, options_.log,
-                                           &state_.result().call_retries);
+    feed_ = std::make_unique<TrainingFeed>(replay, std::move(references), options_.retry, &wake_,
+                                           options_.log, &state_.result().call_retries);
     TROUPE_RETURN_IF_ERROR(
         feed_->Import(state_.resumed_replay_state(), state_.resume_dir() + "/replay_buffer.pb"));
     TROUPE_ASSIGN_OR_RETURN(scoring_, ScoringPool::Create(cluster_, std::move(rewards),

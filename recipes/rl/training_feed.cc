@@ -1,5 +1,6 @@
 #include "recipes/rl/training_feed.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -9,11 +10,11 @@
 namespace troupe::recipes {
 
 TrainingFeed::TrainingFeed(ActorHandle<actors::ReplayBuffer> replay,
-                           ActorHandle<actors::Reference> reference, RetryOptions retry,
-                           Wakeup* wake, std::function<void(const std::string&)> log,
-                           int64_t* retries)
+                           std::vector<ActorHandle<actors::Reference>> references,
+                           RetryOptions retry, Wakeup* wake,
+                           std::function<void(const std::string&)> log, int64_t* retries)
     : replay_(std::move(replay)),
-      reference_(std::move(reference)),
+      references_(std::move(references)),
       retry_(retry),
       wake_(wake),
       log_(std::move(log)),
@@ -43,23 +44,35 @@ absl::StatusOr<std::pair<int64_t, int64_t>> TrainingFeed::Prefetch(int64_t group
   batch_.emplace();
   batch_->groups.assign(taken.groups().begin(), taken.groups().end());
   batch_->taken_at = version;
-  if (!reference_.valid()) return counts;
-  auto request = std::make_shared<proto::LogprobRequest>();
+  if (references_.empty()) return counts;
+  int64_t samples = 0;
+  for (const auto& g : batch_->groups) samples += g.samples_size();
+  const int64_t parts =
+      std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(references_.size()), samples));
+  std::vector<std::shared_ptr<proto::LogprobRequest>> requests;
+  for (int64_t i = 0; i < parts; ++i) requests.push_back(std::make_shared<proto::LogprobRequest>());
+  int64_t k = 0;  // part p gets samples [p * samples / parts, (p + 1) * samples / parts)
   for (const auto& g : batch_->groups) {
-    for (const auto& s : g.samples()) *request->add_samples() = s;
+    for (const auto& s : g.samples()) *requests[k++ * parts / samples]->add_samples() = s;
   }
   batch_->start = std::chrono::steady_clock::now();
-  batch_->reference.emplace(
-      [this, request](int) {
-        return reference_.Call(&actors::Reference::Logprobs, *request,
-                               {.timeout = retry_.call_timeout});
-      },
-      retry_, wake_,
-      [this](const absl::Status& error, int) {
-        if (retries_ != nullptr) ++*retries_;
-        if (log_)
-          log_(absl::StrCat("reference Logprobs failed (", error.ToString(), "); retrying"));
-      });
+  for (int64_t p = 0; p < parts; ++p) {
+    ActorHandle<actors::Reference> reference = references_[p];
+    batch_->reference.emplace_back(
+        [this, reference, request = requests[p]](int) {
+          return reference.Call(&actors::Reference::Logprobs, *request,
+                                {.timeout = retry_.call_timeout});
+        },
+        retry_, wake_,
+        [this, p](const absl::Status& error, int) {
+          if (retries_ != nullptr) ++*retries_;
+          if (log_) {
+            log_(absl::StrCat("reference ", p, " Logprobs failed (", error.ToString(),
+                              "); retrying"));
+          }
+        });
+  }
+  batch_->replies.resize(parts);
   return counts;
 }
 
@@ -67,13 +80,24 @@ absl::StatusOr<std::optional<proto::TrainStepRequest>> TrainingFeed::Next(
     std::vector<proto::SampleGroup>* groups, double* reference_seconds) {
   if (!batch_.has_value()) return std::nullopt;
   proto::TrainStepRequest req;
-  if (batch_->reference.has_value()) {
-    std::optional<absl::StatusOr<proto::LogprobReply>> ref = batch_->reference->Poll();
-    if (!ref.has_value()) return std::nullopt;
+  bool waiting = false;
+  for (size_t p = 0; p < batch_->reference.size(); ++p) {
+    if (batch_->replies[p].has_value()) continue;
+    std::optional<absl::StatusOr<proto::LogprobReply>> ref = batch_->reference[p].Poll();
+    if (!ref.has_value()) {
+      waiting = true;
+      continue;
+    }
     TROUPE_RETURN_IF_ERROR(ref->status());
-    *req.mutable_ref_logprobs() = std::move(*(*ref)->mutable_logprobs());
-    *reference_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_->start).count();
+    batch_->replies[p] = *std::move(*ref);
+    batch_->last_reply = std::chrono::steady_clock::now();
+  }
+  if (waiting) return std::nullopt;
+  if (!batch_->reference.empty()) {
+    *reference_seconds = std::chrono::duration<double>(batch_->last_reply - batch_->start).count();
+  }
+  for (std::optional<proto::LogprobReply>& reply : batch_->replies) {
+    for (proto::FloatList& l : *reply->mutable_logprobs()) *req.add_ref_logprobs() = std::move(l);
   }
   for (const auto& g : batch_->groups) *req.add_groups() = g;
   *groups = std::move(batch_->groups);
@@ -92,8 +116,12 @@ absl::StatusOr<int64_t> TrainingFeed::ReturnBatch() {
 }
 
 absl::Time TrainingFeed::next_retry() const {
-  if (!batch_.has_value() || !batch_->reference.has_value()) return absl::InfiniteFuture();
-  return batch_->reference->next_retry();
+  absl::Time next = absl::InfiniteFuture();
+  if (!batch_.has_value()) return next;
+  for (size_t p = 0; p < batch_->reference.size(); ++p) {
+    if (!batch_->replies[p].has_value()) next = std::min(next, batch_->reference[p].next_retry());
+  }
+  return next;
 }
 
 absl::StatusOr<proto::ReplayStats> TrainingFeed::Stats() {

@@ -6,7 +6,7 @@
 //
 // A batch taken and not trained on (the run stops, or a checkpoint is made while it waits) goes
 // back to the replay buffer (ReturnBatch), so it counts as buffered, not used, and a resumed run
-// has it. The reference call is a RetriedCall: the reference dying under it costs a retry.
+// has it. Each reference call is a RetriedCall: the reference dying under it costs a retry.
 //
 // Thread-safety: not thread-safe (the driver's thread owns it).
 #ifndef TROUPE_RECIPES_RL_TRAINING_FEED_H_
@@ -29,11 +29,12 @@ namespace troupe::recipes {
 
 class TrainingFeed {
  public:
-  // `reference` is invalid when the run has no KL term (no reference log-probs). `*retries`
-  // counts reference calls made again.
-  TrainingFeed(ActorHandle<actors::ReplayBuffer> replay, ActorHandle<actors::Reference> reference,
-               RetryOptions retry, Wakeup* wake, std::function<void(const std::string&)> log,
-               int64_t* retries);
+  // `references` is empty when the run has no KL term (no reference log-probs); with several
+  // replicas a batch's samples are split into as many contiguous parts, one call each, and the
+  // replies joined in order. `*retries` counts reference calls made again.
+  TrainingFeed(ActorHandle<actors::ReplayBuffer> replay,
+               std::vector<ActorHandle<actors::Reference>> references, RetryOptions retry,
+               Wakeup* wake, std::function<void(const std::string&)> log, int64_t* retries);
 
   // Scored groups into the replay buffer.
   absl::Status Add(std::vector<proto::ScoreReply> scored);
@@ -46,7 +47,7 @@ class TrainingFeed {
   bool has_batch() const { return batch_.has_value(); }
   // The waiting batch as a training request (groups and reference log-probs) once its reference
   // log-probs are there; nullopt until then (or without a batch). The batch's groups go to
-  // *groups; *reference_seconds is how long its reference call took.
+  // *groups; *reference_seconds is how long its reference calls took (until the last reply).
   absl::StatusOr<std::optional<proto::TrainStepRequest>> Next(
       std::vector<proto::SampleGroup>* groups, double* reference_seconds);
   // Gives a waiting batch back to the replay buffer; the number of groups given back.
@@ -64,12 +65,13 @@ class TrainingFeed {
   struct Batch {
     std::vector<proto::SampleGroup> groups;
     int64_t taken_at = 0;
-    std::optional<RetriedCall<proto::LogprobReply>> reference;
-    std::chrono::steady_clock::time_point start;
+    std::vector<RetriedCall<proto::LogprobReply>> reference;  // one per part, in order
+    std::vector<std::optional<proto::LogprobReply>> replies;  // of the parts done so far
+    std::chrono::steady_clock::time_point start, last_reply;
   };
 
   ActorHandle<actors::ReplayBuffer> replay_;
-  ActorHandle<actors::Reference> reference_;
+  std::vector<ActorHandle<actors::Reference>> references_;
   RetryOptions retry_;
   Wakeup* wake_;
   std::function<void(const std::string&)> log_;

@@ -11,7 +11,9 @@
 // later.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -191,6 +193,28 @@ TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
   ASSERT_EQ(resumed.size(), 4u);
   for (const auto& [step, loss] : full) {
     EXPECT_DOUBLE_EQ(resumed[step], loss) << "step " << step;
+  }
+
+  // Two reference replicas, each computing half of every batch's log-probs: the same losses, up
+  // to float rounding (a forward pass over half the rows rounds differently).
+  JobSpec c = SmallJob(base + "/c", 0, 4, base + "/a/sft");
+  c.actors.reference.replicas = 2;
+  std::map<int64_t, double> split;
+  bool two = false;
+  absl::StatusOr<GrpoResult> rc = RunGrpo(
+      c, cluster_->cluster(),
+      {.log =
+           [&two](const std::string& line) {
+             two |= absl::StrContains(line, "starting actors: 2 rollout, 1 reward, 2 reference");
+             Log(line);
+           },
+       .job_id = "c",
+       .on_step = recorder(&split)});
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  EXPECT_TRUE(two);
+  ASSERT_EQ(split.size(), 4u);
+  for (const auto& [step, loss] : full) {
+    EXPECT_NEAR(split[step], loss, 1e-5 * std::max(1e-3, std::abs(loss))) << "step " << step;
   }
 }
 
