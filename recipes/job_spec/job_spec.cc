@@ -18,10 +18,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "models/model_config.h"
 #include "recipes/job_spec/job_tasks.h"
+#include "recipes/job_spec/key_docs.h"
 #include "recipes/job_spec/spec_tree.h"
 #include "runtime/status_macros.h"
 
@@ -348,6 +351,8 @@ struct Context {
   absl::flat_hash_map<std::string, SpecLoc> locs;  // Every written key path.
   std::vector<std::string> known_paths;            // Every key path the schema read.
   std::vector<UnknownKey> unknown;
+  // When set (DescribeSpecKeys), each reader adds its key's type, range and default here.
+  std::vector<SpecKeyInfo>* described = nullptr;
 };
 
 // One map of the spec being read. Each typed reader marks its key as known, records where it was
@@ -364,6 +369,13 @@ class Section {
   const std::string& path() const { return path_; }
   // The section was written (possibly as an empty or null value).
   bool written() const { return node_ != nullptr; }
+
+  // For DescribeSpecKeys: `key` checks `type` and defaults to `default_value` (as YAML).
+  void Note(absl::string_view key, std::string type, std::string default_value) {
+    if (ctx_->described == nullptr) return;
+    ctx_->described->push_back(
+        {ChildPath(path_, key), std::move(type), std::move(default_value), ""});
+  }
 
   // Marks `key` known; its entry if written.
   const SpecEntry* Take(absl::string_view key) {
@@ -384,6 +396,7 @@ class Section {
   }
 
   const SpecNode* Int(absl::string_view key, int64_t* out, Range range, bool required = false) {
+    Note(key, range.Describe(true), required ? "required" : absl::StrCat(*out));
     const SpecNode* v = Present(key, required);
     if (v == nullptr) return nullptr;
     const ScalarValue s = ClassifyScalar(*v);
@@ -397,6 +410,7 @@ class Section {
   }
 
   const SpecNode* Double(absl::string_view key, double* out, Range range, bool required = false) {
+    Note(key, range.Describe(false), required ? "required" : absl::StrFormat("%g", *out));
     const SpecNode* v = Present(key, required);
     if (v == nullptr) return nullptr;
     const ScalarValue s = ClassifyScalar(*v);
@@ -410,6 +424,7 @@ class Section {
   }
 
   const SpecNode* Bool(absl::string_view key, bool* out) {
+    Note(key, "true or false", *out ? "true" : "false");
     const SpecNode* v = Present(key, false);
     if (v == nullptr) return nullptr;
     const ScalarValue s = ClassifyScalar(*v);
@@ -425,6 +440,10 @@ class Section {
   // null (`tokenizer:`, or `model.tokenizer=` on the command line) as "".
   const SpecNode* String(absl::string_view key, std::string* out, bool required = false,
                          bool allow_empty = false) {
+    Note(key, allow_empty ? "a string" : "a non-empty string",
+         required       ? "required"
+         : out->empty() ? "\"\""
+                        : *out);
     const SpecNode* v = Present(key, required);
     if (v == nullptr) return nullptr;
     if (allow_empty && v->kind == Kind::kNull) {
@@ -446,6 +465,15 @@ class Section {
   const SpecNode* Enum(
       absl::string_view key, E* out, const NameTable<E>& table,
       const std::vector<std::pair<absl::string_view, absl::string_view>>& hints = {}) {
+    if (ctx_->described != nullptr) {
+      std::vector<std::string> all;
+      std::string current;
+      for (const auto& [name, value] : table) {
+        all.emplace_back(name);
+        if (value == *out) current = std::string(name);
+      }
+      Note(key, absl::StrCat("one of ", absl::StrJoin(all, ", ")), current);
+    }
     const SpecNode* v = Present(key, false);
     if (v == nullptr) return nullptr;
     std::vector<std::string> names;
@@ -500,6 +528,7 @@ class Section {
 
   // A free-form map (or null = {}), converted to JSON.
   const SpecNode* Json(absl::string_view key, nlohmann::json* out) {
+    Note(key, "a map (free-form)", out->dump());
     const SpecNode* v = Present(key, false);
     if (v == nullptr) return nullptr;
     if (v->kind != Kind::kMap && v->kind != Kind::kNull) {
@@ -913,6 +942,14 @@ class JobSpecReader {
     g.String("type", &group->type);
     g.String("library", &group->library);
     g.Int("replicas", &group->replicas, replicas);
+    if (ctx_->described != nullptr) {
+      std::vector<std::string> amounts;
+      for (const auto& [name, amount] : group->resources.AsMap()) {
+        amounts.push_back(absl::StrCat(name, ": ", amount));
+      }
+      g.Note("resources", "a map: CPU, GPU, memory, custom: {NAME: amount}",
+             absl::StrCat("{", absl::StrJoin(amounts, ", "), "}"));
+    }
     Section r = g.Sub("resources");
     if (r.written()) ReadResources(r, &group->resources);
     g.Int("max_restarts", &group->max_restarts, AtLeast(-1));
@@ -1331,6 +1368,48 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view yaml_text, absl::string_v
   TROUPE_RETURN_IF_ERROR(ctx.diag.ToStatus());
   for (const auto& [path, loc] : ctx.locs) spec.locations[path] = FormatLoc(loc, source_name);
   return spec;
+}
+
+std::vector<SpecKeyInfo> DescribeSpecKeys(const std::string& task) {
+  std::vector<SpecKeyInfo> keys;
+  // Every section is read whether written or not; the required keys are written so that the
+  // task's parameters are read too.
+  absl::StatusOr<SpecNode> root = job_spec_internal::ParseSpecYaml(
+      absl::StrCat("name: keys\nmodel: {config: config.json}\ndata: {task: \"", task,
+                   "\"}\ntrainer: {total_steps: 1}\n"),
+      "keys");
+  if (!root.ok()) return keys;
+  JobSpec spec;
+  Context ctx("keys", {});
+  ctx.described = &keys;
+  JobSpecReader reader(&ctx, &spec);
+  reader.Read(*root);
+  const std::optional<TaskDefinition> definition = FindJobTask(task);
+  for (SpecKeyInfo& key : keys) {
+    // The doc of this path, or of its kind's "actors.<kind>.KEY".
+    std::string general = key.path;
+    const std::vector<std::string> parts = absl::StrSplit(key.path, '.');
+    if (parts.size() >= 3 && parts[0] == "actors") {
+      general = absl::StrCat("actors.<kind>.", absl::StrJoin(parts.begin() + 2, parts.end(), "."));
+    }
+    const job_spec_internal::KeyDoc* doc = nullptr;
+    for (const job_spec_internal::KeyDoc& d : job_spec_internal::KeyDocs()) {
+      if (d.path == key.path) doc = &d;
+    }
+    for (const job_spec_internal::KeyDoc& d : job_spec_internal::KeyDocs()) {
+      if (doc == nullptr && d.path == general) doc = &d;
+    }
+    if (doc != nullptr) {
+      key.doc = doc->doc;
+      if (doc->type != nullptr) key.type = doc->type;
+      if (doc->default_value != nullptr) key.default_value = doc->default_value;
+    } else if (definition.has_value() && parts.size() == 2 && parts[0] == "data") {
+      for (const TaskParam& p : definition->params) {
+        if (p.name == parts[1]) key.doc = p.doc;
+      }
+    }
+  }
+  return keys;
 }
 
 absl::StatusOr<std::string> ReadJobSpecFile(const std::string& path) {

@@ -40,119 +40,21 @@
 // VALUE is YAML, so `actors.rollout.resources={CPU: 2}` replaces the whole resources map and
 // `actors.trainer.config.lr=3e-4` sets one key of a free-form config.
 //
-// Keys (names follow verl where it has one; defaults are verl's unless noted):
+// Keys: docs/job_spec.md lists every key with the type and range the parser checks, its default
+// and what it means. It is generated from the parser itself (DescribeSpecKeys, with the one-line
+// docs of job_spec_docs.cc) and a test fails when it is stale. Names follow verl where it has
+// one, and so do the defaults, except troupe's own: adv_estimator grpo and n = 8 (verl: gae,
+// n = 1; troupe's first recipe is GRPO, which needs a group per prompt), the off-policy and
+// staleness keys (AReaL's), rollout.top_k 0 (verl: -1) and the sft section (the SFT recipe's,
+// recipes/sft/sft_recipe.h).
 //
-//   key                              type        default            meaning
-//   name                             string      required           run name, [A-Za-z0-9._-]+
-//   recipe                           string      grpo               a registered recipe
-//                                                                   (recipes/recipe.h)
-//   model.config                     path        required (1)       HF config.json: architecture
-//   model.init                       string      sft                sft: SFT warm start (sft.*);
-//                                                                   random: fresh weights; else a
-//                                                                   path: .safetensors file or dir
-//   model.tokenizer                  path        ""                 tokenizer.json; "" = the init
-//                                                                   dir's, else the task's own
-//   data.task                        string      required           a registered task (job_tasks.h)
-//   data.train_batch_size            int > 0     1024               prompts per step
-//   data.max_prompt_length           int > 0     512                prompt tokens
-//   data.max_response_length         int > 0     512                response tokens
-//   data.heldout_size                int > 0     500                held-out problems for evals
-//   data.seed                        int >= 0    0                  chooses the task's splits
-//   data.<param>                     per task    per task           arithmetic: digits, num_train
-//   algorithm.adv_estimator          enum        grpo (2)           grpo | gae (PPO with a critic)
-//   algorithm.n                      int >= 1    8 (2)              responses per prompt (verl:
-//                                                                   rollout.n); grpo needs >= 2
-//   algorithm.norm_adv_by_std        bool        true               GRPO: divide by the group std;
-//                                                                   false = Dr. GRPO
-//   algorithm.clip_eps               (0, 1)      0.2                PPO clip (verl: clip_ratio)
-//   algorithm.clip_eps_low           (0, 1)      clip_eps           ratio floor 1 - eps_low
-//   algorithm.clip_eps_high          (0, 1)      clip_eps           ratio cap 1 + eps_high (DAPO's
-//                                                                   clip-higher: 0.28)
-//   algorithm.kl.coef                >= 0        0.001              KL-to-reference loss weight
-//                                                                   (verl: kl_loss_coef); 0 = off
-//   algorithm.kl.type                enum        k3                 k1 | k2 | k3 (verl's
-//                                                                   low_var_kl is k3)
-//   algorithm.entropy_coeff          >= 0        0                  entropy bonus
-//   algorithm.loss_agg_mode          enum        token-mean         token-mean |
-//                                                                   seq-mean-token-mean |
-//                                                                   seq-mean-token-sum-norm
-//   algorithm.gamma                  [0, 1]      1.0                GAE discount (gae only)
-//   algorithm.lam                    [0, 1]      1.0                GAE lambda (gae only)
-//   algorithm.off_policy.correction  enum        truncate (2)       truncate | mask | none: the
-//                                                                   pi_prox / pi_behav weight of
-//                                                                   stale samples (losses.h)
-//   algorithm.off_policy.cap         > 0         2.0 (2)            its truncation / mask bound
-//   async.max_staleness              int >= 0    0 (2)              versions a sample may lag;
-//                                                                   0 = synchronous, on-policy
-//   rollout.temperature              >= 0        1.0                0 = greedy
-//   rollout.top_p                    (0, 1]      1.0                1 = no nucleus filter
-//   rollout.top_k                    int >= 0    0 (verl: -1)       0 = no top-k filter
-//   rollout.max_new_tokens           int > 0     max_response_len   <= data.max_response_length
-//   trainer.total_steps              int > 0     required           optimizer steps
-//   trainer.seed                     int >= 0    0                  init, sampling, batches
-//   trainer.lr                       > 0         1e-6               peak learning rate
-//   trainer.lr_schedule              enum        constant           constant | cosine (verl:
-//                                                                   warmup_style)
-//   trainer.warmup_steps             int >= 0    0                  linear warm-up, < total_steps
-//   trainer.min_lr_ratio             [0, 1]      0.0                cosine floor, times lr
-//   trainer.weight_decay             >= 0        0.01               AdamW decoupled decay
-//   trainer.grad_clip                > 0         1.0                max global gradient norm
-//   trainer.micro_batch_size         int >= 0    0                  sequences per forward and
-//                                                                   backward; 0 = the whole step
-//   trainer.eval_every               int >= 0    0 (verl: test_freq)  held-out eval every K steps;
-//                                                                   0 = before and after only
-//   sft.steps                        int > 0     1000 (3)           SFT warm start (init: sft)
-//   sft.batch_size                   int > 0     64                 sequences per step
-//   sft.lr                           > 0         3e-3               peak learning rate (cosine)
-//   sft.warmup_steps                 int >= 0    50                 < sft.steps
-//   sft.min_lr_ratio                 [0, 1]      0.1                cosine floor, times lr
-//   sft.weight_decay                 >= 0        0.01
-//   sft.grad_clip                    > 0         1.0
-//   sft.eval_every                   int > 0     100                held-out eval every K steps
-//   sft.target_accuracy              [0, 1]      1.0                stop at this held-out accuracy
-//   sft.dir                          path        <logging.dir>/sft  SFT checkpoint directory
-//   actors.<kind>.type               string      per kind (below)   registered actor type; the
-//                                                                   recipe checks it serves the
-//                                                                   kind's methods
-//   actors.<kind>.library            path        ""                 shared library of actor types
-//                                                                   (runtime/actor_library.h)
-//                                                                   every actor of the job loads
-//   actors.<kind>.replicas           int         per kind           instances
-//   actors.<kind>.resources          map         per kind           {CPU, GPU, memory, custom:
-//                                                                   {NAME: amount}}; when written
-//                                                                   it is the whole request
-//   actors.<kind>.resources.CPU      >= 0        0                  fractions allowed
-//   actors.<kind>.resources.GPU      whole >= 0  0                  whole GPUs only
-//   actors.<kind>.resources.memory   bytes >= 0  0                  or "512MiB", "4GB", "1.5Gi"
-//   actors.<kind>.max_restarts       int >= -1   per kind           -1 = unlimited (Ray)
-//   actors.<kind>.config             map         {}                 free-form, passed to the actor
-//                                                                   as JSON (4)
-//   actors.checkpointer.dir          path        <logging.dir>/ckpt  checkpoint root
-//   actors.checkpointer.every_steps  int >= 0    0 (verl: save_freq)  0 = only at the end
-//   actors.checkpointer.keep         int >= 0    0                  newest K kept; 0 = all
-//   logging.dir                      path        runs/<name>        metrics.jsonl, events, spec
-//   logging.tensorboard              bool        true               TensorBoard event files
-//   logging.log_every                int > 0     1                  metrics records and progress
-//                                                                   line every K steps (and the
-//                                                                   last, and evaluations)
-//
-//   actor kind      type           replicas         resources   max_restarts
-//   rollout         RolloutWorker  1, >= 1          {CPU: 1}    3
-//   reward          RewardServer   1, >= 1          {}          3
-//   reference       Reference      1, >= 0 (5)      {CPU: 1}    3
-//   trainer         Trainer        1, >= 1          {CPU: 1}    0
-//   critic          Critic         0, >= 0 (6)      {CPU: 1}    0
-//   replay_buffer   ReplayBuffer   1, exactly 1     {}          0
-//   checkpointer    Checkpointer   1, exactly 1     {}          3
-//
-//   (1) Optional when model.init is a path: its config.json is used ("" = not set, as ToYaml
-//       writes it).
-//   (2) troupe's own default (verl: gae, n = 1; AReaL for the off-policy and staleness keys):
-//       troupe's first recipe is GRPO, which needs a group per prompt.
-//   (3) The sft defaults are the SFT recipe's (recipes/sft/sft_recipe.h). Read only when
-//       model.init is sft.
-//   (4) Drivers merge it over the settings they derive from the typed sections; its keys win.
-//   (5) >= 1 when algorithm.kl.coef > 0.  (6) >= 1 exactly when adv_estimator is gae.
+// Rules between keys (checked once every key is valid on its own): algorithm.n >= 2 for grpo; a
+// critic (actors.critic.replicas >= 1) exactly when adv_estimator is gae; a reference
+// (actors.reference.replicas >= 1) when algorithm.kl.coef > 0; rollout.max_new_tokens <=
+// data.max_response_length; warmup steps < total steps (trainer and sft);
+// trainer.micro_batch_size <= data.train_batch_size x algorithm.n; model.init: sft only for a
+// task with supervised data. Which keys a recipe runs is the recipe's own check
+// (recipes/recipe.h; recipes/grpo/grpo_config.h).
 //
 // Thread-safety: JobSpec is a plain value; all functions are thread-safe (the task registry they
 // consult has its own lock).
@@ -400,6 +302,27 @@ using NodeResources = std::map<std::string, double>;
 // resource's sum over all replicas fits in the cluster's total (all actors live for the whole
 // job). FailedPrecondition naming actors.<kind>.resources and its location otherwise.
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes);
+
+// One key of the spec as the parser reads it: its path (actor kinds and task parameters spelled
+// out: "actors.rollout.replicas", "data.digits"), the type and range the parser checks, its
+// default as YAML ("required" for a required key; for a default derived from another key, that
+// key), and a one-line doc.
+struct SpecKeyInfo {
+  std::string path;
+  std::string type;
+  std::string default_value;
+  std::string doc;
+};
+
+// Every key the parser reads, in reading order, with data.task = `task` (its parameters
+// included). Type, range and default come from the parser's own readers, the doc from the key
+// table in job_spec_docs.cc (the task's TaskParam::doc for its parameters); "" where there is
+// none, which job_spec_docs_test refuses.
+std::vector<SpecKeyInfo> DescribeSpecKeys(const std::string& task = "arithmetic");
+
+// docs/job_spec.md: the reference of every key, from DescribeSpecKeys (a test checks the file is
+// current: `bazel run //recipes/job_spec:job_spec_docs > docs/job_spec.md` regenerates it).
+std::string SpecKeysMarkdown();
 
 // The resolved spec with every key, as YAML (with a comment naming the source and overrides) or
 // as pretty-printed JSON, except algorithm.gamma/lam, written only for adv_estimator gae (no other

@@ -1,0 +1,157 @@
+// The one-line doc of every job spec key, and docs/job_spec.md made from them with what the
+// parser itself says of each key (type, range, default: DescribeSpecKeys).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "recipes/job_spec/job_spec.h"
+#include "recipes/job_spec/job_tasks.h"
+#include "recipes/job_spec/key_docs.h"
+
+namespace troupe::recipes {
+namespace job_spec_internal {
+
+const std::vector<KeyDoc>& KeyDocs() {
+  static const std::vector<KeyDoc> docs = {
+      {"name", "run name, [A-Za-z0-9._-]+: names the run's directories"},
+      {"recipe", "the registered recipe that runs the job (recipes/recipe.h)"},
+      {"model.init",
+       "sft: SFT warm start (sft.*); random: seeded random weights; else a model directory or "
+       ".safetensors file",
+       "sft | random | a path"},
+      {"model.config",
+       "HF config.json of the architecture; optional when model.init is a path (its config.json; "
+       "\"\" = not set)"},
+      {"model.tokenizer", "tokenizer.json; \"\" = the init directory's, else the task's own"},
+      {"data.task", "a registered task (recipes/job_spec/job_tasks.h)"},
+      {"data.train_batch_size", "prompts per step"},
+      {"data.max_prompt_length", "prompt tokens"},
+      {"data.max_response_length", "response tokens"},
+      {"data.heldout_size", "held-out problems for evaluations"},
+      {"data.seed", "chooses the task's splits"},
+      {"algorithm.adv_estimator", "advantage estimator: grpo, or gae (PPO with a critic)"},
+      {"algorithm.n", "responses per prompt (verl: rollout.n); grpo needs >= 2"},
+      {"algorithm.norm_adv_by_std", "GRPO: divide by the group's std; false = Dr. GRPO"},
+      {"algorithm.clip_eps", "PPO clip (verl: clip_ratio)"},
+      {"algorithm.clip_eps_low", "ratio floor 1 - eps_low", nullptr, "algorithm.clip_eps"},
+      {"algorithm.clip_eps_high", "ratio cap 1 + eps_high (DAPO's clip-higher: 0.28)", nullptr,
+       "algorithm.clip_eps"},
+      {"algorithm.kl.coef",
+       "KL-to-reference loss weight (verl: kl_loss_coef); 0 = off, and no reference model"},
+      {"algorithm.kl.type", "KL estimator (verl's low_var_kl is k3, kl is k1, mse is k2)"},
+      {"algorithm.entropy_coeff", "entropy bonus weight"},
+      {"algorithm.loss_agg_mode", "how token losses are averaged into the step's loss (verl's)"},
+      {"algorithm.gamma", "GAE discount (gae only)"},
+      {"algorithm.lam", "GAE lambda (gae only)"},
+      {"algorithm.off_policy.correction",
+       "the pi_prox / pi_behav weight of stale samples (AReaL's decoupled objective; "
+       "trainers/losses.h)"},
+      {"algorithm.off_policy.cap", "its truncation (truncate) or mask (mask) bound"},
+      {"async.max_staleness", "weight versions a sample may lag; 0 = synchronous, on-policy"},
+      {"rollout.temperature", "sampling temperature; 0 = greedy"},
+      {"rollout.top_p", "nucleus filter; 1 = none"},
+      {"rollout.top_k", "top-k filter; 0 = none (verl: -1)"},
+      {"rollout.max_new_tokens", "generated tokens per response, <= data.max_response_length",
+       nullptr, "data.max_response_length"},
+      {"trainer.total_steps", "optimizer steps of the run"},
+      {"trainer.seed", "seeds initialisation, sampling and batches"},
+      {"trainer.lr", "peak learning rate"},
+      {"trainer.lr_schedule", "learning-rate schedule after warm-up (verl: warmup_style)"},
+      {"trainer.warmup_steps", "linear warm-up steps, < trainer.total_steps"},
+      {"trainer.min_lr_ratio", "cosine floor, times lr"},
+      {"trainer.weight_decay", "AdamW decoupled weight decay"},
+      {"trainer.grad_clip", "max global gradient norm"},
+      {"trainer.micro_batch_size",
+       "sequences per forward and backward (gradient accumulation); 0 = the whole step"},
+      {"trainer.eval_every",
+       "held-out evaluation every K steps (verl: test_freq); 0 = before and after only"},
+      {"sft.steps", "SFT warm-start steps (read when model.init is sft)"},
+      {"sft.batch_size", "sequences per SFT step"},
+      {"sft.lr", "SFT peak learning rate (cosine)"},
+      {"sft.warmup_steps", "SFT warm-up steps, < sft.steps"},
+      {"sft.min_lr_ratio", "SFT cosine floor, times lr"},
+      {"sft.weight_decay", "SFT AdamW weight decay"},
+      {"sft.grad_clip", "SFT max global gradient norm"},
+      {"sft.eval_every", "SFT held-out evaluation every K steps"},
+      {"sft.target_accuracy", "SFT stops at this held-out exact match"},
+      {"sft.dir", "SFT checkpoint directory (reused when it holds one)", nullptr,
+       "<logging.dir>/sft"},
+      {"actors.<kind>.type",
+       "registered actor type of the role; the recipe checks it serves the role's methods"},
+      {"actors.<kind>.library",
+       "shared library of actor types (runtime/actor_library.h) that every actor of the job "
+       "loads; \"\" = none"},
+      {"actors.<kind>.replicas", "instances of the role"},
+      {"actors.<kind>.resources",
+       "what each instance reserves; when written it is the whole request (CPU fractions "
+       "allowed, whole GPUs, memory in bytes or \"512MiB\")"},
+      {"actors.<kind>.max_restarts", "restarts after a crash; -1 = unlimited (Ray)"},
+      {"actors.<kind>.config",
+       "free-form, merged over the settings the recipe derives from the typed sections (its "
+       "keys win)"},
+      {"actors.checkpointer.dir", "checkpoint root", nullptr, "<logging.dir>/ckpt"},
+      {"actors.checkpointer.every_steps", "checkpoint every K steps; 0 = only at the end"},
+      {"actors.checkpointer.keep", "newest K checkpoints kept; 0 = all"},
+      {"logging.dir", "the run's directory: metrics.jsonl, TensorBoard events, job.yaml", nullptr,
+       "runs/<name>"},
+      {"logging.tensorboard", "write TensorBoard event files"},
+      {"logging.log_every",
+       "metrics records and the progress line every K steps (and the last step, and "
+       "evaluations)"},
+  };
+  return docs;
+}
+
+}  // namespace job_spec_internal
+
+namespace {
+
+std::string Cell(const std::string& text) {
+  return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}});
+}
+
+void AppendTable(const std::vector<SpecKeyInfo>& keys, std::string* out) {
+  absl::StrAppend(out, "| key | type | default | meaning |\n|---|---|---|---|\n");
+  for (const SpecKeyInfo& k : keys) {
+    absl::StrAppend(out, "| `", k.path, "` | ", Cell(k.type), " | ", Cell(k.default_value), " | ",
+                    Cell(k.doc), " |\n");
+  }
+}
+
+}  // namespace
+
+std::string SpecKeysMarkdown() {
+  const std::vector<std::string> tasks = JobTaskNames();
+  const std::string first = tasks.empty() ? "arithmetic" : tasks.front();
+  std::string out = absl::StrCat(
+      "# Job spec keys\n\n"
+      "Every key `troupe run` and `troupe job submit` accept, as the parser reads it: the type "
+      "and range it checks and its default come from the parser "
+      "(`recipes/job_spec/job_spec.cc`), the meaning from its key table "
+      "(`recipes/job_spec/job_spec_docs.cc`). Generated by\n\n"
+      "    bazel run //recipes/job_spec:job_spec_docs > docs/job_spec.md\n\n"
+      "and checked by `//recipes/job_spec:job_spec_docs_test`, which fails when this file is "
+      "stale. The rules (locations in errors, YAML typing, anchors, limits) and the "
+      "command-line overrides are in the header comment of `recipes/job_spec/job_spec.h`. A "
+      "recipe refuses keys it does not run before any actor starts (`recipes/grpo/grpo_config.h` "
+      "for grpo). Task parameters (`data.<param>`) below are those of the `",
+      first, "` task.\n\n");
+  AppendTable(DescribeSpecKeys(first), &out);
+  for (size_t i = 1; i < tasks.size(); ++i) {
+    std::vector<SpecKeyInfo> params;
+    for (const SpecKeyInfo& k : DescribeSpecKeys(tasks[i])) {
+      if (std::optional<TaskDefinition> task = FindJobTask(tasks[i])) {
+        for (const TaskParam& p : task->params) {
+          if (k.path == "data." + p.name) params.push_back(k);
+        }
+      }
+    }
+    absl::StrAppend(&out, "\n## Parameters of task `", tasks[i], "`\n\n");
+    AppendTable(params, &out);
+  }
+  return out;
+}
+
+}  // namespace troupe::recipes

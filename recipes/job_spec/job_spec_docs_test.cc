@@ -1,0 +1,68 @@
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "recipes/job_spec/job_spec.h"
+#include "recipes/job_spec/key_docs.h"
+
+namespace troupe::recipes {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(JobSpecDocs, TheCheckedInReferenceIsCurrent) {
+  std::ifstream in("docs/job_spec.md");
+  ASSERT_TRUE(in.good()) << "docs/job_spec.md is not in the runfiles";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_TRUE(ss.str() == SpecKeysMarkdown())
+      << "docs/job_spec.md is stale: regenerate it with\n"
+         "  bazel run //recipes/job_spec:job_spec_docs > docs/job_spec.md";
+}
+
+TEST(JobSpecDocs, EveryKeyTheParserReadsHasADocTypeAndDefault) {
+  const std::vector<SpecKeyInfo> keys = DescribeSpecKeys("arithmetic");
+  ASSERT_GT(keys.size(), 60u);
+  for (const SpecKeyInfo& k : keys) {
+    EXPECT_FALSE(k.doc.empty()) << k.path << " has no doc (add it to job_spec_docs.cc)";
+    EXPECT_FALSE(k.type.empty()) << k.path;
+    EXPECT_FALSE(k.default_value.empty()) << k.path;
+  }
+}
+
+TEST(JobSpecDocs, EveryDocNamesAKeyTheParserReads) {
+  std::set<std::string> paths;
+  for (const SpecKeyInfo& k : DescribeSpecKeys("arithmetic")) {
+    paths.insert(k.path);
+    const size_t second = k.path.find('.', sizeof("actors.") - 1);
+    if (k.path.rfind("actors.", 0) == 0 && second != std::string::npos) {
+      paths.insert("actors.<kind>" + k.path.substr(second));
+    }
+  }
+  for (const job_spec_internal::KeyDoc& d : job_spec_internal::KeyDocs()) {
+    EXPECT_EQ(paths.count(d.path), 1u)
+        << d.path << " is documented but the parser reads no such key";
+  }
+}
+
+TEST(JobSpecDocs, TypesRangesAndDefaultsComeFromTheParser) {
+  std::map<std::string, SpecKeyInfo> by_path;
+  for (const SpecKeyInfo& k : DescribeSpecKeys("arithmetic")) by_path[k.path] = k;
+  EXPECT_EQ(by_path["algorithm.n"].type, "a positive integer");
+  EXPECT_EQ(by_path["algorithm.n"].default_value, "8");
+  EXPECT_EQ(by_path["algorithm.kl.type"].type, "one of k1, k2, k3");
+  EXPECT_EQ(by_path["algorithm.kl.type"].default_value, "k3");
+  EXPECT_EQ(by_path["trainer.total_steps"].default_value, "required");
+  EXPECT_EQ(by_path["actors.rollout.type"].default_value, "RolloutWorker");
+  EXPECT_EQ(by_path["actors.rollout.resources"].default_value, "{CPU: 1}");
+  EXPECT_EQ(by_path["actors.checkpointer.dir"].default_value, "<logging.dir>/ckpt");
+  EXPECT_FALSE(by_path["data.digits"].doc.empty());  // the task's own doc
+  EXPECT_THAT(SpecKeysMarkdown(), HasSubstr("| `algorithm.kl.coef` | a non-negative number | "));
+}
+
+}  // namespace
+}  // namespace troupe::recipes
