@@ -3,10 +3,12 @@
 // cores, in the same run. Reports both times and the speedup (sync / async; target >= 1.8), plus
 // both accuracy curves (held-out exact match every `eval_every` steps, with wall time), and a
 // second line with the ceiling overlap can reach for this job here: the synchronous step time over
-// the longer of its generate and train parts.
+// the longest of its generate, reference and train parts, and the share of it the asynchronous
+// run reached. --nice=N sets the rollout workers' and the reference's CPU niceness in both runs
+// (RunOptions::off_critical_path_nice; --nice=0 is equal shares with the trainer).
 //
 //   bazel build //bench:rl_async_vs_sync //cli:troupe &&
-//     bazel-bin/bench/rl_async_vs_sync --sft_dir=runs/grpo-arith/sft [--target=0.75]
+//     bazel-bin/bench/rl_async_vs_sync --sft_dir=runs/grpo-arith/sft [--target=0.75] [--nice=N]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,9 @@ struct Flags {
   int max_steps = 150;
   int staleness = 2;
   std::string worker_binary;
+  // RunOptions::off_critical_path_nice of both runs (the rollout workers' and the reference's
+  // CPU niceness); -1 = the recipe's default.
+  int nice = -1;
 };
 
 struct Run {
@@ -61,6 +66,7 @@ absl::StatusOr<Run> RunOnce(const Flags& f, int64_t staleness, const std::string
   recipes::GrpoRunOptions o;
   o.job_id = absl::StrCat("bench-eta", staleness);
   o.stop_at_accuracy = f.target;
+  if (f.nice >= 0) o.off_critical_path_nice = f.nice;
   double sums[4] = {0, 0, 0, 0};
   int64_t counted = 0;
   o.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
@@ -130,10 +136,12 @@ int Main(int argc, char** argv) {
       f.staleness = std::atoi(v);
     } else if (const char* v = value("worker_binary")) {
       f.worker_binary = v;
+    } else if (const char* v = value("nice")) {
+      f.nice = std::atoi(v);
     } else {
       std::fprintf(stderr,
                    "usage: rl_async_vs_sync [--job=Y] [--sft_dir=D] [--target=A] [--eval_every=K] "
-                   "[--max_steps=N] [--staleness=E] [--worker_binary=P]\n");
+                   "[--max_steps=N] [--staleness=E] [--worker_binary=P] [--nice=N]\n");
       return 2;
     }
   }
@@ -178,9 +186,10 @@ int Main(int argc, char** argv) {
       "{\"bench\":\"rl_async_vs_sync\",\"metric\":\"overlap_ceiling\",\"value\":%.3f,"
       "\"unit\":\"x\",\"sync_step_s\":%.4f,\"sync_generate_s\":%.4f,\"sync_train_s\":%.4f,"
       "\"sync_reference_s\":%.4f,\"async_step_s\":%.4f,\"step_ratio\":%.3f,"
-      "\"share_of_ceiling\":%.3f}\n",
+      "\"share_of_ceiling\":%.3f,\"off_critical_path_nice\":%d}\n",
       ceiling, sync->step_s, sync->generate_s, sync->train_s, sync->reference_s, async->step_s,
-      achieved_ratio, ceiling > 0 ? achieved_ratio / ceiling : 0.0);
+      achieved_ratio, ceiling > 0 ? achieved_ratio / ceiling : 0.0,
+      f.nice >= 0 ? f.nice : recipes::GrpoRunOptions().off_critical_path_nice);
   std::filesystem::remove_all(base);
   return both ? 0 : 1;
 }

@@ -85,6 +85,11 @@ struct RunOptions {
   absl::Duration weight_group_timeout = absl::Minutes(3);
   // How long the run waits, with every rollout worker down, for one to come back.
   absl::Duration no_worker_patience = absl::Minutes(5);
+  // CPU niceness (0..19) of the roles off a step's critical path — the rollout workers and the
+  // reference, whose work overlaps the trainer's step in an asynchronous run: where they compete
+  // for the same cores they yield them to the trainer, so overlap does not slow the step it
+  // overlaps. 0 = equal shares. (No effect on GPU work, nor when cores are spare.)
+  int off_critical_path_nice = 10;
 };
 
 struct RlEvalPoint {

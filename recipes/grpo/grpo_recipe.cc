@@ -95,6 +95,7 @@ class GrpoRecipe : public Recipe {
                             " reference, trainer, replay buffer, checkpointer"));
     auto spawn = [this, libraries = JobLibraries(spec_)](ActorGroupOptions o) {
       o.libraries = libraries;  // user code any of the job's actors may run or look up
+      o.nice = o.role == "rollout" || o.role == "reference" ? options_.off_critical_path_nice : 0;
       return ActorGroup::Spawn(cluster_, std::move(o));
     };
     TROUPE_ASSIGN_OR_RETURN(replay_group_,
@@ -191,9 +192,8 @@ class GrpoRecipe : public Recipe {
         TROUPE_RETURN_IF_ERROR(StartStep());
         TROUPE_RETURN_IF_ERROR(Generate());
       }
-      const absl::Time next =
-          std::min({absl::Now() + absl::Seconds(1), scoring_->next_retry(), feed_->next_retry()});
-      wake_.Wait(std::max(absl::ZeroDuration(), next - absl::Now()));
+      wake_.WaitUntil(
+          std::min({absl::Now() + absl::Seconds(1), scoring_->next_retry(), feed_->next_retry()}));
     }
     return absl::OkStatus();
   }
@@ -202,14 +202,9 @@ class GrpoRecipe : public Recipe {
   // keep every worker busy while the groups ahead of training stay within eta batches.
   absl::Status Generate() {
     if (state_.Done() || pool_->idle() == 0) return absl::OkStatus();
-    auto draw = [this](int64_t n) -> absl::StatusOr<std::vector<proto::Prompt>> {
-      std::vector<proto::Prompt> ps;
-      for (int64_t i = 0; i < n; ++i) {
-        TROUPE_ASSIGN_OR_RETURN(proto::Prompt p, prompts_->Next());
-        ps.push_back(std::move(p));
-      }
-      pending_ += n;
-      return ps;
+    auto draw = [this](int64_t n) {
+      pending_ += n;  // (an error ends the run)
+      return prompts_->Next(n);
     };
     if (eta() == 0) {
       if (training_ || feed_->has_batch() || pending_ >= batch()) return absl::OkStatus();
@@ -221,9 +216,10 @@ class GrpoRecipe : public Recipe {
     const int64_t chunk = std::max<int64_t>(1, batch() / spec_.actors.rollout.replicas);
     while (pool_->idle() > 0 && pending_ + chunk <= std::max<int64_t>(1, eta()) * batch()) {
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(chunk));
-      // Never older than the weights the group was (re)formed with.
-      TROUPE_RETURN_IF_ERROR(pool_->Start(GrpoGenerateRequest(
-          spec_, std::move(ps), std::max(pool_->group_version(), state_.version() - eta()))));
+      // Recent enough to be within eta when taken (at version + 2 at the latest), not stale.
+      const int64_t fresh = state_.version() + (training_ ? 2 : 1) - eta();
+      TROUPE_RETURN_IF_ERROR(pool_->Start(
+          GrpoGenerateRequest(spec_, std::move(ps), std::max(pool_->group_version(), fresh))));
     }
     return absl::OkStatus();
   }

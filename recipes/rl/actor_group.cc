@@ -100,6 +100,7 @@ absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions
     a.default_call_timeout = o.default_call_timeout;
     a.job_id = o.job_id;
     a.libraries = o.libraries;
+    a.nice = o.nice;
     absl::StatusOr<UntypedActorHandle> h = cluster.SpawnByName(o.type_name, a);
     if (!h.ok()) {
       (void)group.Kill();

@@ -48,6 +48,8 @@ struct ActorGroupOptions {
   int max_concurrency = 1;
   // Shared libraries every replica's worker loads first (ClusterActorOptions::libraries).
   std::vector<std::string> libraries;
+  // CPU niceness of the replicas' processes, 0..19 (ClusterActorOptions::nice).
+  int nice = 0;
   // Replica i's configuration (ActorContext::config()); null = {}.
   std::function<nlohmann::json(int replica)> config;
   // Deadline of calls that set none.

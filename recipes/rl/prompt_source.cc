@@ -26,6 +26,19 @@ absl::StatusOr<proto::Prompt> PromptSource::Next() {
   return p;
 }
 
+absl::StatusOr<std::vector<proto::Prompt>> PromptSource::Next(int64_t n) {
+  std::vector<proto::Prompt> out;
+  for (int64_t i = 0; i < n; ++i) {
+    absl::StatusOr<proto::Prompt> p = Next();
+    if (!p.ok()) {
+      GiveBack(out);
+      return p.status();
+    }
+    out.push_back(*std::move(p));
+  }
+  return out;
+}
+
 void PromptSource::GiveBack(const std::vector<proto::Prompt>& prompts) {
   for (auto it = prompts.rbegin(); it != prompts.rend(); ++it) {
     given_back_.push_front(it->prompt_id());

@@ -48,6 +48,8 @@ class PromptSource {
 
   // The next prompt: a given-back one first, else the next index.
   absl::StatusOr<proto::Prompt> Next();
+  // The next `n` prompts, in order; on an error none is drawn (those drawn are given back).
+  absl::StatusOr<std::vector<proto::Prompt>> Next(int64_t n);
   // Gives prompts back (in their order) to be drawn again before any new one.
   void GiveBack(const std::vector<proto::Prompt>& prompts);
   // Prompts drawn and not given back (so out somewhere: generating, scoring, buffered, trained).

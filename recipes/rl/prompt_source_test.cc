@@ -41,6 +41,25 @@ TEST(PromptSource, DrawsInOrderAcrossEpochsAndGivenBackPromptsFirst) {
   EXPECT_EQ(sixth->text(), "p1");  // epoch 2
 }
 
+// Fails Get for index 3.
+class FailsAtThree : public FiveTexts {
+ public:
+  absl::StatusOr<proto::Prompt> Get(int64_t index) const override {
+    if (index == 3) return absl::DataLossError("prompt 3 is unreadable");
+    return FiveTexts::Get(index);
+  }
+};
+
+TEST(PromptSource, DrawingSeveralIsAllOrNothing) {
+  PromptSource s(std::make_unique<FailsAtThree>());
+  absl::StatusOr<std::vector<proto::Prompt>> two = s.Next(2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ((*two)[1].prompt_id(), 1);
+  absl::StatusOr<std::vector<proto::Prompt>> bad = s.Next(3);  // 2, then 3 fails
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.drawn(), 2);  // prompt 2 was given back
+}
+
 TEST(PromptSource, ARestoredSourceDrawsWhatWasOutThenContinues) {
   PromptSource a(std::make_unique<FiveTexts>());
   Draw(a, 6);

@@ -19,12 +19,14 @@
 #ifndef TROUPE_RECIPES_RL_WAKEUP_H_
 #define TROUPE_RECIPES_RL_WAKEUP_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "runtime/future.h"
 
@@ -40,6 +42,10 @@ class Wakeup {
   // Blocks until Notify has been called since the previous Wait returned (or since
   // construction), or `timeout` passes. Returns whether it was notified.
   bool Wait(absl::Duration timeout) { return state_->Wait(timeout); }
+  // The same until `deadline` (at once if it has passed).
+  bool WaitUntil(absl::Time deadline) {
+    return state_->Wait(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  }
 
   // A future with `f`'s result that notifies this Wakeup once it is ready (after it is ready, so
   // a woken waiter sees it ready). The Wakeup may be destroyed before `f` completes.

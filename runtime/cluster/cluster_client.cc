@@ -184,6 +184,10 @@ absl::StatusOr<UntypedActorHandle> Cluster::SpawnImpl(std::type_index type,
         "actor type ", type_name.empty() ? std::string(type.name()) : "'" + type_name + "'",
         " is not registered in this program (registered: ", known.empty() ? "none" : known, ")"));
   }
+  if (options.nice < 0 || options.nice > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spawning ", info->name, ": nice must be in [0, 19], got ", options.nice));
+  }
   if (options.max_concurrency < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("spawning ", info->name, ": max_concurrency must be >= 1"));
@@ -204,6 +208,7 @@ absl::StatusOr<UntypedActorHandle> Cluster::SpawnImpl(std::type_index type,
   }
   spec->mutable_job_id()->set_id(options.job_id);
   for (const std::string& library : options.libraries) spec->add_libraries(library);
+  spec->set_nice(options.nice);
   proto::CreateActorReply reply;
   TROUPE_RETURN_IF_ERROR(impl_->Call(&proto::HeadService::Stub::CreateActor, req, &reply));
   return Handle(*info, reply.actor());

@@ -77,6 +77,9 @@ struct ClusterActorOptions {
   // types that are not part of the troupe binary; absolute paths, as the node sees them. They
   // must be loaded here too (the handle needs the type): Spawn does so.
   std::vector<std::string> libraries;
+  // CPU niceness of the actor's worker process, 0..19 (ActorSpec.nice): the process yields the
+  // CPU to the node's other processes when they compete.
+  int nice = 0;
 };
 
 class Cluster {

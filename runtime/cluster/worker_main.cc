@@ -2,8 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -113,6 +115,10 @@ int RunWorker(const WorkerArgs& args) {
   options.dedicated_thread = true;
   options.resources = spec.resources();
   options.previous_restarts = start.num_restarts();
+  if (spec.nice() > 0 && ::setpriority(PRIO_PROCESS, 0, std::min(19, spec.nice())) != 0) {
+    std::fprintf(stderr, "troupe worker: setpriority(%d) failed; running at the default\n",
+                 spec.nice());
+  }
   if (spec.default_call_timeout_ms() > 0) {
     options.default_call_timeout = absl::Milliseconds(spec.default_call_timeout_ms());
   }

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -332,6 +333,29 @@ TEST_F(ClusterTest, WrongTokensAreRefused) {
   auto c = Cluster::Connect({.address = address_, .token = "not-the-token"});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnauthenticated) << c.status();
   EXPECT_EQ(AliveNodes(), 0);
+}
+
+// Field 19 of /proc/PID/stat: the process's nice value.
+int NiceOf(int64_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
+  return fields.size() > 16 ? std::stoi(fields[16]) : -100;  // fields[0] is field 3
+}
+
+TEST_F(ClusterTest, AnActorsWorkerRunsAtItsNiceness) {
+  StartHead();
+  StartNode(R"({"CPU": 2})", 1);
+  auto low = cluster().Spawn<Probe>({.name = "low", .nice = 7});
+  auto normal = cluster().Spawn<Probe>({.name = "normal"});
+  ASSERT_TRUE(low.ok() && normal.ok());
+  absl::StatusOr<WorkerFacts> l = low->Call(&Probe::Facts, Empty()).Get(absl::Seconds(30));
+  absl::StatusOr<WorkerFacts> n = normal->Call(&Probe::Facts, Empty()).Get(absl::Seconds(30));
+  ASSERT_TRUE(l.ok() && n.ok());
+  EXPECT_EQ(NiceOf(l->pid()), 7);
+  EXPECT_EQ(NiceOf(n->pid()), 0);
+  EXPECT_EQ(cluster().Spawn<Probe>({.name = "bad", .nice = 20}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ClusterTest, BadInputGetsAClearErrorAndTheClusterKeepsRunning) {
