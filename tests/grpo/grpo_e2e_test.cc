@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "actors/rollout_worker.h"
 #include "gtest/gtest.h"
@@ -83,6 +85,16 @@ logging: {dir: )",
   absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "e2e.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
+}
+
+// Field 19 of /proc/PID/stat: the process's nice value (-100 if unreadable).
+int NiceOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -100;
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  return fields.size() > 16 ? std::stoi(fields[16]) : -100;  // fields[0] is field 3
 }
 
 class GrpoEndToEnd : public ::testing::Test {
@@ -222,8 +234,15 @@ TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
   const std::string dir = TestDir("async");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/6);
   spec.logging.log_every = 4;
+  // The roles beside the trainer's step run at a lower CPU priority; the trainer does not.
+  std::map<std::string, int> nice;
+  auto on_step = [&](int64_t, const std::map<std::string, double>&) {
+    for (const char* name : {"async/rollout-0", "async/reference", "async/trainer"}) {
+      if (!nice.count(name)) nice[name] = NiceOf(PidOf(name));
+    }
+  };
   absl::StatusOr<GrpoResult> r =
-      RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "async"});
+      RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "async", .on_step = on_step});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 6);
   EXPECT_LE(r->max_staleness_seen, 1);
@@ -240,6 +259,9 @@ TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
     }
   }
   EXPECT_EQ(logged, (std::vector<int>{4, 6}));
+  EXPECT_EQ(nice["async/rollout-0"], 10);
+  EXPECT_EQ(nice["async/reference"], 10);
+  EXPECT_EQ(nice["async/trainer"], 0);
 }
 
 TEST_F(GrpoEndToEnd, ARandomInitStartsFromRandomWeightsWithoutAnSftStage) {
