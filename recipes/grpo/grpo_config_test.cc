@@ -1,9 +1,12 @@
 #include "recipes/grpo/grpo_config.h"
 
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace troupe::recipes {
 namespace {
@@ -24,6 +27,86 @@ TEST(GrpoSpec, TheDefaultsAreHonoured) {
   absl::StatusOr<JobSpec> spec = Parse("");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+}
+
+// What the recipe hands its actors for a spec: the trainer's and a rollout worker's config, and
+// a generation request's sampling settings, as one JSON object.
+nlohmann::json ActorSettings(const JobSpec& spec) {
+  const proto::GenerateRequest req = GrpoGenerateRequest(spec, {proto::Prompt()}, 0);
+  return {{"trainer", GrpoTrainerConfig(spec, "model", "", "ckpt")},
+          {"rollout", GrpoRolloutConfig(spec, "model")},
+          {"generate",
+           {{"n", req.n()},
+            {"temperature", req.temperature()},
+            {"top_p", req.top_p()},
+            {"top_k", req.top_k()},
+            {"max_new_tokens", req.max_new_tokens()},
+            {"seed", req.seed()}}}};
+}
+
+// Every spec key the GRPO recipe passes to its actors changes what they are given: the setting
+// takes the key's value (not the default's).
+TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
+  struct Row {
+    std::vector<std::string> overrides;
+    std::string where;  // "/trainer/lr"
+    nlohmann::json expected;
+  };
+  const std::vector<Row> rows = {
+      {{"trainer.lr=0.002"}, "/trainer/lr", 0.002},
+      {{"trainer.warmup_steps=1"}, "/trainer/warmup_steps", 1},
+      {{"trainer.total_steps=7"}, "/trainer/total_steps", 7},
+      {{"trainer.lr_schedule=cosine"}, "/trainer/min_lr_ratio", 0.0},
+      {{"trainer.lr_schedule=cosine", "trainer.min_lr_ratio=0.3"}, "/trainer/min_lr_ratio", 0.3},
+      {{"trainer.weight_decay=0.05"}, "/trainer/weight_decay", 0.05},
+      {{"trainer.grad_clip=0.5"}, "/trainer/grad_clip", 0.5},
+      {{"trainer.seed=9"}, "/trainer/seed", 9},
+      {{"trainer.micro_batch_size=4"}, "/trainer/micro_batch_size", 4},
+      {{"algorithm.clip_eps=0.3"}, "/trainer/clip_eps_low", 0.3},
+      {{"algorithm.clip_eps=0.3"}, "/trainer/clip_eps_high", 0.3},
+      {{"algorithm.clip_eps_low=0.1"}, "/trainer/clip_eps_low", 0.1},
+      {{"algorithm.clip_eps_high=0.28"}, "/trainer/clip_eps_high", 0.28},
+      {{"algorithm.kl.coef=0.05"}, "/trainer/kl_coef", 0.05},
+      {{"algorithm.kl.type=k1"}, "/trainer/kl_type", "k1"},
+      {{"algorithm.entropy_coeff=0.01"}, "/trainer/entropy_coeff", 0.01},
+      {{"algorithm.loss_agg_mode=seq-mean-token-mean"},
+       "/trainer/loss_agg_mode",
+       "seq-mean-token-mean"},
+      {{"algorithm.norm_adv_by_std=false"}, "/trainer/norm_adv_by_std", false},
+      {{"algorithm.off_policy.correction=mask"}, "/trainer/off_policy", "mask"},
+      {{"algorithm.off_policy.cap=3"}, "/trainer/importance_cap", 3.0},
+      {{"data.max_response_length=64"}, "/trainer/max_response_length", 64},
+      {{"data.max_response_length=64"}, "/rollout/max_seq_len", 512 + 64 + 2},
+      {{"data.max_prompt_length=16"}, "/rollout/max_seq_len", 16 + 512 + 2},
+      {{"data.train_batch_size=64"}, "/rollout/num_slots", 64 * 8},
+      {{"actors.rollout.replicas=2"}, "/rollout/num_slots", 1024 * 8 / 2},
+      {{"algorithm.n=4"}, "/generate/n", 4},
+      {{"rollout.temperature=0.5"}, "/generate/temperature", 0.5},
+      {{"rollout.top_p=0.75"}, "/generate/top_p", 0.75},
+      {{"rollout.top_k=5"}, "/generate/top_k", 5},
+      {{"rollout.max_new_tokens=7"}, "/generate/max_new_tokens", 7},
+  };
+  absl::StatusOr<JobSpec> defaults = Parse("");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  const nlohmann::json base = ActorSettings(*defaults);
+  for (const Row& row : rows) {
+    const std::string what = absl::StrJoin(row.overrides, " ");
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(kBase, "job.yaml", row.overrides);
+    ASSERT_TRUE(spec.ok()) << what << ": " << spec.status();
+    ASSERT_TRUE(CheckGrpoSpec(*spec).ok()) << what << ": " << CheckGrpoSpec(*spec);
+    const nlohmann::json got = ActorSettings(*spec);
+    const nlohmann::json::json_pointer at(row.where);
+    EXPECT_NE(got.at(at), base.at(at)) << what << " did not change " << row.where;
+    if (row.expected.is_number_float()) {
+      EXPECT_NEAR(got.at(at).get<double>(), row.expected.get<double>(), 1e-6) << what;
+    } else {
+      EXPECT_EQ(got.at(at), row.expected) << what;
+    }
+  }
+  // The seed of generation requests follows trainer.seed.
+  absl::StatusOr<JobSpec> seeded = ParseJobSpec(kBase, "job.yaml", {"trainer.seed=9"});
+  ASSERT_TRUE(seeded.ok());
+  EXPECT_NE(ActorSettings(*seeded)["generate"]["seed"], base["generate"]["seed"]);
 }
 
 TEST(GrpoSpec, TheExampleJobIsHonoured) {
