@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/checkpointer.h"
+#include "models/catch_torch.h"
 #include "models/safetensors.h"
 #include "nlohmann/json.hpp"
 #include "recipes/sft/compute_threads.h"
@@ -26,6 +27,8 @@
 namespace troupe::actors {
 namespace {
 
+using models::CatchTorch;
+
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -35,18 +38,6 @@ std::string ReadAll(const std::string& path) {
 
 [[noreturn]] void ConfigError(const std::string& what) {
   throw std::runtime_error("trainer config: " + what);
-}
-
-// LibTorch throws; nothing crosses Step's boundary but a Status.
-template <typename Fn>
-auto CatchTorch(absl::string_view what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
 }
 
 // ClippedPolicyLoss's diagnostics over the micro-batches of one step: token means weighted by

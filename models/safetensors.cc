@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "models/catch_torch.h"
 #include "nlohmann/json.hpp"
 #include "runtime/atomic_file.h"
 #include "runtime/status_macros.h"
@@ -129,17 +130,6 @@ bool IsSafeRelativePath(const std::string& name) {
     if (part == ".." || part.empty()) return false;
   }
   return true;
-}
-
-template <typename F>
-absl::Status CatchTorch(absl::string_view context, F&& f) {
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(context, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(context, ": ", e.what()));
-  }
 }
 
 }  // namespace

@@ -12,22 +12,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/catch_torch.h"
 #include "runtime/status_macros.h"
 
 namespace troupe::trainers {
 namespace {
 
-// Runs `fn`, turning LibTorch / standard exceptions into an Internal status naming `what`.
-template <typename Fn>
-auto CatchTorch(const char* what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
+using models::CatchTorch;
 
 std::string ShapeString(const at::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");

@@ -13,24 +13,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/catch_torch.h"
 #include "runtime/atomic_file.h"
 #include "runtime/status_macros.h"
 
 namespace troupe::trainers {
 namespace {
 
-constexpr char kTrainerFormat[] = "troupe.trainer.v1";
+using models::CatchTorch;
 
-template <typename Fn>
-auto CatchTorch(absl::string_view what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
-}
+constexpr char kTrainerFormat[] = "troupe.trainer.v1";
 
 std::string ShapeString(at::IntArrayRef sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
