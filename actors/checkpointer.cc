@@ -150,7 +150,10 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
 }
 
 Checkpointer::Checkpointer(const ActorContext& ctx)
-    : dir_(ctx.config().value("dir", "checkpoints")), keep_(ctx.config().value("keep", 3)) {
+    : Checkpointer(ctx.ConfigAsOrThrow<proto::CheckpointerConfig>()) {}
+
+Checkpointer::Checkpointer(const proto::CheckpointerConfig& config)
+    : dir_(config.dir()), keep_(config.keep()) {
   // A checkpointer killed mid-write (this actor's previous instance, say) leaves its scratch
   // directory behind; nothing else would ever remove it.
   if (const int n = RemoveAbandonedScratch(dir_); n > 0) {

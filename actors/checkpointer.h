@@ -12,13 +12,15 @@
 // exists (a retry) moves the earlier copy aside until the new one is in place. Older ones beyond
 // `keep` are removed after the new one is in place. A new Checkpointer removes the scratch
 // directories that dead writers left behind (RemoveAbandonedScratch).
-// config: {"dir": "runs/x/ckpt", "keep": 3}
+// Config: proto::CheckpointerConfig (proto/actor_config.proto): the directory, and how many of
+// the newest checkpoints to keep (0 = all).
 #ifndef TROUPE_ACTORS_CHECKPOINTER_H_
 #define TROUPE_ACTORS_CHECKPOINTER_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
 
@@ -39,6 +41,7 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 class Checkpointer : public Actor {
  public:
   explicit Checkpointer(const ActorContext& ctx);
+  explicit Checkpointer(const proto::CheckpointerConfig& config);
   absl::StatusOr<proto::CheckpointReply> Save(const proto::CheckpointRequest& req);
 
  private:

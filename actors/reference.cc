@@ -11,8 +11,9 @@
 namespace troupe::actors {
 
 Reference::Reference(const ActorContext& ctx) {
-  recipes::SetComputeThreads(ctx.config().value("threads", 1));
-  absl::StatusOr<PolicyModel> p = LoadPolicy(ctx.config().value("model_dir", ""));
+  const auto config = ctx.ConfigAsOrThrow<proto::ReferenceConfig>();
+  recipes::SetComputeThreads(config.threads());
+  absl::StatusOr<PolicyModel> p = LoadPolicy(config.model_dir());
   if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
   policy_ = std::move(*p);
   policy_.model->eval();

@@ -1,11 +1,12 @@
 // Reference: the frozen policy the KL penalty is measured against. Returns per-token
 // log-probs of each sample's response under the initial (SFT) weights.
-// config: {"model_dir": dir, "threads": 1}
+// Config: proto::ReferenceConfig (proto/actor_config.proto): the policy directory, threads.
 #ifndef TROUPE_ACTORS_REFERENCE_H_
 #define TROUPE_ACTORS_REFERENCE_H_
 
 #include "absl/status/statusor.h"
 #include "actors/policy_util.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
 

@@ -161,7 +161,7 @@ absl::Status ReplayBufferCore::Import(const proto::ReplayState& state) {
 }
 
 ReplayBuffer::ReplayBuffer(const ActorContext& ctx)
-    : core_(ctx.config().value("capacity_groups", int64_t{1} << 20)) {}
+    : core_(ctx.ConfigAsOrThrow<proto::ReplayBufferConfig>().capacity_groups()) {}
 
 absl::StatusOr<proto::ReplayAddReply> ReplayBuffer::Add(const proto::ReplayAddRequest& req) {
   return core_.Add({req.groups().begin(), req.groups().end()});

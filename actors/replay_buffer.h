@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
 
@@ -80,7 +81,7 @@ class ReplayBufferCore {
 
 class ReplayBuffer : public Actor {
  public:
-  // config: {"capacity_groups": N}
+  // Config: proto::ReplayBufferConfig (proto/actor_config.proto): capacity_groups.
   explicit ReplayBuffer(const ActorContext& ctx);
   absl::StatusOr<proto::ReplayAddReply> Add(const proto::ReplayAddRequest& req);
   absl::StatusOr<proto::ReplayTakeReply> Take(const proto::ReplayTakeRequest& req);

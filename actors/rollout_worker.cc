@@ -17,16 +17,16 @@
 namespace troupe::actors {
 
 RolloutWorker::RolloutWorker(const ActorContext& ctx) : name_(ctx.name()) {
-  recipes::SetComputeThreads(ctx.config().value("threads", 1));
-  absl::StatusOr<PolicyModel> p = LoadPolicy(ctx.config().value("model_dir", ""));
+  const auto config = ctx.ConfigAsOrThrow<proto::RolloutWorkerConfig>();
+  recipes::SetComputeThreads(config.threads());
+  absl::StatusOr<PolicyModel> p = LoadPolicy(config.model_dir());
   if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
   policy_ = std::move(*p);
   policy_.model->eval();
   eos_id_ = policy_.tokenizer->eos_id().value_or(2);
   absl::StatusOr<std::unique_ptr<rollout::GenerationEngine>> engine =
-      rollout::GenerationEngine::Create(policy_.model.ptr(),
-                                        {.num_slots = ctx.config().value("num_slots", 32),
-                                         .max_seq_len = ctx.config().value("max_seq_len", 64)});
+      rollout::GenerationEngine::Create(policy_.model.ptr(), {.num_slots = config.num_slots(),
+                                                              .max_seq_len = config.max_seq_len()});
   if (!engine.ok()) throw std::runtime_error(std::string(engine.status().message()));
   engine_ = std::move(*engine);
 }

@@ -9,7 +9,8 @@
 // forms a new group (JoinWeightGroup with a higher epoch).
 //
 // Run with max_concurrency >= 2: JoinWeightGroup and Status must not wait behind a Generate.
-// config: {"model_dir": dir, "num_slots": 32, "max_seq_len": 64, "threads": 1}
+// Config: proto::RolloutWorkerConfig (proto/actor_config.proto): the policy directory, the
+// engine's slots and longest sequence, LibTorch threads.
 #ifndef TROUPE_ACTORS_ROLLOUT_WORKER_H_
 #define TROUPE_ACTORS_ROLLOUT_WORKER_H_
 
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "actors/policy_util.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "rollout/generation_engine.h"
 #include "runtime/actor.h"

@@ -1,6 +1,7 @@
 #include "actors/tiny_policy.h"
 
 #include <memory>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "models/tokenizers/char_tokenizer.h"
@@ -14,15 +15,25 @@ absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig confi
                                const std::string& alphabet) {
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::CharTokenizer> tokenizer,
                           models::CharTokenizer::Create(alphabet));
-  config.vocab_size = tokenizer->vocab_size();
-  config.bos_token_id = *tokenizer->bos_id();
-  config.eos_token_ids = {*tokenizer->eos_id()};
-  config.pad_token_id = *tokenizer->pad_id();
+  return WriteRandomPolicy(dir, std::move(config), seed, *tokenizer, tokenizer->ToJson());
+}
+
+absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig config, uint64_t seed,
+                               const models::Tokenizer& tokenizer,
+                               const std::string& tokenizer_json) {
+  if (!tokenizer.bos_id().has_value() || !tokenizer.eos_id().has_value()) {
+    return absl::InvalidArgumentError(
+        "WriteRandomPolicy: the tokenizer needs a bos and an eos token to start and end responses");
+  }
+  config.vocab_size = tokenizer.vocab_size();
+  config.bos_token_id = *tokenizer.bos_id();
+  config.eos_token_ids = {*tokenizer.eos_id()};
+  config.pad_token_id = tokenizer.pad_id();
   TROUPE_RETURN_IF_ERROR(config.Validate("WriteRandomPolicy"));
   TROUPE_ASSIGN_OR_RETURN(models::CausalLM model, models::CreateCausalLM(config));
   model->InitWeights(seed);
   TROUPE_RETURN_IF_ERROR(models::SavePretrained(*model, dir));
-  return WriteFileAtomically(absl::StrCat(dir, "/tokenizer.json"), tokenizer->ToJson());
+  return WriteFileAtomically(absl::StrCat(dir, "/tokenizer.json"), tokenizer_json);
 }
 
 models::ModelConfig TinyModelConfig() {

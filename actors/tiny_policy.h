@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "models/model_config.h"
+#include "models/tokenizers/tokenizer.h"
 
 namespace troupe::actors {
 
@@ -30,6 +31,13 @@ inline constexpr char kTinyPolicyAlphabet[] = "0123456789+=";
 // InvalidArgument for a config that does not validate; the writer's error otherwise.
 absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig config, uint64_t seed,
                                const std::string& alphabet = kTinyPolicyAlphabet);
+
+// The same with any tokenizer: the vocabulary and special-token ids come from `tokenizer`, and
+// `tokenizer_json` (its file form) is written as tokenizer.json. InvalidArgument when it has no
+// bos or eos token.
+absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig config, uint64_t seed,
+                               const models::Tokenizer& tokenizer,
+                               const std::string& tokenizer_json);
 
 // examples/models/tiny.json's sizes (hidden 128, 4 layers, 4 heads, 2 key/value heads).
 models::ModelConfig TinyModelConfig();

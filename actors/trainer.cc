@@ -89,9 +89,11 @@ at::Tensor SliceRows(const at::Tensor& values, int64_t begin, int64_t end,
 }  // namespace
 
 Trainer::Trainer(const ActorContext& ctx) {
-  const nlohmann::json& c = ctx.config();
-  recipes::SetComputeThreads(c.value("threads", 1));
-  const std::string model_dir = c.value("model_dir", "");
+  absl::StatusOr<proto::TrainerConfig> config = ctx.ConfigAs<proto::TrainerConfig>();
+  if (!config.ok()) throw std::runtime_error(std::string(config.status().message()));
+  const proto::TrainerConfig& c = *config;
+  recipes::SetComputeThreads(c.threads());
+  const std::string& model_dir = c.model_dir();
   absl::StatusOr<PolicyModel> p = LoadPolicy(model_dir);
   if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
   policy_ = std::move(*p);
@@ -99,19 +101,19 @@ Trainer::Trainer(const ActorContext& ctx) {
   pad_id_ = policy_.tokenizer->pad_id().value_or(0);
   model_config_json_ = ReadAll(model_dir + "/config.json");
   tokenizer_json_ = ReadAll(model_dir + "/tokenizer.json");
-  checkpointer_ = c.value("checkpointer", "checkpointer");
-  checkpoint_attempts_ = c.value("checkpoint_attempts", 5);
+  checkpointer_ = c.checkpointer();
+  checkpoint_attempts_ = c.checkpoint_attempts();
   if (checkpoint_attempts_ < 1) ConfigError("checkpoint_attempts must be at least 1");
 
   trainers::TrainerOptions to;
-  to.weight_decay = c.value("weight_decay", 0.0);
-  to.schedule.peak_lr = c.value("lr", 1e-4);
-  to.schedule.warmup_steps = c.value("warmup_steps", 0);
-  to.schedule.total_steps =
-      std::max<int64_t>(c.value("total_steps", 1000), to.schedule.warmup_steps + 1);
-  to.schedule.min_lr_ratio = c.value("min_lr_ratio", 1.0);
-  to.max_grad_norm = c.value("grad_clip", 1.0);
-  to.seed = c.value("seed", 0);
+  to.weight_decay = c.weight_decay();
+  to.schedule.peak_lr = c.lr();
+  to.schedule.warmup_steps = c.warmup_steps();
+  to.schedule.total_steps = std::max<int64_t>(c.total_steps(), to.schedule.warmup_steps + 1);
+  to.schedule.min_lr_ratio =
+      c.lr_schedule() == proto::LR_SCHEDULE_CONSTANT ? 1.0 : c.min_lr_ratio();
+  to.max_grad_norm = c.grad_clip();
+  to.seed = c.seed();
   // Micro-batches differ in size: each loss is weighted by the tokens (or sequences) it averages.
   to.accumulation = trainers::AccumulationScaling::kTokenWeighted;
   absl::StatusOr<std::unique_ptr<trainers::Trainer>> t =
@@ -119,62 +121,62 @@ Trainer::Trainer(const ActorContext& ctx) {
   if (!t.ok()) throw std::runtime_error(std::string(t.status().message()));
   trainer_ = std::move(*t);
 
-  const double clip = c.value("clip_eps", 0.2);
-  loss_options_.clip_eps_low = c.value("clip_eps_low", clip);
-  loss_options_.clip_eps_high = c.value("clip_eps_high", clip);
-  loss_options_.kl_coef = c.value("kl_coef", 0.0);
-  const std::string kl = c.value("kl_type", "k3");
-  if (kl == "k1") {
-    loss_options_.kl_estimator = trainers::KlEstimator::kK1;
-  } else if (kl == "k2") {
-    loss_options_.kl_estimator = trainers::KlEstimator::kK2;
-  } else if (kl == "k3") {
-    loss_options_.kl_estimator = trainers::KlEstimator::kK3;
-  } else {
-    ConfigError("kl_type must be k1, k2 or k3, got " + kl);
+  loss_options_.clip_eps_low = c.clip_eps_low();
+  loss_options_.clip_eps_high = c.clip_eps_high();
+  loss_options_.kl_coef = c.kl_coef();
+  switch (c.kl_type()) {
+    case proto::KL_K1:
+      loss_options_.kl_estimator = trainers::KlEstimator::kK1;
+      break;
+    case proto::KL_K2:
+      loss_options_.kl_estimator = trainers::KlEstimator::kK2;
+      break;
+    case proto::KL_K3:
+      loss_options_.kl_estimator = trainers::KlEstimator::kK3;
+      break;
   }
-  loss_options_.entropy_coef = c.value("entropy_coeff", 0.0);
+  loss_options_.entropy_coef = c.entropy_coeff();
   if (!(loss_options_.entropy_coef >= 0) || !std::isfinite(loss_options_.entropy_coef)) {
     ConfigError(absl::StrCat("entropy_coeff must be a finite number >= 0, got ",
                              loss_options_.entropy_coef));
   }
-  micro_batch_size_ = c.value("micro_batch_size", int64_t{0});
+  micro_batch_size_ = c.micro_batch_size();
   if (micro_batch_size_ < 0) {
     ConfigError(absl::StrCat("micro_batch_size must be >= 0 (0 = the whole step), got ",
                              micro_batch_size_));
   }
-  const std::string agg = c.value("loss_agg_mode", "token-mean");
-  if (agg == "token-mean") {
-    loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
-  } else if (agg == "seq-mean-token-mean") {
-    loss_options_.aggregation = trainers::LossAggregation::kSequenceMean;
-  } else if (agg == "seq-mean-token-sum-norm") {
-    loss_options_.aggregation = trainers::LossAggregation::kSequenceSumNormalized;
-    loss_options_.normalizer_length = c.value("max_response_length", 16);
-  } else {
-    ConfigError(
-        "loss_agg_mode must be token-mean, seq-mean-token-mean or seq-mean-token-sum-norm, got " +
-        agg);
+  switch (c.loss_agg_mode()) {
+    case proto::LOSS_AGG_TOKEN_MEAN:
+      loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
+      break;
+    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_MEAN:
+      loss_options_.aggregation = trainers::LossAggregation::kSequenceMean;
+      break;
+    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM:
+      loss_options_.aggregation = trainers::LossAggregation::kSequenceSumNormalized;
+      loss_options_.normalizer_length = c.max_response_length();
+      break;
   }
-  const std::string off = c.value("off_policy", "truncate");
-  if (off == "none") {
-    loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kNone;
-  } else if (off == "truncate") {
-    loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kTruncate;
-  } else if (off == "mask") {
-    loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kMask;
-  } else {
-    ConfigError("off_policy must be none, truncate or mask, got " + off);
+  switch (c.off_policy()) {
+    case proto::OFF_POLICY_NONE:
+      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kNone;
+      break;
+    case proto::OFF_POLICY_TRUNCATE:
+      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kTruncate;
+      break;
+    case proto::OFF_POLICY_MASK:
+      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kMask;
+      break;
   }
-  loss_options_.importance_weight_cap = c.value("importance_cap", 2.0);
+  loss_options_.importance_weight_cap = c.importance_cap();
   if (!(loss_options_.importance_weight_cap > 0)) {
     ConfigError(
         absl::StrCat("importance_cap must be > 0, got ", loss_options_.importance_weight_cap));
   }
-  norm_adv_by_std_ = c.value("norm_adv_by_std", true);
+  norm_adv_by_std_ = c.norm_adv_by_std();
 
   // Resume: weights from the checkpoint's safetensors, optimizer and RNG from trainer_state.pt.
-  const std::string resume = c.value("resume_dir", "");
+  const std::string& resume = c.resume_dir();
   if (!resume.empty()) {
     absl::StatusOr<models::SafetensorsReader> reader =
         models::SafetensorsReader::Open(resume + "/model.safetensors");

@@ -51,23 +51,10 @@
 // ones again and replies once every write under way has finished, so a driver can make sure its
 // last checkpoint is on disk before the job's actors go away.
 //
-// config (JSON from the driver; default in brackets):
-//   model_dir              policy directory (LoadPolicy)
-//   resume_dir             checkpoint to restore [none]
-//   lr [1e-4], warmup_steps [0], total_steps [1000], min_lr_ratio [1.0], weight_decay [0.0],
-//   grad_clip [1.0], seed [0], threads [1]
-//   micro_batch_size       sequences per forward/backward, >= 0 [0 = the whole step]
-//   clip_eps [0.2], clip_eps_low [clip_eps], clip_eps_high [clip_eps]
-//   kl_coef [0.0], kl_type (k1|k2|k3) [k3]
-//   entropy_coeff          >= 0, the entropy bonus [0.0]
-//   loss_agg_mode          token-mean | seq-mean-token-mean | seq-mean-token-sum-norm [token-mean]
-//   max_response_length    seq-mean-token-sum-norm's constant normaliser [16]
-//   norm_adv_by_std [true]
-//   off_policy             none | truncate | mask [truncate]
-//   importance_cap         > 0, the cap of truncate/mask [2.0]
-//   checkpointer           actor name [checkpointer]; checkpoint_attempts >= 1 [5]
-// An unknown enum value, or micro_batch_size, entropy_coeff, importance_cap or checkpoint_attempts
-// out of range, makes the constructor throw, naming the key.
+// Config: proto::TrainerConfig (proto/actor_config.proto, where each field's meaning and default
+// are): the policy directory, a checkpoint to resume from, the optimizer and schedule, the loss,
+// the checkpointer's name. An unknown field, or micro_batch_size, entropy_coeff, importance_cap
+// or checkpoint_attempts out of range, makes the constructor throw, naming the field.
 #ifndef TROUPE_ACTORS_TRAINER_H_
 #define TROUPE_ACTORS_TRAINER_H_
 
@@ -80,6 +67,7 @@
 #include "absl/status/statusor.h"
 #include "actors/checkpointer.h"
 #include "actors/policy_util.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
 #include "runtime/actor_handle.h"

@@ -120,9 +120,13 @@ void SetReference(proto::TrainStepRequest& req, const PerToken& current) {
 }
 
 nlohmann::json Config(nlohmann::json overrides) {
-  nlohmann::json c = {
-      {"model_dir", PolicyDir()}, {"lr", 1e-2},          {"seed", 1}, {"threads", 1},
-      {"weight_decay", 0.0},      {"off_policy", "none"}};
+  nlohmann::json c = {{"model_dir", PolicyDir()},
+                      {"lr", 1e-2},
+                      {"seed", 1},
+                      {"threads", 1},
+                      {"weight_decay", 0.0},
+                      {"kl_coef", 0.0},
+                      {"off_policy", "OFF_POLICY_NONE"}};
   for (auto it = overrides.begin(); it != overrides.end(); ++it) c[it.key()] = it.value();
   return c;
 }
@@ -238,12 +242,13 @@ TEST(TrainerActor, OffPolicyModesDifferOnStaleSamplesAndReportTheHandComputedWei
   const Current current = CurrentPolicy(req);
   // π_prox / π_behav = exp(-offset): 2.72 and 2.46 exceed the cap of 2, 0.74 and 1.22 do not.
   SetBehaviour(req, current.logp, {-1.0f, 0.3f, -0.2f, 0.0f, -0.9f});
-  const TrainerRun none = Train(Config({{"off_policy", "none"}}), {req});
+  const TrainerRun none = Train(Config({{"off_policy", "OFF_POLICY_NONE"}}), {req});
   const TrainerRun truncate =
-      Train(Config({{"off_policy", "truncate"}, {"importance_cap", 2.0}}), {req});
-  const TrainerRun mask = Train(Config({{"off_policy", "mask"}, {"importance_cap", 2.0}}), {req});
+      Train(Config({{"off_policy", "OFF_POLICY_TRUNCATE"}, {"importance_cap", 2.0}}), {req});
+  const TrainerRun mask =
+      Train(Config({{"off_policy", "OFF_POLICY_MASK"}, {"importance_cap", 2.0}}), {req});
   const TrainerRun wide =
-      Train(Config({{"off_policy", "truncate"}, {"importance_cap", 3.0}}), {req});
+      Train(Config({{"off_policy", "OFF_POLICY_TRUNCATE"}, {"importance_cap", 3.0}}), {req});
 
   EXPECT_GT(MaxAbsDiff(none.params, truncate.params), 1e-3);
   EXPECT_GT(MaxAbsDiff(none.params, mask.params), 1e-3);
@@ -273,9 +278,9 @@ TEST(TrainerActor, OnPolicySamplesGiveTheSameUpdateInEveryOffPolicyMode) {
   proto::TrainStepRequest req = Request(kRewards);
   const Current current = CurrentPolicy(req);
   SetBehaviour(req, current.logp, {0});
-  const TrainerRun none = Train(Config({{"off_policy", "none"}}), {req});
-  const TrainerRun truncate = Train(Config({{"off_policy", "truncate"}}), {req});
-  const TrainerRun mask = Train(Config({{"off_policy", "mask"}}), {req});
+  const TrainerRun none = Train(Config({{"off_policy", "OFF_POLICY_NONE"}}), {req});
+  const TrainerRun truncate = Train(Config({{"off_policy", "OFF_POLICY_TRUNCATE"}}), {req});
+  const TrainerRun mask = Train(Config({{"off_policy", "OFF_POLICY_MASK"}}), {req});
   EXPECT_LT(MaxAbsDiff(none.params, truncate.params), 1e-5);
   EXPECT_LT(MaxAbsDiff(none.params, mask.params), 1e-5);
   EXPECT_GT(MaxAbsDiff(none.params, InitialParams()), 1e-3) << "the step did move the weights";
@@ -291,9 +296,10 @@ TEST(TrainerActor, MicroBatchesGiveTheWholeBatchUpdateInEveryAggregationMode) {
   const Current current = CurrentPolicy(req);
   SetBehaviour(req, current.logp, {-1.0f, 0.3f, -0.2f, 0.0f});
   SetReference(req, current.logp);
-  for (const char* agg : {"token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"}) {
+  for (const char* agg : {"LOSS_AGG_TOKEN_MEAN", "LOSS_AGG_SEQ_MEAN_TOKEN_MEAN",
+                          "LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM"}) {
     const nlohmann::json base = {{"loss_agg_mode", agg},     {"entropy_coeff", 0.01},
-                                 {"kl_coef", 0.1},           {"off_policy", "truncate"},
+                                 {"kl_coef", 0.1},           {"off_policy", "OFF_POLICY_TRUNCATE"},
                                  {"max_response_length", 4}, {"micro_batch_size", 0}};
     nlohmann::json two = base, three = base;
     two["micro_batch_size"] = 2;
@@ -327,6 +333,8 @@ TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {
       {{{"entropy_coeff", -0.1}}, "entropy_coeff"},
       {{{"importance_cap", 0.0}}, "importance_cap"},
       {{{"off_policy", "sometimes"}}, "off_policy"},
+      {{{"checkpoint_attempts", 0}}, "checkpoint_attempts"},
+      {{{"learning_rate", 0.1}}, "learning_rate"},  // not a TrainerConfig field
   };
   for (const auto& [overrides, key] : cases) {
     absl::StatusOr<ActorHandle<Trainer>> t = system.Spawn<Trainer>({.config = Config(overrides)});

@@ -31,6 +31,7 @@
 #include "actors/rollout_worker.h"
 #include "actors/trainer.h"
 #include "models/tokenizers/tokenizer.h"
+#include "recipes/grpo/grpo_config.h"
 #include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/sft/arithmetic_task.h"
@@ -119,13 +120,11 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
                                                       {"num_slots", f.batch * f.n},
                                                       {"max_seq_len", 14}}));
   actors::RewardServer reward(ctx("RewardServer", {{"task", "arithmetic"}}));
-  actors::Reference reference(ctx("Reference", {{"model_dir", f.sft_dir}, {"threads", 1}}));
-  actors::Trainer trainer(ctx("Trainer", {{"model_dir", f.sft_dir},
-                                          {"lr", spec.trainer.lr},
-                                          {"total_steps", spec.trainer.total_steps},
-                                          {"seed", spec.trainer.seed},
-                                          {"threads", 1},
-                                          {"kl_coef", spec.algorithm.kl.coef}}));
+  actors::Reference reference(
+      ctx("Reference", ConfigJson(recipes::GrpoReferenceConfig(f.sft_dir))));
+  // The trainer the recipe would configure (no checkpointer: nothing calls Checkpoint).
+  actors::Trainer trainer(
+      ctx("Trainer", ConfigJson(recipes::GrpoTrainerConfig(spec, f.sft_dir, "", "checkpointer"))));
   recipes::ArithmeticTaskOptions to;
   to.digits = 2;
   to.num_train = 0;

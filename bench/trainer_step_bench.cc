@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "actors/tiny_policy.h"
 #include "actors/trainer.h"
@@ -109,9 +110,10 @@ int Main(int argc, char** argv) {
                            {"threads", threads},
                            {"lr", 1e-4},
                            {"seed", 1},
+                           {"weight_decay", 0.0},
                            {"kl_coef", kl_coef},
                            {"entropy_coeff", entropy_coeff},
-                           {"off_policy", off_policy},
+                           {"off_policy", "OFF_POLICY_" + absl::AsciiStrToUpper(off_policy)},
                            {"micro_batch_size", micro_batch_size}};
   actors::Trainer trainer(
       ActorContext(nullptr, "Trainer", "Trainer", "Trainer", config, 0, nullptr));

@@ -45,7 +45,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -91,6 +93,16 @@ struct CallOptions {
   absl::Duration timeout = absl::ZeroDuration();
 };
 
+// A config message as the JSON an actor is spawned with (SpawnOptions::config): the fields that
+// are set, by their proto names, which ActorContext::ConfigAs reads back into the same message.
+inline nlohmann::json ConfigJson(const google::protobuf::Message& config) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  std::string text;
+  (void)google::protobuf::util::MessageToJsonString(config, &text, opts);  // fails only on Any
+  return nlohmann::json::parse(text);
+}
+
 // What an actor instance knows about itself; valid for the lifetime of the instance.
 class ActorContext {
  public:
@@ -132,6 +144,14 @@ class ActorContext {
                                                      "): ", s.message().as_string()));
     }
     return out;
+  }
+  // ConfigAs for a constructor: a bad config throws std::invalid_argument with ConfigAs's message,
+  // which fails the spawn with it.
+  template <typename ConfigProto>
+  ConfigProto ConfigAsOrThrow() const {
+    absl::StatusOr<ConfigProto> c = ConfigAs<ConfigProto>();
+    if (!c.ok()) throw std::invalid_argument(std::string(c.status().message()));
+    return *std::move(c);
   }
 
  private:

@@ -478,6 +478,14 @@ TEST_F(ActorSystemTest, ConfigReachesTheConstructorAndCanBeReadAsAProto) {
   absl::StatusOr<Num> err = bad.ConfigAs<Num>();
   EXPECT_EQ(err.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(err.status().message().find("valu"), std::string::npos) << err.status();
+  EXPECT_THROW(bad.ConfigAsOrThrow<Num>(), std::invalid_argument);
+  // ConfigJson is ConfigAs's inverse.
+  Num sent;
+  sent.set_value(-3);
+  sent.set_caller(9);
+  ActorContext round(&system_, "id", "Counter", "n", ConfigJson(sent), 0, nullptr);
+  EXPECT_EQ(round.ConfigAsOrThrow<Num>().value(), -3);
+  EXPECT_EQ(round.ConfigAsOrThrow<Num>().caller(), 9);
 }
 
 TEST(ActorContextNodeAddress, IsTheSystemsNodeAddressAndLoopbackByDefault) {

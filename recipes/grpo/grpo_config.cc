@@ -1,12 +1,14 @@
 #include "recipes/grpo/grpo_config.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
 #include "recipes/rl/actor_group.h"
 #include "runtime/actor_registry.h"
 
@@ -28,7 +30,7 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
   auto refuse = [&](absl::string_view key, absl::string_view why) {
     problems.push_back(std::string(spec.ErrorAt(key, why).message()));
   };
-  if (spec.algorithm.adv_estimator != AdvEstimator::kGrpo) {
+  if (spec.algorithm.adv_estimator != proto::ADV_ESTIMATOR_GRPO) {
     refuse("algorithm.adv_estimator",
            absl::StrCat(AdvEstimatorName(spec.algorithm.adv_estimator),
                         " is not supported by recipe grpo (supported: grpo)"));
@@ -64,10 +66,37 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
       if (absl::StrContains(s.message(), ".library: ")) break;  // said once for all kinds
     }
   }
-  if (!spec.model.tokenizer.empty()) {
+  // A built-in actor's free-form config overrides (actors.<kind>.config) are fields of its config
+  // message, or the actor would refuse them once started.
+  const std::vector<std::pair<std::string, const google::protobuf::Message*>> typed = {
+      {"trainer", &proto::TrainerConfig::default_instance()},
+      {"rollout", &proto::RolloutWorkerConfig::default_instance()},
+      {"reference", &proto::ReferenceConfig::default_instance()},
+      {"checkpointer", &proto::CheckpointerConfig::default_instance()},
+      {"replay_buffer", &proto::ReplayBufferConfig::default_instance()}};
+  const auto kinds = ActorGroups(spec);
+  for (const auto& [kind, prototype] : typed) {
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      const ActorGroupSpec& group = *kinds[i].second;
+      if (kinds[i].first != kind || group.config.empty() ||
+          group.type != default_kinds[i].second->type) {
+        continue;
+      }
+      std::unique_ptr<google::protobuf::Message> m(prototype->New());
+      google::protobuf::util::JsonParseOptions opts;
+      opts.ignore_unknown_fields = false;
+      if (auto s = google::protobuf::util::JsonStringToMessage(group.config.dump(), m.get(), opts);
+          !s.ok()) {
+        refuse(absl::StrCat("actors.", kind, ".config"),
+               absl::StrCat("not a valid ", prototype->GetDescriptor()->name(),
+                            " (proto/actor_config.proto): ", s.message().as_string()));
+      }
+    }
+  }
+  if (!spec.model.tokenizer.empty() && spec.model.init == ModelInit::kSft) {
     refuse("model.tokenizer",
-           "recipe grpo uses the initial policy's tokenizer (the SFT checkpoint's or the model "
-           "directory's); another one is not supported");
+           "the sft warm start trains with the task's own character tokenizer; model.tokenizer "
+           "applies to init: random or a model path");
   }
   if (spec.data.task != "arithmetic") {
     refuse("data.task", absl::StrCat("recipe grpo runs the arithmetic task, not ", spec.data.task));
@@ -76,40 +105,61 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
   return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
 }
 
-nlohmann::json GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
-                                 const std::string& resume_dir, const std::string& checkpointer) {
+proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
+                                       const std::string& resume_dir,
+                                       const std::string& checkpointer) {
   const TrainerSpec& t = spec.trainer;
   const AlgorithmSpec& a = spec.algorithm;
-  return {{"model_dir", model_dir},
-          {"resume_dir", resume_dir},
-          {"lr", t.lr},
-          {"warmup_steps", t.warmup_steps},
-          {"total_steps", t.total_steps},
-          {"min_lr_ratio", t.lr_schedule == LrSchedule::kConstant ? 1.0 : t.min_lr_ratio},
-          {"weight_decay", t.weight_decay},
-          {"grad_clip", t.grad_clip},
-          {"seed", t.seed},
-          {"threads", 1},
-          {"micro_batch_size", t.micro_batch_size},
-          {"clip_eps_low", a.clip_eps_low},
-          {"clip_eps_high", a.clip_eps_high},
-          {"kl_coef", a.kl.coef},
-          {"kl_type", KlTypeName(a.kl.type)},
-          {"entropy_coeff", a.entropy_coeff},
-          {"loss_agg_mode", LossAggModeName(a.loss_agg_mode)},
-          {"norm_adv_by_std", a.norm_adv_by_std},
-          {"off_policy", OffPolicyModeName(a.off_policy.correction)},
-          {"importance_cap", a.off_policy.cap},
-          {"max_response_length", spec.data.max_response_length},
-          {"checkpointer", checkpointer}};
+  proto::TrainerConfig c;
+  c.set_model_dir(model_dir);
+  c.set_resume_dir(resume_dir);
+  c.set_checkpointer(checkpointer);
+  c.set_threads(1);
+  c.set_lr(t.lr);
+  c.set_lr_schedule(t.lr_schedule);
+  c.set_warmup_steps(t.warmup_steps);
+  c.set_total_steps(t.total_steps);
+  c.set_min_lr_ratio(t.min_lr_ratio);
+  c.set_weight_decay(t.weight_decay);
+  c.set_grad_clip(t.grad_clip);
+  c.set_seed(t.seed);
+  c.set_micro_batch_size(t.micro_batch_size);
+  c.set_clip_eps_low(a.clip_eps_low);
+  c.set_clip_eps_high(a.clip_eps_high);
+  c.set_kl_coef(a.kl.coef);
+  c.set_kl_type(a.kl.type);
+  c.set_entropy_coeff(a.entropy_coeff);
+  c.set_loss_agg_mode(a.loss_agg_mode);
+  c.set_norm_adv_by_std(a.norm_adv_by_std);
+  c.set_off_policy(a.off_policy.correction);
+  c.set_importance_cap(a.off_policy.cap);
+  c.set_max_response_length(spec.data.max_response_length);
+  return c;
 }
 
-nlohmann::json GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir) {
-  return {{"model_dir", model_dir},
-          {"threads", 1},
-          {"num_slots", std::max<int64_t>(8, spec.data.train_batch_size * spec.algorithm.n /
-                                                 spec.actors.rollout.replicas)},
-          {"max_seq_len", spec.data.max_prompt_length + spec.data.max_response_length + 2}};
+proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir) {
+  proto::RolloutWorkerConfig c;
+  c.set_model_dir(model_dir);
+  c.set_threads(1);
+  c.set_num_slots(static_cast<int32_t>(std::max<int64_t>(
+      8, spec.data.train_batch_size * spec.algorithm.n / spec.actors.rollout.replicas)));
+  c.set_max_seq_len(
+      static_cast<int32_t>(spec.data.max_prompt_length + spec.data.max_response_length + 2));
+  return c;
+}
+
+proto::ReferenceConfig GrpoReferenceConfig(const std::string& model_dir) {
+  proto::ReferenceConfig c;
+  c.set_model_dir(model_dir);
+  c.set_threads(1);
+  return c;
+}
+
+proto::CheckpointerConfig GrpoCheckpointerConfig(const JobSpec& spec) {
+  proto::CheckpointerConfig c;
+  c.set_dir(spec.actors.checkpointer.dir);
+  c.set_keep(static_cast<int32_t>(spec.actors.checkpointer.keep));
+  return c;
 }
 
 proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "recipes/job_spec/job_spec.h"
 
@@ -24,13 +25,16 @@ namespace troupe::recipes {
 // other than arithmetic.
 absl::Status CheckGrpoSpec(const JobSpec& spec);
 
-// actors/trainer.h's config: the model, the optimizer and schedule (trainer.*), the loss
-// (algorithm.*), where to resume from and the checkpointer's actor name.
-nlohmann::json GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
-                                 const std::string& resume_dir, const std::string& checkpointer);
-
-// actors/rollout_worker.h's config: the model and the engine's slots and sequence length.
-nlohmann::json GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir);
+// The built-in actors' configs (proto/actor_config.proto), every field the recipe decides set.
+// The trainer's: the model, the optimizer and schedule (trainer.*), the loss (algorithm.*), where
+// to resume from and the checkpointer's actor name.
+proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
+                                       const std::string& resume_dir,
+                                       const std::string& checkpointer);
+// The rollout workers': the model and the engine's slots and sequence length.
+proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir);
+proto::ReferenceConfig GrpoReferenceConfig(const std::string& model_dir);
+proto::CheckpointerConfig GrpoCheckpointerConfig(const JobSpec& spec);
 
 // A generation call for `prompts` (n samples each, the spec's sampling) with weights of at least
 // `min_version`, seeded from trainer.seed and the first prompt's id (so a synchronous run is

@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/actor.h"
 
 namespace troupe::recipes {
 namespace {
@@ -33,8 +35,8 @@ TEST(GrpoSpec, TheDefaultsAreHonoured) {
 // a generation request's sampling settings, as one JSON object.
 nlohmann::json ActorSettings(const JobSpec& spec) {
   const proto::GenerateRequest req = GrpoGenerateRequest(spec, {proto::Prompt()}, 0);
-  return {{"trainer", GrpoTrainerConfig(spec, "model", "", "ckpt")},
-          {"rollout", GrpoRolloutConfig(spec, "model")},
+  return {{"trainer", ConfigJson(GrpoTrainerConfig(spec, "model", "", "ckpt"))},
+          {"rollout", ConfigJson(GrpoRolloutConfig(spec, "model"))},
           {"generate",
            {{"n", req.n()},
             {"temperature", req.temperature()},
@@ -54,28 +56,28 @@ TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
   };
   const std::vector<Row> rows = {
       {{"trainer.lr=0.002"}, "/trainer/lr", 0.002},
-      {{"trainer.warmup_steps=1"}, "/trainer/warmup_steps", 1},
-      {{"trainer.total_steps=7"}, "/trainer/total_steps", 7},
-      {{"trainer.lr_schedule=cosine"}, "/trainer/min_lr_ratio", 0.0},
+      {{"trainer.warmup_steps=1"}, "/trainer/warmup_steps", "1"},
+      {{"trainer.total_steps=7"}, "/trainer/total_steps", "7"},
+      {{"trainer.lr_schedule=cosine"}, "/trainer/lr_schedule", "LR_SCHEDULE_COSINE"},
       {{"trainer.lr_schedule=cosine", "trainer.min_lr_ratio=0.3"}, "/trainer/min_lr_ratio", 0.3},
       {{"trainer.weight_decay=0.05"}, "/trainer/weight_decay", 0.05},
       {{"trainer.grad_clip=0.5"}, "/trainer/grad_clip", 0.5},
-      {{"trainer.seed=9"}, "/trainer/seed", 9},
-      {{"trainer.micro_batch_size=4"}, "/trainer/micro_batch_size", 4},
+      {{"trainer.seed=9"}, "/trainer/seed", "9"},
+      {{"trainer.micro_batch_size=4"}, "/trainer/micro_batch_size", "4"},
       {{"algorithm.clip_eps=0.3"}, "/trainer/clip_eps_low", 0.3},
       {{"algorithm.clip_eps=0.3"}, "/trainer/clip_eps_high", 0.3},
       {{"algorithm.clip_eps_low=0.1"}, "/trainer/clip_eps_low", 0.1},
       {{"algorithm.clip_eps_high=0.28"}, "/trainer/clip_eps_high", 0.28},
       {{"algorithm.kl.coef=0.05"}, "/trainer/kl_coef", 0.05},
-      {{"algorithm.kl.type=k1"}, "/trainer/kl_type", "k1"},
+      {{"algorithm.kl.type=k1"}, "/trainer/kl_type", "KL_K1"},
       {{"algorithm.entropy_coeff=0.01"}, "/trainer/entropy_coeff", 0.01},
       {{"algorithm.loss_agg_mode=seq-mean-token-mean"},
        "/trainer/loss_agg_mode",
-       "seq-mean-token-mean"},
+       "LOSS_AGG_SEQ_MEAN_TOKEN_MEAN"},
       {{"algorithm.norm_adv_by_std=false"}, "/trainer/norm_adv_by_std", false},
-      {{"algorithm.off_policy.correction=mask"}, "/trainer/off_policy", "mask"},
+      {{"algorithm.off_policy.correction=mask"}, "/trainer/off_policy", "OFF_POLICY_MASK"},
       {{"algorithm.off_policy.cap=3"}, "/trainer/importance_cap", 3.0},
-      {{"data.max_response_length=64"}, "/trainer/max_response_length", 64},
+      {{"data.max_response_length=64"}, "/trainer/max_response_length", "64"},
       {{"data.max_response_length=64"}, "/rollout/max_seq_len", 512 + 64 + 2},
       {{"data.max_prompt_length=16"}, "/rollout/max_seq_len", 16 + 512 + 2},
       {{"data.train_batch_size=64"}, "/rollout/num_slots", 64 * 8},
@@ -107,6 +109,47 @@ TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
   absl::StatusOr<JobSpec> seeded = ParseJobSpec(kBase, "job.yaml", {"trainer.seed=9"});
   ASSERT_TRUE(seeded.ok());
   EXPECT_NE(ActorSettings(*seeded)["generate"]["seed"], base["generate"]["seed"]);
+}
+
+// The recipe decides every field of the trainer's and rollout workers' configs (no actor-side
+// default applies unseen), and a spec's defaults are the actor's (proto/actor_config.proto).
+TEST(GrpoSpec, ActorConfigsAreWholeAndShareTheActorsDefaults) {
+  absl::StatusOr<JobSpec> spec = Parse("");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const proto::TrainerConfig trainer = GrpoTrainerConfig(*spec, "model", "", "ckpt");
+  const proto::RolloutWorkerConfig rollout = GrpoRolloutConfig(*spec, "model");
+  for (const google::protobuf::Message* m :
+       std::vector<const google::protobuf::Message*>{&trainer, &rollout}) {
+    const google::protobuf::Descriptor* d = m->GetDescriptor();
+    for (int i = 0; i < d->field_count(); ++i) {
+      if (d->field(i)->name() == "checkpoint_attempts") continue;  // the actor's own retry bound
+      EXPECT_TRUE(m->GetReflection()->HasField(*m, d->field(i)))
+          << d->name() << "." << d->field(i)->name() << " is left to the actor's default";
+    }
+  }
+  // Every value the trainer gets from an unwritten key is the trainer's own default, except
+  // those the spec resolves from other keys (max_response_length: data's 512 is the default too).
+  proto::TrainerConfig expected = proto::TrainerConfig::default_instance();
+  expected.set_model_dir("model");
+  expected.set_resume_dir("");
+  expected.set_checkpointer("ckpt");
+  expected.set_total_steps(2);  // kBase's
+  proto::TrainerConfig got = trainer;
+  got.clear_threads();
+  got.clear_checkpoint_attempts();
+  for (const auto* f : {"lr", "lr_schedule", "warmup_steps", "min_lr_ratio", "weight_decay",
+                        "grad_clip", "seed", "micro_batch_size", "clip_eps_low", "clip_eps_high",
+                        "kl_coef", "kl_type", "entropy_coeff", "loss_agg_mode",
+                        "max_response_length", "norm_adv_by_std", "off_policy", "importance_cap"}) {
+    const google::protobuf::FieldDescriptor* field =
+        proto::TrainerConfig::descriptor()->FindFieldByName(f);
+    ASSERT_NE(field, nullptr) << f;
+    std::string a, b;
+    google::protobuf::TextFormat::PrintFieldValueToString(got, field, -1, &a);
+    google::protobuf::TextFormat::PrintFieldValueToString(expected, field, -1, &b);
+    EXPECT_EQ(a, b) << "trainer." << f << ": the spec's default differs from the actor's";
+  }
+  EXPECT_EQ(spec->actors.checkpointer.keep, proto::CheckpointerConfig::default_instance().keep());
 }
 
 TEST(GrpoSpec, TheExampleJobIsHonoured) {
@@ -157,6 +200,29 @@ TEST(GrpoSpec, RefusesAnActorTypeThatDoesNotServeItsRole) {
                         "troupe.proto.ScoreReply"));
 }
 
+// A built-in actor's config overrides are checked against its config message before any actor
+// starts; a user's own type (not one of troupe's) takes any config.
+TEST(GrpoSpec, ChecksConfigOverridesOfBuiltInActorsAgainstTheirMessage) {
+  absl::StatusOr<JobSpec> spec =
+      Parse("actors:\n  trainer:\n    config: {lr: 0.1, lern_rate: 1}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("job.yaml:7:5: actors.trainer.config: not a valid TrainerConfig "
+                        "(proto/actor_config.proto): "));
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()), HasSubstr("lern_rate"));
+  spec = Parse("actors:\n  rollout:\n    config: {num_slots: many}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("actors.rollout.config: not a valid RolloutWorkerConfig"));
+  for (const char* good : {"actors:\n  trainer:\n    config: {lr: 0.1}\n",
+                           "actors:\n  trainer:\n    config: {off_policy: OFF_POLICY_MASK}\n",
+                           "actors:\n  checkpointer:\n    config: {keep: 2}\n"}) {
+    spec = Parse(good);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << good << CheckGrpoSpec(*spec);
+  }
+}
+
 TEST(GrpoSpec, RefusesALibraryThatDoesNotLoad) {
   absl::StatusOr<JobSpec> spec = Parse("actors:\n  reward: {library: no/such/libreward.so}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -166,14 +232,16 @@ TEST(GrpoSpec, RefusesALibraryThatDoesNotLoad) {
   EXPECT_EQ(m.find("file not found", m.find("file not found") + 1), std::string::npos) << m;
 }
 
-TEST(GrpoSpec, RefusesAnotherTokenizerButRunsARandomInit) {
+TEST(GrpoSpec, TakesAnotherTokenizerExceptForTheSftWarmStart) {
   absl::StatusOr<JobSpec> spec = Parse("");
   ASSERT_TRUE(spec.ok());
   spec->model.init = ModelInit::kRandom;
-  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
   spec->model.tokenizer = "tok.json";
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+  spec->model.init = ModelInit::kSft;
   const std::string m(CheckGrpoSpec(*spec).message());
-  EXPECT_THAT(m, HasSubstr("model.tokenizer: recipe grpo uses the initial policy's tokenizer"));
+  EXPECT_THAT(m, HasSubstr("model.tokenizer: the sft warm start trains with the task's own "
+                           "character tokenizer"));
 }
 
 TEST(GrpoSpec, GenerationRequestsAreSeededByTheFirstPrompt) {

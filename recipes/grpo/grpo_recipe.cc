@@ -107,18 +107,19 @@ class GrpoRecipe : public Recipe {
       TROUPE_ASSIGN_OR_RETURN(
           reference_group_,
           spawn(RoleOptions(prefix_, "reference", a.reference, a.reference.replicas,
-                            {{"model_dir", policy_dir_}, {"threads", 1}})));
+                            ConfigJson(GrpoReferenceConfig(policy_dir_)))));
     }
+    TROUPE_ASSIGN_OR_RETURN(checkpointer_,
+                            spawn(RoleOptions(prefix_, "checkpointer", a.checkpointer, 1,
+                                              ConfigJson(GrpoCheckpointerConfig(spec_)))));
     TROUPE_ASSIGN_OR_RETURN(
-        checkpointer_,
-        spawn(RoleOptions(prefix_, "checkpointer", a.checkpointer, 1,
-                          {{"dir", a.checkpointer.dir}, {"keep", a.checkpointer.keep}})));
-    TROUPE_ASSIGN_OR_RETURN(
-        trainer_group_, spawn(RoleOptions(prefix_, "trainer", a.trainer, 1,
-                                          GrpoTrainerConfig(spec_, policy_dir_, state_.resume_dir(),
-                                                            checkpointer_.name(0)))));
+        trainer_group_,
+        spawn(RoleOptions(prefix_, "trainer", a.trainer, 1,
+                          ConfigJson(GrpoTrainerConfig(spec_, policy_dir_, state_.resume_dir(),
+                                                       checkpointer_.name(0))))));
     ActorGroupOptions ro = RoleOptions(prefix_, "rollout", a.rollout, a.rollout.replicas,
-                                       GrpoRolloutConfig(spec_, policy_dir_), /*indexed=*/true);
+                                       ConfigJson(GrpoRolloutConfig(spec_, policy_dir_)),
+                                       /*indexed=*/true);
     ro.max_concurrency = 3;  // Generate beside JoinWeightGroup and Status
     TROUPE_ASSIGN_OR_RETURN(ActorGroup workers, spawn(std::move(ro)));
     for (ActorGroup* g :

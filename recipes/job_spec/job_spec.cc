@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/descriptor.h"
 #include "models/model_config.h"
 #include "recipes/job_spec/job_tasks.h"
 #include "recipes/job_spec/key_docs.h"
@@ -54,34 +55,26 @@ constexpr int kMaxReportedErrors = 25;
 template <typename E>
 using NameTable = std::vector<std::pair<absl::string_view, E>>;
 
-const NameTable<AdvEstimator>& AdvEstimators() {
-  static const NameTable<AdvEstimator> table = {{"grpo", AdvEstimator::kGrpo},
-                                                {"gae", AdvEstimator::kGae}};
-  return table;
+// The spellings of an enum of proto/actor_config.proto, in declaration order: its values'
+// (spelling) options, so each name is written once, beside the value it names.
+template <typename E>
+const NameTable<E>& Spellings() {
+  static const NameTable<E>* const table = [] {
+    auto* t = new NameTable<E>;
+    const google::protobuf::EnumDescriptor* d = google::protobuf::GetEnumDescriptor<E>();
+    for (int i = 0; i < d->value_count(); ++i) {
+      const google::protobuf::EnumValueDescriptor* v = d->value(i);
+      t->emplace_back(v->options().GetExtension(proto::spelling), static_cast<E>(v->number()));
+    }
+    return t;
+  }();
+  return *table;
 }
-const NameTable<KlType>& KlTypes() {
-  static const NameTable<KlType> table = {
-      {"k1", KlType::kK1}, {"k2", KlType::kK2}, {"k3", KlType::kK3}};
-  return table;
-}
-const NameTable<LossAggMode>& LossAggModes() {
-  static const NameTable<LossAggMode> table = {
-      {"token-mean", LossAggMode::kTokenMean},
-      {"seq-mean-token-mean", LossAggMode::kSeqMeanTokenMean},
-      {"seq-mean-token-sum-norm", LossAggMode::kSeqMeanTokenSumNorm}};
-  return table;
-}
-const NameTable<OffPolicyMode>& OffPolicyModes() {
-  static const NameTable<OffPolicyMode> table = {{"truncate", OffPolicyMode::kTruncate},
-                                                 {"mask", OffPolicyMode::kMask},
-                                                 {"none", OffPolicyMode::kNone}};
-  return table;
-}
-const NameTable<LrSchedule>& LrSchedules() {
-  static const NameTable<LrSchedule> table = {{"constant", LrSchedule::kConstant},
-                                              {"cosine", LrSchedule::kCosine}};
-  return table;
-}
+const NameTable<AdvEstimator>& AdvEstimators() { return Spellings<AdvEstimator>(); }
+const NameTable<KlType>& KlTypes() { return Spellings<KlType>(); }
+const NameTable<LossAggMode>& LossAggModes() { return Spellings<LossAggMode>(); }
+const NameTable<OffPolicyMode>& OffPolicyModes() { return Spellings<OffPolicyMode>(); }
+const NameTable<LrSchedule>& LrSchedules() { return Spellings<LrSchedule>(); }
 
 template <typename E>
 absl::string_view NameOf(const NameTable<E>& table, E value) {
@@ -720,16 +713,16 @@ class JobSpecReader {
   void CrossCheck() {
     const JobSpec& s = *spec_;
     const AlgorithmSpec& a = s.algorithm;
-    if (a.adv_estimator == AdvEstimator::kGrpo && a.n < 2) {
+    if (a.adv_estimator == proto::ADV_ESTIMATOR_GRPO && a.n < 2) {
       Add("algorithm.n", absl::StrCat("adv_estimator grpo needs at least 2 responses per prompt "
                                       "to form a group, got ",
                                       a.n));
     }
-    if (a.adv_estimator == AdvEstimator::kGae && s.actors.critic.replicas == 0) {
+    if (a.adv_estimator == proto::ADV_ESTIMATOR_GAE && s.actors.critic.replicas == 0) {
       Add("actors.critic.replicas",
           "adv_estimator gae needs a critic: set actors.critic.replicas >= 1");
     }
-    if (a.adv_estimator != AdvEstimator::kGae && s.actors.critic.replicas > 0) {
+    if (a.adv_estimator != proto::ADV_ESTIMATOR_GAE && s.actors.critic.replicas > 0) {
       Add("actors.critic.replicas", absl::StrCat("a critic is only used with adv_estimator gae, "
                                                  "not ",
                                                  AdvEstimatorName(a.adv_estimator)));
@@ -1058,7 +1051,8 @@ ordered_json ToJsonValue(const JobSpec& s) {
   algorithm["kl"] = std::move(kl);
   algorithm["entropy_coeff"] = a.entropy_coeff;
   algorithm["loss_agg_mode"] = LossAggModeName(a.loss_agg_mode);
-  if (a.adv_estimator == AdvEstimator::kGae) {  // GAE's own parameters; nothing else reads them
+  if (a.adv_estimator ==
+      proto::ADV_ESTIMATOR_GAE) {  // GAE's own parameters; nothing else reads them
     algorithm["gamma"] = a.gamma;
     algorithm["lam"] = a.lam;
   }

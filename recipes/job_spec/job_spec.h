@@ -73,6 +73,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
+#include "proto/actor_config.pb.h"
 
 namespace troupe::recipes {
 
@@ -82,11 +83,19 @@ inline constexpr int64_t kMaxJobSpecNodes = 10000;
 inline constexpr int kMaxJobSpecDepth = 64;
 
 enum class ModelInit { kSft, kRandom, kPath };
-enum class AdvEstimator { kGrpo, kGae };
-enum class KlType { kK1, kK2, kK3 };
-enum class LossAggMode { kTokenMean, kSeqMeanTokenMean, kSeqMeanTokenSumNorm };
-enum class OffPolicyMode { kNone, kTruncate, kMask };
-enum class LrSchedule { kConstant, kCosine };
+// The RL enums are proto/actor_config.proto's: the spec hands them to the actors as they are, and
+// their YAML spellings are the values' (spelling) options there.
+using AdvEstimator = proto::AdvEstimator;
+using KlType = proto::KlEstimator;
+using LossAggMode = proto::LossAggregation;
+using OffPolicyMode = proto::OffPolicyCorrection;
+using LrSchedule = proto::LrSchedule;
+
+// The defaults a spec key shares with an actor's config are the actor's (proto/actor_config.proto
+// [default = ...]): one place, so a job and a bare actor agree.
+inline const proto::TrainerConfig& TrainerDefaults() {
+  return proto::TrainerConfig::default_instance();
+}
 
 // The spellings used in the YAML ("sft", "grpo", "k3", "token-mean", "truncate", "cosine").
 absl::string_view ModelInitName(ModelInit init);
@@ -107,7 +116,7 @@ struct DataSpec {
   std::string task;
   int64_t train_batch_size = 1024;
   int64_t max_prompt_length = 512;
-  int64_t max_response_length = 512;
+  int64_t max_response_length = TrainerDefaults().max_response_length();
   int64_t heldout_size = 500;
   int64_t seed = 0;
   // The task's own keys (job_tasks.h), every one present, defaults filled in.
@@ -115,25 +124,25 @@ struct DataSpec {
 };
 
 struct KlSpec {
-  double coef = 0.001;
-  KlType type = KlType::kK3;
+  double coef = TrainerDefaults().kl_coef();
+  KlType type = TrainerDefaults().kl_type();
 };
 
 struct OffPolicySpec {
-  OffPolicyMode correction = OffPolicyMode::kTruncate;
-  double cap = 2.0;
+  OffPolicyMode correction = TrainerDefaults().off_policy();
+  double cap = TrainerDefaults().importance_cap();
 };
 
 struct AlgorithmSpec {
-  AdvEstimator adv_estimator = AdvEstimator::kGrpo;
+  AdvEstimator adv_estimator = proto::ADV_ESTIMATOR_GRPO;
   int64_t n = 8;
-  bool norm_adv_by_std = true;
-  double clip_eps = 0.2;
-  double clip_eps_low = 0.2;  // Resolved: clip_eps unless given.
-  double clip_eps_high = 0.2;
+  bool norm_adv_by_std = TrainerDefaults().norm_adv_by_std();
+  double clip_eps = TrainerDefaults().clip_eps_low();
+  double clip_eps_low = clip_eps;  // Resolved: clip_eps unless given.
+  double clip_eps_high = TrainerDefaults().clip_eps_high();
   KlSpec kl;
-  double entropy_coeff = 0.0;
-  LossAggMode loss_agg_mode = LossAggMode::kTokenMean;
+  double entropy_coeff = TrainerDefaults().entropy_coeff();
+  LossAggMode loss_agg_mode = TrainerDefaults().loss_agg_mode();
   double gamma = 1.0;
   double lam = 1.0;
   OffPolicySpec off_policy;
@@ -152,14 +161,14 @@ struct RolloutSpec {
 
 struct TrainerSpec {
   int64_t total_steps = 0;  // Required.
-  int64_t seed = 0;
-  double lr = 1e-6;
-  LrSchedule lr_schedule = LrSchedule::kConstant;
-  int64_t warmup_steps = 0;
-  double min_lr_ratio = 0.0;
-  double weight_decay = 0.01;
-  double grad_clip = 1.0;
-  int64_t micro_batch_size = 0;
+  int64_t seed = TrainerDefaults().seed();
+  double lr = TrainerDefaults().lr();
+  LrSchedule lr_schedule = TrainerDefaults().lr_schedule();
+  int64_t warmup_steps = TrainerDefaults().warmup_steps();
+  double min_lr_ratio = TrainerDefaults().min_lr_ratio();
+  double weight_decay = TrainerDefaults().weight_decay();
+  double grad_clip = TrainerDefaults().grad_clip();
+  int64_t micro_batch_size = TrainerDefaults().micro_batch_size();
   int64_t eval_every = 0;
 };
 
@@ -206,7 +215,7 @@ struct CheckpointerSpec : ActorGroupSpec {
 
   std::string dir;  // Resolved: <logging.dir>/ckpt unless given.
   int64_t every_steps = 0;
-  int64_t keep = 0;
+  int64_t keep = proto::CheckpointerConfig::default_instance().keep();
 };
 
 struct ActorsSpec {

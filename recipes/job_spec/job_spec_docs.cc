@@ -24,7 +24,10 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"model.config",
        "HF config.json of the architecture; optional when model.init is a path (its config.json; "
        "\"\" = not set)"},
-      {"model.tokenizer", "tokenizer.json; \"\" = the init directory's, else the task's own"},
+      {"model.tokenizer",
+       "tokenizer.json replacing the initial policy's (init: random or a path; must fit the "
+       "model's vocab_size and write the task's text); \"\" = the init directory's, else the "
+       "task's own"},
       {"data.task", "a registered task (recipes/job_spec/job_tasks.h)"},
       {"data.train_batch_size", "prompts per step"},
       {"data.max_prompt_length", "prompt tokens"},
@@ -89,8 +92,9 @@ const std::vector<KeyDoc>& KeyDocs() {
        "allowed, whole GPUs, memory in bytes or \"512MiB\")"},
       {"actors.<kind>.max_restarts", "restarts after a crash; -1 = unlimited (Ray)"},
       {"actors.<kind>.config",
-       "free-form, merged over the settings the recipe derives from the typed sections (its "
-       "keys win)"},
+       "merged over the config the recipe derives from the typed sections (its keys win); for "
+       "troupe's own actor types, fields of that type's message in proto/actor_config.proto "
+       "(checked before any actor starts), for a user's type whatever it reads"},
       {"actors.checkpointer.dir", "checkpoint root", nullptr, "<logging.dir>/ckpt"},
       {"actors.checkpointer.every_steps", "checkpoint every K steps; 0 = only at the end"},
       {"actors.checkpointer.keep", "newest K checkpoints kept; 0 = all"},

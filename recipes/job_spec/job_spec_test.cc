@@ -80,11 +80,11 @@ TEST(JobSpec, ParsesTheIssueExampleWithItsValuesAndFillsInDefaults) {
   EXPECT_EQ(spec.data.task, "arithmetic");
   EXPECT_EQ(spec.data.train_batch_size, 32);
   EXPECT_EQ(spec.data.max_response_length, 16);
-  EXPECT_EQ(spec.algorithm.adv_estimator, AdvEstimator::kGrpo);
+  EXPECT_EQ(spec.algorithm.adv_estimator, proto::ADV_ESTIMATOR_GRPO);
   EXPECT_EQ(spec.algorithm.n, 8);
   EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps, 0.2);
   EXPECT_DOUBLE_EQ(spec.algorithm.kl.coef, 0.01);
-  EXPECT_EQ(spec.algorithm.kl.type, KlType::kK3);
+  EXPECT_EQ(spec.algorithm.kl.type, proto::KL_K3);
   EXPECT_EQ(spec.async.max_staleness, 2);
   EXPECT_EQ(spec.actors.rollout.replicas, 2);
   EXPECT_DOUBLE_EQ(spec.actors.rollout.resources.cpu, 1);
@@ -106,9 +106,9 @@ TEST(JobSpec, ParsesTheIssueExampleWithItsValuesAndFillsInDefaults) {
   EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps_low, 0.2);
   EXPECT_DOUBLE_EQ(spec.algorithm.clip_eps_high, 0.2);
   EXPECT_TRUE(spec.algorithm.norm_adv_by_std);
-  EXPECT_EQ(spec.algorithm.loss_agg_mode, LossAggMode::kTokenMean);
+  EXPECT_EQ(spec.algorithm.loss_agg_mode, proto::LOSS_AGG_TOKEN_MEAN);
   EXPECT_DOUBLE_EQ(spec.algorithm.entropy_coeff, 0);
-  EXPECT_EQ(spec.algorithm.off_policy.correction, OffPolicyMode::kTruncate);
+  EXPECT_EQ(spec.algorithm.off_policy.correction, proto::OFF_POLICY_TRUNCATE);
   EXPECT_EQ(spec.rollout.max_new_tokens, 16);  // = data.max_response_length.
   EXPECT_DOUBLE_EQ(spec.rollout.temperature, 1.0);
   EXPECT_DOUBLE_EQ(spec.trainer.lr, 1e-6);
@@ -369,7 +369,7 @@ TEST(JobSpec, OverridesSetScalarsNestedKeysAndWholeMaps) {
   EXPECT_DOUBLE_EQ(spec.actors.reward.resources.cpu, 2);
   EXPECT_DOUBLE_EQ(spec.actors.reward.resources.memory, 1024.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(spec.algorithm.kl.coef, 0.0);
-  EXPECT_EQ(spec.algorithm.kl.type, KlType::kK3);  // The replaced map's other key: default.
+  EXPECT_EQ(spec.algorithm.kl.type, proto::KL_K3);  // The replaced map's other key: default.
   EXPECT_EQ(spec.logging.dir, "/tmp/r");
   EXPECT_EQ(spec.Where("algorithm.n"), "override algorithm.n=4");
   EXPECT_EQ(spec.Where("algorithm.clip_eps"), "job.yaml:4:50");

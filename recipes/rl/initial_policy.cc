@@ -2,34 +2,167 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <system_error>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/tiny_policy.h"
 #include "models/model_config.h"
+#include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/sft/arithmetic_task.h"
 #include "recipes/sft/sft_recipe.h"
+#include "runtime/atomic_file.h"
 #include "runtime/status_macros.h"
 
 namespace troupe::recipes {
+namespace {
+
+namespace fs = std::filesystem;
+
+// model.tokenizer, read and checked: bos and eos tokens (responses start and end with them) and
+// every character of the task's prompts and answers; its file text in *json.
+absl::StatusOr<std::unique_ptr<models::Tokenizer>> LoadRunTokenizer(const JobSpec& spec,
+                                                                    std::string* json) {
+  const std::string& path = spec.model.tokenizer;
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer = models::LoadTokenizer(path);
+  if (!tokenizer.ok()) return spec.ErrorAt("model.tokenizer", tokenizer.status().message());
+  if (!(*tokenizer)->bos_id().has_value() || !(*tokenizer)->eos_id().has_value()) {
+    return spec.ErrorAt("model.tokenizer",
+                        absl::StrCat(path,
+                                     " has no bos or no eos token: responses start and end "
+                                     "with them"));
+  }
+  for (char c : ArithmeticTask::kAlphabet) {
+    absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(std::string(1, c));
+    if (!ids.ok() || ids->empty()) {
+      return spec.ErrorAt("model.tokenizer",
+                          absl::StrCat(path, " cannot write the ", spec.data.task,
+                                       " task's character '", std::string(1, c), "'"));
+    }
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *json = ss.str();
+  return tokenizer;
+}
+
+// Whether model.init's path can be loaded as it is: a directory with config.json and
+// tokenizer.json, and neither model.config nor model.tokenizer replacing them.
+bool UsableAsIs(const JobSpec& spec) {
+  const fs::path from(spec.model.init_path);
+  std::error_code ec;
+  return spec.model.config.empty() && spec.model.tokenizer.empty() && fs::is_directory(from, ec) &&
+         fs::exists(from / "config.json", ec) && fs::exists(from / "tokenizer.json", ec);
+}
+
+// <logging.dir>/init assembled for model.init's path: links to its weights (the .safetensors
+// file, or the directory's shards and index), to model.config or the directory's config.json and
+// to the directory's tokenizer.json, or model.tokenizer's text. Rewritten on every start (links
+// cost nothing), so a resumed run reads the same files.
+absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::Tokenizer* tokenizer,
+                                           const std::string& tokenizer_json) {
+  const fs::path from(spec.model.init_path);
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(from, ec);
+  const fs::path config =
+      spec.model.config.empty() ? from / "config.json" : fs::path(spec.model.config);
+  TROUPE_ASSIGN_OR_RETURN(models::ModelConfig model, models::LoadModelConfig(config.string()));
+  if (tokenizer != nullptr && tokenizer->vocab_size() > model.vocab_size) {
+    return spec.ErrorAt("model.tokenizer",
+                        absl::StrCat(spec.model.tokenizer, " has ", tokenizer->vocab_size(),
+                                     " tokens, more than the model's vocab_size (",
+                                     model.vocab_size, ", ", config.string(), ")"));
+  }
+  if (tokenizer == nullptr && !(is_dir && fs::exists(from / "tokenizer.json", ec))) {
+    return spec.ErrorAt("model.init", absl::StrCat(from.string(),
+                                                   " comes without a tokenizer.json: set "
+                                                   "model.tokenizer"));
+  }
+  std::vector<std::pair<fs::path, std::string>> links = {{config, "config.json"}};
+  if (!is_dir) {
+    links.push_back({from, "model.safetensors"});
+  } else {
+    for (const fs::directory_entry& e : fs::directory_iterator(from, ec)) {
+      const std::string leaf = e.path().filename().string();
+      if (absl::EndsWith(leaf, ".safetensors") || leaf == "model.safetensors.index.json") {
+        links.push_back({e.path(), leaf});
+      }
+    }
+    if (tokenizer == nullptr) links.push_back({from / "tokenizer.json", "tokenizer.json"});
+  }
+  const fs::path dir = fs::path(spec.logging.dir) / "init";
+  fs::create_directories(dir, ec);
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_symlink(ec)) fs::remove(e.path(), ec);  // an earlier start's links
+  }
+  for (const auto& [target, leaf] : links) {
+    const fs::path link = dir / leaf;
+    fs::remove(link, ec);
+    fs::create_symlink(fs::absolute(target, ec), link, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot link ", link.string(), " to ", target.string(), ": ", ec.message()));
+    }
+  }
+  if (tokenizer != nullptr) {
+    TROUPE_RETURN_IF_ERROR(WriteFileAtomically((dir / "tokenizer.json").string(), tokenizer_json));
+  }
+  return dir.string();
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunOptions& options,
                                                  RunResult* result) {
   auto log = [&options](const std::string& line) {
     if (options.log) options.log(line);
   };
-  if (spec.model.init == ModelInit::kPath) return spec.model.init_path;
+  std::unique_ptr<models::Tokenizer> tokenizer;
+  std::string tokenizer_json;
+  if (!spec.model.tokenizer.empty()) {
+    if (spec.model.init == ModelInit::kSft) {
+      return spec.ErrorAt("model.tokenizer",
+                          "the sft warm start trains with the task's own character tokenizer; "
+                          "model.tokenizer applies to init: random or a model path");
+    }
+    TROUPE_ASSIGN_OR_RETURN(tokenizer, LoadRunTokenizer(spec, &tokenizer_json));
+  }
+  if (spec.model.init == ModelInit::kPath) {
+    if (UsableAsIs(spec)) return spec.model.init_path;
+    TROUPE_ASSIGN_OR_RETURN(std::string dir, AssemblePolicy(spec, tokenizer.get(), tokenizer_json));
+    log(absl::StrCat("initial policy: ", spec.model.init_path,
+                     spec.model.config.empty() ? "" : " with the config " + spec.model.config,
+                     tokenizer == nullptr ? "" : " with the tokenizer " + spec.model.tokenizer,
+                     " (", dir, ")"));
+    return dir;
+  }
   if (spec.model.init == ModelInit::kRandom) {
     const std::string dir = absl::StrCat(spec.logging.dir, "/init");
     if (std::filesystem::exists(dir + "/model.safetensors")) return dir;  // resumed: the same
     TROUPE_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadModelConfig(spec.model.config));
-    TROUPE_RETURN_IF_ERROR(actors::WriteRandomPolicy(dir, config,
-                                                     static_cast<uint64_t>(spec.trainer.seed),
-                                                     std::string(ArithmeticTask::kAlphabet)));
-    log(absl::StrCat("initial policy: random weights (seed ", spec.trainer.seed, ") of ",
-                     spec.model.config, " in ", dir));
+    const uint64_t seed = static_cast<uint64_t>(spec.trainer.seed);
+    std::error_code ec;
+    fs::create_directories(spec.logging.dir, ec);  // WriteRandomPolicy makes `dir` only
+    if (tokenizer != nullptr) {
+      TROUPE_RETURN_IF_ERROR(
+          actors::WriteRandomPolicy(dir, config, seed, *tokenizer, tokenizer_json));
+    } else {
+      TROUPE_RETURN_IF_ERROR(
+          actors::WriteRandomPolicy(dir, config, seed, std::string(ArithmeticTask::kAlphabet)));
+    }
+    log(absl::StrCat(
+        "initial policy: random weights (seed ", spec.trainer.seed, ") of ", spec.model.config,
+        " in ", dir,
+        tokenizer != nullptr ? absl::StrCat(", tokenizer ", spec.model.tokenizer) : std::string()));
     return dir;
   }
   const std::string dir = spec.sft.dir;

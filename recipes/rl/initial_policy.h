@@ -4,6 +4,13 @@
 //           already there (model.safetensors + tokenizer.json), reused;
 //   random  seeded random weights (trainer.seed) of model.config with the task's tokenizer,
 //           written to <logging.dir>/init (kept there: a resumed run finds the same directory).
+// model.tokenizer (a tokenizer.json) replaces the tokenizer: random weights get its vocabulary;
+// for a model path it must fit the model's vocab_size. A path that is not a directory with
+// config.json and tokenizer.json, or with model.config or model.tokenizer set, is used through
+// <logging.dir>/init: links to its weights and config.json (or model.config), and its
+// tokenizer.json (or model.tokenizer's). It must have bos and eos tokens and write every character
+// of the task; the sft warm start refuses it (it trains its own character tokenizer). Errors name
+// model.tokenizer and its location in the job file.
 #ifndef TROUPE_RECIPES_RL_INITIAL_POLICY_H_
 #define TROUPE_RECIPES_RL_INITIAL_POLICY_H_
 

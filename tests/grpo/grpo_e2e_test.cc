@@ -31,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "actors/rollout_worker.h"
 #include "gtest/gtest.h"
+#include "models/tokenizers/char_tokenizer.h"
 #include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/rl/run_state.h"
@@ -49,6 +50,11 @@ std::string TestDir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // One SFT warm start shared by the tests that do not check SFT itself (kept across tests).
@@ -264,10 +270,17 @@ TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
   EXPECT_EQ(nice["async/trainer"], 0);
 }
 
+// model.init: random, with model.tokenizer: a character tokenizer whose ids differ from the
+// task's own. The run's policy (initial and checkpointed) uses it.
 TEST_F(GrpoEndToEnd, ARandomInitStartsFromRandomWeightsWithoutAnSftStage) {
   const std::string dir = TestDir("random-init");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/2);
   spec.model.init = ModelInit::kRandom;
+  auto reversed = models::CharTokenizer::Create("=+9876543210");
+  ASSERT_TRUE(reversed.ok());
+  const std::string tokenizer_json = (*reversed)->ToJson();
+  spec.model.tokenizer = dir + "/reversed.json";
+  std::ofstream(spec.model.tokenizer) << tokenizer_json;
   bool said = false;
   absl::StatusOr<GrpoResult> r =
       RunGrpo(spec, cluster_->cluster(),
@@ -281,7 +294,8 @@ TEST_F(GrpoEndToEnd, ARandomInitStartsFromRandomWeightsWithoutAnSftStage) {
   EXPECT_EQ(r->steps, 2);
   EXPECT_TRUE(said);
   EXPECT_TRUE(fs::exists(dir + "/init/model.safetensors"));
-  EXPECT_TRUE(fs::exists(dir + "/init/tokenizer.json"));
+  EXPECT_EQ(ReadFile(dir + "/init/tokenizer.json"), tokenizer_json);
+  EXPECT_EQ(ReadFile(dir + "/ckpt/step_00000002/tokenizer.json"), tokenizer_json);
   EXPECT_FALSE(fs::exists(dir + "/sft"));  // no SFT stage ran
   EXPECT_TRUE(r->sft_dir.empty());
   EXPECT_LT(r->initial_accuracy, 0.1);  // untrained weights barely ever add up right
