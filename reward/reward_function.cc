@@ -42,6 +42,12 @@ absl::StatusOr<std::unique_ptr<RewardFunction>> MakeRewardFunction(const std::st
   }
   const nlohmann::json cfg = config.is_null() ? nlohmann::json::object() : config;
   if (task == "arithmetic") {
+    for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+      if (it.key() != "format_weight" && it.key() != "task") {
+        return absl::InvalidArgumentError(absl::StrCat("reward config: unknown key '", it.key(),
+                                                       "' (arithmetic takes format_weight)"));
+      }
+    }
     const nlohmann::json& w = cfg.value("format_weight", nlohmann::json(0.1));
     if (!w.is_number() || w.get<double>() < 0) {
       return absl::InvalidArgumentError(

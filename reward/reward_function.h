@@ -40,8 +40,9 @@ class RewardFunction {
   virtual RewardOutput Score(const RewardInput& input) const = 0;
 };
 
-// The reward function of `task`, configured by `config` (e.g. {"format_weight": 0.1}).
-// NOT_FOUND naming the task and the known ones; INVALID_ARGUMENT for a bad config field.
+// The reward function of `task`, configured by `config` (e.g. {"format_weight": 0.1}; a "task"
+// key is allowed and ignored). NOT_FOUND naming the task and the known ones; INVALID_ARGUMENT for
+// a bad or unknown config field.
 absl::StatusOr<std::unique_ptr<RewardFunction>> MakeRewardFunction(const std::string& task,
                                                                    const nlohmann::json& config);
 

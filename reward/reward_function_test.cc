@@ -34,6 +34,10 @@ TEST(RewardFunction, UnknownTaskAndBadConfigAreNamed) {
   auto bad = MakeRewardFunction("arithmetic", {{"format_weight", "lots"}});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("format_weight"), std::string::npos);
+  auto misspelt = MakeRewardFunction("arithmetic", {{"format_wieght", 0.2}});
+  EXPECT_EQ(misspelt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(misspelt.status().message().find("format_wieght"), std::string::npos);
+  EXPECT_TRUE(MakeRewardFunction("arithmetic", {{"task", "arithmetic"}}).ok());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "recipes/rl/actor_group.h"
+#include "reward/reward_function.h"
 #include "runtime/actor_registry.h"
 
 namespace troupe::recipes {
@@ -91,6 +92,16 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
                absl::StrCat("not a valid ", prototype->GetDescriptor()->name(),
                             " (proto/actor_config.proto): ", s.message().as_string()));
       }
+    }
+  }
+  // The built-in reward server's config is its task's reward function's.
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const ActorGroupSpec& group = *kinds[i].second;
+    if (kinds[i].first != "reward" || group.type != default_kinds[i].second->type) continue;
+    if (absl::StatusOr<std::unique_ptr<reward::RewardFunction>> fn =
+            reward::MakeRewardFunction(spec.data.task, group.config);
+        !fn.ok() && fn.status().code() == absl::StatusCode::kInvalidArgument) {
+      refuse("actors.reward.config", fn.status().message());
     }
   }
   if (!spec.model.tokenizer.empty() && spec.model.init == ModelInit::kSft) {

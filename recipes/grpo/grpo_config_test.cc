@@ -214,7 +214,12 @@ TEST(GrpoSpec, ChecksConfigOverridesOfBuiltInActorsAgainstTheirMessage) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
               HasSubstr("actors.rollout.config: not a valid RolloutWorkerConfig"));
+  spec = Parse("actors:\n  reward:\n    config: {format_wieght: 0.2}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("actors.reward.config: reward config: unknown key 'format_wieght'"));
   for (const char* good : {"actors:\n  trainer:\n    config: {lr: 0.1}\n",
+                           "actors:\n  reward:\n    config: {format_weight: 0.2}\n",
                            "actors:\n  trainer:\n    config: {off_policy: OFF_POLICY_MASK}\n",
                            "actors:\n  checkpointer:\n    config: {keep: 2}\n"}) {
     spec = Parse(good);
