@@ -73,6 +73,7 @@ absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::Genera
   params.n = std::max(1, req.n());
   params.seed = req.seed();
   params.stop_token_ids = {eos_id_};
+  if (req.pin_weight_version()) params.max_weight_version = req.min_weight_version();
   // The engine runs one Generate at a time; with max_concurrency > 1 two calls (a rollout and an
   // evaluation, say) may arrive together, and the second waits here.
   absl::ReleasableMutexLock generating(&generate_mu_);

@@ -150,10 +150,11 @@ absl::Status GenerationEngine::UpdateWeights(WeightUpdate update) {
   return absl::OkStatus();
 }
 
-bool GenerationEngine::ApplyPendingUpdate() {
+bool GenerationEngine::ApplyPendingUpdate(int64_t max_version) {
   std::optional<WeightUpdate> update;
   {
     absl::MutexLock lock(&mutex_);
+    if (pending_.has_value() && max_version >= 0 && pending_->version > max_version) return false;
     update.swap(pending_);
   }
   if (!update.has_value()) return false;
@@ -250,7 +251,7 @@ absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::GenerateImpl(
   for (int64_t step = 0;; ++step) {
     // ---- Step boundary: callback, weight update, refill.
     if (on_step) on_step(step);
-    if (ApplyPendingUpdate()) {
+    if (ApplyPendingUpdate(params.max_weight_version)) {
       // The cached keys/values came from the old weights: rebuild them from the new ones.
       for (int64_t s = 0; s < cache_->num_slots(); ++s) {
         Slot& slot = slots_[s];

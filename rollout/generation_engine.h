@@ -46,6 +46,8 @@
 // prefix. Updates queued while the engine is idle apply at the first boundary of the next
 // Generate. Two updates queued before a boundary: the later one wins (a partial later update is
 // merged over the earlier one).
+// SamplingParams::max_weight_version holds an update above it back for a later call, so a call
+// (an evaluation) can read one version while newer weights arrive.
 //
 // Determinism: the random number of token t of (prompt p, sample s) is
 // SampleUniform(seed, p, s, t), so for a fixed seed the output does not depend on the number of
@@ -185,8 +187,9 @@ class GenerationEngine {
   absl::StatusOr<std::vector<GeneratedSample>> GenerateImpl(
       absl::Span<const std::vector<int32_t>> prompts, const SamplingParams& params,
       const StepCallback& on_step);
-  // Applies the pending update, if any; returns whether one was applied.
-  bool ApplyPendingUpdate() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Applies the pending update, if any and of at most `max_version` (-1: any); returns whether one
+  // was applied.
+  bool ApplyPendingUpdate(int64_t max_version) ABSL_LOCKS_EXCLUDED(mutex_);
   // Runs one ForwardWithCache over `rows` (indices into slots_) and returns the last-token
   // logits [rows.size(), V].
   absl::StatusOr<at::Tensor> ForwardRows(const std::vector<int64_t>& rows, bool prefill);

@@ -380,6 +380,36 @@ TEST(GenerationEngine, WeightSwapMidGenerationTagsVersionsAndContinuesWithTheNew
   EXPECT_EQ(samples[2].tokens, Generate(*new_engine, {prompts[2]}, Greedy(max_new))[0].tokens);
 }
 
+// max_weight_version holds a newer update back for the whole call (every token of an evaluation
+// comes from one version); the next call without the cap applies it.
+TEST(GenerationEngine, MaxWeightVersionHoldsANewerUpdateForTheNextCall) {
+  CausalLM model = MakeModel(11);
+  CausalLM old_weights = MakeModel(11);
+  CausalLM new_weights = MakeModel(12);
+  const auto prompts = Prompts(3);
+  auto engine = MakeEngine(model, 2);
+  SamplingParams capped = Greedy(10);
+  capped.max_weight_version = 0;
+  std::vector<GeneratedSample> samples = Generate(*engine, prompts, capped, [&](int64_t step) {
+    if (step == 3) {
+      ASSERT_TRUE(engine->UpdateWeights({7, StateDict(new_weights), false}).ok());
+    }
+  });
+  EXPECT_EQ(engine->weight_version(), 0);
+  EXPECT_EQ(engine->stats().weight_updates_applied, 0);
+  auto old_engine = MakeEngine(old_weights, 1);
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    EXPECT_EQ(samples[p].weight_versions, std::vector<int64_t>(10, 0)) << p;
+    EXPECT_EQ(samples[p].tokens, Generate(*old_engine, {prompts[p]}, Greedy(10))[0].tokens) << p;
+  }
+  // A cap at or above the queued version lets it in at the first boundary.
+  SamplingParams at_seven = Greedy(10);
+  at_seven.max_weight_version = 7;
+  samples = Generate(*engine, {prompts[0]}, at_seven);
+  EXPECT_EQ(engine->weight_version(), 7);
+  EXPECT_EQ(samples[0].weight_versions, std::vector<int64_t>(10, 7));
+}
+
 TEST(GenerationEngine, UpdateWeightsRejectsBadUpdatesWithAClearStatusAndQueuesNothing) {
   CausalLM model = MakeModel(13);
   auto engine = MakeEngine(model, 2);

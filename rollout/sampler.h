@@ -43,6 +43,10 @@ struct SamplingParams {
   int64_t max_new_tokens = 16;  // > 0.
   int64_t n = 1;                // > 0 samples per prompt.
   uint64_t seed = 0;
+  // GenerationEngine: no weight update above this version is applied during the call (it stays
+  // queued for the next), so an evaluation reads one version while training publishes the next;
+  // -1 = apply every update at the next step boundary.
+  int64_t max_weight_version = -1;
 };
 
 // OK iff the fields are in the ranges above and every stop token is in [0, vocab_size).

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "recipes/rl/actor_group.h"
+#include "recipes/rl/initial_policy.h"
 #include "reward/reward_function.h"
 #include "runtime/actor_registry.h"
 
@@ -104,10 +105,8 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
       refuse("actors.reward.config", fn.status().message());
     }
   }
-  if (!spec.model.tokenizer.empty() && spec.model.init == ModelInit::kSft) {
-    refuse("model.tokenizer",
-           "the sft warm start trains with the task's own character tokenizer; model.tokenizer "
-           "applies to init: random or a model path");
+  if (absl::Status s = CheckInitialPolicy(spec); !s.ok()) {
+    problems.push_back(std::string(s.message()));
   }
   if (spec.data.task != "arithmetic") {
     refuse("data.task", absl::StrCat("recipe grpo runs the arithmetic task, not ", spec.data.task));

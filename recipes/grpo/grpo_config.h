@@ -21,8 +21,10 @@ namespace troupe::recipes {
 // critic, several trainers (no data-parallel training yet), reference replicas without a KL
 // term, an actor type
 // that is not registered or does not serve its role's methods (CheckRoleType: the job's
-// libraries are loaded here for that), a library that does not load, model.tokenizer, a task
-// other than arithmetic.
+// libraries are loaded here for that), a library that does not load, a built-in actor's config
+// override that is not a field of its config message (or, for the reward server, of its task's
+// reward function), what CheckInitialPolicy refuses about model.init and model.tokenizer, a
+// task other than arithmetic.
 absl::Status CheckGrpoSpec(const JobSpec& spec);
 
 // The built-in actors' configs (proto/actor_config.proto), every field the recipe decides set.

@@ -128,10 +128,7 @@ class GrpoRecipe : public Recipe {
     }
     TROUPE_ASSIGN_OR_RETURN(auto replay, replay_group_.As<actors::ReplayBuffer>(0));
     TROUPE_ASSIGN_OR_RETURN(trainer_, trainer_group_.As<actors::Trainer>(0));
-    std::vector<ActorHandle<actors::Reference>> references(reference_group_.size());
-    for (size_t i = 0; i < references.size(); ++i) {
-      TROUPE_ASSIGN_OR_RETURN(references[i], reference_group_.As<actors::Reference>(i));
-    }
+    TROUPE_ASSIGN_OR_RETURN(auto references, reference_group_.AllAs<actors::Reference>());
     feed_ = std::make_unique<TrainingFeed>(replay, std::move(references), options_.retry, &wake_,
                                            options_.log, &state_.result().call_retries);
     TROUPE_RETURN_IF_ERROR(
@@ -154,14 +151,14 @@ class GrpoRecipe : public Recipe {
   absl::Status Evaluate(std::map<std::string, double>* m) {
     const absl::Time start = absl::Now();
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> heldout, prompts_->dataset().HeldOut());
-    TROUPE_ASSIGN_OR_RETURN(auto counts,
-                            pool_->Evaluate(std::move(heldout), state_.version(),
-                                            static_cast<int>(spec_.rollout.max_new_tokens),
-                                            &state_.result().call_retries));
-    const double acc = 1.0 * counts.first / counts.second, took = SecondsSince(start);
-    state_.Log(absl::StrFormat(
-        "eval at step %d (weights v%d): held-out exact match %.1f%% (%d/%d) in %.1fs",
-        state_.step(), state_.version(), 100 * acc, counts.first, counts.second, took));
+    TROUPE_ASSIGN_OR_RETURN(auto c, pool_->Evaluate(std::move(heldout), state_.version(),
+                                                    static_cast<int>(spec_.rollout.max_new_tokens),
+                                                    &state_.result().call_retries));
+    const double acc = 1.0 * c.correct / c.total, took = SecondsSince(start);
+    state_.Log(
+        absl::StrFormat("eval at step %d (weights %s): held-out exact match %.1f%% (%d/%d) "
+                        "in %.1fs",
+                        state_.step(), c.versions(), 100 * acc, c.correct, c.total, took));
     state_.RecordEval(acc, /*log=*/m == nullptr);
     if (m != nullptr) {
       (*m)["eval/accuracy"] = acc;
@@ -186,11 +183,7 @@ class GrpoRecipe : public Recipe {
         publish_failed_ = false;
       }
       if (!state_.Done()) {
-        // The next batch is taken against the version the running step will produce.
-        TROUPE_ASSIGN_OR_RETURN(
-            auto taken, feed_->Prefetch(batch(), state_.version() + (training_ ? 1 : 0), eta()));
-        pending_ -= taken.second / std::max<int64_t>(1, spec_.algorithm.n);  // dropped as stale
-        TROUPE_RETURN_IF_ERROR(StartStep());
+        TROUPE_RETURN_IF_ERROR(StartNext());
         TROUPE_RETURN_IF_ERROR(Generate());
       }
       wake_.WaitUntil(
@@ -241,8 +234,12 @@ class GrpoRecipe : public Recipe {
     return absl::OkStatus();
   }
 
-  // Train: the taken batch, with its reference log-probs, to the trainer.
-  absl::Status StartStep() {
+  // Train: the next batch (taken against the version the running step will produce), with its
+  // reference log-probs, to the trainer once it is free.
+  absl::Status StartNext() {
+    TROUPE_ASSIGN_OR_RETURN(
+        auto taken, feed_->Prefetch(batch(), state_.version() + (training_ ? 1 : 0), eta()));
+    pending_ -= taken.second / std::max<int64_t>(1, spec_.algorithm.n);  // dropped as stale
     if (training_) return absl::OkStatus();
     TROUPE_ASSIGN_OR_RETURN(std::optional<proto::TrainStepRequest> req,
                             feed_->Next(&training_groups_, &reference_seconds_));
@@ -276,6 +273,9 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
     state_.RecordAccounting(stats, prompts_->drawn(), &m);
     if (spec_.trainer.eval_every > 0 && state_.step() % spec_.trainer.eval_every == 0) {
+      // Async: the next step trains meanwhile (the evaluation's weights are pinned).
+      const bool overlap = eta() > 0 && !publish_failed_ && !state_.checkpoint_due();
+      if (overlap && !state_.Done()) TROUPE_RETURN_IF_ERROR(StartNext());
       TROUPE_RETURN_IF_ERROR(Evaluate(&m));
     }
     state_.LogStep(m, {{"rollout/staleness", samples.staleness}},

@@ -111,6 +111,17 @@ class ActorGroup {
   absl::StatusOr<ActorHandle<T>> As(size_t i) const {
     return handles_.at(i).As<T>();
   }
+  // Every replica's handle as T's.
+  template <typename T>
+  absl::StatusOr<std::vector<ActorHandle<T>>> AllAs() const {
+    std::vector<ActorHandle<T>> all;
+    for (const UntypedActorHandle& h : handles_) {
+      absl::StatusOr<ActorHandle<T>> t = h.As<T>();
+      if (!t.ok()) return t.status();
+      all.push_back(*std::move(t));
+    }
+    return all;
+  }
 
   // The name of replica i of a group (see the file comment).
   static std::string ReplicaName(const ActorGroupOptions& options, int i);

@@ -121,6 +121,41 @@ absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::To
 
 }  // namespace
 
+absl::Status CheckInitialPolicy(const JobSpec& spec) {
+  std::error_code ec;
+  const bool is_path = spec.model.init == ModelInit::kPath;
+  if (spec.model.tokenizer.empty()) {
+    const fs::path from(spec.model.init_path);
+    if (is_path && fs::exists(from, ec) && !fs::exists(from / "tokenizer.json", ec)) {
+      return spec.ErrorAt("model.init", absl::StrCat(from.string(),
+                                                     " comes without a tokenizer.json: set "
+                                                     "model.tokenizer"));
+    }
+    return absl::OkStatus();
+  }
+  if (spec.model.init == ModelInit::kSft) {
+    return spec.ErrorAt("model.tokenizer",
+                        "the sft warm start trains with the task's own character tokenizer; "
+                        "model.tokenizer applies to init: random or a model path");
+  }
+  if (!fs::is_regular_file(spec.model.tokenizer, ec)) return absl::OkStatus();  // ValidateFiles'
+  std::string json;
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tokenizer,
+                          LoadRunTokenizer(spec, &json));
+  if (!is_path) return absl::OkStatus();
+  const fs::path config = spec.model.config.empty() ? fs::path(spec.model.init_path) / "config.json"
+                                                    : fs::path(spec.model.config);
+  if (!fs::exists(config, ec)) return absl::OkStatus();  // ValidateFiles'
+  TROUPE_ASSIGN_OR_RETURN(models::ModelConfig model, models::LoadModelConfig(config.string()));
+  if (tokenizer->vocab_size() > model.vocab_size) {
+    return spec.ErrorAt("model.tokenizer",
+                        absl::StrCat(spec.model.tokenizer, " has ", tokenizer->vocab_size(),
+                                     " tokens, more than the model's vocab_size (",
+                                     model.vocab_size, ", ", config.string(), ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunOptions& options,
                                                  RunResult* result) {
   auto log = [&options](const std::string& line) {
@@ -128,12 +163,8 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
   };
   std::unique_ptr<models::Tokenizer> tokenizer;
   std::string tokenizer_json;
+  TROUPE_RETURN_IF_ERROR(CheckInitialPolicy(spec));
   if (!spec.model.tokenizer.empty()) {
-    if (spec.model.init == ModelInit::kSft) {
-      return spec.ErrorAt("model.tokenizer",
-                          "the sft warm start trains with the task's own character tokenizer; "
-                          "model.tokenizer applies to init: random or a model path");
-    }
     TROUPE_ASSIGN_OR_RETURN(tokenizer, LoadRunTokenizer(spec, &tokenizer_json));
   }
   if (spec.model.init == ModelInit::kPath) {

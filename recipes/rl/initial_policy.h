@@ -22,6 +22,11 @@
 
 namespace troupe::recipes {
 
+// What PrepareInitialPolicy would refuse about model.init and model.tokenizer, found before
+// anything is written (recipes call it from their spec check): INVALID_ARGUMENT with the key's
+// location. A file that does not exist is left to ValidateFiles.
+absl::Status CheckInitialPolicy(const JobSpec& spec);
+
 // The initial policy's model directory; with an SFT warm start, also result->sft_dir and
 // sft_accuracy. CANCELLED if options.should_stop fires during SFT.
 absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunOptions& options,

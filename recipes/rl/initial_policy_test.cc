@@ -124,7 +124,19 @@ TEST(InitialPolicy, RefusesATokenizerThatDoesNotFitTheModelOrTheTask) {
   EXPECT_THAT(std::string(policy.status().message()),
               HasSubstr("model.tokenizer: " + big +
                         " has 25 tokens, more than the model's vocab_size (15, "));
+  // The spec check finds it before anything is written.
+  EXPECT_THAT(std::string(CheckInitialPolicy(
+                              Spec(dir, absl::StrCat("{init: ", model, ", tokenizer: ", big, "}")))
+                              .message()),
+              HasSubstr("more than the model's vocab_size"));
   const std::string no_equals = WriteCharTokenizer(dir, "0123456789+");
+  EXPECT_THAT(std::string(CheckInitialPolicy(
+                              Spec(dir, absl::StrCat("{init: random, config: "
+                                                     "examples/models/tiny.json, tokenizer: ",
+                                                     no_equals, "}")))
+                              .message()),
+              HasSubstr("cannot write the arithmetic task's character '='"));
+  EXPECT_FALSE(fs::exists(dir + "/run"));
   policy = PrepareInitialPolicy(
       Spec(dir, absl::StrCat("{init: random, config: examples/models/tiny.json, tokenizer: ",
                              no_equals, "}")),

@@ -1,6 +1,7 @@
 #include "recipes/rl/rollout_pool.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -257,10 +258,13 @@ absl::StatusOr<int64_t> RolloutPool::FormWeightGroup() {
   return last;
 }
 
-absl::StatusOr<std::pair<int64_t, int64_t>> RolloutPool::Evaluate(
-    std::vector<proto::Prompt> remaining, int64_t min_version, int max_new_tokens,
-    int64_t* retries) {
-  int64_t correct = 0, total = 0;
+absl::StatusOr<RolloutPool::EvalCounts> RolloutPool::Evaluate(std::vector<proto::Prompt> remaining,
+                                                              int64_t min_version,
+                                                              int max_new_tokens,
+                                                              int64_t* retries) {
+  EvalCounts counts;
+  counts.oldest_version = std::numeric_limits<int64_t>::max();
+  counts.newest_version = std::numeric_limits<int64_t>::min();
   const int max_rounds = std::max(1, options_.retry.max_attempts);
   for (int round = 1; !remaining.empty(); ++round) {
     if (round > max_rounds) {
@@ -299,6 +303,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> RolloutPool::Evaluate(
       req.set_greedy(true);
       req.set_max_new_tokens(max_new_tokens);
       req.set_min_weight_version(min_version);
+      req.set_pin_weight_version(true);
       calls.push_back(up[i]->handle.Call(&actors::RolloutWorker::Generate, req,
                                          {.timeout = options_.eval_timeout}));
       parts.emplace_back(up[i], std::move(part));
@@ -322,14 +327,19 @@ absl::StatusOr<std::pair<int64_t, int64_t>> RolloutPool::Evaluate(
       }
       for (const auto& g : r->groups()) {
         for (const auto& s : g.samples()) {
-          ++total;
-          correct += s.finish_reason() == "stop" && s.response_text() == s.reference_answer();
+          ++counts.total;
+          counts.correct +=
+              s.finish_reason() == "stop" && s.response_text() == s.reference_answer();
+          counts.oldest_version = std::min(counts.oldest_version, s.policy_version());
+          for (int64_t v : s.token_versions())
+            counts.newest_version = std::max(counts.newest_version, v);
         }
       }
     }
   }
-  if (total == 0) return absl::InternalError("evaluation produced no samples");
-  return std::make_pair(correct, total);
+  if (counts.total == 0) return absl::InternalError("evaluation produced no samples");
+  counts.newest_version = std::max(counts.newest_version, counts.oldest_version);
+  return counts;
 }
 
 }  // namespace troupe::recipes

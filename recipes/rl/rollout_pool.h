@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "actors/rollout_worker.h"
 #include "actors/trainer.h"
@@ -120,13 +121,27 @@ class RolloutPool {
   int64_t group_version() const { return group_version_; }
 
   // ---- evaluation -----------------------------------------------------------------------------
-  // Greedy generation of `prompts` (one sample each) with weights of at least `min_version`;
-  // returns (correct, total), a sample being correct when it stopped and equals the reference
-  // answer (INTERNAL if there were no samples, e.g. no prompts). `*retries` counts the shares
-  // sent again.
-  absl::StatusOr<std::pair<int64_t, int64_t>> Evaluate(std::vector<proto::Prompt> prompts,
-                                                       int64_t min_version, int max_new_tokens,
-                                                       int64_t* retries);
+  // Greedy generation of `prompts` (one sample each) with the weights of `version`, pinned
+  // (GenerateRequest.pin_weight_version: newer weights published meanwhile, by a training step
+  // running alongside, wait); a sample is correct when it stopped and equals the reference
+  // answer. INTERNAL if there were no samples (e.g. no prompts). `*retries` counts the shares sent
+  // again.
+  struct EvalCounts {
+    int64_t correct = 0;
+    int64_t total = 0;
+    // The weight versions the workers used: both `version` unless a worker had applied newer
+    // weights before its share arrived.
+    int64_t oldest_version = 0;
+    int64_t newest_version = 0;
+    // "v5", or "v5-v6" when they differ.
+    std::string versions() const {
+      return absl::StrCat(
+          "v", oldest_version,
+          newest_version > oldest_version ? absl::StrCat("-v", newest_version) : "");
+    }
+  };
+  absl::StatusOr<EvalCounts> Evaluate(std::vector<proto::Prompt> prompts, int64_t min_version,
+                                      int max_new_tokens, int64_t* retries);
 
   size_t size() const { return workers_.size(); }
   ActorGroup& group() { return group_; }

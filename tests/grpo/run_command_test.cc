@@ -91,5 +91,22 @@ TEST(TroupeRun, RefusesAnEarlierRunsOutputsWithoutResumeOrOverwrite) {
   EXPECT_TRUE(absl::StrContains(both, "pass one of them")) << both;
 }
 
+// A model.tokenizer that cannot write the task's prompts is refused by the recipe's spec check,
+// with the key's location, before a cluster starts or anything is written under logging.dir.
+TEST(TroupeRun, RefusesATokenizerThatCannotWriteTheTaskBeforeWritingAnything) {
+  const std::string dir = TestDir("bad-tokenizer");
+  const std::string job = Job(dir);
+  // A character tokenizer without '=' (CharTokenizer's file form).
+  Write(dir + "/tok.json",
+        R"({"type": "char", "alphabet": "0123456789+", "special_tokens": ["<pad>", "<bos>", )"
+        R"("<eos>"], "pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<eos>"})");
+  auto [rc, out] = RunCommand({kTroupe, "run", job, "model.init=random",
+                               absl::StrCat("model.tokenizer=", dir, "/tok.json")},
+                              dir + "/run.out");
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "cannot write the arithmetic task's character '='")) << out;
+  EXPECT_FALSE(fs::exists(dir + "/out")) << "a refused run wrote under logging.dir";
+}
+
 }  // namespace
 }  // namespace troupe::tests
