@@ -13,12 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/atomic_file.h"
+#include "base/log.h"
+#include "base/status_macros.h"
 #include "models/safetensors.h"
 #include "models/tensor_proto.h"
 #include "nlohmann/json.hpp"
 #include "runtime/actor_registry.h"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 namespace {
@@ -157,17 +158,17 @@ Checkpointer::Checkpointer(const proto::CheckpointerConfig& config)
   // A checkpointer killed mid-write (this actor's previous instance, say) leaves its scratch
   // directory behind; nothing else would ever remove it.
   if (const int n = RemoveAbandonedScratch(dir_); n > 0) {
-    std::fprintf(stderr,
-                 "checkpointer: removed %d unfinished checkpoint(s) of dead writers in %s\n", n,
-                 dir_.c_str());
+    TROUPE_LOG(INFO) << absl::StrFormat(
+        "checkpointer: removed %d unfinished checkpoint(s) of dead writers in %s", n, dir_.c_str());
   }
 }
 
 absl::StatusOr<proto::CheckpointReply> Checkpointer::Save(const proto::CheckpointRequest& req) {
   absl::StatusOr<std::string> path = WriteCheckpoint(dir_, keep_, req);
   if (!path.ok()) {
-    std::fprintf(stderr, "checkpointer: step %lld: %s\n", static_cast<long long>(req.step()),
-                 path.status().ToString().c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("checkpointer: step %lld: %s",
+                                           static_cast<long long>(req.step()),
+                                           path.status().ToString().c_str());
     return path.status();
   }
   proto::CheckpointReply reply;

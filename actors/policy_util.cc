@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "kernels/token_logprobs.h"
 #include "models/tensor_proto.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 

@@ -4,15 +4,15 @@
 
 #include <stdexcept>
 
-#include "recipes/sft/compute_threads.h"
+#include "base/status_macros.h"
+#include "models/compute_threads.h"
 #include "runtime/actor_registry.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 
 Reference::Reference(const ActorContext& ctx) {
   const auto config = ctx.ConfigAsOrThrow<proto::ReferenceConfig>();
-  recipes::SetComputeThreads(config.threads());
+  models::SetComputeThreads(config.threads());
   absl::StatusOr<PolicyModel> p = LoadPolicy(config.model_dir());
   if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
   policy_ = std::move(*p);

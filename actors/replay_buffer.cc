@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "runtime/actor_registry.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "absl/strings/str_format.h"
+#include "base/log.h"
 #include "runtime/actor_registry.h"
 
 namespace troupe::actors {
@@ -29,9 +31,10 @@ absl::StatusOr<proto::ScoreReply> RewardServer::Score(const proto::ScoreRequest&
         s.set_reward(0);
         s.set_reward_error(e.what());
         reply.set_failures(reply.failures() + 1);
-        std::fprintf(stderr, "reward server %s: prompt %lld sample %d scored as failed: %s\n",
-                     context().name().c_str(), static_cast<long long>(s.prompt_id()),
-                     s.sample_index(), e.what());
+        TROUPE_LOG(WARNING) << absl::StrFormat(
+            "reward server %s: prompt %lld sample %d scored as failed: %s",
+            context().name().c_str(), static_cast<long long>(s.prompt_id()), s.sample_index(),
+            e.what());
       }
       ++scored_;
     }

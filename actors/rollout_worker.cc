@@ -8,17 +8,19 @@
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
-#include "recipes/sft/compute_threads.h"
+#include "absl/strings/str_format.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "models/compute_threads.h"
 #include "runtime/actor_registry.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/collective/cluster_kv_store.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 
 RolloutWorker::RolloutWorker(const ActorContext& ctx) : name_(ctx.name()) {
   const auto config = ctx.ConfigAsOrThrow<proto::RolloutWorkerConfig>();
-  recipes::SetComputeThreads(config.threads());
+  models::SetComputeThreads(config.threads());
   absl::StatusOr<PolicyModel> p = LoadPolicy(config.model_dir());
   if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
   policy_ = std::move(*p);
@@ -147,8 +149,8 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
     if (session_ != session) return;
     group_broken_ = true;
     group_error_ = s.ToString();
-    std::fprintf(stderr, "%s: weight group %s: %s\n", name_.c_str(), req.group_name().c_str(),
-                 group_error_.c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("%s: weight group %s: %s", name_.c_str(),
+                                           req.group_name().c_str(), group_error_.c_str());
   };
   collective::ClusterKvStore kv(Cluster::Current());
   // Staging tensors the subscriber writes into (copy path) or checks the manifest against
@@ -167,11 +169,12 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
     fail(sub.status());
     return;
   }
-  std::fprintf(stderr, "%s: joined weight group %s.%lld as rank %d (%s)\n", name_.c_str(),
-               req.group_name().c_str(), static_cast<long long>(req.epoch()), req.rank(),
-               (*sub)->in_place()                     ? "in place, shared buffers"
-               : (*sub)->group().uses_shared_memory() ? "copies through shared memory"
-                                                      : "copies through sockets");
+  TROUPE_LOG(INFO) << absl::StrFormat(
+      "%s: joined weight group %s.%lld as rank %d (%s)", name_.c_str(), req.group_name().c_str(),
+      static_cast<long long>(req.epoch()), req.rank(),
+      (*sub)->in_place()                     ? "in place, shared buffers"
+      : (*sub)->group().uses_shared_memory() ? "copies through shared memory"
+                                             : "copies through sockets");
   while (!stop_receiver_) {
     // Returns at once when the trainer announces a version (in place: woken through the shared
     // segment), else after the timeout, to look at stop_receiver_ again.

@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "models/tokenizers/char_tokenizer.h"
 #include "models/transformer.h"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 

@@ -16,13 +16,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/checkpointer.h"
+#include "base/log.h"
+#include "base/status_macros.h"
 #include "models/catch_torch.h"
+#include "models/compute_threads.h"
 #include "models/safetensors.h"
 #include "nlohmann/json.hpp"
-#include "recipes/sft/compute_threads.h"
 #include "runtime/actor_registry.h"
 #include "runtime/cluster/cluster_client.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::actors {
 namespace {
@@ -92,7 +93,7 @@ Trainer::Trainer(const ActorContext& ctx) {
   absl::StatusOr<proto::TrainerConfig> config = ctx.ConfigAs<proto::TrainerConfig>();
   if (!config.ok()) throw std::runtime_error(std::string(config.status().message()));
   const proto::TrainerConfig& c = *config;
-  recipes::SetComputeThreads(c.threads());
+  models::SetComputeThreads(c.threads());
   const std::string& model_dir = c.model_dir();
   absl::StatusOr<PolicyModel> p = LoadPolicy(model_dir);
   if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
@@ -235,8 +236,9 @@ absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepReques
     absl::Status s = publisher_->Publish(version_, StateDict(*policy_.model));
     m["time/publish_s"] = absl::ToDoubleSeconds(absl::Now() - publish_start);
     if (!s.ok()) {
-      std::fprintf(stderr, "trainer: publishing weights v%lld failed: %s\n",
-                   static_cast<long long>(version_), s.ToString().c_str());
+      TROUPE_LOG(WARNING) << absl::StrFormat("trainer: publishing weights v%lld failed: %s",
+                                             static_cast<long long>(version_),
+                                             s.ToString().c_str());
       (void)publisher_->Close();
       publisher_.reset();
       reply.set_publish_failed(true);
@@ -438,13 +440,15 @@ void Trainer::RecordWrite(int64_t step, const absl::Status& outcome) {
   } else if (it->second.attempts >= checkpoint_attempts_) {
     std::string failure = absl::StrCat("step ", step, ": ", outcome.ToString(), " (after ",
                                        it->second.attempts, " attempts)");
-    std::fprintf(stderr, "trainer: giving up on the checkpoint of %s\n", failure.c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("trainer: giving up on the checkpoint of %s",
+                                           failure.c_str());
     write_failures_.push_back(std::move(failure));
     writes_.erase(it);
   } else {
     it->second.last_error = outcome.ToString();
-    std::fprintf(stderr, "trainer: writing the checkpoint of step %lld failed (%s); will retry\n",
-                 static_cast<long long>(step), outcome.ToString().c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat(
+        "trainer: writing the checkpoint of step %lld failed (%s); will retry",
+        static_cast<long long>(step), outcome.ToString().c_str());
   }
   auto [first, last] = attempt_waiters_.equal_range(step);
   for (auto w = first; w != last; ++w) w->second.Set(absl::OkStatus());

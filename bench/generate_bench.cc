@@ -25,9 +25,9 @@
 #include "CLI/CLI.hpp"
 #include "cli/doctor.h"
 #include "kernels/token_logprobs.h"
+#include "models/compute_threads.h"
 #include "models/model_config.h"
 #include "models/transformer.h"
-#include "recipes/sft/compute_threads.h"
 #include "rollout/generation_engine.h"
 #include "rollout/sampler.h"
 
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     model_config = std::string(workspace) + "/" + model_config;
   }
 
-  troupe::recipes::SetComputeThreads(threads);
+  troupe::models::SetComputeThreads(threads);
   const troupe::models::ModelConfig config = OrDie(troupe::models::LoadModelConfig(model_config));
   troupe::models::CausalLM model = OrDie(troupe::models::CreateCausalLM(config));
   model->InitWeights(1);

@@ -30,6 +30,7 @@
 #include "actors/reward_server.h"
 #include "actors/rollout_worker.h"
 #include "actors/trainer.h"
+#include "base/status_macros.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
 #include "recipes/grpo/grpo_recipe.h"
@@ -37,7 +38,6 @@
 #include "recipes/sft/arithmetic_task.h"
 #include "runtime/cluster/embedded_cluster.h"
 #include "runtime/malloc_tuning.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::bench {
 namespace {

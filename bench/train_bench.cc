@@ -31,9 +31,9 @@
 
 #include "CLI/CLI.hpp"
 #include "kernels/token_logprobs.h"
+#include "models/compute_threads.h"
 #include "models/model_config.h"
 #include "models/transformer.h"
-#include "recipes/sft/compute_threads.h"
 #include "trainers/losses.h"
 #include "trainers/train_step.h"
 
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     model_config = std::string(workspace) + "/" + model_config;
   }
 
-  troupe::recipes::SetComputeThreads(threads);
+  troupe::models::SetComputeThreads(threads);
   const troupe::models::ModelConfig config = OrDie(troupe::models::LoadModelConfig(model_config));
   CausalLM trainer_model = MakeModel(config);
   CausalLM bare_model = MakeModel(config);

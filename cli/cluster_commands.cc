@@ -21,7 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
-#include "runtime/atomic_file.h"
+#include "base/atomic_file.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
 #include "runtime/cluster/node_agent.h"

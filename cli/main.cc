@@ -10,12 +10,15 @@
 //   troupe worker ...               (internal) hosts one actor for a node agent
 //   troupe job ...                  jobs on a running cluster (cli/job_commands.h)
 //   troupe run ...                  registered by cli/run_command.cc (//cli:troupe)
+//   --log-level LEVEL               (any command) debug | info | warning | error (base/log.h)
 //
 // The actor types a cluster can run are those linked into this binary (see //cli:troupe).
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "base/log.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
 #include "cli/doctor.h"
@@ -30,7 +33,19 @@ int main(int argc, char** argv) {
   troupe::RetainFreedMemory();
   CLI::App app{"troupe: a native C++ runtime for asynchronous RL post-training"};
   app.require_subcommand(1);
+  // --log-level may also follow the subcommand (`troupe run job.yaml --log-level debug`).
+  app.fallthrough();
   int exit_code = 0;
+  // The level of this process's log lines (base/log.h) and, through TROUPE_LOG_LEVEL, of every
+  // process it starts (node agents, workers, job drivers).
+  app.add_option("--log-level", "Log level: debug, info (default), warning or error")
+      ->each([](const std::string& text) {
+        absl::StatusOr<troupe::LogLevel> level = troupe::ParseLogLevel(text);
+        if (!level.ok())
+          throw CLI::ValidationError("--log-level", std::string(level.status().message()));
+        troupe::SetLogLevel(*level);
+        ::setenv("TROUPE_LOG_LEVEL", std::string(troupe::LogLevelName(*level)).c_str(), 1);
+      });
 
   CLI::App* version = app.add_subcommand("version", "Print troupe's version");
   version->callback([] { std::printf("troupe %s\n", troupe::kTroupeVersion); });

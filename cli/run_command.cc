@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
 #include "recipes/grpo/grpo_recipe.h"
@@ -41,7 +42,6 @@
 #include "runtime/cluster/node_agent.h"
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/dashboard/job_manager.h"
-#include "runtime/status_macros.h"
 
 namespace troupe {
 namespace {

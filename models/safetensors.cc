@@ -23,10 +23,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "models/catch_torch.h"
 #include "nlohmann/json.hpp"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
 
 namespace troupe {
 namespace models {

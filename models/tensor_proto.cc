@@ -7,8 +7,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/status_macros.h"
-#include "runtime/tensor_codec.h"
+#include "base/status_macros.h"
+#include "base/tensor_codec.h"
 
 namespace troupe {
 namespace models {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/safetensors.h"
-#include "runtime/atomic_file.h"
 
 namespace troupe {
 namespace models {

@@ -9,9 +9,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "kernels/token_logprobs.h"
 #include "models/transformer.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::rollout {
 

@@ -5,7 +5,9 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/log.h"
 #include "google/protobuf/descriptor.h"
 #include "runtime/internal/call.h"
 
@@ -132,8 +134,8 @@ bool RegisterActorTypeOrDie(ActorTypeInfo info) {
     }
   }
   if (!s.ok()) {
-    std::fprintf(stderr, "troupe: cannot register actor type %s: %s\n", name.c_str(),
-                 s.ToString().c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("troupe: cannot register actor type %s: %s",
+                                           name.c_str(), s.ToString().c_str());
     std::abort();
   }
   return true;

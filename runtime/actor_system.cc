@@ -10,7 +10,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "runtime/internal/call.h"
 #include "runtime/internal/constructing.h"
 #include "runtime/internal/deadline_queue.h"
@@ -493,7 +495,8 @@ void ActorCell::OnResume(RefPtr<Continuable> task, uint64_t incarnation) {
     task->RunContinuation();
   } catch (...) {
     absl::Status s = ExceptionToStatus(std::current_exception(), "continuation");
-    std::fprintf(stderr, "troupe: %s: %s\n", core_->Describe().c_str(), s.ToString().c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("troupe: %s: %s", core_->Describe().c_str(),
+                                           s.ToString().c_str());
   }
 }
 
@@ -559,7 +562,8 @@ void ActorCell::EndInstance(const absl::Status& why) {
     try {
       instance_.reset();
     } catch (...) {
-      std::fprintf(stderr, "troupe: %s destructor threw\n", core_->Describe().c_str());
+      TROUPE_LOG(WARNING) << absl::StrFormat("troupe: %s destructor threw",
+                                             core_->Describe().c_str());
     }
   }
   context_.reset();
@@ -838,10 +842,10 @@ int64_t ActorSystem::pending_calls() const { return impl_->queue.size(); }
 
 void ActorSystem::Shutdown() {
   if (const char* actor = internal::CurrentMailboxActor(); actor != nullptr) {
-    std::fprintf(stderr,
-                 "troupe: ActorSystem::Shutdown called from inside actor %s; ignored (it would "
-                 "wait for itself). Shut down from the driver.\n",
-                 actor);
+    TROUPE_LOG(WARNING) << absl::StrFormat(
+        "troupe: ActorSystem::Shutdown called from inside actor %s; ignored (it would "
+        "wait for itself). Shut down from the driver.",
+        actor);
     return;
   }
   std::vector<std::shared_ptr<internal::ActorCore>> cores;

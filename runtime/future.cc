@@ -6,6 +6,8 @@
 #include <string>
 #include <typeinfo>
 
+#include "base/log.h"
+
 namespace troupe {
 namespace {
 
@@ -19,6 +21,14 @@ Executor* CurrentExecutor() { return current_executor; }
 namespace internal {
 
 const char* CurrentMailboxActor() { return current_mailbox_actor; }
+
+namespace {
+// Log lines written inside an actor's handler name the actor (base/log.h).
+[[maybe_unused]] const bool kLogsNameTheActor = [] {
+  SetLogContextProvider(&CurrentMailboxActor);
+  return true;
+}();
+}  // namespace
 
 ScopedActorContext::ScopedActorContext(Executor* executor, const char* mailbox_actor)
     : saved_executor_(current_executor), saved_actor_(current_mailbox_actor) {

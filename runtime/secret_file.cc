@@ -10,7 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/atomic_file.h"
+#include "base/atomic_file.h"
 
 namespace troupe {
 namespace {

@@ -31,7 +31,7 @@ namespace troupe {
 absl::Status CreatePrivateDirectory(const std::string& path);
 
 // Replaces `path` with `secret` and a newline, mode 0600 from creation on (atomic, see
-// runtime/atomic_file.h). INVALID_ARGUMENT if `secret` is not a valid secret (see ReadSecretFile).
+// base/atomic_file.h). INVALID_ARGUMENT if `secret` is not a valid secret (see ReadSecretFile).
 absl::Status WriteSecretFile(const std::string& path, absl::string_view secret);
 
 // The secret in `path`: its first line without surrounding whitespace. NOT_FOUND if there is no

@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/log.h"
 
 namespace troupe {
 namespace {
@@ -77,7 +79,8 @@ absl::StatusOr<std::string> RandomHex(int num_bytes) {
 std::string RandomHexOrDie(int num_bytes) {
   absl::StatusOr<std::string> hex = RandomHex(num_bytes);
   if (!hex.ok()) {
-    std::fprintf(stderr, "troupe: cannot make a random id: %s\n", hex.status().ToString().c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("troupe: cannot make a random id: %s",
+                                           hex.status().ToString().c_str());
     std::abort();
   }
   return *std::move(hex);

@@ -30,6 +30,15 @@ if [[ $# -eq 0 && "$cuda_home" != none && -x "$cuda_home/bin/nvcc" ]]; then
   [[ $cuda_rc -ne 0 ]] && bazel_rc=$cuda_rc
 fi
 
+# The layer order on the build graph (tools/check_layers.sh), counted as one more test.
+if [[ $# -eq 0 ]]; then
+  if tools/check_layers.sh; then
+    echo "//tools:check_layers                                                     PASSED" | tee -a "$log"
+  else
+    echo "//tools:check_layers                                                     FAILED" | tee -a "$log"
+  fi
+fi
+
 # Summary lines look like "//runtime:foo_test    (cached) PASSED in 0.1s".
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(PASSED|FLAKY)' "$log")
 failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")

@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "models/catch_torch.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::trainers {
 namespace {

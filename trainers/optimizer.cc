@@ -16,9 +16,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "models/catch_torch.h"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::trainers {
 namespace {

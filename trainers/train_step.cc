@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "models/catch_torch.h"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::trainers {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/atomic_file.h"
 #include "trainers/optimizer.h"
 #include "trainers/train_step.h"
 

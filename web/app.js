@@ -303,7 +303,7 @@
 
   // ---------------------------------------------------------------------------------------------
   // Metrics: the head serves {"series": {name: {step, time, value}}} (histograms as {step,
-  // points}); recipes/metrics' MetricsSeriesToJson shape {"scalars": {...}, "histograms": {name:
+  // points}); metrics/'s MetricsSeriesToJson shape {"scalars": {...}, "histograms": {name:
   // [{step, sum, num, ...}]}} is accepted too. Result: {name: {step: [...], value: [...]}} with
   // non-finite values as null (a gap in the chart) and histograms reduced to their mean.
 

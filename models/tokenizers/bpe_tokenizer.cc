@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "models/tokenizers/json_util.h"
 #include "models/tokenizers/unicode.h"
 #include "nlohmann/json.hpp"
-#include "runtime/status_macros.h"
 
 namespace troupe::models {
 namespace {

@@ -3,11 +3,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "models/tokenizers/bpe_tokenizer.h"
 #include "models/tokenizers/char_tokenizer.h"
 #include "models/tokenizers/json_util.h"
 #include "nlohmann/json.hpp"
-#include "runtime/status_macros.h"
 
 namespace troupe::models {
 

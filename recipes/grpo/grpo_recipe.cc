@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "actors/reference.h"
 #include "actors/replay_buffer.h"
+#include "base/status_macros.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
 #include "recipes/rl/initial_policy.h"
@@ -18,7 +19,6 @@
 #include "recipes/rl/step_metrics.h"
 #include "recipes/rl/task_prompts.h"
 #include "recipes/rl/training_feed.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::recipes {
 namespace {

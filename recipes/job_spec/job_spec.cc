@@ -22,12 +22,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "models/model_config.h"
 #include "recipes/job_spec/job_tasks.h"
 #include "recipes/job_spec/key_docs.h"
 #include "recipes/job_spec/spec_tree.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::recipes {
 namespace {

@@ -12,13 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/tiny_policy.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "models/model_config.h"
 #include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/sft/arithmetic_task.h"
 #include "recipes/sft/sft_recipe.h"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::recipes {
 namespace {

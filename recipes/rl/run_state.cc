@@ -11,8 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "actors/checkpointer.h"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 
 namespace troupe::recipes {
 namespace {

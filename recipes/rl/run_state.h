@@ -11,7 +11,7 @@
 //   - checkpoints: the recipe's state handed to the trainer, which snapshots its weights and
 //     optimizer with it for the checkpointer; the writes' outcomes (TrainStepReply.checkpoints)
 //     are tracked and Flush waits for all of them at the end;
-//   - metrics.jsonl / TensorBoard (recipes/metrics), the progress line, summary.json, and the
+//   - metrics.jsonl / TensorBoard (metrics), the progress line, summary.json, and the
 //     result the recipe returns (RunResult: accounting, counters, the curve).
 //
 // Thread-safety: not thread-safe (the driver's thread owns it).
@@ -26,11 +26,11 @@
 
 #include "absl/status/statusor.h"
 #include "actors/trainer.h"
+#include "metrics/metrics_logger.h"
+#include "metrics/progress_line.h"
 #include "nlohmann/json.hpp"
 #include "proto/rl.pb.h"
 #include "recipes/job_spec/job_spec.h"
-#include "recipes/metrics/metrics_logger.h"
-#include "recipes/metrics/progress_line.h"
 #include "recipes/recipe.h"
 
 namespace troupe::recipes {

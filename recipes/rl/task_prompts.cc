@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "recipes/sft/arithmetic_task.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::recipes {
 namespace {

@@ -12,14 +12,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
 #include "kernels/token_logprobs.h"
+#include "models/compute_threads.h"
 #include "models/tokenizers/char_tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
-#include "recipes/sft/compute_threads.h"
 #include "rollout/generation_engine.h"
-#include "runtime/atomic_file.h"
-#include "runtime/status_macros.h"
 #include "trainers/losses.h"
 #include "trainers/train_step.h"
 
@@ -183,7 +183,7 @@ absl::Status WriteCheckpoint(const SftOptions& options, const models::CausalLMIm
 
 absl::StatusOr<SftResult> RunSftImpl(const SftOptions& options,
                                      const std::function<void(const std::string&)>& log) {
-  SetComputeThreads(options.threads);
+  models::SetComputeThreads(options.threads);
   TROUPE_ASSIGN_OR_RETURN(ArithmeticTask task, ArithmeticTask::Create(options.task));
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::CharTokenizer> tokenizer,
                           models::CharTokenizer::Create(ArithmeticTask::kAlphabet));

@@ -5,9 +5,9 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/actor_library.h"
-#include "runtime/status_macros.h"
 #include "runtime/transport/resolver.h"
 #include "runtime/transport/transport_client.h"
 #include "runtime/transport/transport_common.h"

@@ -22,13 +22,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/atomic_file.h"
+#include "base/log.h"
+#include "base/status_macros.h"
 #include "proto/cluster.grpc.pb.h"
-#include "runtime/atomic_file.h"
 #include "runtime/cluster/state_store.h"
 #include "runtime/scheduler/cluster_scheduler.h"
 #include "runtime/secret_file.h"
 #include "runtime/secure_random.h"
-#include "runtime/status_macros.h"
 #include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
 
@@ -320,19 +321,19 @@ class HeadServer::Impl final : public proto::HeadService::StreamedUnaryService {
 
 void HeadServer::Impl::PersistNode(const NodeEntry& n) {
   absl::Status s = store_->Put(kNodesTable, n.info.id().id(), n.info.SerializeAsString());
-  if (!s.ok()) std::fprintf(stderr, "head: %s\n", s.ToString().c_str());
+  if (!s.ok()) TROUPE_LOG(WARNING) << absl::StrFormat("head: %s", s.ToString().c_str());
 }
 
 void HeadServer::Impl::PersistActor(const ActorEntry& a) {
   absl::Status s = store_->Put(kActorsTable, a.info.id().id(), a.info.SerializeAsString());
-  if (!s.ok()) std::fprintf(stderr, "head: %s\n", s.ToString().c_str());
+  if (!s.ok()) TROUPE_LOG(WARNING) << absl::StrFormat("head: %s", s.ToString().c_str());
 }
 
 void HeadServer::Impl::PersistGroup(const proto::PlacementGroupInfo& g) {
   absl::Status s = g.state() == proto::PG_REMOVED
                        ? store_->Delete(kGroupsTable, g.id().id())
                        : store_->Put(kGroupsTable, g.id().id(), g.SerializeAsString());
-  if (!s.ok()) std::fprintf(stderr, "head: %s\n", s.ToString().c_str());
+  if (!s.ok()) TROUPE_LOG(WARNING) << absl::StrFormat("head: %s", s.ToString().c_str());
 }
 
 absl::Status HeadServer::Impl::Recover() {
@@ -355,7 +356,8 @@ absl::Status HeadServer::Impl::Recover() {
       absl::Status s = scheduler_.AddNode(id, ToMap(n.info.total()),
                                           {n.info.labels().begin(), n.info.labels().end()});
       if (!s.ok())
-        std::fprintf(stderr, "head: restoring node %s: %s\n", id.c_str(), s.ToString().c_str());
+        TROUPE_LOG(WARNING) << absl::StrFormat("head: restoring node %s: %s", id.c_str(),
+                                               s.ToString().c_str());
     }
     nodes_[id] = std::move(n);
   }
@@ -379,8 +381,8 @@ absl::Status HeadServer::Impl::Recover() {
     }
     absl::Status s = scheduler_.RestorePlacementGroup(id, bundles, g.strategy(), placed);
     if (!s.ok()) {
-      std::fprintf(stderr, "head: restoring placement group %s: %s\n", id.c_str(),
-                   s.ToString().c_str());
+      TROUPE_LOG(WARNING) << absl::StrFormat("head: restoring placement group %s: %s", id.c_str(),
+                                             s.ToString().c_str());
     }
     groups_[id] = std::move(g);
   }
@@ -684,8 +686,8 @@ void HeadServer::Impl::ApplyGroupPlacementLocked(
 
 void HeadServer::Impl::NodeDiedLocked(NodeEntry& n, const std::string& why) {
   const std::string id = n.info.id().id();
-  std::fprintf(stderr, "head: node %s (%s) declared dead: %s\n", id.c_str(),
-               n.info.address().c_str(), why.c_str());
+  TROUPE_LOG(WARNING) << absl::StrFormat("head: node %s (%s) declared dead: %s", id.c_str(),
+                                         n.info.address().c_str(), why.c_str());
   n.info.set_state(proto::NODE_DEAD);
   PersistNode(n);
   absl::StatusOr<scheduler::NodeRemoval> removal = scheduler_.RemoveNode(id);
@@ -762,8 +764,9 @@ grpc::Status HeadServer::Impl::HandleRegisterNode(grpc::ServerContext* ctx,
     }
   }
   PersistNode(n);
-  std::fprintf(stderr, "head: node %s registered from %s with %s\n", id.c_str(),
-               req->address().c_str(), ResourcesString(req->total()).c_str());
+  TROUPE_LOG(INFO) << absl::StrFormat("head: node %s registered from %s with %s", id.c_str(),
+                                      req->address().c_str(),
+                                      ResourcesString(req->total()).c_str());
   TryPlacePendingLocked();
   reply->mutable_node_id()->set_id(id);
   reply->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));

@@ -20,15 +20,17 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/atomic_file.h"
+#include "base/log.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
-#include "runtime/atomic_file.h"
 #include "runtime/machine.h"
 #include "runtime/secret_file.h"
-#include "runtime/status_macros.h"
 #include "runtime/subprocess.h"
 #include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
@@ -352,21 +354,23 @@ void NodeAgent::Impl::HeartbeatLoop() {
     grpc::Status s = CallHead(&proto::HeadService::Stub::Heartbeat, req, &reply, absl::Seconds(2));
     if (!s.ok()) {
       if (!warned) {
-        std::fprintf(stderr, "node %s: heartbeat to %s failed (%s); retrying\n", node_id_.c_str(),
-                     options_.head_address.c_str(), s.error_message().c_str());
+        TROUPE_LOG(WARNING) << absl::StrFormat("node %s: heartbeat to %s failed (%s); retrying",
+                                               node_id_.c_str(), options_.head_address.c_str(),
+                                               s.error_message().c_str());
         warned = true;
       }
       continue;
     }
     if (warned) {
-      std::fprintf(stderr, "node %s: the head at %s is back\n", node_id_.c_str(),
-                   options_.head_address.c_str());
+      TROUPE_LOG(INFO) << absl::StrFormat("node %s: the head at %s is back", node_id_.c_str(),
+                                          options_.head_address.c_str());
       warned = false;
     }
     if (reply.reregister()) {
       absl::Status r = Register();
       if (!r.ok())
-        std::fprintf(stderr, "node %s: re-register: %s\n", node_id_.c_str(), r.ToString().c_str());
+        TROUPE_LOG(WARNING) << absl::StrFormat("node %s: re-register: %s", node_id_.c_str(),
+                                               r.ToString().c_str());
     }
     absl::MutexLock lock(&mu_);
     for (const proto::RunningWorker& k : reply.kill()) {

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/actor_library.h"
@@ -77,7 +79,7 @@ void PublishCallStats(Cluster* cluster, const transport::ActorTransportServer* s
 }
 
 int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "troupe worker: %s\n", message.c_str());
+  TROUPE_LOG(WARNING) << absl::StrFormat("troupe worker: %s", message.c_str());
   std::fflush(stderr);
   return code;
 }
@@ -116,8 +118,8 @@ int RunWorker(const WorkerArgs& args) {
   options.resources = spec.resources();
   options.previous_restarts = start.num_restarts();
   if (spec.nice() > 0 && ::setpriority(PRIO_PROCESS, 0, std::min(19, spec.nice())) != 0) {
-    std::fprintf(stderr, "troupe worker: setpriority(%d) failed; running at the default\n",
-                 spec.nice());
+    TROUPE_LOG(WARNING) << absl::StrFormat(
+        "troupe worker: setpriority(%d) failed; running at the default", spec.nice());
   }
   if (spec.default_call_timeout_ms() > 0) {
     options.default_call_timeout = absl::Milliseconds(spec.default_call_timeout_ms());
@@ -178,12 +180,14 @@ int RunWorker(const WorkerArgs& args) {
       (*cluster)->ReportActorStarted(args.actor_id, (*server)->address(), args.incarnation);
   if (!keep.ok()) return Fail(5, keep.status().ToString());
   if (!*keep) {
-    std::fprintf(stderr, "troupe worker: the head no longer wants incarnation %d of %s; exiting\n",
-                 args.incarnation, args.actor_id.c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat(
+        "troupe worker: the head no longer wants incarnation %d of %s; exiting", args.incarnation,
+        args.actor_id.c_str());
     return 0;
   }
-  std::fprintf(stderr, "troupe worker: %s '%s' (%s) serving at %s\n", spec.type_name().c_str(),
-               spec.name().c_str(), args.actor_id.c_str(), (*server)->address().c_str());
+  TROUPE_LOG(INFO) << absl::StrFormat("troupe worker: %s '%s' (%s) serving at %s",
+                                      spec.type_name().c_str(), spec.name().c_str(),
+                                      args.actor_id.c_str(), (*server)->address().c_str());
   std::fflush(stderr);
 
   absl::Notification stop_stats;

@@ -21,9 +21,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "runtime/collective/kv_c10d_store.h"
 #include "runtime/collective/shm_ring.h"
-#include "runtime/status_macros.h"
 
 #ifdef TROUPE_WITH_NCCL
 #include "runtime/collective/nccl_communicator.h"

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace troupe::collective {
 namespace {

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "runtime/collective/shm_segment.h"
-#include "runtime/status_macros.h"
 
 namespace troupe::collective {
 namespace {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "metrics/metrics_reader.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.pb.h"
-#include "recipes/metrics/metrics_reader.h"
 #include "runtime/dashboard/call_graph.h"
 #include "runtime/dashboard/head_api.h"
 #include "runtime/dashboard/job_manager.h"
@@ -41,7 +41,7 @@ nlohmann::json ActorJson(const proto::ActorInfo& actor, absl::Time now,
 //  status_message, job_id}
 nlohmann::json PlacementGroupJson(const proto::PlacementGroupInfo& group);
 
-// The /api/jobs/ID/metrics body, from recipes/metrics' MetricsSeriesToJson reshaped into one
+// The /api/jobs/ID/metrics body, from metrics' MetricsSeriesToJson reshaped into one
 // "series" map:
 //   {"last_step": N, "records": R,
 //    "series": {"<scalar>": {"step": [...], "time": [...], "value": [...]},

@@ -22,12 +22,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "base/atomic_file.h"
+#include "base/log.h"
 #include "httplib.h"
-#include "recipes/metrics/metrics_reader.h"
-#include "runtime/atomic_file.h"
+#include "metrics/metrics_reader.h"
 #include "runtime/cluster/worker_main.h"
 #include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/call_graph.h"
@@ -611,7 +613,7 @@ void DashboardServer::Impl::SampleOnce() {
     absl::StatusOr<std::string> value = head_->KvGet(key);
     if (!value.ok()) continue;
     absl::Status s = graph_.Observe(actor_id, *value, now);
-    if (!s.ok()) std::fprintf(stderr, "dashboard: %s\n", s.ToString().c_str());
+    if (!s.ok()) TROUPE_LOG(WARNING) << absl::StrFormat("dashboard: %s", s.ToString().c_str());
     if (dead.count(actor_id) > 0) {
       // A dead actor's worker publishes no more: read once more, then keep the last totals.
       absl::MutexLock lock(&actors_mu_);

@@ -19,8 +19,8 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
-#include "recipes/job_spec/job_spec.h"
 #include "runtime/dashboard/fake_head_api.h"
+#include "runtime/dashboard/job_spec_checker.h"
 #include "runtime/dashboard/raw_http_client.h"
 #include "runtime/dashboard/web_files.h"
 
@@ -307,7 +307,7 @@ TEST_F(DashboardServerTest, MalformedAndHugeBodiesAreRefusedAndTheServerKeepsSer
 TEST_F(DashboardServerTest, AnInvalidSpecGets400WithTheMessageTroupeRunPrints) {
   const std::string bad = std::string(kSpec) + "algorithm:\n  n: eight\n";
   const std::string expected =
-      std::string(recipes::ParseJobSpec(bad, "grpo.yaml", {}).status().message());
+      std::string(RegisteredJobSpecChecker()->Name(bad, "grpo.yaml", {}).status().message());
   ASSERT_TRUE(absl::StartsWith(expected, "grpo.yaml:9:")) << expected;
   auto [status, body] =
       PostJson("/api/jobs/", nlohmann::json{{"spec", bad}, {"filename", "grpo.yaml"}}.dump());

@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::dashboard {
@@ -444,7 +445,7 @@ class GuardedHttpServer::Gate {
       }
       const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
       if (ready < 0 && errno != EINTR) {
-        std::fprintf(stderr, "GuardedHttpServer: poll: %s\n", std::strerror(errno));
+        TROUPE_LOG(WARNING) << absl::StrFormat("GuardedHttpServer: poll: %s", std::strerror(errno));
         absl::SleepFor(absl::Milliseconds(10));
         continue;
       }

@@ -12,9 +12,11 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "recipes/job_spec/job_spec.h"
-#include "runtime/atomic_file.h"
+#include "base/atomic_file.h"
+#include "base/log.h"
+#include "runtime/dashboard/job_spec_checker.h"
 #include "runtime/secure_random.h"
 #include "runtime/subprocess.h"
 
@@ -177,8 +179,8 @@ absl::Status JobManager::Recover() {
     nlohmann::json j = nlohmann::json::parse(*value, nullptr, /*allow_exceptions=*/false);
     absl::StatusOr<JobInfo> job = JobFromJson(j);
     if (!job.ok()) {
-      std::fprintf(stderr, "dashboard: ignoring KV entry %s: %s\n", key.c_str(),
-                   std::string(job.status().message()).c_str());
+      TROUPE_LOG(WARNING) << absl::StrFormat("dashboard: ignoring KV entry %s: %s", key.c_str(),
+                                             std::string(job.status().message()).c_str());
       continue;
     }
     if (!IsTerminal(job->status)) {
@@ -220,8 +222,8 @@ void JobManager::Persist(const std::string& job_id) {
   }
   absl::Status s = head_->KvPut(kJobKeyPrefix + job_id, value);
   if (!s.ok()) {
-    std::fprintf(stderr, "dashboard: cannot record job %s in the KV store: %s\n", job_id.c_str(),
-                 s.ToString().c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("dashboard: cannot record job %s in the KV store: %s",
+                                           job_id.c_str(), s.ToString().c_str());
   }
 }
 
@@ -238,19 +240,24 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
         "resume and overwrite exclude each other: resume continues a run, overwrite starts over");
   }
   const std::string source = source_name.empty() ? "job.yaml" : std::string(source_name);
+  const JobSpecChecker* checker =
+      options_.spec_checker != nullptr ? options_.spec_checker : RegisteredJobSpecChecker();
+  if (checker == nullptr) {
+    return absl::UnimplementedError("this program has no job spec checker, so it takes no jobs");
+  }
   // The checks (and messages) of `troupe run`, bounded before anything is parsed.
-  absl::StatusOr<recipes::JobSpec> spec = recipes::ParseJobSpec(yaml_text, source, overrides);
-  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::string> name = checker->Name(yaml_text, source, overrides);
+  if (!name.ok()) return name.status();
 
   JobInfo job;
-  job.job_id = absl::StrCat(spec->name, "-", RandomHexOrDie(4));
-  job.name = spec->name;
+  job.job_id = absl::StrCat(*name, "-", RandomHexOrDie(4));
+  job.name = *name;
   job.job_dir = absl::StrCat(options_.state_dir, "/jobs/", job.job_id);
   job.logging_dir = job.job_dir + "/run";
   job.resume_of = submit.resume;
   job.overwrite = submit.overwrite;
   if (!submit.resume.empty()) {
-    absl::StatusOr<std::string> run_dir = ResumableRunDir(submit.resume, spec->name);
+    absl::StatusOr<std::string> run_dir = ResumableRunDir(submit.resume, *name);
     if (!run_dir.ok()) return run_dir.status();
     job.logging_dir = *run_dir;
   }
@@ -258,31 +265,30 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
   std::vector<std::string> resolved_overrides = overrides;
   resolved_overrides.push_back(
       absl::StrCat("logging.dir=", nlohmann::json(job.logging_dir).dump()));
-  absl::StatusOr<recipes::JobSpec> resolved =
-      recipes::ParseJobSpec(yaml_text, source, resolved_overrides);
-  if (!resolved.ok()) return resolved.status();
-  // Where the job may read and write, checked before any of its files is read.
+  // Where the job may read and write: its own directories and the path roots.
   std::vector<std::string> roots = {job.job_dir, job.logging_dir};
   roots.insert(roots.end(), options_.path_roots.begin(), options_.path_roots.end());
   std::error_code ec;
   const std::string cwd = std::filesystem::current_path(ec).string();
-  if (absl::Status s = recipes::CheckPathsWithin(*resolved, cwd, roots); !s.ok()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        s.message(), options_.path_roots.empty()
-                         ? "\n(a submitted job may only use its own directory; start the head "
-                           "with --job-path-roots DIR,... to allow more)"
-                         : ""));
-  }
-  if (absl::Status s = recipes::ValidateFiles(*resolved); !s.ok()) return s;
   absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
   if (!status.ok()) return status.status();
-  std::vector<recipes::NodeResources> nodes;
+  std::vector<std::map<std::string, double>> nodes;
   for (const proto::NodeInfo& n : status->nodes()) {
     if (n.state() == proto::NODE_ALIVE) {
       nodes.push_back({n.total().amounts().begin(), n.total().amounts().end()});
     }
   }
-  if (absl::Status s = recipes::CheckResourcesFit(*resolved, nodes); !s.ok()) return s;
+  absl::StatusOr<std::string> resolved =
+      checker->Resolve(yaml_text, source, resolved_overrides, cwd, roots, nodes);
+  if (resolved.status().code() == absl::StatusCode::kPermissionDenied) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(resolved.status().message(),
+                     options_.path_roots.empty()
+                         ? "\n(a submitted job may only use its own directory; start the head "
+                           "with --job-path-roots DIR,... to allow more)"
+                         : ""));
+  }
+  if (!resolved.ok()) return resolved.status();
 
   job.submitted_ms = NowMs();
   std::filesystem::create_directories(job.job_dir, ec);
@@ -290,8 +296,7 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
   if (ec) {
     return absl::InternalError(absl::StrCat("cannot create ", job.logging_dir, ": ", ec.message()));
   }
-  if (absl::Status s = WriteFileAtomically(job.job_dir + "/job.yaml", recipes::ToYaml(*resolved));
-      !s.ok()) {
+  if (absl::Status s = WriteFileAtomically(job.job_dir + "/job.yaml", *resolved); !s.ok()) {
     return s;
   }
   {
@@ -423,16 +428,17 @@ void JobManager::Launch(const std::string& job_id) {
 void JobManager::KillActorsOf(const std::string& job_id) {
   absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
   if (!status.ok()) {
-    std::fprintf(stderr, "dashboard: cannot list the actors of job %s: %s\n", job_id.c_str(),
-                 status.status().ToString().c_str());
+    TROUPE_LOG(WARNING) << absl::StrFormat("dashboard: cannot list the actors of job %s: %s",
+                                           job_id.c_str(), status.status().ToString().c_str());
     return;
   }
   for (const proto::ActorInfo& a : status->actors()) {
     if (a.spec().job_id().id() != job_id || a.state() == proto::DEAD) continue;
     absl::Status s = head_->KillActor(a.id().id());
     if (!s.ok()) {
-      std::fprintf(stderr, "dashboard: cannot kill actor %s of job %s: %s\n", a.id().id().c_str(),
-                   job_id.c_str(), s.ToString().c_str());
+      TROUPE_LOG(WARNING) << absl::StrFormat("dashboard: cannot kill actor %s of job %s: %s",
+                                             a.id().id().c_str(), job_id.c_str(),
+                                             s.ToString().c_str());
     }
   }
 }

@@ -11,13 +11,15 @@
 // prefixes their names (<id>/trainer, ...). Relative paths in the spec are relative to the head's
 // working directory, which the driver inherits.
 //
-// What a submitted spec may touch: someone else wrote it, so every path-valued key
-// (recipes::PathKeys: logging.dir, actors.checkpointer.dir, sft.dir, model.config, model.init,
+// The spec is checked by the application's JobSpecChecker (job_spec_checker.h; the troupe
+// binary's is the job spec's own, recipes/job_spec): its name first, then the spec resolved with
+// logging.dir set, its paths confined, its files and its resources against the alive nodes.
+// What a submitted spec may touch: someone else wrote it, so every path it names (for the job
+// spec's checker: logging.dir, actors.checkpointer.dir, sft.dir, model.config, model.init,
 // model.tokenizer, path keys of data and actor configs) must resolve, symlinks and ".." followed,
 // inside the job's directory (its run directory) or one of options.path_roots (`troupe start
 // --head --job-path-roots`). This is checked before any file of the spec is read; otherwise the
 // job is refused with PERMISSION_DENIED naming each key, its YAML line and the allowed roots.
-// The spec itself is bounded like any (recipes::kMaxJobSpecBytes, node count) before parsing.
 //
 // Resuming (SubmitOptions.resume = an earlier job's id; `troupe job submit --resume ID`, like
 // verl's resume from a run's checkpoint directory): the new job (new id, own job.yaml and
@@ -70,6 +72,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "runtime/dashboard/head_api.h"
+#include "runtime/dashboard/job_spec_checker.h"
 
 namespace troupe::dashboard {
 
@@ -124,6 +127,8 @@ struct JobManagerOptions {
   // Directories besides the job's own where a submitted job's paths may lie (see above); relative
   // ones are relative to this process's working directory.
   std::vector<std::string> path_roots;
+  // What checks a submitted spec (job_spec_checker.h); nullptr = the registered one.
+  const JobSpecChecker* spec_checker = nullptr;
 };
 
 // How a job is submitted, beyond its spec.

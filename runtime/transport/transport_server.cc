@@ -14,7 +14,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "grpc/grpc.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
@@ -978,8 +980,9 @@ void ActorTransportServer::Shutdown() {
     absl::MutexLock lock(&shared.mu);
     while (!shared.mu.AwaitWithTimeout(absl::Condition(&shared, &ServerShared::NoneLive),
                                        absl::Seconds(10))) {
-      std::fprintf(stderr, "troupe transport server %s: %d streams still finishing\n",
-                   shared.address.c_str(), shared.live);
+      TROUPE_LOG(WARNING) << absl::StrFormat(
+          "troupe transport server %s: %d streams still finishing", shared.address.c_str(),
+          shared.live);
     }
   }
   shared.cq->Shutdown();

@@ -331,5 +331,27 @@ TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {
   EXPECT_TRUE(absl::StrContains(out, "--head")) << out;
 }
 
+// --log-level is taken before or after the subcommand; a bad level is refused, naming the flag;
+// a bad TROUPE_LOG_LEVEL is said, not ignored.
+TEST(TroupeCli, LogLevelIsCheckedAndTakenAnywhere) {
+  auto [rc, out] =
+      RunCommand({kTroupe, "--log-level", "loud", "version"}, "/tmp/troupe-cli-test-level.out");
+  EXPECT_NE(rc, 0);
+  EXPECT_TRUE(absl::StrContains(out,
+                                "--log-level: expected debug, info, warning or error, "
+                                "got 'loud'"))
+      << out;
+  auto [rc2, out2] =
+      RunCommand({kTroupe, "version", "--log-level", "warning"}, "/tmp/troupe-cli-test-level2.out");
+  EXPECT_EQ(rc2, 0) << out2;
+  auto [rc3, out3] = RunCommand({"/usr/bin/env", "TROUPE_LOG_LEVEL=shouty", kTroupe, "version"},
+                                "/tmp/troupe-cli-test-level3.out");
+  EXPECT_EQ(rc3, 0) << out3;
+  EXPECT_TRUE(absl::StrContains(out3,
+                                "TROUPE_LOG_LEVEL: expected debug, info, warning or error, "
+                                "got 'shouty'; logging at info"))
+      << out3;
+}
+
 }  // namespace
 }  // namespace troupe::tests

@@ -10,7 +10,7 @@
 // The cluster: three nodes (one DEAD); job-0002 is a RUNNING GRPO job with seven actors (two
 // RolloutWorkers, RewardServer, Reference, Trainer, ReplayBuffer, Checkpointer) whose metrics come
 // in the contract's {"series": ...} shape; job-0001 is a SUCCEEDED smoke run whose three actors are
-// DEAD and whose metrics come in recipes/metrics' MetricsSeriesToJson shape ({"scalars",
+// DEAD and whose metrics come in metrics/'s MetricsSeriesToJson shape ({"scalars",
 // "histograms"}, non-finite values as "NaN" strings); job-0003 is PENDING with one PENDING actor.
 import {createHash} from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -252,7 +252,7 @@ function metricsBody(steps, startSeconds) {
   return {series};
 }
 
-// The same series in MetricsSeriesToJson's shape (recipes/metrics/metrics_reader.h), with the
+// The same series in MetricsSeriesToJson's shape (metrics/metrics_reader.h), with the
 // loss at step 7 non-finite ("NaN", as metrics.jsonl writes it).
 function metricsReaderBody(steps, startSeconds) {
   const {series} = metricsBody(steps, startSeconds);

@@ -1,0 +1,86 @@
+#include "metrics/append_file.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troupe::metrics {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return std::string(::testing::TempDir()) + "/append_file_test_" + name;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST(AppendFile, AppendsAfterWhatTheFileAlreadyHolds) {
+  const std::string path = TempPath("appends");
+  std::ofstream(path) << "old\n";
+  {
+    absl::StatusOr<std::unique_ptr<AppendFile>> file = AppendFile::Open(path, false);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ((*file)->size(), 4);
+    ASSERT_TRUE((*file)->Append("one\n").ok());
+    // Visible to another reader before the file is closed.
+    EXPECT_EQ(ReadAll(path), "old\none\n");
+    ASSERT_TRUE((*file)->Append("two\n").ok());
+    EXPECT_EQ((*file)->size(), 12);
+  }
+  EXPECT_EQ(ReadAll(path), "old\none\ntwo\n");
+}
+
+TEST(AppendFile, ExclusiveOpenRefusesAnExistingFile) {
+  const std::string path = TempPath("exclusive");
+  std::ofstream(path) << "x";
+  EXPECT_EQ(AppendFile::Open(path, true).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(AppendFile, OpeningInAMissingDirectoryNamesThePath) {
+  const std::string path = TempPath("no/such/dir/file");
+  absl::StatusOr<std::unique_ptr<AppendFile>> file = AppendFile::Open(path, false);
+  ASSERT_FALSE(file.ok());
+  EXPECT_THAT(file.status().message(), HasSubstr(path));
+}
+
+TEST(AppendFile, AFailedAppendLeavesTheFileAsItWas) {
+  const std::string path = TempPath("rollback");
+  std::remove(path.c_str());
+  absl::StatusOr<std::unique_ptr<AppendFile>> file = AppendFile::Open(path, false);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Append("line one\n").ok());
+
+  // A file size limit of 16 bytes makes the next 20-byte append stop part-way with EFBIG.
+  struct sigaction ignore = {}, previous = {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status status = (*file)->Append("a twenty byte line\n\n");
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  ::sigaction(SIGXFSZ, &previous, nullptr);
+
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_EQ(ReadAll(path), "line one\n");
+  ASSERT_TRUE((*file)->Append("line two\n").ok());
+  EXPECT_EQ(ReadAll(path), "line one\nline two\n");
+}
+
+}  // namespace
+}  // namespace troupe::metrics

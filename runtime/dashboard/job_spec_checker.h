@@ -1,0 +1,57 @@
+// JobSpecChecker: what the application checks about a job spec submitted to the head
+// (`troupe job submit`), injected so that the runtime knows nothing of job specs. The job
+// manager asks it for the job's name, then for the spec resolved and checked the way `troupe
+// run` would check it. The application registers one (recipes/job_spec's does, in the troupe
+// binary); a program without one refuses submissions with UNIMPLEMENTED.
+//
+//   class MyChecker : public JobSpecChecker { ... };
+//   static const bool registered = [] {
+//     RegisterJobSpecChecker(std::make_unique<MyChecker>());
+//     return true;
+//   }();
+//
+// Thread-safety: registration happens during static initialisation; checkers are immutable and
+// called from any thread.
+#ifndef TROUPE_RUNTIME_DASHBOARD_JOB_SPEC_CHECKER_H_
+#define TROUPE_RUNTIME_DASHBOARD_JOB_SPEC_CHECKER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace troupe::dashboard {
+
+class JobSpecChecker {
+ public:
+  virtual ~JobSpecChecker() = default;
+
+  // The job's name, or the spec's errors as `troupe run` reports them ("job.yaml:7:6:
+  // algorithm.n: ..."). `source_name` locates them; `overrides` are "key.path=VALUE".
+  virtual absl::StatusOr<std::string> Name(absl::string_view yaml_text,
+                                           absl::string_view source_name,
+                                           const std::vector<std::string>& overrides) const = 0;
+
+  // The spec with `overrides` (the job manager's set logging.dir) resolved and checked: every
+  // path it names within `roots` (relative paths against `cwd`; PERMISSION_DENIED naming the
+  // path), its files, its resources against the alive `nodes` ({"CPU": 4, ...} each). Returns
+  // the resolved spec as the YAML to record beside the job.
+  virtual absl::StatusOr<std::string> Resolve(
+      absl::string_view yaml_text, absl::string_view source_name,
+      const std::vector<std::string>& overrides, const std::string& cwd,
+      const std::vector<std::string>& roots,
+      const std::vector<std::map<std::string, double>>& nodes) const = 0;
+};
+
+// Makes `checker` the one RegisteredJobSpecChecker returns (a later registration replaces it).
+void RegisterJobSpecChecker(std::unique_ptr<JobSpecChecker> checker);
+
+// The registered checker, or nullptr.
+const JobSpecChecker* RegisteredJobSpecChecker();
+
+}  // namespace troupe::dashboard
+
+#endif  // TROUPE_RUNTIME_DASHBOARD_JOB_SPEC_CHECKER_H_
