@@ -65,7 +65,8 @@ bool UsableAsIs(const JobSpec& spec) {
 // <logging.dir>/init assembled for model.init's path: links to its weights (the .safetensors
 // file, or the directory's shards and index), to model.config or the directory's config.json and
 // to the directory's tokenizer.json, or model.tokenizer's text. Rewritten on every start (links
-// cost nothing), so a resumed run reads the same files.
+// cost nothing), so a resumed run reads the same files. Called after CheckInitialPolicy, which
+// checks the tokenizer against the model.
 absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::Tokenizer* tokenizer,
                                            const std::string& tokenizer_json) {
   const fs::path from(spec.model.init_path);
@@ -73,13 +74,6 @@ absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::To
   const bool is_dir = fs::is_directory(from, ec);
   const fs::path config =
       spec.model.config.empty() ? from / "config.json" : fs::path(spec.model.config);
-  TROUPE_ASSIGN_OR_RETURN(models::ModelConfig model, models::LoadModelConfig(config.string()));
-  if (tokenizer != nullptr && tokenizer->vocab_size() > model.vocab_size) {
-    return spec.ErrorAt("model.tokenizer",
-                        absl::StrCat(spec.model.tokenizer, " has ", tokenizer->vocab_size(),
-                                     " tokens, more than the model's vocab_size (",
-                                     model.vocab_size, ", ", config.string(), ")"));
-  }
   if (tokenizer == nullptr && !(is_dir && fs::exists(from / "tokenizer.json", ec))) {
     return spec.ErrorAt("model.init", absl::StrCat(from.string(),
                                                    " comes without a tokenizer.json: set "
