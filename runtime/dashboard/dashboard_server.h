@@ -45,7 +45,7 @@
 //                                         "edges": [{source, target, kind, method, rate,
 //                                         bytes_per_s, staleness, calls, bytes, errors}]}
 //   GET  /metrics                       Prometheus text (troupe_* families)
-//   GET  /, /app.js, ...                the web dashboard's files (built in; see web_dir below)
+//   GET  /, /js/main.js, ...            the web dashboard's files (built in; see web_dir below)
 //
 // Admission, in this order, before anything else is done for a request:
 //   1. Host: a request whose Host header names something else than this dashboard gets 403

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -759,24 +761,68 @@ TEST_F(DashboardServerTest, TheBuiltInWebDashboardIsServedWhateverTheWorkingDire
   httplib::Result index = c.Get("/");
   ASSERT_TRUE(index);
   EXPECT_EQ(index->status, 200);
-  EXPECT_TRUE(absl::StrContains(index->body, "app.js")) << index->body.substr(0, 300);
+  // The app is ES modules: the entry point is a module script (the others are its imports).
+  EXPECT_TRUE(absl::StrContains(index->body, R"(<script type="module" src="js/main.js">)"))
+      << index->body;
   EXPECT_TRUE(absl::StartsWith(index->get_header_value("Content-Type"), "text/html"));
-  httplib::Result app = c.Get("/app.js");
+  httplib::Result app = c.Get("/js/main.js");
   ASSERT_TRUE(app);
   EXPECT_EQ(app->status, 200);
   EXPECT_TRUE(absl::StartsWith(app->get_header_value("Content-Type"), "text/javascript"));
   bool found = false;
   for (const WebFile& f : WebFiles()) {
-    if (f.path == "app.js") found = f.data == app->body;
+    if (f.path == "js/main.js") found = f.data == app->body;
   }
   EXPECT_TRUE(found);
   // Unchanged since the browser's copy: 304.
-  httplib::Result again = c.Get("/app.js", {{"If-None-Match", app->get_header_value("ETag")}});
+  httplib::Result again = c.Get("/js/main.js", {{"If-None-Match", app->get_header_value("ETag")}});
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 304);
   EXPECT_EQ(c.Get("/vendor/uplot/uPlot.min.css")->status, 200);
   EXPECT_EQ(c.Get("/no-such-file.js")->status, 404);
   EXPECT_EQ(c.Get("/api/nodes")->status, 200);
+}
+
+// Browsers refuse a module script served with a type other than JavaScript's, and a module whose
+// import is missing breaks the whole page: every module of the built-in app is served as
+// text/javascript, and every relative import names a built-in file.
+TEST_F(DashboardServerTest, TheBuiltInDashboardsModulesAreServedAsJavaScriptAndResolve) {
+  ::unsetenv("TROUPE_WEB_DIR");
+  std::unique_ptr<DashboardServer> server = StartAnother({});
+  ASSERT_NE(server, nullptr);
+  httplib::Client c("127.0.0.1", server->port());
+  std::set<std::string> paths;
+  for (const WebFile& f : WebFiles()) paths.insert(std::string(f.path));
+  const std::regex kImport(R"(\bfrom '\./([A-Za-z0-9_./-]+)')");
+  int modules = 0;
+  for (const WebFile& f : WebFiles()) {
+    if (!absl::StartsWith(f.path, "js/") || !absl::EndsWith(f.path, ".js")) continue;
+    ++modules;
+    httplib::Result r = c.Get(absl::StrCat("/", f.path));
+    ASSERT_TRUE(r) << f.path;
+    EXPECT_EQ(r->status, 200) << f.path;
+    EXPECT_TRUE(absl::StartsWith(r->get_header_value("Content-Type"), "text/javascript"))
+        << f.path << ": " << r->get_header_value("Content-Type");
+    const std::string text(f.data);
+    for (std::sregex_iterator it(text.begin(), text.end(), kImport), end; it != end; ++it) {
+      EXPECT_TRUE(paths.count(absl::StrCat("js/", (*it)[1].str())))
+          << f.path << " imports " << (*it)[1].str() << ", which is not built in";
+    }
+  }
+  EXPECT_GT(modules, 1);
+  EXPECT_TRUE(paths.count("js/main.js"));
+}
+
+// The same for a web directory (served by httplib's mount point), in a subdirectory.
+TEST_F(DashboardServerTest, AWebDirsModuleInASubdirectoryIsServedAsJavaScript) {
+  std::filesystem::create_directories(dir_ + "/web/js");
+  std::ofstream(dir_ + "/web/js/mod.js") << "export const x = 1;\n";
+  httplib::Result r = client_->Get("/js/mod.js");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "export const x = 1;\n");
+  EXPECT_TRUE(absl::StartsWith(r->get_header_value("Content-Type"), "text/javascript"))
+      << r->get_header_value("Content-Type");
 }
 
 TEST_F(DashboardServerTest, TroupeWebDirServesThatDirectoryAndABadOneIsNamed) {

@@ -1,5 +1,5 @@
 // Fixture head for the dashboard test: serves web/ and deterministic answers for every endpoint of
-// the dashboard's REST contract (see web/app.js and issue 7), so the browser test runs without a
+// the dashboard's REST contract (see web/js/ and issue 7), so the browser test runs without a
 // cluster. Each GET of a running job's metrics adds STEPS_PER_POLL training steps, and its driver
 // log gains one line per step, so a test can watch charts and the log grow between polls.
 //

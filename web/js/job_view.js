@@ -1,0 +1,393 @@
+// The job view (#/jobs/ID): header, actor graph with its details panel (actor, channel or driver),
+// metric charts and the driver log, refreshed by the poller.
+//
+// Exports: jobView (a view, with pollMs: slower once the job has ended and its log is read).
+// Sets window.troupeGraph to the graph's cytoscape instance while mounted.
+
+import {refreshNodeNames, renderActorDetails, renderPanelMessage} from './actor_details.js';
+import {enc, getJson, request, settle} from './api.js';
+import {JobCharts, normalizeMetrics, renderMetricTable} from './charts.js';
+import {
+  $,
+  badge,
+  el,
+  fmtBytes,
+  fmtDuration,
+  fmtNumber,
+  fmtRate,
+  fmtTime,
+  followBottom,
+  isNum,
+  kvTable,
+} from './format.js';
+import {createGraph, placeEdgeLabels, renderLegend, syncGraph} from './graph.js';
+import {jobDuration, TERMINAL_JOB_STATES} from './jobs_view.js';
+import {POLL_FINISHED_MS, POLL_MS} from './poller.js';
+
+const LOG_KEEP_CHARS = 512 * 1024;
+
+export const jobView = {
+  section: 'view-job',
+  jobId: null,
+  job: null,
+  cy: null,
+  charts: null, // JobCharts
+  resizeObserver: null,
+  selection: null, // {type: 'actor' | 'edge' | 'driver', id}
+  logOffset: 0,
+  logDecoder: null,
+  logDone: false,
+  metrics: {},
+  notFound: false,
+
+  mount(route) {
+    this.token = {}; // Identifies this mount: late answers for an earlier mount are dropped.
+    this.jobId = route.jobId;
+    this.job = null;
+    this.selection = null;
+    this.logOffset = 0;
+    this.logDecoder = new TextDecoder();
+    this.logDone = false;
+    this.metrics = {};
+    this.notFound = false;
+    $('#job-header').replaceChildren(el('h1', {class: 'job-title', text: `Job ${this.jobId}`}));
+    const log = $('#job-log');
+    log.textContent = '';
+    log.dataset.offset = '0';
+    $('#metrics-step').textContent = '';
+    $('#metric-values tbody').replaceChildren();
+    renderPanelMessage(
+      $('#details-panel'),
+      'Click an actor in the graph to see its details and log tail.',
+    );
+    this.mountGraph();
+    this.mountCharts();
+  },
+
+  unmount() {
+    if (this.cy) this.cy.destroy();
+    this.cy = null;
+    window.troupeGraph = null;
+    if (this.charts) this.charts.destroy();
+    this.charts = null;
+    if (this.resizeObserver) this.resizeObserver.disconnect();
+    this.resizeObserver = null;
+  },
+
+  pollMs() {
+    return this.notFound || (this.job && TERMINAL_JOB_STATES.has(this.job.status) && this.logDone)
+      ? POLL_FINISHED_MS
+      : POLL_MS;
+  },
+
+  mountGraph() {
+    renderLegend($('#graph-legend'));
+    this.cy = createGraph($('#graph'));
+    window.troupeGraph = this.cy;
+    this.cy.on('tap', 'node', (e) => this.selectVertex(e.target));
+    this.cy.on('dragfree', 'node', (e) => placeEdgeLabels(e.target.connectedEdges()));
+    this.cy.on('tap', 'edge', (e) => this.selectEdge(e.target));
+    this.cy.on('tap', (e) => {
+      if (e.target === this.cy) this.clearSelection();
+    });
+    $('#graph-fit').onclick = () => this.cy && this.cy.fit(undefined, 24);
+  },
+
+  mountCharts() {
+    const grid = $('#chart-grid');
+    this.charts = new JobCharts(grid);
+    this.resizeObserver = new ResizeObserver(() => {
+      if (this.charts) this.charts.resize();
+      if (this.cy) this.cy.resize();
+    });
+    this.resizeObserver.observe(grid);
+    this.resizeObserver.observe($('#graph'));
+  },
+
+  async refresh() {
+    const id = enc(this.jobId);
+    const token = this.token;
+    const selection = this.selection;
+    const r = await settle({
+      job: getJson(`api/jobs/${id}`),
+      graph: getJson(`api/graph?job=${id}`),
+      metrics: getJson(`api/jobs/${id}/metrics`),
+      log: this.logDone ? undefined : this.fetchLog(token),
+      actor:
+        selection && selection.type === 'actor'
+          ? getJson(`api/actors/${enc(selection.id)}`)
+          : undefined,
+      nodes: refreshNodeNames(),
+    });
+    if (token !== this.token) return;
+    const {errors} = r;
+    if (r.job) {
+      this.job = r.job;
+      this.renderHeader();
+    } else if (errors.job && errors.job.status === 404) {
+      this.notFound = true;
+      $('#job-header').replaceChildren(
+        el('h1', {class: 'job-title', text: `Job ${this.jobId}`}),
+        el('p', {class: 'error-text', text: `The head knows no job with id "${this.jobId}".`}),
+        el('a', {href: '#/jobs', text: '← all jobs'}),
+      );
+      return;
+    }
+    if (r.graph) this.updateGraph(r.graph);
+    if (r.metrics) {
+      this.metrics = normalizeMetrics(r.metrics);
+      this.updateCharts();
+    }
+    if (this.selection === selection && selection && selection.type === 'actor') {
+      if (r.actor) this.renderSelectedActor(r.actor);
+      else if (errors.actor && errors.actor.status === 404) {
+        renderPanelMessage(
+          $('#details-panel'),
+          `The head no longer knows actor ${selection.id}.`,
+          true,
+        );
+      }
+    }
+    // A job that has not written metrics or log yet may answer 404 there: not an error.
+    for (const name of ['metrics', 'log']) {
+      if (errors[name] && errors[name].status === 404) delete errors[name];
+    }
+    const first = Object.values(errors)[0];
+    if (first) throw first;
+  },
+
+  renderHeader() {
+    const j = this.job;
+    const facts = [
+      el('span', {class: 'mono', text: j.job_id || this.jobId}),
+      `submitted ${fmtTime(j.submitted_ms)}`,
+    ];
+    const duration = jobDuration(j);
+    if (duration !== null) {
+      facts.push(
+        `${TERMINAL_JOB_STATES.has(j.status) ? 'ran' : 'running for'} ${fmtDuration(duration)}`,
+      );
+    }
+    if (j.logging_dir)
+      facts.push(el('span', {class: 'mono', title: 'logging directory', text: j.logging_dir}));
+    const children = [
+      el(
+        'div',
+        {class: 'job-title-row'},
+        el('a', {class: 'back', href: '#/jobs', title: 'All jobs', text: '←'}),
+        el('h1', {class: 'job-title', text: j.name || j.job_id || this.jobId}),
+        badge(j.status),
+      ),
+      el(
+        'div',
+        {class: 'job-facts muted'},
+        facts.flatMap((f, i) => (i ? [' · ', f] : [f])),
+      ),
+    ];
+    if (j.message) {
+      children.push(
+        el('div', {
+          class: `job-message${j.status === 'FAILED' ? ' error-text' : ''}`,
+          text: j.message,
+        }),
+      );
+    }
+    if (j.summary && typeof j.summary === 'object' && Object.keys(j.summary).length) {
+      children.push(
+        el(
+          'div',
+          {class: 'job-summary'},
+          Object.entries(j.summary).map(([k, v]) =>
+            el(
+              'span',
+              {class: 'chip'},
+              el('span', {class: 'muted', text: `${k} `}),
+              typeof v === 'number'
+                ? fmtNumber(v, 4)
+                : typeof v === 'object'
+                  ? JSON.stringify(v)
+                  : String(v),
+            ),
+          ),
+        ),
+      );
+    }
+    $('#job-header').replaceChildren(...children);
+  },
+
+  updateGraph(graph) {
+    const cy = this.cy;
+    if (!cy) return;
+    syncGraph(cy, graph);
+    $('#graph-empty').hidden = cy.nodes().nonempty();
+    // Keep an edge or driver selection's panel current (actors refresh through their own fetch).
+    if (this.selection && this.selection.type !== 'actor') {
+      const ele = cy.getElementById(this.selection.id);
+      if (ele.nonempty()) {
+        if (this.selection.type === 'edge') this.renderEdge(ele);
+        else this.renderDriver();
+      }
+    }
+  },
+
+  selectVertex(node) {
+    if (node.data('kind') === 'driver') {
+      this.selection = {type: 'driver', id: node.id()};
+      this.renderDriver();
+      return;
+    }
+    this.selection = {type: 'actor', id: node.id()};
+    const panel = $('#details-panel');
+    // Show what the graph knows at once; the full record and log tail follow.
+    renderActorDetails(
+      panel,
+      {
+        actor_id: node.id(),
+        name: node.data('label'),
+        class_name: node.data('cls'),
+        state: node.data('state'),
+        node_id: node.data('node_id'),
+        log_tail: 'loading…',
+      },
+      this.edgeSummary(node),
+    );
+    const selection = this.selection;
+    getJson(`api/actors/${enc(node.id())}`)
+      .then((actor) => {
+        if (this.selection === selection) this.renderSelectedActor(actor);
+      })
+      .catch((e) => {
+        if (this.selection === selection) renderPanelMessage(panel, e.message, true);
+      });
+  },
+
+  renderSelectedActor(actor) {
+    const node = this.cy ? this.cy.getElementById(this.selection.id) : null;
+    renderActorDetails(
+      $('#details-panel'),
+      actor,
+      node && node.nonempty() ? this.edgeSummary(node) : null,
+    );
+  },
+
+  // The vertex's channels: one line per incoming and outgoing edge.
+  edgeSummary(node) {
+    const rows = [];
+    const name = (ele) => ele.data('label') || ele.id();
+    for (const e of node.connectedEdges().toArray()) {
+      const outgoing = e.source().id() === node.id();
+      const peer = outgoing ? e.target() : e.source();
+      const parts = [fmtRate(e.data('rate'))];
+      if (isNum(e.data('bytes_per_s'))) parts.push(`${fmtBytes(e.data('bytes_per_s'))}/s`);
+      if (isNum(e.data('staleness'))) parts.push(`staleness ${fmtNumber(e.data('staleness'), 2)}`);
+      rows.push(
+        el(
+          'li',
+          null,
+          el('span', {class: `edge-kind edge-${e.data('kind')}`, text: e.data('kind')}),
+          ` ${outgoing ? '→' : '←'} ${name(peer)}`,
+          e.data('method') ? el('span', {class: 'mono muted', text: ` ${e.data('method')}`}) : null,
+          el('div', {class: 'muted small', text: parts.join(' · ')}),
+        ),
+      );
+    }
+    if (!rows.length) return null;
+    return el('div', {class: 'edge-summary'}, el('h4', {text: 'Channels'}), el('ul', null, rows));
+  },
+
+  selectEdge(edge) {
+    this.selection = {type: 'edge', id: edge.id()};
+    this.renderEdge(edge);
+  },
+
+  renderEdge(edge) {
+    const panel = $('#details-panel');
+    delete panel.dataset.actorId;
+    const d = edge.data();
+    const name = (ele) => ele.data('label') || ele.id();
+    panel.replaceChildren(
+      el(
+        'div',
+        {class: 'panel-head'},
+        el('h3', {
+          class: 'details-name',
+          text: `${name(edge.source())} → ${name(edge.target())}`,
+        }),
+        el('span', {class: `edge-kind edge-${d.kind}`, text: d.kind}),
+      ),
+      kvTable([
+        ['Method', d.method || '–'],
+        ['Rate', fmtRate(d.rate)],
+        ['Bytes', isNum(d.bytes_per_s) ? `${fmtBytes(d.bytes_per_s)}/s` : '–'],
+        d.kind === 'samples'
+          ? ['Staleness', isNum(d.staleness) ? `${fmtNumber(d.staleness, 3)} versions` : '–']
+          : null,
+      ]),
+    );
+  },
+
+  renderDriver() {
+    const panel = $('#details-panel');
+    delete panel.dataset.actorId;
+    const j = this.job || {};
+    panel.replaceChildren(
+      el(
+        'div',
+        {class: 'panel-head'},
+        el('h3', {class: 'details-name', text: 'Job driver'}),
+        badge(j.status),
+      ),
+      el('p', {
+        class: 'muted',
+        text: 'The process the head runs for this job; its output is the driver log below.',
+      }),
+      kvTable([
+        ['Job', j.job_id || this.jobId],
+        ['Logging dir', j.logging_dir || '–'],
+      ]),
+    );
+  },
+
+  clearSelection() {
+    this.selection = null;
+    renderPanelMessage(
+      $('#details-panel'),
+      'Click an actor in the graph to see its details and log tail.',
+    );
+  },
+
+  updateCharts() {
+    const lastStep = this.charts ? this.charts.update(this.metrics) : null;
+    $('#metrics-step').textContent = lastStep !== null ? `· step ${lastStep}` : '';
+    renderMetricTable($('#metric-values'), this.metrics);
+  },
+
+  // Reads the driver log from logOffset; the head answers with the bytes from there and the new
+  // end in X-Log-Offset. Decoding streams so a UTF-8 character split between polls stays whole.
+  async fetchLog(token) {
+    const response = await request(`api/jobs/${enc(this.jobId)}/logs?offset=${this.logOffset}`);
+    const buffer = await response.arrayBuffer();
+    if (token !== this.token) return;
+    const header = Number(response.headers.get('X-Log-Offset'));
+    const next =
+      Number.isFinite(header) && header >= this.logOffset
+        ? header
+        : this.logOffset + buffer.byteLength;
+    const text = this.logDecoder.decode(new Uint8Array(buffer), {stream: true});
+    this.logOffset = next;
+    const pre = $('#job-log');
+    pre.dataset.offset = String(next);
+    if (text) {
+      followBottom(pre, () => {
+        pre.append(text);
+        if (pre.textContent.length > LOG_KEEP_CHARS) {
+          const kept = pre.textContent.slice(-LOG_KEEP_CHARS);
+          const tail = kept.slice(kept.indexOf('\n') + 1);
+          pre.textContent = `… (earlier output trimmed; the head keeps the full log)\n${tail}`;
+        }
+      });
+    } else if (this.job && TERMINAL_JOB_STATES.has(this.job.status)) {
+      this.logDone = true; // Ended and fully read.
+    }
+  },
+};
