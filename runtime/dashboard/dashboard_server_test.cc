@@ -796,17 +796,18 @@ TEST_F(DashboardServerTest, TheBuiltInDashboardsModulesAreServedAsJavaScriptAndR
   const std::regex kImport(R"(\bfrom '\./([A-Za-z0-9_./-]+)')");
   int modules = 0;
   for (const WebFile& f : WebFiles()) {
-    if (!absl::StartsWith(f.path, "js/") || !absl::EndsWith(f.path, ".js")) continue;
+    const std::string path(f.path);
+    if (!absl::StartsWith(path, "js/") || !absl::EndsWith(path, ".js")) continue;
     ++modules;
-    httplib::Result r = c.Get(absl::StrCat("/", f.path));
-    ASSERT_TRUE(r) << f.path;
-    EXPECT_EQ(r->status, 200) << f.path;
+    httplib::Result r = c.Get("/" + path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
     EXPECT_TRUE(absl::StartsWith(r->get_header_value("Content-Type"), "text/javascript"))
-        << f.path << ": " << r->get_header_value("Content-Type");
+        << path << ": " << r->get_header_value("Content-Type");
     const std::string text(f.data);
     for (std::sregex_iterator it(text.begin(), text.end(), kImport), end; it != end; ++it) {
       EXPECT_TRUE(paths.count(absl::StrCat("js/", (*it)[1].str())))
-          << f.path << " imports " << (*it)[1].str() << ", which is not built in";
+          << path << " imports " << (*it)[1].str() << ", which is not built in";
     }
   }
   EXPECT_GT(modules, 1);
