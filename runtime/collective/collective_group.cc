@@ -1,35 +1,44 @@
 #include "runtime/collective/collective_group.h"
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <exception>
-#include <functional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "runtime/collective/kv_c10d_store.h"
+#include "runtime/collective/collective_backend.h"
+#include "runtime/collective/gloo_backend.h"
+#include "runtime/collective/shm_broadcast.h"
 #include "runtime/collective/shm_ring.h"
+#include "runtime/collective/transfer_plan.h"
+#include "runtime/collective/transfer_runner.h"
 
 #ifdef TROUPE_WITH_NCCL
-#include "runtime/collective/nccl_communicator.h"
+#include "runtime/collective/nccl_backend.h"
 #endif
 
+// The group's lifecycle: validation, rendezvous and creation, the READY/BROKEN/DESTROYED state,
+// and the checks each operation makes before its transfers run. The transports are in
+// gloo_backend.cc and nccl_backend.cc, the plan in transfer_plan.cc, and running it in
+// transfer_runner.cc and shm_broadcast.cc.
+
 namespace troupe::collective {
+
+using internal::CatchLocalErrors;
+using internal::CollectiveBackend;
+using internal::DType;
+using internal::Pipeline;
+using internal::Route;
+using internal::TensorMeta;
+using internal::Transfer;
+using internal::TransferKind;
 
 std::string DefaultHostId(const std::string& gloo_host) {
   std::string machine;
@@ -46,264 +55,9 @@ std::string DefaultHostId(const std::string& gloo_host) {
   return absl::StrCat(machine, "@", gloo_host);
 }
 
-const char* BackendName(Backend backend) {
-  switch (backend) {
-    case Backend::kGloo:
-      return "gloo";
-    case Backend::kNccl:
-      return "nccl";
-  }
-  return "unknown";
-}
-
-namespace internal {
-
-// A backend operation started by CollectiveBackend; Wait blocks until it is done.
-class PendingOp {
- public:
-  virtual ~PendingOp() = default;
-  virtual absl::Status Wait() = 0;
-};
-
-// What CollectiveGroup needs from a transport: in-place broadcast and all-reduce of one
-// contiguous tensor (a chunk-sized piece), and a barrier. Errors are statuses, never throws.
-class CollectiveBackend {
- public:
-  virtual ~CollectiveBackend() = default;
-  virtual std::unique_ptr<PendingOp> StartBroadcast(const at::Tensor& buffer, int root) = 0;
-  // op is kSum, kMin or kMax (kAvg is a sum, then a division by the caller).
-  virtual std::unique_ptr<PendingOp> StartAllReduce(const at::Tensor& buffer, ReduceOp op) = 0;
-  virtual absl::Status Barrier() = 0;
-  // Point-to-point sends and receives (matched by peer and tag), if the backend has them.
-  virtual bool point_to_point() const { return false; }
-  virtual std::unique_ptr<PendingOp> StartSend(const at::Tensor& buffer, int dst, int tag);
-  virtual std::unique_ptr<PendingOp> StartRecv(const at::Tensor& buffer, int src, int tag);
-};
-
-}  // namespace internal
-
 namespace {
-
-using internal::CollectiveBackend;
-using internal::PendingOp;
 
 constexpr char kKeyRoot[] = "collective/";
-// Contiguous tensors at least this large (or a chunk, if smaller) move without a copy.
-constexpr int64_t kMinDirectBytes = int64_t{1} << 20;
-// Staging offsets are aligned so typed views of the buffer are aligned.
-constexpr int64_t kAlign = 64;
-
-int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-// Maps an exception from c10d / Gloo to a status: timeouts are DEADLINE_EXCEEDED, the rest
-// (a peer closed its connection, I/O errors) UNAVAILABLE.
-absl::Status FromException(const std::string& context, const std::string& what) {
-  // c10::Error messages carry a backtrace after the first line; keep the first line.
-  std::string first = what.substr(0, what.find('\n'));
-  if (absl::StrContains(first, "imed out") || absl::StrContains(first, "imeout") ||
-      absl::StrContains(first, "not set within")) {
-    return absl::DeadlineExceededError(absl::StrCat(context, ": ", first));
-  }
-  return absl::UnavailableError(absl::StrCat(context, ": ", first));
-}
-
-// Runs a backend call, turning its exceptions into statuses (see FromException).
-template <typename Fn>
-absl::Status Catching(const std::string& context, Fn fn) {
-  try {
-    fn();
-    return absl::OkStatus();
-  } catch (const c10::Error& e) {
-    return FromException(context, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return FromException(context, e.what());
-  }
-}
-
-// Runs local tensor work (packing, copies), turning its exceptions into INTERNAL.
-template <typename Fn>
-absl::Status CatchingLocal(const std::string& context, Fn fn) {
-  try {
-    fn();
-    return absl::OkStatus();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(context, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(context, ": ", e.what()));
-  }
-}
-
-class DoneOp final : public PendingOp {
- public:
-  explicit DoneOp(absl::Status s) : s_(std::move(s)) {}
-  absl::Status Wait() override { return s_; }
-
- private:
-  absl::Status s_;
-};
-
-}  // namespace
-
-std::unique_ptr<PendingOp> CollectiveBackend::StartSend(const at::Tensor&, int, int) {
-  return std::make_unique<DoneOp>(absl::UnimplementedError("backend has no point-to-point send"));
-}
-
-std::unique_ptr<PendingOp> CollectiveBackend::StartRecv(const at::Tensor&, int, int) {
-  return std::make_unique<DoneOp>(absl::UnimplementedError("backend has no point-to-point recv"));
-}
-
-namespace {
-
-// ---- Gloo, through LibTorch's c10d::ProcessGroupGloo ------------------------------------------
-
-class GlooOp final : public PendingOp {
- public:
-  GlooOp(c10::intrusive_ptr<c10d::Work> work, const char* what)
-      : work_(std::move(work)), what_(what) {}
-  absl::Status Wait() override {
-    return Catching(what_, [&] { work_->wait(); });
-  }
-
- private:
-  c10::intrusive_ptr<c10d::Work> work_;
-  const char* what_;
-};
-
-class GlooBackend final : public CollectiveBackend {
- public:
-  static absl::StatusOr<std::unique_ptr<CollectiveBackend>> Create(KvStore* kv,
-                                                                   const GroupOptions& options,
-                                                                   absl::Duration timeout) {
-    auto backend = std::make_unique<GlooBackend>();
-    const auto timeout_ms =
-        std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
-    const auto op_timeout_ms =
-        std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(options.timeout)));
-    absl::Status s = Catching("gloo rendezvous", [&] {
-      auto store = c10::make_intrusive<KvC10dStore>(
-          kv, CollectiveGroup::KeyPrefix(options.name) + "c10d/", timeout_ms);
-      auto pg_options = c10d::ProcessGroupGloo::Options::create(op_timeout_ms);
-      pg_options->threads = options.gloo_threads;
-      pg_options->devices.push_back(
-          options.gloo_host.empty()
-              ? c10d::ProcessGroupGloo::createDefaultDevice()
-              : c10d::ProcessGroupGloo::createDeviceForHostname(options.gloo_host));
-      backend->pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank,
-                                                                 options.world_size, pg_options);
-    });
-    if (!s.ok()) return s;
-    return std::unique_ptr<CollectiveBackend>(std::move(backend));
-  }
-
-  std::unique_ptr<PendingOp> StartBroadcast(const at::Tensor& buffer, int root) override {
-    c10::intrusive_ptr<c10d::Work> work;
-    absl::Status s = Catching("gloo broadcast", [&] {
-      std::vector<at::Tensor> tensors{buffer};
-      c10d::BroadcastOptions opts;
-      opts.rootRank = root;
-      work = pg_->broadcast(tensors, opts);
-    });
-    if (!s.ok()) return std::make_unique<DoneOp>(s);
-    return std::make_unique<GlooOp>(std::move(work), "gloo broadcast");
-  }
-
-  std::unique_ptr<PendingOp> StartAllReduce(const at::Tensor& buffer, ReduceOp op) override {
-    c10::intrusive_ptr<c10d::Work> work;
-    absl::Status s = Catching("gloo allreduce", [&] {
-      std::vector<at::Tensor> tensors{buffer};
-      c10d::AllreduceOptions opts;
-      opts.reduceOp = op == ReduceOp::kMin   ? c10d::ReduceOp::MIN
-                      : op == ReduceOp::kMax ? c10d::ReduceOp::MAX
-                                             : c10d::ReduceOp::SUM;
-      work = pg_->allreduce(tensors, opts);
-    });
-    if (!s.ok()) return std::make_unique<DoneOp>(s);
-    return std::make_unique<GlooOp>(std::move(work), "gloo allreduce");
-  }
-
-  absl::Status Barrier() override {
-    return Catching("gloo barrier", [&] { pg_->barrier()->wait(); });
-  }
-
-  // c10d runs Gloo sends and receives on the transport's own thread (no queue hop).
-  bool point_to_point() const override { return true; }
-
-  std::unique_ptr<PendingOp> StartSend(const at::Tensor& buffer, int dst, int tag) override {
-    c10::intrusive_ptr<c10d::Work> work;
-    absl::Status s = Catching("gloo send", [&] {
-      std::vector<at::Tensor> tensors{buffer};
-      work = pg_->send(tensors, dst, tag);
-    });
-    if (!s.ok()) return std::make_unique<DoneOp>(s);
-    return std::make_unique<GlooOp>(std::move(work), "gloo send");
-  }
-
-  std::unique_ptr<PendingOp> StartRecv(const at::Tensor& buffer, int src, int tag) override {
-    c10::intrusive_ptr<c10d::Work> work;
-    absl::Status s = Catching("gloo recv", [&] {
-      std::vector<at::Tensor> tensors{buffer};
-      work = pg_->recv(tensors, src, tag);
-    });
-    if (!s.ok()) return std::make_unique<DoneOp>(s);
-    return std::make_unique<GlooOp>(std::move(work), "gloo recv");
-  }
-
- private:
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
-};
-
-// ---- NCCL (--config=cuda builds) --------------------------------------------------------------
-
-#ifdef TROUPE_WITH_NCCL
-absl::StatusOr<NcclDataType> ToNcclType(at::ScalarType t) {
-  switch (t) {
-    case at::kChar:
-      return NcclDataType::kInt8;
-    case at::kByte:
-      return NcclDataType::kUint8;
-    case at::kInt:
-      return NcclDataType::kInt32;
-    case at::kLong:
-      return NcclDataType::kInt64;
-    case at::kHalf:
-      return NcclDataType::kFloat16;
-    case at::kBFloat16:
-      return NcclDataType::kBFloat16;
-    case at::kFloat:
-      return NcclDataType::kFloat32;
-    case at::kDouble:
-      return NcclDataType::kFloat64;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("NCCL: unsupported dtype ", c10::toString(t)));
-  }
-}
-
-// NCCL calls are synchronous here (bounded by the timeout), so every op is done when started.
-class NcclBackend final : public CollectiveBackend {
- public:
-  explicit NcclBackend(std::unique_ptr<NcclCommunicator> comm) : comm_(std::move(comm)) {}
-
-  std::unique_ptr<PendingOp> StartBroadcast(const at::Tensor& buffer, int root) override {
-    return std::make_unique<DoneOp>(comm_->Broadcast(
-        buffer.data_ptr(), static_cast<int64_t>(buffer.nbytes()), root, buffer.is_cuda()));
-  }
-
-  std::unique_ptr<PendingOp> StartAllReduce(const at::Tensor& buffer, ReduceOp op) override {
-    absl::StatusOr<NcclDataType> type = ToNcclType(buffer.scalar_type());
-    if (!type.ok()) return std::make_unique<DoneOp>(type.status());
-    const NcclReduceOp nop = op == ReduceOp::kMin   ? NcclReduceOp::kMin
-                             : op == ReduceOp::kMax ? NcclReduceOp::kMax
-                                                    : NcclReduceOp::kSum;
-    return std::make_unique<DoneOp>(
-        comm_->AllReduce(buffer.data_ptr(), buffer.numel(), *type, nop, buffer.is_cuda()));
-  }
-
-  absl::Status Barrier() override { return comm_->Barrier(); }
-
- private:
-  std::unique_ptr<NcclCommunicator> comm_;
-};
-#endif  // TROUPE_WITH_NCCL
 
 absl::Status ValidateOptions(const GroupOptions& o) {
   if (o.name.empty()) return absl::InvalidArgumentError("GroupOptions.name is empty");
@@ -327,9 +81,9 @@ absl::Status ValidateOptions(const GroupOptions& o) {
   if (o.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("GroupOptions.timeout must be positive");
   }
-  if (o.chunk_bytes < kAlign) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("GroupOptions.chunk_bytes must be >= ", kAlign, ", got ", o.chunk_bytes));
+  if (o.chunk_bytes < internal::kStagingAlign) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GroupOptions.chunk_bytes must be >= ", internal::kStagingAlign, ", got ", o.chunk_bytes));
   }
   if (o.max_in_flight < 1) {
     return absl::InvalidArgumentError("GroupOptions.max_in_flight must be >= 1");
@@ -343,25 +97,6 @@ absl::Status ValidateOptions(const GroupOptions& o) {
 // What rank 0 writes when it claims the name; the others compare it with their own options.
 std::string SpecString(const GroupOptions& o) {
   return absl::StrCat("world_size=", o.world_size, ";backend=", BackendName(o.backend));
-}
-
-// The element type a tensor travels as in an all-reduce (bfloat16 is reduced in float32: Gloo
-// has no bfloat16 and the sum is more exact); kUndefined if it cannot be all-reduced.
-at::ScalarType ReduceWireType(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-    case at::kDouble:
-    case at::kHalf:
-    case at::kChar:
-    case at::kByte:
-    case at::kInt:
-    case at::kLong:
-      return t;
-    case at::kBFloat16:
-      return at::kFloat;
-    default:
-      return at::ScalarType::Undefined;
-  }
 }
 
 // A 62-bit hash of the operation (`salt`: which op, which root) and the tensors' dtypes and
@@ -381,138 +116,6 @@ int64_t LayoutHash(int64_t salt, absl::Span<const at::Tensor> tensors) {
   }
   return static_cast<int64_t>(h >> 2);
 }
-
-// ---- Transfer plans ---------------------------------------------------------------------------
-
-// One backend call: either a slice of one contiguous tensor used in place ("direct"), or pieces
-// of several tensors packed into a staging buffer of `wire` elements.
-struct Transfer {
-  struct Piece {
-    int index;       // tensor index
-    int64_t first;   // first element (flat, contiguous order); 0 for a whole strided tensor
-    int64_t count;   // elements; the whole tensor if it is strided
-    bool whole;      // the whole (possibly strided) tensor, in its own shape
-    int64_t offset;  // byte offset in the staging buffer
-  };
-  bool staged = false;
-  at::ScalarType wire = at::kByte;
-  std::vector<Piece> pieces;
-  int64_t bytes = 0;  // bytes on the wire
-};
-
-// How one tensor moves. Decided from its dtype and shape alone (never its strides or address),
-// so that every member, having passed the layout check, plans the same backend calls.
-enum class Route {
-  kSkip,    // empty
-  kDirect,  // large enough: chunk-sized slices of its own memory (needs it contiguous)
-  kWhole,   // packed whole into a staging bucket (any strides)
-  kSplit,   // larger than a chunk but not direct (bfloat16 all-reduce): packed in slices
-};
-
-at::ScalarType WireType(const at::Tensor& t, bool is_broadcast) {
-  return is_broadcast ? at::kByte : ReduceWireType(t.scalar_type());
-}
-
-int64_t WireElementSize(const at::Tensor& t, bool is_broadcast) {
-  return is_broadcast ? static_cast<int64_t>(t.element_size())
-                      : static_cast<int64_t>(c10::elementSize(WireType(t, is_broadcast)));
-}
-
-Route RouteOf(const at::Tensor& t, bool is_broadcast, int64_t chunk) {
-  if (t.numel() == 0) return Route::kSkip;
-  const int64_t wire_bytes = t.numel() * WireElementSize(t, is_broadcast);
-  const bool same_repr = is_broadcast || WireType(t, is_broadcast) == t.scalar_type();
-  if (same_repr && wire_bytes >= std::min(chunk, kMinDirectBytes)) return Route::kDirect;
-  return wire_bytes <= chunk ? Route::kWhole : Route::kSplit;
-}
-
-// Plans how `sources` move in pieces of at most chunk bytes (see Route). For a broadcast
-// everything travels as bytes; for an all-reduce each tensor travels as its ReduceWireType, and
-// staged buckets hold one wire type each. Sources routed kDirect or kSplit must be contiguous.
-std::vector<Transfer> Plan(const std::vector<at::Tensor>& sources, bool is_broadcast,
-                           int64_t chunk) {
-  std::vector<Transfer> out;
-  // Open staging buckets, one per wire type (a broadcast has only kByte).
-  std::vector<Transfer> open;
-  auto bucket_for = [&](at::ScalarType wire) -> Transfer& {
-    for (Transfer& b : open) {
-      if (b.wire == wire) return b;
-    }
-    Transfer b;
-    b.staged = true;
-    b.wire = wire;
-    open.push_back(std::move(b));
-    return open.back();
-  };
-  auto flush = [&](at::ScalarType wire) {
-    for (auto it = open.begin(); it != open.end(); ++it) {
-      if (it->wire == wire) {
-        if (!it->pieces.empty()) out.push_back(std::move(*it));
-        open.erase(it);
-        return;
-      }
-    }
-  };
-  auto add_piece = [&](at::ScalarType wire, Transfer::Piece p, int64_t bytes) {
-    Transfer* b = &bucket_for(wire);
-    if (!b->pieces.empty() && AlignUp(b->bytes) + bytes > chunk) {
-      flush(wire);
-      b = &bucket_for(wire);
-    }
-    p.offset = AlignUp(b->bytes);
-    b->bytes = p.offset + bytes;
-    b->pieces.push_back(p);
-  };
-
-  for (int i = 0; i < static_cast<int>(sources.size()); ++i) {
-    const at::Tensor& t = sources[i];
-    const Route route = RouteOf(t, is_broadcast, chunk);
-    if (route == Route::kSkip) continue;
-    const at::ScalarType wire = WireType(t, is_broadcast);
-    const int64_t wire_elem = WireElementSize(t, is_broadcast);
-    const int64_t numel = t.numel();
-    if (route == Route::kWhole) {
-      add_piece(wire, {i, 0, numel, /*whole=*/true, 0}, numel * wire_elem);
-      continue;
-    }
-    const int64_t per_piece = std::max<int64_t>(1, chunk / wire_elem);
-    for (int64_t first = 0; first < numel; first += per_piece) {
-      const int64_t count = std::min(per_piece, numel - first);
-      if (route == Route::kDirect) {
-        Transfer d;
-        d.staged = false;
-        d.wire = wire;
-        d.pieces.push_back({i, first, count, false, 0});
-        d.bytes = count * wire_elem;
-        out.push_back(std::move(d));
-      } else {
-        add_piece(wire, {i, first, count, false, 0}, count * wire_elem);
-      }
-    }
-  }
-  for (Transfer& b : open) {
-    if (!b.pieces.empty()) out.push_back(std::move(b));
-  }
-  return out;
-}
-
-// The caller's view of piece `p` of tensor `t`: the whole tensor, or a flat slice.
-at::Tensor PieceView(const at::Tensor& t, const Transfer::Piece& p) {
-  if (p.whole) return t;
-  return t.view({-1}).narrow(0, p.first, p.count);
-}
-
-// The piece's place in the staging buffer, typed as `dtype`.
-at::Tensor StagedView(const at::Tensor& staging, const Transfer::Piece& p, const at::Tensor& t,
-                      at::ScalarType dtype) {
-  uint8_t* base = static_cast<uint8_t*>(staging.data_ptr()) + p.offset;
-  if (p.whole) return at::from_blob(base, t.sizes(), staging.options().dtype(dtype));
-  return at::from_blob(base, {p.count}, staging.options().dtype(dtype));
-}
-
-}  // namespace
-
-namespace {
 
 // Step 3 of Create, for a registered member: waits for the others (naming any that never
 // come), connects the backend and passes a first barrier.
@@ -542,24 +145,30 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> ConnectRegistered(KvStore* kv
   // Connect the backend (bounded by what is left of the timeout), then a barrier.
   std::unique_ptr<CollectiveBackend> backend;
   if (options.backend == Backend::kGloo) {
-    absl::StatusOr<std::unique_ptr<CollectiveBackend>> b =
-        GlooBackend::Create(kv, options, std::max(remaining(), absl::Milliseconds(1)));
+    absl::StatusOr<std::unique_ptr<CollectiveBackend>> b = internal::CreateGlooBackend(
+        kv, {.store_prefix = prefix + "c10d/",
+             .world_size = options.world_size,
+             .rank = options.rank,
+             .host = options.gloo_host,
+             .threads = options.gloo_threads,
+             .connect_timeout = std::max(remaining(), absl::Milliseconds(1)),
+             .op_timeout = options.timeout});
     if (!b.ok())
       return absl::Status(b.status().code(), absl::StrCat(where, ": ", b.status().message()));
     backend = std::move(*b);
   } else {
 #ifdef TROUPE_WITH_NCCL
-    absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
-        NcclCommunicator::Create(kv, prefix + "nccl_id",
-                                 {.world_size = options.world_size,
-                                  .rank = options.rank,
-                                  .device = options.cuda_device,
-                                  .timeout = std::max(remaining(), absl::Milliseconds(1)),
-                                  .staging_bytes = options.chunk_bytes});
-    if (!comm.ok()) {
-      return absl::Status(comm.status().code(), absl::StrCat(where, ": ", comm.status().message()));
+    absl::StatusOr<std::unique_ptr<CollectiveBackend>> b =
+        internal::CreateNcclBackend(kv, prefix + "nccl_id",
+                                    {.world_size = options.world_size,
+                                     .rank = options.rank,
+                                     .device = options.cuda_device,
+                                     .timeout = std::max(remaining(), absl::Milliseconds(1)),
+                                     .staging_bytes = options.chunk_bytes});
+    if (!b.ok()) {
+      return absl::Status(b.status().code(), absl::StrCat(where, ": ", b.status().message()));
     }
-    backend = std::make_unique<NcclBackend>(std::move(*comm));
+    backend = std::move(*b);
 #endif
   }
   absl::Status s = backend->Barrier();
@@ -590,236 +199,6 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> ConnectMembers(KvStore* kv,
       ConnectRegistered(kv, options, deadline, where);
   if (!backend.ok()) kv->Delete(key, /*prefix=*/false).IgnoreError();
   return backend;
-}
-
-}  // namespace
-
-namespace {
-
-// ---- Running a plan ----------------------------------------------------------------------------
-
-// What running a plan needs from the group.
-struct Pipeline {
-  CollectiveBackend* backend;
-  std::function<at::Tensor&(int)> staging;  // staging buffer of a slot (chunk bytes)
-  const std::vector<at::Tensor>* sources;
-  bool is_broadcast;
-  int world_size;
-  int rank;
-  int root;
-  ReduceOp op;
-  int slots;  // max_in_flight
-};
-
-// The tensor a transfer travels in: a typed view of staging slot `slot` (packed from the
-// sources if `pack`), or the piece of the source tensor itself.
-at::Tensor WireBuffer(const Transfer& tr, const Pipeline& pl, int slot, bool pack) {
-  const std::vector<at::Tensor>& sources = *pl.sources;
-  if (tr.staged) {
-    at::Tensor& staging = pl.staging(slot);
-    if (pack) {
-      for (const Transfer::Piece& p : tr.pieces) {
-        const at::Tensor& t = sources[p.index];
-        StagedView(staging, p, t, pl.is_broadcast ? t.scalar_type() : tr.wire)
-            .copy_(PieceView(t, p));
-      }
-    }
-    const int64_t wire_elem = static_cast<int64_t>(c10::elementSize(tr.wire));
-    return at::from_blob(staging.data_ptr(), {tr.bytes / wire_elem},
-                         staging.options().dtype(tr.wire));
-  }
-  const Transfer::Piece& p = tr.pieces[0];
-  at::Tensor view = PieceView(sources[p.index], p);
-  return pl.is_broadcast
-             ? at::from_blob(view.data_ptr(), {tr.bytes}, view.options().dtype(at::kByte))
-             : view;
-}
-
-// Copies a received staged transfer out to the sources.
-void Unpack(const Transfer& tr, const at::Tensor& buffer, const Pipeline& pl) {
-  if (!tr.staged) return;
-  for (const Transfer::Piece& p : tr.pieces) {
-    const at::Tensor& t = (*pl.sources)[p.index];
-    PieceView(t, p).copy_(StagedView(buffer, p, t, pl.is_broadcast ? t.scalar_type() : tr.wire));
-  }
-}
-
-// Waits for every op still pending when it goes out of scope (a backend must not be left
-// writing into memory that is about to be reused), keeping the first error.
-class PendingSet {
- public:
-  ~PendingSet() {
-    for (auto& op : ops_) {
-      if (op != nullptr) op->Wait().IgnoreError();
-    }
-  }
-  // Slot i's op (null if none).
-  std::unique_ptr<PendingOp>& operator[](size_t i) {
-    if (ops_.size() <= i) ops_.resize(i + 1);
-    return ops_[i];
-  }
-  // Waits for slot i's op, if any; records and returns its status.
-  absl::Status Finish(size_t i) {
-    if (i >= ops_.size() || ops_[i] == nullptr) return absl::OkStatus();
-    absl::Status s = ops_[i]->Wait();
-    ops_[i].reset();
-    if (!s.ok() && error_.ok()) error_ = s;
-    return s;
-  }
-  absl::Status FinishAll() {
-    for (size_t i = 0; i < ops_.size(); ++i) Finish(i).IgnoreError();
-    return error_;
-  }
-  const absl::Status& error() const { return error_; }
-
- private:
-  std::vector<std::unique_ptr<PendingOp>> ops_;
-  absl::Status error_;
-};
-
-// Runs the plan as collective calls (broadcast or all-reduce), up to `slots` in flight; the
-// receivers average and unpack each piece as it completes. Returns the first backend error.
-absl::Status RunCollectivePipeline(const std::vector<Transfer>& plan, const Pipeline& pl) {
-  const bool sends = !pl.is_broadcast || pl.rank == pl.root;
-  const bool receives = !pl.is_broadcast || pl.rank != pl.root;
-  std::vector<at::Tensor> buffers(pl.slots);
-  PendingSet pending;
-  auto finish = [&](size_t k) {
-    const int slot = static_cast<int>(k % pl.slots);
-    if (!pending.Finish(slot).ok() || !pending.error().ok() || !receives) return;
-    if (pl.op == ReduceOp::kAvg) buffers[slot].div_(pl.world_size);
-    Unpack(plan[k], buffers[slot], pl);
-  };
-  for (size_t k = 0; k < plan.size() && pending.error().ok(); ++k) {
-    const int slot = static_cast<int>(k % pl.slots);
-    if (k >= static_cast<size_t>(pl.slots)) finish(k - pl.slots);
-    if (!pending.error().ok()) break;
-    buffers[slot] = WireBuffer(plan[k], pl, slot, sends);
-    pending[slot] = pl.is_broadcast
-                        ? pl.backend->StartBroadcast(buffers[slot], pl.root)
-                        : pl.backend->StartAllReduce(
-                              buffers[slot], pl.op == ReduceOp::kAvg ? ReduceOp::kSum : pl.op);
-  }
-  // Every started piece must finish before its memory may be reused or handed back.
-  const size_t started = plan.size();
-  for (size_t k = started > static_cast<size_t>(pl.slots) ? started - pl.slots : 0; k < started;
-       ++k) {
-    finish(k);
-  }
-  return pending.FinishAll();
-}
-
-// Broadcast as a pipelined chain over point-to-point sends: root -> root+1 -> ... -> root-1
-// (ranks mod world_size). Each member receives piece k from its predecessor and forwards it to
-// its successor while the next pieces arrive, so every link is busy at once and the time grows
-// little with the number of receivers (a tree makes the root send each byte once per level).
-// Receives are posted `slots` pieces ahead and at most `slots` sends are in flight. kDirect
-// pieces land straight in the receivers' tensors and are forwarded from there; staged pieces
-// use staging slot k % slots, reused only once the piece that used it before was forwarded.
-absl::Status RunChainBroadcast(const std::vector<Transfer>& plan, const Pipeline& pl,
-                               int64_t* next_tag) {
-  const int n = pl.world_size;
-  const bool has_prev = pl.rank != pl.root;
-  const bool has_next = (pl.rank + 1) % n != pl.root;
-  const int prev = (pl.rank - 1 + n) % n, next = (pl.rank + 1) % n;
-  const size_t count = plan.size();
-  const size_t slots = static_cast<size_t>(pl.slots);
-  // Tags tell pieces apart on a pair; every member numbers the same plan alike.
-  constexpr int64_t kTagSpace = int64_t{1} << 30;
-  const int64_t base_tag = *next_tag;
-  *next_tag = (base_tag + static_cast<int64_t>(count)) % kTagSpace;
-  auto tag = [&](size_t k) { return static_cast<int>((base_tag + k) % kTagSpace); };
-
-  std::vector<at::Tensor> buffers(count);
-  PendingSet sends, recvs;  // indexed by piece
-  // A staged piece may take its slot once the piece before it in that slot was forwarded.
-  auto claim = [&](size_t k) -> absl::Status {
-    if (!plan[k].staged || k < slots) return absl::OkStatus();
-    return sends.Finish(k - slots);
-  };
-  // Bounds the sends in flight to `slots`.
-  auto bound_sends = [&](size_t k) {
-    if (k >= slots) sends.Finish(k - slots).IgnoreError();
-    return sends.error();
-  };
-
-  if (!has_prev) {  // the root packs and sends
-    for (size_t k = 0; k < count; ++k) {
-      if (!claim(k).ok() || !bound_sends(k).ok()) break;
-      buffers[k] = WireBuffer(plan[k], pl, static_cast<int>(k % slots), /*pack=*/true);
-      sends[k] = pl.backend->StartSend(buffers[k], next, tag(k));
-    }
-    return sends.FinishAll();
-  }
-
-  absl::Status error;
-  auto post_recv = [&](size_t k) {
-    if (absl::Status s = claim(k); !s.ok()) return s;
-    buffers[k] = WireBuffer(plan[k], pl, static_cast<int>(k % slots), /*pack=*/false);
-    recvs[k] = pl.backend->StartRecv(buffers[k], prev, tag(k));
-    return absl::OkStatus();
-  };
-  for (size_t k = 0; k < std::min(slots, count) && error.ok(); ++k) error = post_recv(k);
-  for (size_t k = 0; k < count && error.ok(); ++k) {
-    if (!(error = recvs.Finish(k)).ok()) break;
-    if (has_next) {
-      if (!(error = bound_sends(k)).ok()) break;
-      sends[k] = pl.backend->StartSend(buffers[k], next, tag(k));
-    }
-    Unpack(plan[k], buffers[k], pl);
-    if (k + slots < count) error = post_recv(k + slots);
-  }
-  absl::Status r = recvs.FinishAll();
-  absl::Status s = sends.FinishAll();
-  if (!error.ok()) return error;
-  return !r.ok() ? r : s;
-}
-
-// Broadcast through the shared-memory ring: the root copies piece k into slot k % slots (packing
-// staged pieces there directly), each receiver copies it out (unpacking staged ones from the
-// slot) and releases the slot. Piece numbers continue across broadcasts (`next_piece`).
-absl::Status RunShmBroadcast(const std::vector<Transfer>& plan, const Pipeline& pl,
-                             const ShmRing& ring, uint64_t* next_piece, absl::Time deadline) {
-  const uint64_t base = *next_piece;
-  const size_t count = plan.size();
-  *next_piece = base + count;
-  if (count == 0) return absl::OkStatus();
-  const int slots = ring.slots();
-  std::vector<at::Tensor> views(slots);
-  for (int i = 0; i < slots; ++i) {
-    views[i] = at::from_blob(ring.slot(i), {ring.slot_bytes()}, at::kByte);
-  }
-  Pipeline in_ring = pl;
-  in_ring.staging = [&views](int slot) -> at::Tensor& { return views[slot]; };
-  if (pl.rank == pl.root) {
-    for (size_t k = 0; k < count; ++k) {
-      const uint64_t g = base + k;
-      const int slot = static_cast<int>(g % slots);
-      TROUPE_RETURN_IF_ERROR(ring.AwaitFree(g, pl.rank, deadline));
-      if (plan[k].staged) {
-        WireBuffer(plan[k], in_ring, slot, /*pack=*/true);
-      } else {
-        const at::Tensor src = WireBuffer(plan[k], pl, slot, /*pack=*/false);
-        std::memcpy(ring.slot(slot), src.data_ptr(), static_cast<size_t>(plan[k].bytes));
-      }
-      ring.Publish(g);
-    }
-    ring.Consumed(pl.rank, base + count - 1);  // as a later receiver, it has these already
-    return absl::OkStatus();
-  }
-  for (size_t k = 0; k < count; ++k) {
-    const uint64_t g = base + k;
-    const int slot = static_cast<int>(g % slots);
-    TROUPE_RETURN_IF_ERROR(ring.AwaitFilled(g, deadline));
-    if (plan[k].staged) {
-      Unpack(plan[k], WireBuffer(plan[k], in_ring, slot, /*pack=*/false), in_ring);
-    } else {
-      const at::Tensor dst = WireBuffer(plan[k], pl, slot, /*pack=*/false);
-      std::memcpy(dst.data_ptr(), ring.slot(slot), static_cast<size_t>(plan[k].bytes));
-    }
-    ring.Consumed(pl.rank, g);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -918,7 +297,7 @@ absl::Status CollectiveGroup::SetUpSharedMemory(absl::Time deadline) {
   if (options_.rank == 0) {
     std::string description = "none";
     if (options_.shared_memory) {
-      const int64_t slot_bytes = (options_.chunk_bytes + 63) / 64 * 64;
+      const int64_t slot_bytes = internal::AlignStaging(options_.chunk_bytes);
       absl::StatusOr<std::unique_ptr<ShmRing>> made =
           ShmRing::Create(options_.world_size, options_.max_in_flight, slot_bytes);
       if (made.ok()) {
@@ -944,7 +323,7 @@ absl::Status CollectiveGroup::SetUpSharedMemory(absl::Time deadline) {
     }
   }
   at::Tensor flag;
-  TROUPE_RETURN_IF_ERROR(CatchingLocal("Create", [&] {
+  TROUPE_RETURN_IF_ERROR(CatchLocalErrors("Create", [&] {
     flag = at::tensor({static_cast<int64_t>(ring != nullptr ? 1 : 0)}, at::kLong);
   }));
   TROUPE_RETURN_IF_ERROR(backend_->StartAllReduce(flag, ReduceOp::kMin)->Wait());
@@ -1017,7 +396,7 @@ absl::Status CollectiveGroup::CheckSameLayout(absl::Span<const at::Tensor> tenso
   const int64_t h = LayoutHash(salt, tensors);
   const int64_t n = static_cast<int64_t>(tensors.size());
   at::Tensor v;
-  TROUPE_RETURN_IF_ERROR(CatchingLocal(op, [&] {
+  TROUPE_RETURN_IF_ERROR(CatchLocalErrors(op, [&] {
     v = at::tensor({h, -h, n, -n, total, -total}, at::kLong);
   }));
   absl::Status s = backend_->StartAllReduce(v, ReduceOp::kMax)->Wait();
@@ -1058,7 +437,7 @@ absl::Status CollectiveGroup::AllReduce(absl::Span<const at::Tensor> tensors, Re
     if (!t.defined()) {
       return absl::InvalidArgumentError(absl::StrCat("AllReduce: tensor ", i, " is undefined"));
     }
-    if (ReduceWireType(t.scalar_type()) == at::ScalarType::Undefined) {
+    if (internal::ReduceWireType(internal::ToDType(t.scalar_type())) == DType::kOther) {
       return absl::InvalidArgumentError(absl::StrCat("AllReduce: tensor ", i, " has dtype ",
                                                      c10::toString(t.scalar_type()),
                                                      ", which cannot be reduced"));
@@ -1075,45 +454,53 @@ absl::Status CollectiveGroup::AllReduce(absl::Span<const at::Tensor> tensors, Re
 
 absl::Status CollectiveGroup::RunTransfers(absl::Span<const at::Tensor> tensors, bool is_broadcast,
                                            int root, ReduceOp op) {
-  const bool sends = !is_broadcast || options_.rank == root;     // reads the caller's tensors
-  const bool receives = !is_broadcast || options_.rank != root;  // writes them
-  absl::Status backend_error;
-  absl::Status status = CatchingLocal(is_broadcast ? "Broadcast" : "AllReduce", [&] {
-    // Strided tensors routed in flat slices travel through one contiguous copy.
-    std::vector<at::Tensor> sources(tensors.begin(), tensors.end());
-    std::vector<int> copied;
+  const TransferKind kind = is_broadcast ? TransferKind::kBroadcast : TransferKind::kAllReduce;
+  const char* what = is_broadcast ? "Broadcast" : "AllReduce";
+  std::vector<TensorMeta> metas;
+  metas.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) metas.push_back(internal::MetaOf(t));
+  const std::vector<Transfer> plan = internal::PlanTransfers(metas, kind, options_.chunk_bytes);
+
+  // Strided tensors routed in flat slices travel through one contiguous copy.
+  std::vector<at::Tensor> sources(tensors.begin(), tensors.end());
+  std::vector<int> copied;
+  const Pipeline pipe{backend_.get(),
+                      [this](int slot) -> at::Tensor& { return StagingBuffer(slot); },
+                      &sources,
+                      kind,
+                      options_.world_size,
+                      options_.rank,
+                      root,
+                      op,
+                      options_.max_in_flight};
+  absl::Status status = CatchLocalErrors(what, [&] {
     for (int i = 0; i < static_cast<int>(sources.size()); ++i) {
-      const at::Tensor& t = sources[i];
-      const Route route = RouteOf(t, is_broadcast, options_.chunk_bytes);
-      if (!t.is_contiguous() && (route == Route::kDirect || route == Route::kSplit)) {
-        sources[i] = sends ? t.contiguous() : at::empty(t.sizes(), t.options());
+      const Route route = internal::RouteOf(metas[i], kind, options_.chunk_bytes);
+      if (!sources[i].is_contiguous() && (route == Route::kDirect || route == Route::kSplit)) {
+        sources[i] = pipe.sends() ? sources[i].contiguous()
+                                  : at::empty(sources[i].sizes(), sources[i].options());
         copied.push_back(i);
       }
     }
-    const std::vector<Transfer> plan = Plan(sources, is_broadcast, options_.chunk_bytes);
-    Pipeline pipe{backend_.get(),
-                  [this](int slot) -> at::Tensor& { return StagingBuffer(slot); },
-                  &sources,
-                  is_broadcast,
-                  options_.world_size,
-                  options_.rank,
-                  root,
-                  op,
-                  options_.max_in_flight};
-    if (is_broadcast && options_.world_size > 1 && shm_ != nullptr) {
-      backend_error =
-          RunShmBroadcast(plan, pipe, *shm_, &next_piece_, absl::Now() + options_.timeout);
-    } else if (is_broadcast && options_.world_size > 1 && backend_->point_to_point()) {
-      backend_error = RunChainBroadcast(plan, pipe, &next_tag_);
-    } else {
-      backend_error = RunCollectivePipeline(plan, pipe);
-    }
-    if (backend_error.ok() && receives) {
-      for (int i : copied) tensors[i].copy_(sources[i]);
-    }
   });
-  if (!backend_error.ok()) return Break(backend_error);
   if (!status.ok()) return Break(status);
+
+  if (is_broadcast && options_.world_size > 1 && shm_ != nullptr) {
+    status =
+        internal::RunShmBroadcast(plan, pipe, *shm_, &next_piece_, absl::Now() + options_.timeout);
+  } else if (is_broadcast && options_.world_size > 1 && backend_->point_to_point()) {
+    status = internal::RunChainBroadcast(plan, pipe, &next_tag_);
+  } else {
+    status = internal::RunCollectivePipeline(plan, pipe);
+  }
+  if (!status.ok()) return Break(status);
+
+  if (pipe.receives()) {
+    status = CatchLocalErrors(what, [&] {
+      for (int i : copied) tensors[i].copy_(sources[i]);
+    });
+    if (!status.ok()) return Break(status);
+  }
   return absl::OkStatus();
 }
 

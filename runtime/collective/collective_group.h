@@ -23,13 +23,13 @@
 //     same reduce op) with the same tensor layouts (dtypes and shapes, in the same order).
 //     Broadcast and AllReduce check this first with one tiny all-reduce: a mismatch is
 //     INVALID_ARGUMENT on every member and the group stays usable. (Barrier is not checked.)
-//   * Bulk data moves in pieces of at most chunk_bytes. Tensors of at least min(chunk_bytes,
-//     1 MiB) go straight from/into their own memory in chunk-sized slices (no copy); smaller ones
-//     are packed into staging buffers. The plan depends only on dtypes and shapes, so members may
-//     pass tensors with different strides. Up to max_in_flight pieces are in flight, so extra
-//     memory stays below max_in_flight * chunk_bytes, plus one contiguous copy of each
-//     non-contiguous tensor that goes straight (or, for an all-reduce in float32 of a bfloat16
-//     tensor, is larger than a chunk).
+//   * Bulk data moves in pieces of at most chunk_bytes (the plan: transfer_plan.h). Tensors of at
+//     least min(chunk_bytes, 1 MiB) go straight from/into their own memory in chunk-sized slices
+//     (no copy); smaller ones are packed into staging buffers. The plan depends only on dtypes
+//     and shapes, so members may pass tensors with different strides. Up to max_in_flight
+//     pieces are in flight, so extra memory stays below max_in_flight * chunk_bytes, plus one
+//     contiguous copy of each non-contiguous tensor that goes straight (or, for an all-reduce
+//     in float32 of a bfloat16 tensor, is larger than a chunk).
 //   * Broadcast on one host (Gloo): when every member names the same host (GroupOptions::host_id)
 //     and can map rank 0's shared-memory ring (shm_ring.h; decided at Create with one
 //     all-reduce, so all members agree), the root copies each piece into a ring slot once and
@@ -80,15 +80,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "runtime/collective/collective_types.h"  // Backend, ReduceOp, BackendName
 #include "runtime/collective/kv_store.h"
 
 namespace troupe::collective {
-
-enum class Backend { kGloo, kNccl };
-// kAvg divides the sum by world_size (floating dtypes only).
-enum class ReduceOp { kSum, kAvg, kMin, kMax };
-
-const char* BackendName(Backend backend);
 
 // The host identity a member gives when GroupOptions::host_id is empty: this machine's boot id
 // (/proc/sys/kernel/random/boot_id, else its hostname) and `gloo_host`, as "<boot id>@<host>".
@@ -188,7 +183,8 @@ class CollectiveGroup {
   // its root) with the same tensor layout; INVALID_ARGUMENT on every member otherwise.
   absl::Status CheckSameLayout(absl::Span<const at::Tensor> tensors, int64_t salt, const char* op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs `transfers` through the backend, up to max_in_flight at once.
+  // Plans the tensors' transfers and runs them (shared-memory ring, chain of sends, or
+  // collective calls; see transfer_runner.h), up to max_in_flight at once.
   absl::Status RunTransfers(absl::Span<const at::Tensor> tensors, bool is_broadcast, int root,
                             ReduceOp op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   at::Tensor& StagingBuffer(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
