@@ -166,7 +166,7 @@ TEST(HeadServer, EveryRpcRefusesACallWithoutTheRightToken) {
   const google::protobuf::ServiceDescriptor* service =
       proto::RegisterNodeRequest::descriptor()->file()->FindServiceByName("HeadService");
   ASSERT_NE(service, nullptr);
-  EXPECT_EQ(service->method_count(), 16);
+  EXPECT_GE(service->method_count(), 16);  // the test walks them all, new ones included
   const grpc::ByteBuffer body = testing::LargeBytesFieldMessage(1, 0);
   for (int i = 0; i < service->method_count(); ++i) {
     const std::string method =
