@@ -26,6 +26,15 @@
 // The state directory is created 0700 (and must belong to this user), the token file 0600 from
 // its creation on; the head never prints or logs the token.
 //
+// Layout: this class only serves gRPC and owns the process-level pieces (state directory lock,
+// token, server). The state and its rules live in runtime/cluster/head/: NodeManager,
+// ActorDirectory and PlacementGroupManager, run together under one mutex by ClusterCoordinator
+// (they share the scheduler; see cluster_coordinator.h for why and for the lock order), and
+// KvManager, which has its own lock. Every method is registered streamed-unary and reaches its
+// handler only through one gate that checks the token first (transport::ServeUnaryAfterAuth).
+// A gRPC server interceptor cannot be that gate in gRPC 1.51: it can watch a call but not end it
+// with a status (Hijack is client-side only), and a plain sync unary call arrives with its body.
+//
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_CLUSTER_HEAD_SERVER_H_
 #define TROUPE_RUNTIME_CLUSTER_HEAD_SERVER_H_

@@ -11,7 +11,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
+#include "proto/cluster.pb.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/node_agent.h"
 #include "runtime/testing/hostile_client.h"
@@ -152,6 +154,34 @@ TEST(HeadServer, AHostThatKeepsGuessingIsLockedOutAndOthersAreNot) {
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->nodes_size(), 1);
   (*node)->Shutdown();
+}
+
+// Every method of HeadService (read from the service descriptor, so a method added later is
+// covered too) refuses a call without the token or with a wrong one; with the token, the same
+// call reaches the method.
+TEST(HeadServer, EveryRpcRefusesACallWithoutTheRightToken) {
+  auto head = StartHead({.state_dir = TestDir("every_rpc"), .token_check = {.max_failures = 1000}});
+  ASSERT_NE(head, nullptr);
+  auto channel = grpc::CreateChannel(head->address(), grpc::InsecureChannelCredentials());
+  const google::protobuf::ServiceDescriptor* service =
+      proto::RegisterNodeRequest::descriptor()->file()->FindServiceByName("HeadService");
+  ASSERT_NE(service, nullptr);
+  EXPECT_GE(service->method_count(), 16);  // the test walks them all, new ones included
+  const grpc::ByteBuffer body = testing::LargeBytesFieldMessage(1, 0);
+  for (int i = 0; i < service->method_count(); ++i) {
+    const std::string method =
+        absl::StrCat("/", service->full_name(), "/", service->method(i)->name());
+    for (const testing::Metadata& md :
+         {testing::Metadata{}, testing::Metadata{{kTokenMetadataKey, "wrong-token"}}}) {
+      grpc::Status s = testing::SendRawUnary(*channel, method, body, md, absl::Seconds(10));
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+          << method << " with " << md.size() << " token(s): " << s.error_message();
+    }
+    grpc::Status s = testing::SendRawUnary(*channel, method, body,
+                                           {{kTokenMetadataKey, head->token()}}, absl::Seconds(10));
+    EXPECT_NE(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method;
+    EXPECT_NE(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
+  }
 }
 
 TEST(HeadServer, BadTokenLimitsOrTokensAreRefusedAtStart) {
