@@ -1,3 +1,5 @@
+// Over ~900 lines on purpose: the CAF cell of one actor (mailbox, calls, restarts) and the system
+// around it share private state that a split would have to expose.
 #include "runtime/actor_system.h"
 
 #include <caf/all.hpp>

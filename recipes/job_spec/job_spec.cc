@@ -1,3 +1,5 @@
+// Over ~900 lines on purpose: one reader per section of the job spec, each checking its keys with
+// file:line errors and describing them for docs/job_spec.md; they share the reader helpers here.
 #include "recipes/job_spec/job_spec.h"
 
 #include <yaml-cpp/yaml.h>

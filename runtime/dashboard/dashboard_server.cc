@@ -1,3 +1,5 @@
+// Over ~900 lines on purpose: every HTTP route of the dashboard with its own checks, in one
+// place; the JSON bodies are built in api_json.cc and the connection handling is the guard's.
 #include "runtime/dashboard/dashboard_server.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,5 @@
+// Over ~900 lines on purpose: the whole placement policy (actors, bundles, strategies, outcome
+// table of cluster_scheduler.h) as one pure library, tested as one by cluster_scheduler_test.
 #include "runtime/scheduler/cluster_scheduler.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Over ~900 lines on purpose: one gRPC stream's state machine (frames in, calls dispatched,
+// replies batched out, cancellation) reads best whole; the framing lives in frame_codec.cc.
 #include "runtime/transport/transport_server.h"
 
 #include <algorithm>
