@@ -35,9 +35,9 @@
 #include "recipes/grpo/grpo_config.h"
 #include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
-#include "recipes/sft/arithmetic_task.h"
 #include "runtime/cluster/embedded_cluster.h"
 #include "runtime/malloc_tuning.h"
+#include "tasks/arithmetic/arithmetic_task.h"
 
 namespace troupe::bench {
 namespace {
@@ -125,13 +125,13 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
   // The trainer the recipe would configure (no checkpointer: nothing calls Checkpoint).
   actors::Trainer trainer(
       ctx("Trainer", ConfigJson(recipes::GrpoTrainerConfig(spec, f.sft_dir, "", "checkpointer"))));
-  recipes::ArithmeticTaskOptions to;
+  tasks::ArithmeticTaskOptions to;
   to.digits = 2;
   to.num_train = 0;
   to.dropped_carry_rate = 0.7;
   to.num_heldout = 100;
   to.seed = 1;
-  TROUPE_ASSIGN_OR_RETURN(recipes::ArithmeticTask task, recipes::ArithmeticTask::Create(to));
+  TROUPE_ASSIGN_OR_RETURN(tasks::ArithmeticTask task, tasks::ArithmeticTask::Create(to));
   TROUPE_ASSIGN_OR_RETURN(auto tokenizer, models::LoadTokenizer(f.sft_dir + "/tokenizer.json"));
   std::vector<double> times;
   int64_t cursor = 0;
@@ -139,7 +139,7 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
     const auto start = Clock::now();
     proto::GenerateRequest gen;
     for (int i = 0; i < f.batch; ++i, ++cursor) {
-      recipes::ArithmeticProblem p = task.Problem(recipes::TaskSplit::kTrain, cursor);
+      tasks::ArithmeticProblem p = task.Problem(tasks::TaskSplit::kTrain, cursor);
       proto::Prompt* prompt = gen.add_prompts();
       prompt->set_prompt_id(cursor);
       prompt->set_reference_answer(p.answer);

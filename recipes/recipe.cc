@@ -1,52 +1,26 @@
 #include "recipes/recipe.h"
 
-#include <algorithm>
-#include <optional>
-
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "recipes/job_spec/job_tasks.h"
 
 namespace troupe::recipes {
-namespace {
 
-struct Entry {
-  RecipeFactory factory;
-  RecipeSpecCheck check;
-};
-
-struct Registry {
-  absl::Mutex mu;
-  std::map<std::string, Entry> recipes ABSL_GUARDED_BY(mu);
-};
-
-Registry& GetRegistry() {
-  static Registry* r = new Registry;
-  return *r;
+Registry<RecipeEntry>& RecipeRegistry() {
+  static Registry<RecipeEntry>* registry = new Registry<RecipeEntry>("recipe");
+  return *registry;
 }
 
-std::optional<Entry> Find(const std::string& name) {
-  Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
-  auto it = r.recipes.find(name);
-  if (it == r.recipes.end()) return std::nullopt;
-  return it->second;
-}
-
-}  // namespace
-
-bool RegisterRecipe(const std::string& name, RecipeFactory factory, RecipeSpecCheck check) {
-  RegisterJobRecipe(name);  // so a spec naming it is accepted
-  Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
-  return r.recipes.emplace(name, Entry{std::move(factory), std::move(check)}).second;
+absl::Status RegisterRecipe(const std::string& name, RecipeFactory factory, RecipeSpecCheck check) {
+  absl::Status added =
+      RecipeRegistry().Add(name, RecipeEntry{std::move(factory), std::move(check)});
+  if (added.ok()) RegisterJobRecipe(name);  // so a spec naming it is accepted
+  return added;
 }
 
 absl::Status CheckRecipe(const JobSpec& spec) {
-  std::optional<Entry> e = Find(spec.recipe);
-  if (!e.has_value()) {
+  const RecipeEntry* e = RecipeRegistry().Find(spec.recipe);
+  if (e == nullptr) {
     return absl::NotFoundError(
         absl::StrCat(spec.Where("recipe"), ": recipe: '", spec.recipe,
                      "' is not registered (registered: ", absl::StrJoin(RecipeNames(), ", "), ")"));
@@ -54,19 +28,13 @@ absl::Status CheckRecipe(const JobSpec& spec) {
   return e->check ? e->check(spec) : absl::OkStatus();
 }
 
-std::vector<std::string> RecipeNames() {
-  Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
-  std::vector<std::string> names;
-  for (const auto& [name, factory] : r.recipes) names.push_back(name);
-  return names;
-}
+std::vector<std::string> RecipeNames() { return RecipeRegistry().Names(); }
 
 absl::StatusOr<RunResult> RunRecipe(const JobSpec& spec, Cluster& cluster,
                                     const RunOptions& options) {
   if (absl::Status s = CheckRecipe(spec); !s.ok()) return s;
-  std::optional<Entry> e = Find(spec.recipe);
-  std::unique_ptr<Recipe> recipe = e->factory(spec, cluster, options);
+  std::unique_ptr<Recipe> recipe =
+      RecipeRegistry().Find(spec.recipe)->factory(spec, cluster, options);
   return recipe->Run();
 }
 

@@ -28,9 +28,13 @@
 //   absl::Status CheckMySpec(const JobSpec& spec);
 // that refuses every key value the recipe cannot honour, one line per problem, located with
 // spec.ErrorAt ("job.yaml:12:3: algorithm.adv_estimator: gae is not supported by recipe grpo
-// (supported: grpo)"); register both with TROUPE_REGISTER_RECIPE(name, Class, CheckMySpec) in its
-// .cc (alwayslink) and link its BUILD target into //cli:troupe. `troupe run` calls CheckRecipe
-// before any cluster or actor starts, so a spec never promises what its recipe does not run.
+// (supported: grpo)"); register both with one line in its .cc (alwayslink), the pattern of every
+// registry (base/registry.h; TROUPE_REGISTER_TASK, TROUPE_REGISTER_REWARD read alike):
+//   TROUPE_REGISTER_RECIPE("my_recipe", MyRecipe, CheckMySpec);
+// and link its BUILD target into //cli:troupe. The recipe finds its task's prompts and verifier by
+// the spec's data.task (tasks/task.h, reward/reward_function.h), never by a task's own name.
+// `troupe run` calls CheckRecipe before any cluster or actor starts, so a spec never promises what
+// its recipe does not run.
 #ifndef TROUPE_RECIPES_RECIPE_H_
 #define TROUPE_RECIPES_RECIPE_H_
 
@@ -42,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/registry.h"
 #include "proto/rl.pb.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/rl/actor_retry.h"
@@ -146,8 +151,18 @@ using RecipeFactory = std::function<std::unique_ptr<Recipe>(const JobSpec& spec,
                                                             const RunOptions& options)>;
 using RecipeSpecCheck = std::function<absl::Status(const JobSpec& spec)>;
 
-// Registers `factory` and `check` under `name`; false (and nothing changes) if the name is taken.
-bool RegisterRecipe(const std::string& name, RecipeFactory factory, RecipeSpecCheck check);
+// What the recipe registry holds per name.
+struct RecipeEntry {
+  RecipeFactory factory;
+  RecipeSpecCheck check;  // null = every key is honoured
+};
+
+// The process-wide recipe registry (kind "recipe") TROUPE_REGISTER_RECIPE fills.
+Registry<RecipeEntry>& RecipeRegistry();
+
+// Registers `factory` and `check` under `name`, and the name with the job spec (so a spec naming
+// it is accepted). ALREADY_EXISTS (and nothing changes) if the name is taken.
+absl::Status RegisterRecipe(const std::string& name, RecipeFactory factory, RecipeSpecCheck check);
 
 // Whether spec.recipe is registered and honours every key of `spec` (its CheckSpec): NOT_FOUND
 // listing the recipes for an unknown name; the recipe's INVALID_ARGUMENT otherwise.
@@ -159,16 +174,20 @@ std::vector<std::string> RecipeNames();
 absl::StatusOr<RunResult> RunRecipe(const JobSpec& spec, Cluster& cluster,
                                     const RunOptions& options);
 
-#define TROUPE_REGISTER_RECIPE(name, Class, check)                                        \
-  static const bool troupe_recipe_registered_##Class = ::troupe::recipes::RegisterRecipe( \
-      name,                                                                               \
-      [](const ::troupe::recipes::JobSpec& spec, ::troupe::Cluster& cluster,              \
-         const ::troupe::recipes::RunOptions& options)                                    \
-          -> std::unique_ptr<::troupe::recipes::Recipe> {                                 \
-        return std::make_unique<Class>(spec, cluster, options);                           \
-      },                                                                                  \
-      check)
-
 }  // namespace troupe::recipes
+
+// Registers recipe `Class` (constructor (const JobSpec&, Cluster&, const RunOptions&)) under
+// `name` with its spec check `check`; at namespace scope in a .cc file of an alwayslink library.
+// Aborts at start-up if `name` is taken.
+#define TROUPE_REGISTER_RECIPE(name, Class, check)                                              \
+  static const bool TROUPE_REGISTRY_CAT(troupe_recipe_registered_, __LINE__) [[maybe_unused]] = \
+      ::troupe::internal::CheckRegistration(::troupe::recipes::RegisterRecipe(                  \
+          name,                                                                                 \
+          [](const ::troupe::recipes::JobSpec& spec, ::troupe::Cluster& cluster,                \
+             const ::troupe::recipes::RunOptions& options)                                      \
+              -> std::unique_ptr<::troupe::recipes::Recipe> {                                   \
+            return std::make_unique<Class>(spec, cluster, options);                             \
+          },                                                                                    \
+          check))
 
 #endif  // TROUPE_RECIPES_RECIPE_H_

@@ -1,23 +1,39 @@
-// Reward functions: how a verifier scores one generated response.
+// Reward functions: how a verifier scores one generated response, and the registry that finds
+// them by name.
 //
 // A RewardFunction sees the response text and the prompt's reference answer and returns the
 // reward plus named components (for metrics). Implementations may throw on malformed input; the
 // reward server catches that per sample, scores the sample as failed (reward 0, the error
 // recorded) and goes on — one bad sample never fails a batch.
 //
-// Built-in tasks (MakeRewardFunction):
-//   "arithmetic"  exact match of the answer (1 or 0), plus format_weight if the response is a
-//                 well-formed number that ended with the stop token (so the policy learns to stop).
+// Registering a reward, in a .cc file whose cc_library has `alwayslink = True`:
 //
-// Thread-safety: implementations are immutable after construction and may be called concurrently.
+//   absl::StatusOr<std::unique_ptr<RewardFunction>> MakeCountdownReward(
+//       const nlohmann::json& config);
+//   TROUPE_REGISTER_REWARD("countdown", MakeCountdownReward);
+//
+// A task's verifier is the reward registered under the task's name (tasks/task.h registers it
+// with the task), so the reward server scores a job's samples with MakeRewardFunction(data.task).
+// Rewards are looked up per name, not per job: a reward server that picks the function per record
+// (by the record's data_source) or a weighted sum of several named rewards builds each part with
+// MakeRewardFunction and needs nothing more of this registry.
+//
+// The rewards built into troupe are those of the tasks in tasks/ (tasks/BUILD.bazel, :builtin);
+// //reward:reward_function links them, //reward:reward_registry is the registry alone.
+//
+// Thread-safety: implementations are immutable after construction and may be called concurrently;
+// the registry is thread-safe.
 #ifndef TROUPE_REWARD_REWARD_FUNCTION_H_
 #define TROUPE_REWARD_REWARD_FUNCTION_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/registry.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::reward {
@@ -40,12 +56,29 @@ class RewardFunction {
   virtual RewardOutput Score(const RewardInput& input) const = 0;
 };
 
-// The reward function of `task`, configured by `config` (e.g. {"format_weight": 0.1}; a "task"
-// key is allowed and ignored). NOT_FOUND naming the task and the known ones; INVALID_ARGUMENT for
-// a bad or unknown config field.
-absl::StatusOr<std::unique_ptr<RewardFunction>> MakeRewardFunction(const std::string& task,
+// Builds a reward function from its config, a JSON object (never null; without a "task" key).
+// INVALID_ARGUMENT naming the field for a bad or unknown config field.
+using RewardFactory =
+    std::function<absl::StatusOr<std::unique_ptr<RewardFunction>>(const nlohmann::json& config)>;
+
+// The process-wide registry TROUPE_REGISTER_REWARD fills (kind "reward").
+Registry<RewardFactory>& RewardRegistry();
+
+// The reward function registered as `name`, configured by `config` (null or a JSON object, e.g.
+// {"format_weight": 0.1}; a "task" key is allowed and not passed on). NOT_FOUND naming `name`
+// and the registered rewards; INVALID_ARGUMENT for a config that is not an object or that the
+// reward's factory refuses.
+absl::StatusOr<std::unique_ptr<RewardFunction>> MakeRewardFunction(const std::string& name,
                                                                    const nlohmann::json& config);
 
+// Every registered reward name, sorted.
+std::vector<std::string> RewardNames();
+
 }  // namespace troupe::reward
+
+// Registers `Factory` (convertible to troupe::reward::RewardFactory) as the reward `name`; at
+// namespace scope in a .cc file of an alwayslink library. Aborts at start-up if `name` is taken.
+#define TROUPE_REGISTER_REWARD(name, Factory) \
+  TROUPE_REGISTER_IN(::troupe::reward::RewardRegistry(), name, Factory)
 
 #endif  // TROUPE_REWARD_REWARD_FUNCTION_H_

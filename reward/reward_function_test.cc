@@ -1,43 +1,78 @@
 #include "reward/reward_function.h"
 
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace troupe::reward {
 namespace {
 
-TEST(ArithmeticReward, ExactMatchPlusFormat) {
-  auto f = MakeRewardFunction("arithmetic", {{"format_weight", 0.25}});
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+// A fake verifier: reward = bonus if the response repeats the reference, else 0.
+class EchoReward final : public RewardFunction {
+ public:
+  explicit EchoReward(double bonus) : bonus_(bonus) {}
+  RewardOutput Score(const RewardInput& in) const override {
+    RewardOutput out;
+    out.reward = in.response_text == in.reference_answer ? bonus_ : 0;
+    return out;
+  }
+
+ private:
+  double bonus_;
+};
+
+absl::StatusOr<std::unique_ptr<RewardFunction>> MakeEchoReward(const nlohmann::json& config) {
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    if (it.key() != "bonus") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reward config: unknown key '", it.key(), "' (echo_test takes bonus)"));
+    }
+  }
+  return std::unique_ptr<RewardFunction>(new EchoReward(config.value("bonus", 1.0)));
+}
+
+TROUPE_REGISTER_REWARD("echo_test", MakeEchoReward);
+
+TEST(RewardFunction, ARegisteredRewardIsFoundByNameWithItsConfig) {
+  EXPECT_THAT(RewardNames(), Contains("echo_test"));
+  auto f = MakeRewardFunction("echo_test", {{"bonus", 3.0}});
   ASSERT_TRUE(f.ok()) << f.status();
-  RewardOutput right = (*f)->Score({"81", "81", true});
-  EXPECT_DOUBLE_EQ(right.reward, 1.25);
-  EXPECT_DOUBLE_EQ(right.components["correct"], 1);
-  RewardOutput wrong_but_clean = (*f)->Score({"71", "81", true});
-  EXPECT_DOUBLE_EQ(wrong_but_clean.reward, 0.25);
-  RewardOutput cut = (*f)->Score({"81", "81", false});  // never stopped: no format credit
-  EXPECT_DOUBLE_EQ(cut.reward, 1.0);
-  RewardOutput junk = (*f)->Score({"8+1", "81", true});
-  EXPECT_DOUBLE_EQ(junk.reward, 0.0);
-  EXPECT_DOUBLE_EQ(junk.components["format"], 0);
-  EXPECT_DOUBLE_EQ((*f)->Score({"", "81", true}).reward, 0.0);
+  EXPECT_DOUBLE_EQ((*f)->Score({"81", "81", true}).reward, 3.0);
+  EXPECT_DOUBLE_EQ((*f)->Score({"80", "81", true}).reward, 0.0);
+  auto defaulted = MakeRewardFunction("echo_test", nullptr);
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status();
+  EXPECT_DOUBLE_EQ((*defaulted)->Score({"7", "7", true}).reward, 1.0);
 }
 
-TEST(ArithmeticReward, MissingReferenceThrowsSoTheServerCanMarkTheSample) {
-  auto f = MakeRewardFunction("arithmetic", {});
-  ASSERT_TRUE(f.ok());
-  EXPECT_THROW((*f)->Score({"81", "", true}), std::invalid_argument);
+TEST(RewardFunction, TheTaskKeyOfAServerConfigIsNotPassedToTheFactory) {
+  EXPECT_TRUE(MakeRewardFunction("echo_test", {{"task", "echo_test"}, {"bonus", 2}}).ok());
 }
 
-TEST(RewardFunction, UnknownTaskAndBadConfigAreNamed) {
+TEST(RewardFunction, UnknownNameListsTheRegisteredRewards) {
   auto unknown = MakeRewardFunction("chess", {});
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(unknown.status().message().find("chess"), std::string::npos);
-  auto bad = MakeRewardFunction("arithmetic", {{"format_weight", "lots"}});
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("format_weight"), std::string::npos);
-  auto misspelt = MakeRewardFunction("arithmetic", {{"format_wieght", 0.2}});
+  EXPECT_THAT(std::string(unknown.status().message()),
+              HasSubstr("no reward 'chess' is registered (registered: "));
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("echo_test"));
+}
+
+TEST(RewardFunction, BadConfigIsRefused) {
+  auto not_object = MakeRewardFunction("echo_test", nlohmann::json::array({1}));
+  EXPECT_EQ(not_object.status().code(), absl::StatusCode::kInvalidArgument);
+  auto misspelt = MakeRewardFunction("echo_test", {{"bonsu", 2}});
   EXPECT_EQ(misspelt.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(misspelt.status().message().find("format_wieght"), std::string::npos);
-  EXPECT_TRUE(MakeRewardFunction("arithmetic", {{"task", "arithmetic"}}).ok());
+  EXPECT_THAT(std::string(misspelt.status().message()), HasSubstr("bonsu"));
+}
+
+TEST(RewardFunctionDeathTest, RegisteringATakenNameAborts) {
+  EXPECT_DEATH(RegisterStatically(RewardRegistry(), "echo_test", RewardFactory(MakeEchoReward)),
+               HasSubstr("reward 'echo_test' is already registered"));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "recipes/rl/initial_policy.h"
 #include "reward/reward_function.h"
 #include "runtime/actor_registry.h"
+#include "tasks/task.h"
 
 namespace troupe::recipes {
 namespace {
@@ -99,17 +100,24 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
   for (size_t i = 0; i < kinds.size(); ++i) {
     const ActorGroupSpec& group = *kinds[i].second;
     if (kinds[i].first != "reward" || group.type != default_kinds[i].second->type) continue;
-    if (absl::StatusOr<std::unique_ptr<reward::RewardFunction>> fn =
-            reward::MakeRewardFunction(spec.data.task, group.config);
-        !fn.ok() && fn.status().code() == absl::StatusCode::kInvalidArgument) {
+    absl::StatusOr<std::unique_ptr<reward::RewardFunction>> fn =
+        reward::MakeRewardFunction(spec.data.task, group.config);
+    if (!fn.ok() && fn.status().code() == absl::StatusCode::kInvalidArgument) {
       refuse("actors.reward.config", fn.status().message());
+    } else if (!fn.ok() && fn.status().code() == absl::StatusCode::kNotFound &&
+               tasks::FindTask(spec.data.task) != nullptr) {
+      refuse("data.task", absl::StrCat("task ", spec.data.task,
+                                       " has no verifier for the built-in reward server (",
+                                       fn.status().message(), ")"));
     }
   }
   if (absl::Status s = CheckInitialPolicy(spec); !s.ok()) {
     problems.push_back(std::string(s.message()));
   }
-  if (spec.data.task != "arithmetic") {
-    refuse("data.task", absl::StrCat("recipe grpo runs the arithmetic task, not ", spec.data.task));
+  if (const tasks::TaskDefinition* task = tasks::FindTask(spec.data.task);
+      task == nullptr || task->make_problems == nullptr) {
+    refuse("data.task", absl::StrCat("recipe grpo needs a task with prompts of its own; ",
+                                     spec.data.task, " has none"));
   }
   if (problems.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));

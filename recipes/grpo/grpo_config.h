@@ -24,7 +24,8 @@ namespace troupe::recipes {
 // libraries are loaded here for that), a library that does not load, a built-in actor's config
 // override that is not a field of its config message (or, for the reward server, of its task's
 // reward function), what CheckInitialPolicy refuses about model.init and model.tokenizer, a
-// task other than arithmetic.
+// task without prompts of its own (tasks/task.h: make_problems) or, with the built-in reward
+// server, without a verifier (a reward registered under the task's name).
 absl::Status CheckGrpoSpec(const JobSpec& spec);
 
 // The built-in actors' configs (proto/actor_config.proto), every field the recipe decides set.

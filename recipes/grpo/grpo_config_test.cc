@@ -8,7 +8,9 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "reward/reward_function.h"
 #include "runtime/actor.h"
+#include "tasks/task.h"
 
 namespace troupe::recipes {
 namespace {
@@ -247,6 +249,74 @@ TEST(GrpoSpec, TakesAnotherTokenizerExceptForTheSftWarmStart) {
   const std::string m(CheckGrpoSpec(*spec).message());
   EXPECT_THAT(m, HasSubstr("model.tokenizer: the sft warm start trains with the task's own "
                            "character tokenizer"));
+}
+
+// Fake tasks, registered the way tasks/ register theirs: one the recipe can run (prompts and a
+// verifier), one without a verifier, one with neither.
+class OnePrompt final : public tasks::TaskProblems {
+ public:
+  int64_t num_train() const override { return 1; }
+  tasks::TaskProblem Train(int64_t) const override { return {"ab", "ba"}; }
+  std::vector<tasks::TaskProblem> HeldOut() const override { return {{"ba", "ab"}}; }
+};
+class ExactReward final : public reward::RewardFunction {
+ public:
+  reward::RewardOutput Score(const reward::RewardInput& in) const override {
+    return {in.response_text == in.reference_answer ? 1.0 : 0.0, {}};
+  }
+};
+absl::StatusOr<std::unique_ptr<tasks::TaskProblems>> MakeOnePrompt(const tasks::TaskConfig&) {
+  return std::make_unique<OnePrompt>();
+}
+absl::StatusOr<std::unique_ptr<reward::RewardFunction>> MakeExactReward(const nlohmann::json&) {
+  return std::make_unique<ExactReward>();
+}
+tasks::TaskDefinition ReverseTask() {
+  tasks::TaskDefinition task;
+  task.alphabet = "ab";
+  task.make_problems = MakeOnePrompt;
+  task.make_reward = MakeExactReward;
+  return task;
+}
+tasks::TaskDefinition UnverifiedTask() {
+  tasks::TaskDefinition task = ReverseTask();
+  task.make_reward = nullptr;
+  return task;
+}
+tasks::TaskDefinition SpecOnlyTask() { return tasks::TaskDefinition(); }
+TROUPE_REGISTER_TASK("reverse_test", ReverseTask);
+TROUPE_REGISTER_TASK("unverified_test", UnverifiedTask);
+TROUPE_REGISTER_TASK("spec_only_test", SpecOnlyTask);
+
+TEST(GrpoSpec, RunsAnyRegisteredTaskWithPromptsAndAVerifier) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(kBase, "job.yaml", {"data.task=reverse_test", "model.init=random"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+
+  spec = ParseJobSpec(kBase, "job.yaml", {"data.task=unverified_test", "model.init=random"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("data.task: task unverified_test has no verifier for the built-in reward "
+                        "server (no reward 'unverified_test' is registered"));
+
+  spec = ParseJobSpec(kBase, "job.yaml", {"data.task=spec_only_test", "model.init=random"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("data.task: recipe grpo needs a task with prompts of its own; "
+                        "spec_only_test has none"));
+}
+
+TEST(GrpoSpec, TheSftWarmStartIsTheArithmeticTasksOnly) {
+  tasks::TaskDefinition with_sft = ReverseTask();
+  with_sft.name = "reverse_sft_test";
+  with_sft.supports_sft = true;
+  ASSERT_TRUE(tasks::RegisterTask(with_sft).ok());
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(kBase, "job.yaml", {"data.task=reverse_sft_test"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
+              HasSubstr("model.init: the sft warm start trains on the arithmetic task's "
+                        "supervised data only, not task reverse_sft_test's"));
 }
 
 TEST(GrpoSpec, GenerationRequestsAreSeededByTheFirstPrompt) {

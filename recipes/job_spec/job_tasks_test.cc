@@ -10,10 +10,12 @@ namespace troupe::recipes {
 namespace {
 
 using ::testing::Contains;
+using ::testing::HasSubstr;
 
+// A second task, registered from this file the way tasks/ register theirs (only the job spec's
+// view of it: no prompts, no verifier).
 TaskDefinition Countdown() {
   TaskDefinition task;
-  task.name = "countdown";
   task.description = "reach a target with + - * /";
   task.supports_sft = false;
   task.params = {
@@ -24,6 +26,8 @@ TaskDefinition Countdown() {
   };
   return task;
 }
+
+TROUPE_REGISTER_TASK("countdown", Countdown);
 
 TEST(JobTasks, ArithmeticIsBuiltIn) {
   std::optional<TaskDefinition> task = FindJobTask("arithmetic");
@@ -37,8 +41,7 @@ TEST(JobTasks, ArithmeticIsBuiltIn) {
   EXPECT_FALSE(FindJobTask("countdown_never_registered").has_value());
 }
 
-TEST(JobTasks, ARegisteredTaskIsUsableWithItsOwnKeysCheckedAndDefaulted) {
-  ASSERT_TRUE(RegisterJobTask(Countdown()).ok());
+TEST(JobTasks, AStaticallyRegisteredTaskIsUsableWithItsOwnKeysCheckedAndDefaulted) {
   EXPECT_THAT(JobTaskNames(), Contains("countdown"));
 
   const std::string yaml = R"(name: t
@@ -59,6 +62,12 @@ trainer: {total_steps: 10}
             "override data.numbers=9: data.numbers: expected an integer in [2, 6], got 9");
   EXPECT_EQ(std::string(ParseJobSpec(yaml, "job.yaml", {"data.digits=2"}).status().message()),
             "override data.digits=2: data.digits: unknown key");
+  // ... and the built-in task refuses the new task's keys.
+  const std::string as_arithmetic =
+      std::string(ParseJobSpec(yaml, "job.yaml", {"data.task=arithmetic"}).status().message());
+  EXPECT_THAT(as_arithmetic, HasSubstr("job.yaml:3:"));
+  EXPECT_THAT(as_arithmetic, HasSubstr("data.numbers: unknown key"));
+  EXPECT_THAT(as_arithmetic, HasSubstr("data.ops: unknown key"));
   // No supervised data, so no SFT warm start.
   EXPECT_EQ(std::string(ParseJobSpec(yaml, "job.yaml", {"model.init=sft"}).status().message()),
             "override model.init=sft: model.init: the sft warm start needs supervised data, which "

@@ -17,13 +17,21 @@
 #include "models/model_config.h"
 #include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "recipes/sft/arithmetic_task.h"
+#include "recipes/rl/task_prompts.h"
 #include "recipes/sft/sft_recipe.h"
+#include "tasks/arithmetic/arithmetic.h"
+#include "tasks/task.h"
 
 namespace troupe::recipes {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The characters of spec.data.task's prompts and answers ("" if the task does not say).
+std::string TaskAlphabet(const JobSpec& spec) {
+  const tasks::TaskDefinition* task = tasks::FindTask(spec.data.task);
+  return task == nullptr ? std::string() : task->alphabet;
+}
 
 // model.tokenizer, read and checked: bos and eos tokens (responses start and end with them) and
 // every character of the task's prompts and answers; its file text in *json.
@@ -38,7 +46,7 @@ absl::StatusOr<std::unique_ptr<models::Tokenizer>> LoadRunTokenizer(const JobSpe
                                      " has no bos or no eos token: responses start and end "
                                      "with them"));
   }
-  for (char c : ArithmeticTask::kAlphabet) {
+  for (char c : TaskAlphabet(spec)) {
     absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(std::string(1, c));
     if (!ids.ok() || ids->empty()) {
       return spec.ErrorAt("model.tokenizer",
@@ -118,6 +126,19 @@ absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::To
 absl::Status CheckInitialPolicy(const JobSpec& spec) {
   std::error_code ec;
   const bool is_path = spec.model.init == ModelInit::kPath;
+  if (spec.model.init == ModelInit::kSft && spec.data.task != tasks::kArithmeticTaskName) {
+    return spec.ErrorAt(
+        "model.init", absl::StrCat("the sft warm start trains on the ", tasks::kArithmeticTaskName,
+                                   " task's supervised data only, not task ", spec.data.task,
+                                   "'s; use init: random or a checkpoint path"));
+  }
+  if (spec.model.init == ModelInit::kRandom && spec.model.tokenizer.empty() &&
+      TaskAlphabet(spec).empty()) {
+    return spec.ErrorAt("model.tokenizer",
+                        absl::StrCat("task ", spec.data.task,
+                                     " has no character alphabet of its own: set model.tokenizer "
+                                     "for init: random"));
+  }
   if (spec.model.tokenizer.empty()) {
     const fs::path from(spec.model.init_path);
     if (is_path && fs::exists(from, ec) && !fs::exists(from / "tokenizer.json", ec)) {
@@ -181,8 +202,7 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
       TROUPE_RETURN_IF_ERROR(
           actors::WriteRandomPolicy(dir, config, seed, *tokenizer, tokenizer_json));
     } else {
-      TROUPE_RETURN_IF_ERROR(
-          actors::WriteRandomPolicy(dir, config, seed, std::string(ArithmeticTask::kAlphabet)));
+      TROUPE_RETURN_IF_ERROR(actors::WriteRandomPolicy(dir, config, seed, TaskAlphabet(spec)));
     }
     log(absl::StrCat(
         "initial policy: random weights (seed ", spec.trainer.seed, ") of ", spec.model.config,
@@ -203,11 +223,8 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
     return dir;
   }
   SftOptions o;
-  o.task.digits = spec.data.task_params.value("digits", 2);
-  o.task.num_train = spec.data.task_params.value("num_train", 0);
-  o.task.dropped_carry_rate = spec.data.task_params.value("dropped_carry_rate", 0.0);
-  o.task.num_heldout = spec.data.heldout_size;
-  o.task.seed = static_cast<uint64_t>(spec.data.seed);
+  // The SFT recipe trains on the arithmetic task's supervised data (the only task with any yet).
+  o.task = tasks::ArithmeticOptionsFromConfig(TaskConfigOf(spec));
   TROUPE_ASSIGN_OR_RETURN(o.model, models::LoadModelConfig(spec.model.config));
   o.steps = spec.sft.steps;
   o.batch_size = spec.sft.batch_size;

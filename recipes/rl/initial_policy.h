@@ -24,7 +24,9 @@ namespace troupe::recipes {
 
 // What PrepareInitialPolicy would refuse about model.init and model.tokenizer, found before
 // anything is written (recipes call it from their spec check): INVALID_ARGUMENT with the key's
-// location. A file that does not exist is left to ValidateFiles.
+// location (e.g. an sft warm start for a task other than the one RunSft trains on, or init: random
+// without model.tokenizer for a task with no character alphabet). A file that does not exist is
+// left to ValidateFiles.
 absl::Status CheckInitialPolicy(const JobSpec& spec);
 
 // The initial policy's model directory; with an SFT warm start, also result->sft_dir and

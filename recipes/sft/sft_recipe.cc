@@ -24,6 +24,10 @@
 #include "trainers/train_step.h"
 
 namespace troupe::recipes {
+
+using tasks::ArithmeticProblem;
+using tasks::ArithmeticTask;
+using tasks::TaskSplit;
 namespace {
 
 using Clock = std::chrono::steady_clock;

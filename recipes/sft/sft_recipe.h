@@ -30,12 +30,12 @@
 
 #include "absl/status/statusor.h"
 #include "models/model_config.h"
-#include "recipes/sft/arithmetic_task.h"
+#include "tasks/arithmetic/arithmetic_task.h"
 
 namespace troupe::recipes {
 
 struct SftOptions {
-  ArithmeticTaskOptions task;
+  tasks::ArithmeticTaskOptions task;
   // Architecture; vocab_size and the bos/eos/pad ids are replaced by the tokenizer's.
   models::ModelConfig model;
   int64_t steps = 1000;     // > 0: the step budget.

@@ -15,10 +15,14 @@
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
-#include "recipes/sft/arithmetic_task.h"
 #include "rollout/generation_engine.h"
+#include "tasks/arithmetic/arithmetic_task.h"
 
 namespace troupe::recipes {
+
+using tasks::ArithmeticProblem;
+using tasks::ArithmeticTask;
+using tasks::TaskSplit;
 namespace {
 
 using ::testing::HasSubstr;

@@ -1,4 +1,4 @@
-#include "recipes/sft/arithmetic_task.h"
+#include "tasks/arithmetic/arithmetic_task.h"
 
 #include <utility>
 
@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
-namespace troupe::recipes {
+namespace troupe::tasks {
 namespace {
 
 uint64_t SplitMix64(uint64_t& state) {
@@ -159,4 +159,4 @@ bool ArithmeticTask::IsCorrect(const ArithmeticProblem& problem, absl::string_vi
   return completion == problem.answer;
 }
 
-}  // namespace troupe::recipes
+}  // namespace troupe::tasks

@@ -25,8 +25,8 @@
 //    "dropped_carry_rate": 0.7}
 //
 // Thread-safety: immutable after Create; all methods may be called concurrently.
-#ifndef TROUPE_RECIPES_SFT_ARITHMETIC_TASK_H_
-#define TROUPE_RECIPES_SFT_ARITHMETIC_TASK_H_
+#ifndef TROUPE_TASKS_ARITHMETIC_ARITHMETIC_TASK_H_
+#define TROUPE_TASKS_ARITHMETIC_ARITHMETIC_TASK_H_
 
 #include <cstdint>
 #include <string>
@@ -35,7 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace troupe::recipes {
+namespace troupe::tasks {
 
 struct ArithmeticTaskOptions {
   int64_t digits = 2;               // 1..3 (3 digits: 810,000 problems).
@@ -96,6 +96,6 @@ class ArithmeticTask {
   std::vector<uint32_t> order_;    // The permutation.
 };
 
-}  // namespace troupe::recipes
+}  // namespace troupe::tasks
 
-#endif  // TROUPE_RECIPES_SFT_ARITHMETIC_TASK_H_
+#endif  // TROUPE_TASKS_ARITHMETIC_ARITHMETIC_TASK_H_

@@ -1,4 +1,4 @@
-#include "recipes/sft/arithmetic_task.h"
+#include "tasks/arithmetic/arithmetic_task.h"
 
 #include <cstdio>
 #include <set>
@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace troupe::recipes {
+namespace troupe::tasks {
 namespace {
 
 using ::testing::HasSubstr;
@@ -145,4 +145,4 @@ TEST(ArithmeticTask, IsCorrectIsExactMatch) {
 }
 
 }  // namespace
-}  // namespace troupe::recipes
+}  // namespace troupe::tasks
