@@ -15,8 +15,6 @@
 namespace troupe {
 namespace {
 
-std::atomic<Cluster*> current_cluster{nullptr};
-
 const char* StateName(proto::ActorState s) {
   switch (s) {
     case proto::PENDING:
@@ -122,8 +120,6 @@ Cluster::Cluster(ClusterConnectOptions options, std::unique_ptr<Impl> impl)
     : options_(std::move(options)), impl_(std::move(impl)) {}
 
 Cluster::~Cluster() {
-  Cluster* self = this;
-  current_cluster.compare_exchange_strong(self, nullptr);
   if (impl_->transport_ != nullptr) impl_->transport_->Shutdown();
 }
 
@@ -150,8 +146,6 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(ClusterConnectOptions 
   return std::unique_ptr<Cluster>(new Cluster(std::move(options), std::move(impl)));
 }
 
-Cluster* Cluster::Current() { return current_cluster.load(); }
-void Cluster::SetCurrent(Cluster* cluster) { current_cluster.store(cluster); }
 
 absl::StatusOr<UntypedActorHandle> Cluster::Handle(const ActorTypeInfo& type,
                                                    const proto::ActorInfo& info) {

@@ -91,10 +91,6 @@ class Cluster {
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
-  // Inside a worker process: the cluster the worker belongs to (null elsewhere, unless set).
-  static Cluster* Current();
-  static void SetCurrent(Cluster* cluster);
-
   // Creates an actor of registered type T somewhere in the cluster. Returns once the head has
   // accepted it (PENDING); NOT_FOUND if T is not registered here, ALREADY_EXISTS for a taken
   // name, INVALID_ARGUMENT for bad options. An actor no node can host stays PENDING with the

@@ -38,10 +38,12 @@ absl::StatusOr<Num> Probe::Nap(const Num& ms) {
 absl::StatusOr<TensorBlob> Probe::Echo(const TensorBlob& blob) { return blob; }
 
 Future<Num> Probe::CallPeer(const Text& name) {
-  Cluster* cluster = Cluster::Current();
-  if (cluster == nullptr)
+  ActorServices* services = context().services();
+  if (services == nullptr)
     return MakeReadyFuture<Num>(absl::FailedPreconditionError("not in a cluster"));
-  absl::StatusOr<ActorHandle<Probe>> peer = cluster->GetActor<Probe>(name.text());
+  absl::StatusOr<UntypedActorHandle> found = services->GetActorByName(name.text());
+  if (!found.ok()) return MakeReadyFuture<Num>(found.status());
+  absl::StatusOr<ActorHandle<Probe>> peer = found->As<Probe>();
   if (!peer.ok()) return MakeReadyFuture<Num>(peer.status());
   Num one;
   one.set_value(1);
