@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "models/compute_threads.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/actor_library.h"
@@ -122,6 +123,8 @@ int RunWorker(const WorkerArgs& args) {
     TROUPE_LOG(WARNING) << absl::StrFormat(
         "troupe worker: setpriority(%d) failed; running at the default", spec.nice());
   }
+  // The process's compute pools, once, before the actor (or anything else) computes.
+  if (spec.compute_threads() > 0) (void)models::SetComputeThreads(spec.compute_threads());
   if (spec.default_call_timeout_ms() > 0) {
     options.default_call_timeout = absl::Milliseconds(spec.default_call_timeout_ms());
   }

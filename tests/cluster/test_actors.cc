@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "models/compute_threads.h"
 #include "runtime/actor_registry.h"
 #include "runtime/cluster/cluster_client.h"
 
@@ -27,6 +28,7 @@ absl::StatusOr<WorkerFacts> Probe::Facts(const Empty&) {
   const char* node = std::getenv("TROUPE_NODE_ID");
   f.set_node_id(node != nullptr ? node : "");
   f.set_num_restarts(context().num_restarts());
+  f.set_compute_threads(models::IntraOpThreads());
   return f;
 }
 
