@@ -150,8 +150,11 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
   return all.back().string();
 }
 
-Checkpointer::Checkpointer(const ActorContext& ctx)
-    : Checkpointer(ctx.ConfigAsOrThrow<proto::CheckpointerConfig>()) {}
+absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const ActorContext& ctx) {
+  TROUPE_ASSIGN_OR_RETURN(proto::CheckpointerConfig config,
+                          ctx.ConfigAs<proto::CheckpointerConfig>());
+  return std::make_unique<Checkpointer>(config);
+}
 
 Checkpointer::Checkpointer(const proto::CheckpointerConfig& config)
     : dir_(config.dir()), keep_(config.keep()) {

@@ -40,7 +40,8 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 
 class Checkpointer : public Actor {
  public:
-  explicit Checkpointer(const ActorContext& ctx);
+  // Reads proto::CheckpointerConfig from the context (an unknown field fails the spawn).
+  static absl::StatusOr<std::unique_ptr<Checkpointer>> Create(const ActorContext& ctx);
   explicit Checkpointer(const proto::CheckpointerConfig& config);
   absl::StatusOr<proto::CheckpointReply> Save(const proto::CheckpointRequest& req);
 

@@ -160,8 +160,11 @@ absl::Status ReplayBufferCore::Import(const proto::ReplayState& state) {
   return absl::OkStatus();
 }
 
-ReplayBuffer::ReplayBuffer(const ActorContext& ctx)
-    : core_(ctx.ConfigAsOrThrow<proto::ReplayBufferConfig>().capacity_groups()) {}
+absl::StatusOr<std::unique_ptr<ReplayBuffer>> ReplayBuffer::Create(const ActorContext& ctx) {
+  TROUPE_ASSIGN_OR_RETURN(proto::ReplayBufferConfig config,
+                          ctx.ConfigAs<proto::ReplayBufferConfig>());
+  return std::unique_ptr<ReplayBuffer>(new ReplayBuffer(config.capacity_groups()));
+}
 
 absl::StatusOr<proto::ReplayAddReply> ReplayBuffer::Add(const proto::ReplayAddRequest& req) {
   return core_.Add({req.groups().begin(), req.groups().end()});

@@ -82,7 +82,7 @@ class ReplayBufferCore {
 class ReplayBuffer : public Actor {
  public:
   // Config: proto::ReplayBufferConfig (proto/actor_config.proto): capacity_groups.
-  explicit ReplayBuffer(const ActorContext& ctx);
+  static absl::StatusOr<std::unique_ptr<ReplayBuffer>> Create(const ActorContext& ctx);
   absl::StatusOr<proto::ReplayAddReply> Add(const proto::ReplayAddRequest& req);
   absl::StatusOr<proto::ReplayTakeReply> Take(const proto::ReplayTakeRequest& req);
   absl::StatusOr<proto::ReplayStats> Stats(const proto::Empty& req);
@@ -91,6 +91,7 @@ class ReplayBuffer : public Actor {
   absl::StatusOr<proto::Empty> Import(const proto::ReplayState& req);
 
  private:
+  explicit ReplayBuffer(int64_t capacity_groups) : core_(capacity_groups) {}
   ReplayBufferCore core_;
 };
 

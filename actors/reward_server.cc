@@ -1,19 +1,25 @@
 #include "actors/reward_server.h"
 
-#include <cstdio>
-#include <stdexcept>
-
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "runtime/actor_registry.h"
 
 namespace troupe::actors {
 
-RewardServer::RewardServer(const ActorContext& ctx) {
-  absl::StatusOr<std::unique_ptr<reward::RewardFunction>> fn =
-      reward::MakeRewardFunction(ctx.config().value("task", "arithmetic"), ctx.config());
-  if (!fn.ok()) throw std::invalid_argument(std::string(fn.status().message()));
-  fn_ = std::move(*fn);
+absl::StatusOr<std::unique_ptr<RewardServer>> RewardServer::Create(const ActorContext& ctx) {
+  const nlohmann::json& config = ctx.config();
+  const nlohmann::json task = config.is_object()
+                                  ? config.value("task", nlohmann::json("arithmetic"))
+                                  : nlohmann::json("arithmetic");
+  if (!task.is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reward server config: task must be a string, got ", task.dump()));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardFunction> fn,
+                          reward::MakeRewardFunction(task.get<std::string>(), config));
+  return std::unique_ptr<RewardServer>(new RewardServer(std::move(fn)));
 }
 
 absl::StatusOr<proto::ScoreReply> RewardServer::Score(const proto::ScoreRequest& req) {

@@ -17,11 +17,13 @@ namespace troupe::actors {
 
 class RewardServer : public Actor {
  public:
-  // Throws std::invalid_argument for an unknown task or bad config (the actor system reports it).
-  explicit RewardServer(const ActorContext& ctx);
+  // The reward function of config "task" (default "arithmetic"), configured by the rest of the
+  // config; its error (unknown task, bad or unknown key) fails the spawn.
+  static absl::StatusOr<std::unique_ptr<RewardServer>> Create(const ActorContext& ctx);
   absl::StatusOr<proto::ScoreReply> Score(const proto::ScoreRequest& req);
 
  private:
+  explicit RewardServer(std::unique_ptr<reward::RewardFunction> fn) : fn_(std::move(fn)) {}
   std::unique_ptr<reward::RewardFunction> fn_;
   int64_t scored_ = 0;
 };

@@ -5,65 +5,62 @@
 
 #include <chrono>
 #include <cstdio>
-#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "models/compute_threads.h"
+#include "models/catch_torch.h"
 #include "runtime/actor_registry.h"
-#include "runtime/cluster/cluster_client.h"
-#include "runtime/collective/cluster_kv_store.h"
 
 namespace troupe::actors {
 
-RolloutWorker::RolloutWorker(const ActorContext& ctx) : name_(ctx.name()) {
-  const auto config = ctx.ConfigAsOrThrow<proto::RolloutWorkerConfig>();
-  models::SetComputeThreads(config.threads());
-  absl::StatusOr<PolicyModel> p = LoadPolicy(config.model_dir());
-  if (!p.ok()) throw std::runtime_error(std::string(p.status().message()));
-  policy_ = std::move(*p);
-  policy_.model->eval();
-  eos_id_ = policy_.tokenizer->eos_id().value_or(2);
-  absl::StatusOr<std::unique_ptr<rollout::GenerationEngine>> engine =
-      rollout::GenerationEngine::Create(policy_.model.ptr(), {.num_slots = config.num_slots(),
-                                                              .max_seq_len = config.max_seq_len()});
-  if (!engine.ok()) throw std::runtime_error(std::string(engine.status().message()));
-  engine_ = std::move(*engine);
+absl::StatusOr<std::unique_ptr<RolloutWorkerCore>> RolloutWorkerCore::Create(
+    const proto::RolloutWorkerConfig& config, std::string worker) {
+  std::unique_ptr<RolloutWorkerCore> core(new RolloutWorkerCore());
+  core->worker_ = std::move(worker);
+  TROUPE_ASSIGN_OR_RETURN(core->policy_, LoadPolicy(config.model_dir()));
+  TROUPE_RETURN_IF_ERROR(models::CatchTorch("RolloutWorkerCore::Create", [&] {
+    core->policy_.model->eval();
+    return absl::OkStatus();
+  }));
+  core->eos_id_ = core->policy_.tokenizer->eos_id().value_or(2);
+  TROUPE_ASSIGN_OR_RETURN(
+      core->engine_, rollout::GenerationEngine::Create(
+                         core->policy_.model.ptr(),
+                         {.num_slots = config.num_slots(), .max_seq_len = config.max_seq_len()}));
+  return core;
 }
+
+absl::Status RolloutWorkerCore::QueueWeights(const std::vector<collective::NamedTensor>& tensors,
+                                             int64_t version) {
+  rollout::WeightUpdate update;
+  update.version = version;
+  for (const collective::NamedTensor& t : tensors) update.tensors.emplace_back(t.name, t.tensor);
+  return engine_->UpdateWeights(std::move(update));
+}
+
+absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(const ActorContext& ctx) {
+  TROUPE_ASSIGN_OR_RETURN(proto::RolloutWorkerConfig config,
+                          ctx.ConfigAs<proto::RolloutWorkerConfig>());
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RolloutWorkerCore> core,
+                          RolloutWorkerCore::Create(config, ctx.name()));
+  return std::unique_ptr<RolloutWorker>(new RolloutWorker(ctx, std::move(core)));
+}
+
+RolloutWorker::RolloutWorker(const ActorContext& ctx, std::unique_ptr<RolloutWorkerCore> core)
+    : ctx_(ctx), core_(std::move(core)), name_(ctx.name()) {}
 
 RolloutWorker::~RolloutWorker() { StopReceiver(); }
 
 void RolloutWorker::StopReceiver() {
-  stop_receiver_ = true;
-  if (receiver_.joinable()) receiver_.join();
-  stop_receiver_ = false;
+  if (receiver_ != nullptr) receiver_->Stop();
+  receiver_.reset();
 }
 
-absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::GenerateRequest& req) {
+absl::StatusOr<proto::GenerateReply> RolloutWorkerCore::Generate(
+    const proto::GenerateRequest& req) {
   if (req.prompts().empty()) return absl::InvalidArgumentError("Generate: no prompts");
-  // Wait until the weights the driver asked for have arrived; a worker outside any weight group
-  // (just restarted) never gets them: say so at once, so the driver brings it into the group.
-  if (req.min_weight_version() > 0) {
-    absl::MutexLock lock(&mu_);
-    if (session_ == 0 && received_version_ < req.min_weight_version()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name_, " is not in the weight group (restarted?) and has weights v",
-                       received_version_, ", not v", req.min_weight_version()));
-    }
-    auto arrived = [this, &req]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return received_version_ >= req.min_weight_version() || group_broken_;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Minutes(5));
-    if (received_version_ < req.min_weight_version()) {
-      // Alive, but cut off from the weights: FAILED_PRECONDITION tells the driver to (re)join
-      // this worker to the weight group rather than treat it as dead.
-      return absl::FailedPreconditionError(absl::StrCat(
-          name_, ": weights of version ", req.min_weight_version(), " did not arrive (have ",
-          received_version_, group_broken_ ? "; weight group broken: " + group_error_ : "", ")"));
-    }
-  }
   std::vector<std::vector<int32_t>> prompts;
   for (const proto::Prompt& p : req.prompts())
     prompts.emplace_back(p.tokens().begin(), p.tokens().end());
@@ -76,8 +73,8 @@ absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::Genera
   params.seed = req.seed();
   params.stop_token_ids = {eos_id_};
   if (req.pin_weight_version()) params.max_weight_version = req.min_weight_version();
-  // The engine runs one Generate at a time; with max_concurrency > 1 two calls (a rollout and an
-  // evaluation, say) may arrive together, and the second waits here.
+  // The engine runs one Generate at a time; two calls (a rollout and an evaluation, say) may
+  // arrive together, and the second waits here.
   absl::ReleasableMutexLock generating(&generate_mu_);
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<rollout::GeneratedSample>> generated =
@@ -112,12 +109,37 @@ absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::Genera
         policy_.tokenizer->Decode(text_tokens, {.skip_special_tokens = true});
     s->set_response_text(text.ok() ? *text : "");
     s->set_reference_answer(prompt.reference_answer());
-    s->set_worker(name_);
+    s->set_worker(worker_);
     tokens += static_cast<int64_t>(gs.tokens.size());
   }
   reply.set_tokens_generated(tokens);
   reply.set_weight_version(engine_->weight_version());
   return reply;
+}
+
+absl::StatusOr<proto::GenerateReply> RolloutWorker::Generate(const proto::GenerateRequest& req) {
+  // Wait until the weights the driver asked for have arrived; a worker outside any weight group
+  // (just restarted) never gets them: say so at once, so the driver brings it into the group.
+  if (req.min_weight_version() > 0) {
+    absl::MutexLock lock(&mu_);
+    if (session_ == 0 && received_version_ < req.min_weight_version()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, " is not in the weight group (restarted?) and has weights v",
+                       received_version_, ", not v", req.min_weight_version()));
+    }
+    auto arrived = [this, &req]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return received_version_ >= req.min_weight_version() || group_broken_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&arrived), absl::Minutes(5));
+    if (received_version_ < req.min_weight_version()) {
+      // Alive, but cut off from the weights: FAILED_PRECONDITION tells the driver to (re)join
+      // this worker to the weight group rather than treat it as dead.
+      return absl::FailedPreconditionError(absl::StrCat(
+          name_, ": weights of version ", req.min_weight_version(), " did not arrive (have ",
+          received_version_, group_broken_ ? "; weight group broken: " + group_error_ : "", ")"));
+    }
+  }
+  return core_->Generate(req);
 }
 
 absl::StatusOr<proto::JoinWeightGroupReply> RolloutWorker::JoinWeightGroup(
@@ -126,7 +148,7 @@ absl::StatusOr<proto::JoinWeightGroupReply> RolloutWorker::JoinWeightGroup(
     return absl::InvalidArgumentError(absl::StrCat(
         "JoinWeightGroup: rank ", req.rank(), " is not a subscriber rank of ", req.world_size()));
   }
-  if (Cluster::Current() == nullptr) {
+  if (ctx_.services() == nullptr) {
     return absl::FailedPreconditionError("JoinWeightGroup: this worker is not part of a cluster");
   }
   StopReceiver();
@@ -139,11 +161,15 @@ absl::StatusOr<proto::JoinWeightGroupReply> RolloutWorker::JoinWeightGroup(
     group_error_.clear();
     reply.set_weight_version(received_version_);
   }
-  receiver_ = std::thread([this, req, session] { ReceiveLoop(req, session); });
+  receiver_ = BackgroundTask::Start(ctx_, "weight receiver",
+                                    [this, req, session](const BackgroundTask::StopToken& stop) {
+                                      ReceiveLoop(req, session, stop);
+                                    });
   return reply;
 }
 
-void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t session) {
+void RolloutWorker::ReceiveLoop(const proto::JoinWeightGroupRequest& req, uint64_t session,
+                                const BackgroundTask::StopToken& stop) {
   auto fail = [&](const absl::Status& s) {
     absl::MutexLock lock(&mu_);
     if (session_ != session) return;
@@ -152,13 +178,12 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
     TROUPE_LOG(WARNING) << absl::StrFormat("%s: weight group %s: %s", name_.c_str(),
                                            req.group_name().c_str(), group_error_.c_str());
   };
-  collective::ClusterKvStore kv(Cluster::Current());
   // Staging tensors the subscriber writes into (copy path) or checks the manifest against
   // (in place: it reads the trainer's shared buffers); the engine copies at UpdateWeights.
-  std::vector<collective::NamedTensor> staging = CopyStateDict(*policy_.model);
+  std::vector<collective::NamedTensor> staging = core_->CopyWeights();
   absl::StatusOr<std::unique_ptr<collective::WeightSubscriber>> sub =
       collective::WeightSubscriber::Create(
-          &kv,
+          &ctx_.services()->kv(),
           {.name = absl::StrCat(req.group_name(), ".", req.epoch()),
            .world_size = req.world_size(),
            .rank = req.rank(),
@@ -175,9 +200,9 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
       (*sub)->in_place()                     ? "in place, shared buffers"
       : (*sub)->group().uses_shared_memory() ? "copies through shared memory"
                                              : "copies through sockets");
-  while (!stop_receiver_) {
+  while (!stop.stop_requested()) {
     // Returns at once when the trainer announces a version (in place: woken through the shared
-    // segment), else after the timeout, to look at stop_receiver_ again.
+    // segment), else after the timeout, to look at the stop token again.
     absl::StatusOr<int64_t> announced = (*sub)->AwaitAnnouncedVersion(absl::Milliseconds(100));
     if (!announced.ok()) {
       fail(announced.status());
@@ -195,12 +220,7 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
       received_version_ = std::max(received_version_, *v);
       continue;
     }
-    rollout::WeightUpdate update;
-    update.version = *v;
-    for (const collective::NamedTensor& t : (*sub)->weights()) {
-      update.tensors.emplace_back(t.name, t.tensor);
-    }
-    absl::Status queued = engine_->UpdateWeights(std::move(update));
+    absl::Status queued = core_->QueueWeights((*sub)->weights(), *v);
     if (!queued.ok()) {
       fail(queued);
       break;
@@ -214,10 +234,7 @@ void RolloutWorker::ReceiveLoop(proto::JoinWeightGroupRequest req, uint64_t sess
 
 absl::Status RolloutWorker::LoadWeights(const std::vector<collective::NamedTensor>& tensors,
                                         int64_t version) {
-  rollout::WeightUpdate update;
-  update.version = version;
-  for (const collective::NamedTensor& t : tensors) update.tensors.emplace_back(t.name, t.tensor);
-  TROUPE_RETURN_IF_ERROR(engine_->UpdateWeights(std::move(update)));
+  TROUPE_RETURN_IF_ERROR(core_->QueueWeights(tensors, version));
   absl::MutexLock lock(&mu_);
   received_version_ = std::max(received_version_, version);
   return absl::OkStatus();

@@ -120,13 +120,9 @@ void SetReference(proto::TrainStepRequest& req, const PerToken& current) {
 }
 
 nlohmann::json Config(nlohmann::json overrides) {
-  nlohmann::json c = {{"model_dir", PolicyDir()},
-                      {"lr", 1e-2},
-                      {"seed", 1},
-                      {"threads", 1},
-                      {"weight_decay", 0.0},
-                      {"kl_coef", 0.0},
-                      {"off_policy", "OFF_POLICY_NONE"}};
+  nlohmann::json c = {
+      {"model_dir", PolicyDir()}, {"lr", 1e-2},     {"seed", 1},
+      {"weight_decay", 0.0},      {"kl_coef", 0.0}, {"off_policy", "OFF_POLICY_NONE"}};
   for (auto it = overrides.begin(); it != overrides.end(); ++it) c[it.key()] = it.value();
   return c;
 }

@@ -30,7 +30,9 @@
 #include "actors/reward_server.h"
 #include "actors/rollout_worker.h"
 #include "actors/trainer.h"
+#include "actors/trainer_core.h"
 #include "base/status_macros.h"
+#include "models/compute_threads.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
 #include "recipes/grpo/grpo_recipe.h"
@@ -110,21 +112,27 @@ absl::StatusOr<std::vector<double>> RunOnActors(const Flags& f, const recipes::J
   return std::vector<double>(times.begin() + std::min<size_t>(f.warmup, times.size()), times.end());
 }
 
-// (b) One process, no runtime: the actor classes as plain objects.
+// (b) One process, no runtime: the actors' cores (and the reward server) as plain objects.
 absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::JobSpec& spec) {
   auto ctx = [](const std::string& type, nlohmann::json config) {
     return ActorContext(nullptr, type, type, type, std::move(config), 0, nullptr);
   };
-  actors::RolloutWorker rollout(ctx("RolloutWorker", {{"model_dir", f.sft_dir},
-                                                      {"threads", 1},
-                                                      {"num_slots", f.batch * f.n},
-                                                      {"max_seq_len", 14}}));
-  actors::RewardServer reward(ctx("RewardServer", {{"task", "arithmetic"}}));
-  actors::Reference reference(
-      ctx("Reference", ConfigJson(recipes::GrpoReferenceConfig(f.sft_dir))));
+  models::SetComputeThreads(1);  // as the recipe's workers do (ActorSpec.compute_threads)
+  proto::RolloutWorkerConfig rollout_config;
+  rollout_config.set_model_dir(f.sft_dir);
+  rollout_config.set_num_slots(f.batch * f.n);
+  rollout_config.set_max_seq_len(14);
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<actors::RolloutWorkerCore> rollout,
+                          actors::RolloutWorkerCore::Create(rollout_config, "rollout"));
+  TROUPE_ASSIGN_OR_RETURN(
+      std::unique_ptr<actors::RewardServer> reward,
+      actors::RewardServer::Create(ctx("RewardServer", {{"task", "arithmetic"}})));
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<actors::ReferenceCore> reference,
+                          actors::ReferenceCore::Create(recipes::GrpoReferenceConfig(f.sft_dir)));
   // The trainer the recipe would configure (no checkpointer: nothing calls Checkpoint).
-  actors::Trainer trainer(
-      ctx("Trainer", ConfigJson(recipes::GrpoTrainerConfig(spec, f.sft_dir, "", "checkpointer"))));
+  TROUPE_ASSIGN_OR_RETURN(
+      std::unique_ptr<actors::TrainerCore> trainer,
+      actors::TrainerCore::Create(recipes::GrpoTrainerConfig(spec, f.sft_dir, "", "checkpointer")));
   tasks::ArithmeticTaskOptions to;
   to.digits = 2;
   to.num_train = 0;
@@ -151,27 +159,28 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
     gen.set_temperature(1);
     gen.set_max_new_tokens(4);
     gen.set_seed(static_cast<uint64_t>(step) + 1);
-    TROUPE_ASSIGN_OR_RETURN(proto::GenerateReply samples, rollout.Generate(gen));
+    TROUPE_ASSIGN_OR_RETURN(proto::GenerateReply samples, rollout->Generate(gen));
     const double gen_s = std::chrono::duration<double>(Clock::now() - start).count();
     proto::ScoreRequest sr;
     *sr.mutable_groups() = std::move(*samples.mutable_groups());
-    TROUPE_ASSIGN_OR_RETURN(proto::ScoreReply scored, reward.Score(sr));
+    TROUPE_ASSIGN_OR_RETURN(proto::ScoreReply scored, reward->Score(sr));
     proto::LogprobRequest lr;
     for (const auto& g : scored.groups()) {
       for (const auto& s : g.samples()) *lr.add_samples() = s;
     }
     const auto ref_start = Clock::now();
-    TROUPE_ASSIGN_OR_RETURN(proto::LogprobReply ref, reference.Logprobs(lr));
+    TROUPE_ASSIGN_OR_RETURN(proto::LogprobReply ref, reference->Logprobs(lr));
     const double ref_s = std::chrono::duration<double>(Clock::now() - ref_start).count();
     proto::TrainStepRequest tr;
     *tr.mutable_groups() = std::move(*scored.mutable_groups());
     *tr.mutable_ref_logprobs() = std::move(*ref.mutable_logprobs());
     tr.set_step(step);
     const auto train_start = Clock::now();
-    TROUPE_ASSIGN_OR_RETURN(proto::TrainStepReply reply, trainer.Step(tr));
+    TROUPE_ASSIGN_OR_RETURN(proto::TrainStepReply reply, trainer->Update(tr));
     const double train_s = std::chrono::duration<double>(Clock::now() - train_start).count();
     const auto load_start = Clock::now();
-    TROUPE_RETURN_IF_ERROR(rollout.LoadWeights(trainer.CurrentWeights(), reply.weight_version()));
+    TROUPE_RETURN_IF_ERROR(
+        rollout->QueueWeights(trainer->CurrentWeights(), reply.weight_version()));
     const double load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     std::fprintf(stderr,

@@ -30,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "actors/tiny_policy.h"
 #include "actors/trainer.h"
+#include "models/compute_threads.h"
 #include "nlohmann/json.hpp"
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
@@ -107,7 +108,6 @@ int Main(int argc, char** argv) {
     Die(s.ToString());
   }
   nlohmann::json config = {{"model_dir", dir},
-                           {"threads", threads},
                            {"lr", 1e-4},
                            {"seed", 1},
                            {"weight_decay", 0.0},
@@ -115,8 +115,11 @@ int Main(int argc, char** argv) {
                            {"entropy_coeff", entropy_coeff},
                            {"off_policy", "OFF_POLICY_" + absl::AsciiStrToUpper(off_policy)},
                            {"micro_batch_size", micro_batch_size}};
-  actors::Trainer trainer(
+  models::SetComputeThreads(threads);
+  absl::StatusOr<std::unique_ptr<actors::Trainer>> created = actors::Trainer::Create(
       ActorContext(nullptr, "Trainer", "Trainer", "Trainer", config, 0, nullptr));
+  if (!created.ok()) Die(created.status().ToString());
+  actors::Trainer& trainer = **created;
   std::mt19937 rng(7);
   std::vector<double> times, cpu_times;
   for (int step = 0; step < warmup + steps; ++step) {

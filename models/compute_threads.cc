@@ -19,4 +19,6 @@ bool SetComputeThreads(int threads) {
   return true;
 }
 
+int IntraOpThreads() { return at::get_num_threads(); }
+
 }  // namespace troupe::models

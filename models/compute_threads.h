@@ -17,6 +17,9 @@ namespace troupe::models {
 // was found and set.
 bool SetComputeThreads(int threads);
 
+// LibTorch's intra-op threads in this process (at::get_num_threads), for checks and reports.
+int IntraOpThreads();
+
 }  // namespace troupe::models
 
 #endif  // TROUPE_MODELS_COMPUTE_THREADS_H_

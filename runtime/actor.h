@@ -17,8 +17,10 @@
 // Methods of one instance run one at a time in the order calls arrive (per caller FIFO), so an
 // actor needs no locks for its own state, unless it opts into max_concurrency > 1 (then up to
 // that many calls run at once on a per-actor thread pool, and the actor must lock). A method that
-// throws fails only that call, with INTERNAL. A constructor that throws, or a Kill, ends the
-// instance; the actor is restarted (constructor rerun) up to max_restarts times.
+// throws fails only that call, with INTERNAL. A type whose construction can fail gives itself a
+// factory, `static absl::StatusOr<std::unique_ptr<T>> Create(const ActorContext&)`, which the
+// runtime then uses instead of a constructor. A failed Create (or a constructor that throws), or a
+// Kill, ends the instance; the actor is restarted (Create rerun) up to max_restarts times.
 //
 // Lifecycle (Ray's actor states):
 //
@@ -45,7 +47,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -59,6 +60,26 @@
 namespace troupe {
 
 class ActorSystem;
+class UntypedActorHandle;
+namespace collective {
+class KvStore;
+}  // namespace collective
+
+// What an actor may use of the cluster it runs in, handed to it through its ActorContext by the
+// system that hosts it (ActorSystemOptions::services: a cluster worker installs its cluster's).
+// Outside a cluster an actor has none. An actor asks its context for these instead of reaching
+// for a process-wide cluster, so a test can hand it fakes.
+//
+// Thread-safety: implementations are thread-safe.
+class ActorServices {
+ public:
+  virtual ~ActorServices() = default;
+  // The cluster's key-value store (e.g. the rendezvous of a collective group); lives as long as
+  // the services.
+  virtual collective::KvStore& kv() = 0;
+  // A handle to the live actor called `name` anywhere in the cluster; NOT_FOUND if there is none.
+  virtual absl::StatusOr<UntypedActorHandle> GetActorByName(const std::string& name) = 0;
+};
 
 enum class ActorState { kPending, kAlive, kRestarting, kDead };
 
@@ -107,14 +128,16 @@ inline nlohmann::json ConfigJson(const google::protobuf::Message& config) {
 class ActorContext {
  public:
   ActorContext(ActorSystem* system, std::string id, std::string type_name, std::string name,
-               nlohmann::json config, int num_restarts, Executor* executor)
+               nlohmann::json config, int num_restarts, Executor* executor,
+               ActorServices* services = nullptr)
       : system_(system),
         id_(std::move(id)),
         type_name_(std::move(type_name)),
         name_(std::move(name)),
         config_(std::move(config)),
         num_restarts_(num_restarts),
-        executor_(executor) {}
+        executor_(executor),
+        services_(services) {}
 
   ActorSystem& system() const { return *system_; }
   const std::string& id() const { return id_; }
@@ -130,6 +153,8 @@ class ActorContext {
   // --node-ip-address`; ActorSystemOptions::node_address): bind and advertise it for direct
   // connections between actors, e.g. GroupOptions::gloo_host. "127.0.0.1" without a system.
   const std::string& node_address() const;
+  // The cluster services this actor may use, or null when it does not run in a cluster.
+  ActorServices* services() const { return services_; }
 
   // The config as a protobuf message (JSON field names as protobuf's JSON mapping); an error
   // names the actor and the offending field.
@@ -145,14 +170,6 @@ class ActorContext {
     }
     return out;
   }
-  // ConfigAs for a constructor: a bad config throws std::invalid_argument with ConfigAs's message,
-  // which fails the spawn with it.
-  template <typename ConfigProto>
-  ConfigProto ConfigAsOrThrow() const {
-    absl::StatusOr<ConfigProto> c = ConfigAs<ConfigProto>();
-    if (!c.ok()) throw std::invalid_argument(std::string(c.status().message()));
-    return *std::move(c);
-  }
 
  private:
   ActorSystem* system_;
@@ -162,6 +179,7 @@ class ActorContext {
   nlohmann::json config_;
   int num_restarts_;
   Executor* executor_;
+  ActorServices* services_;
 };
 
 // Base of every actor type. See the file comment.

@@ -8,7 +8,9 @@
 //
 // Each listed method must be a public member `R Method(const Req&)` with Req a protobuf message
 // and R either absl::StatusOr<Reply> or troupe::Future<Reply> (Reply a protobuf message).
-// The constructor is `Counter(const troupe::ActorContext&)` or `Counter()`.
+// Instances come from `static absl::StatusOr<std::unique_ptr<Counter>> Create(const
+// troupe::ActorContext&)` when the type has it (construction that can fail says so in its
+// Status), else from the constructor `Counter(const troupe::ActorContext&)` or `Counter()`.
 //
 // Thread-safety: registration happens during static initialisation (or before any lookup);
 // lookups are thread-safe.
@@ -96,7 +98,8 @@ struct MethodInfo {
 struct ActorTypeInfo {
   std::string name;
   std::type_index type = std::type_index(typeid(void));
-  std::function<std::unique_ptr<Actor>(const ActorContext&)> factory;
+  // Creates an instance: T::Create when the type has one, else its constructor.
+  std::function<absl::StatusOr<std::unique_ptr<Actor>>(const ActorContext&)> factory;
   std::vector<MethodInfo> methods;
 
   // The method called `name`, or nullptr.
@@ -222,9 +225,24 @@ MethodInfo MakeMethodInfo(const char* name) {
   return m;
 }
 
+// Whether T has a factory `static absl::StatusOr<std::unique_ptr<T>> Create(const ActorContext&)`.
+template <typename T, typename = void>
+struct HasCreate : std::false_type {};
 template <typename T>
-std::unique_ptr<Actor> ConstructActor(const ActorContext& ctx) {
-  if constexpr (std::is_constructible_v<T, const ActorContext&>) {
+struct HasCreate<T, std::void_t<decltype(T::Create(std::declval<const ActorContext&>()))>>
+    : std::true_type {};
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Actor>> ConstructActor(const ActorContext& ctx) {
+  if constexpr (HasCreate<T>::value) {
+    static_assert(std::is_same_v<decltype(T::Create(std::declval<const ActorContext&>())),
+                                 absl::StatusOr<std::unique_ptr<T>>>,
+                  "an actor's Create must return absl::StatusOr<std::unique_ptr<T>>");
+    absl::StatusOr<std::unique_ptr<T>> made = T::Create(ctx);
+    if (!made.ok()) return made.status();
+    if (*made == nullptr) return absl::InternalError("Create returned null");
+    return std::unique_ptr<Actor>(*std::move(made));
+  } else if constexpr (std::is_constructible_v<T, const ActorContext&>) {
     return std::make_unique<T>(ctx);
   } else {
     static_assert(std::is_default_constructible_v<T>,

@@ -381,12 +381,19 @@ void ActorCell::OnStart(uint64_t seq) {
   }
   context_ = std::make_unique<ActorContext>(
       system_, core_->id, core_->type->name, core_->options.name, core_->options.config,
-      core_->options.previous_restarts + core_->num_restarts.load(), executor_.get());
+      core_->options.previous_restarts + core_->num_restarts.load(), executor_.get(),
+      options_.services);
   absl::Status failure;
   try {
     ScopedActorContext scope(executor_.get(), name_.c_str());
     ScopedConstructing constructing(context_.get());
-    instance_ = core_->type->factory(*context_);
+    absl::StatusOr<std::unique_ptr<Actor>> made = core_->type->factory(*context_);
+    if (made.ok()) {
+      instance_ = *std::move(made);
+    } else {
+      failure = absl::Status(made.status().code(),
+                             absl::StrCat(core_->Describe(), ": ", made.status().message()));
+    }
   } catch (...) {
     failure = ExceptionToStatus(std::current_exception(),
                                 absl::StrCat(core_->Describe(), " constructor").c_str());

@@ -52,6 +52,10 @@ struct ActorSystemOptions {
   // A cluster worker sets its node agent's --node-ip-address; a driver's local system keeps
   // loopback. See ActorContext::node_address().
   std::string node_address = "127.0.0.1";
+  // The cluster services handed to every actor of this system (ActorContext::services()); null
+  // outside a cluster. Not owned; must outlive the system. A cluster worker installs its
+  // cluster's (runtime/cluster/worker_main.cc).
+  ActorServices* services = nullptr;
 };
 
 class ActorSystem {

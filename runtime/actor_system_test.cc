@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "runtime/collective/kv_store.h"
 #include "runtime/testing/test_messages.pb.h"
 
 namespace troupe {
@@ -171,6 +172,55 @@ class Parallel : public Actor {
   std::atomic<int> max_{0};
 };
 TROUPE_REGISTER_ACTOR(Parallel, Work);
+
+// Made comes from a Create factory: a bad config is a Status, not an exception; the first
+// `fail_first` attempts of a name fail.
+class Made : public Actor {
+ public:
+  static absl::StatusOr<std::unique_ptr<Made>> Create(const ActorContext& ctx) {
+    absl::StatusOr<Num> config = ctx.ConfigAs<Num>();
+    if (!config.ok()) return config.status();
+    int n;
+    {
+      absl::MutexLock lock(&attempts_mu);
+      n = ++(*attempts)[ctx.name()];
+    }
+    if (n <= config->caller()) return absl::FailedPreconditionError(absl::StrCat("attempt ", n));
+    return std::unique_ptr<Made>(new Made(config->value(), ctx.services()));
+  }
+
+  absl::StatusOr<Num> Value(const Empty&) { return MakeNum(value_); }
+  // Looks `name` up through the context's services (FAILED_PRECONDITION without any).
+  absl::StatusOr<Text> Find(const Text& name) {
+    if (services_ == nullptr) return absl::FailedPreconditionError("no services");
+    absl::StatusOr<UntypedActorHandle> h = services_->GetActorByName(name.text());
+    if (!h.ok()) return h.status();
+    Text out;
+    out.set_text(h->type_name());
+    return out;
+  }
+
+ private:
+  Made(int64_t value, ActorServices* services) : value_(value), services_(services) {}
+  int64_t value_;
+  ActorServices* services_;
+};
+TROUPE_REGISTER_ACTOR(Made, Value, Find);
+
+// Services that know one actor, "known", handed out by a test.
+class OneActorServices : public ActorServices {
+ public:
+  explicit OneActorServices(UntypedActorHandle known) : known_(std::move(known)) {}
+  collective::KvStore& kv() override { return kv_; }
+  absl::StatusOr<UntypedActorHandle> GetActorByName(const std::string& name) override {
+    if (name != "known") return absl::NotFoundError(name);
+    return known_;
+  }
+
+ private:
+  collective::InMemoryKvStore kv_;
+  UntypedActorHandle known_;
+};
 
 class ActorSystemTest : public ::testing::Test {
  protected:
@@ -478,14 +528,62 @@ TEST_F(ActorSystemTest, ConfigReachesTheConstructorAndCanBeReadAsAProto) {
   absl::StatusOr<Num> err = bad.ConfigAs<Num>();
   EXPECT_EQ(err.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(err.status().message().find("valu"), std::string::npos) << err.status();
-  EXPECT_THROW(bad.ConfigAsOrThrow<Num>(), std::invalid_argument);
   // ConfigJson is ConfigAs's inverse.
   Num sent;
   sent.set_value(-3);
   sent.set_caller(9);
   ActorContext round(&system_, "id", "Counter", "n", ConfigJson(sent), 0, nullptr);
-  EXPECT_EQ(round.ConfigAsOrThrow<Num>().value(), -3);
-  EXPECT_EQ(round.ConfigAsOrThrow<Num>().caller(), 9);
+  EXPECT_EQ(round.ConfigAs<Num>()->value(), -3);
+  EXPECT_EQ(round.ConfigAs<Num>()->caller(), 9);
+}
+
+TEST_F(ActorSystemTest, ATypeWithCreateIsMadeByItAndAFailedCreateIsRetriedThenEndsTheActor) {
+  Num config;
+  config.set_value(5);
+  config.set_caller(2);  // the first two attempts fail
+  auto ok = system_.Spawn<Made>({.name = "made", .max_restarts = 2, .config = ConfigJson(config)});
+  ASSERT_TRUE(ok.ok());
+  absl::StatusOr<Num> v = ok->Call(&Made::Value, Empty()).Get(absl::Seconds(10));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->value(), 5);
+
+  config.set_caller(100);
+  auto doomed =
+      system_.Spawn<Made>({.name = "made_doomed", .max_restarts = 1, .config = ConfigJson(config)});
+  ASSERT_TRUE(doomed.ok());
+  absl::StatusOr<Num> r = doomed->Call(&Made::Value, Empty()).Get(absl::Seconds(10));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("attempt 2"), std::string::npos) << r.status();
+  EXPECT_EQ(doomed->state(), ActorState::kDead);
+
+  auto bad = system_.Spawn<Made>({.name = "made_bad", .config = {{"valu", 1}}});
+  ASSERT_TRUE(bad.ok());
+  absl::StatusOr<Num> b = bad->Call(&Made::Value, Empty()).Get(absl::Seconds(10));
+  EXPECT_NE(b.status().message().find("valu"), std::string::npos) << b.status();
+}
+
+TEST(ActorServicesTest, ActorsGetTheSystemsServicesAndNoneWithout) {
+  ActorSystem plain({.num_threads = 1});
+  auto lonely = plain.Spawn<Made>({.name = "lonely"});
+  ASSERT_TRUE(lonely.ok());
+  Text known;
+  known.set_text("known");
+  EXPECT_EQ(lonely->Call(&Made::Find, known).Get(absl::Seconds(5)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  OneActorServices services(*lonely);
+  ActorSystem served({.num_threads = 1, .services = &services});
+  auto finder = served.Spawn<Made>({.name = "finder"});
+  ASSERT_TRUE(finder.ok());
+  absl::StatusOr<Text> found = finder->Call(&Made::Find, known).Get(absl::Seconds(5));
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->text(), "Made");
+  Text other;
+  other.set_text("other");
+  EXPECT_EQ(finder->Call(&Made::Find, other).Get(absl::Seconds(5)).status().code(),
+            absl::StatusCode::kNotFound);
+  served.Shutdown();
+  plain.Shutdown();
 }
 
 TEST(ActorContextNodeAddress, IsTheSystemsNodeAddressAndLoopbackByDefault) {

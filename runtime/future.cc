@@ -13,6 +13,8 @@ namespace {
 
 thread_local Executor* current_executor = nullptr;
 thread_local const char* current_mailbox_actor = nullptr;
+// The actor a background task (runtime/background_task.h) of this thread works for.
+thread_local const char* current_background_actor = nullptr;
 
 }  // namespace
 
@@ -23,9 +25,13 @@ namespace internal {
 const char* CurrentMailboxActor() { return current_mailbox_actor; }
 
 namespace {
-// Log lines written inside an actor's handler name the actor (base/log.h).
+const char* LogContext() {
+  return current_mailbox_actor != nullptr ? current_mailbox_actor : current_background_actor;
+}
+// Log lines written inside an actor's handler, or by its background tasks, name the actor
+// (base/log.h).
 [[maybe_unused]] const bool kLogsNameTheActor = [] {
-  SetLogContextProvider(&CurrentMailboxActor);
+  SetLogContextProvider(&LogContext);
   return true;
 }();
 }  // namespace
@@ -40,6 +46,12 @@ ScopedActorContext::~ScopedActorContext() {
   current_executor = saved_executor_;
   current_mailbox_actor = saved_actor_;
 }
+
+ScopedBackgroundActor::ScopedBackgroundActor(const char* actor) : saved_(current_background_actor) {
+  current_background_actor = actor;
+}
+
+ScopedBackgroundActor::~ScopedBackgroundActor() { current_background_actor = saved_; }
 
 absl::Status ExceptionToStatus(std::exception_ptr e, const char* where) {
   try {

@@ -97,6 +97,17 @@ class ScopedActorContext {
   const char* saved_actor_;
 };
 
+// Names `actor` in the log lines of this thread for the scope, without making it a mailbox
+// thread (Future::Get stays allowed): for an actor's background tasks.
+class ScopedBackgroundActor {
+ public:
+  explicit ScopedBackgroundActor(const char* actor);
+  ~ScopedBackgroundActor();
+
+ private:
+  const char* saved_;
+};
+
 absl::Status ExceptionToStatus(std::exception_ptr e, const char* where);
 
 // The shared state of a Future/Promise pair. Lock-free on the completion path: completion and

@@ -132,7 +132,6 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
   c.set_model_dir(model_dir);
   c.set_resume_dir(resume_dir);
   c.set_checkpointer(checkpointer);
-  c.set_threads(1);
   c.set_lr(t.lr);
   c.set_lr_schedule(t.lr_schedule);
   c.set_warmup_steps(t.warmup_steps);
@@ -158,7 +157,6 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
 proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir) {
   proto::RolloutWorkerConfig c;
   c.set_model_dir(model_dir);
-  c.set_threads(1);
   c.set_num_slots(static_cast<int32_t>(std::max<int64_t>(
       8, spec.data.train_batch_size * spec.algorithm.n / spec.actors.rollout.replicas)));
   c.set_max_seq_len(
@@ -169,7 +167,6 @@ proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::str
 proto::ReferenceConfig GrpoReferenceConfig(const std::string& model_dir) {
   proto::ReferenceConfig c;
   c.set_model_dir(model_dir);
-  c.set_threads(1);
   return c;
 }
 

@@ -137,7 +137,6 @@ TEST(GrpoSpec, ActorConfigsAreWholeAndShareTheActorsDefaults) {
   expected.set_checkpointer("ckpt");
   expected.set_total_steps(2);  // kBase's
   proto::TrainerConfig got = trainer;
-  got.clear_threads();
   got.clear_checkpoint_attempts();
   for (const auto* f : {"lr", "lr_schedule", "warmup_steps", "min_lr_ratio", "weight_decay",
                         "grad_clip", "seed", "micro_batch_size", "clip_eps_low", "clip_eps_high",

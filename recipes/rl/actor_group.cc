@@ -101,6 +101,7 @@ absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions
     a.job_id = o.job_id;
     a.libraries = o.libraries;
     a.nice = o.nice;
+    a.compute_threads = o.compute_threads;
     absl::StatusOr<UntypedActorHandle> h = cluster.SpawnByName(o.type_name, a);
     if (!h.ok()) {
       (void)group.Kill();

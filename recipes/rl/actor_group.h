@@ -50,6 +50,9 @@ struct ActorGroupOptions {
   std::vector<std::string> libraries;
   // CPU niceness of the replicas' processes, 0..19 (ClusterActorOptions::nice).
   int nice = 0;
+  // Threads of each replica's compute pools (ClusterActorOptions::compute_threads); 1 keeps the
+  // actors of a small node from oversubscribing its cores (models/compute_threads.h).
+  int compute_threads = 1;
   // Replica i's configuration (ActorContext::config()); null = {}.
   std::function<nlohmann::json(int replica)> config;
   // Deadline of calls that set none.

@@ -15,8 +15,6 @@
 namespace troupe {
 namespace {
 
-std::atomic<Cluster*> current_cluster{nullptr};
-
 const char* StateName(proto::ActorState s) {
   switch (s) {
     case proto::PENDING:
@@ -122,8 +120,6 @@ Cluster::Cluster(ClusterConnectOptions options, std::unique_ptr<Impl> impl)
     : options_(std::move(options)), impl_(std::move(impl)) {}
 
 Cluster::~Cluster() {
-  Cluster* self = this;
-  current_cluster.compare_exchange_strong(self, nullptr);
   if (impl_->transport_ != nullptr) impl_->transport_->Shutdown();
 }
 
@@ -149,9 +145,6 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(ClusterConnectOptions 
   TROUPE_RETURN_IF_ERROR(impl->Call(&proto::HeadService::Stub::KvList, probe, &ignored));
   return std::unique_ptr<Cluster>(new Cluster(std::move(options), std::move(impl)));
 }
-
-Cluster* Cluster::Current() { return current_cluster.load(); }
-void Cluster::SetCurrent(Cluster* cluster) { current_cluster.store(cluster); }
 
 absl::StatusOr<UntypedActorHandle> Cluster::Handle(const ActorTypeInfo& type,
                                                    const proto::ActorInfo& info) {
@@ -184,6 +177,11 @@ absl::StatusOr<UntypedActorHandle> Cluster::SpawnImpl(std::type_index type,
         "actor type ", type_name.empty() ? std::string(type.name()) : "'" + type_name + "'",
         " is not registered in this program (registered: ", known.empty() ? "none" : known, ")"));
   }
+  if (options.compute_threads < 0 || options.compute_threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("spawning ", info->name,
+                                                   ": compute_threads must be in [0, 1024], got ",
+                                                   options.compute_threads));
+  }
   if (options.nice < 0 || options.nice > 19) {
     return absl::InvalidArgumentError(
         absl::StrCat("spawning ", info->name, ": nice must be in [0, 19], got ", options.nice));
@@ -209,6 +207,7 @@ absl::StatusOr<UntypedActorHandle> Cluster::SpawnImpl(std::type_index type,
   spec->mutable_job_id()->set_id(options.job_id);
   for (const std::string& library : options.libraries) spec->add_libraries(library);
   spec->set_nice(options.nice);
+  spec->set_compute_threads(options.compute_threads);
   proto::CreateActorReply reply;
   TROUPE_RETURN_IF_ERROR(impl_->Call(&proto::HeadService::Stub::CreateActor, req, &reply));
   return Handle(*info, reply.actor());

@@ -80,6 +80,9 @@ struct ClusterActorOptions {
   // CPU niceness of the actor's worker process, 0..19 (ActorSpec.nice): the process yields the
   // CPU to the node's other processes when they compete.
   int nice = 0;
+  // Threads of the worker's compute pools (LibTorch intra-op, OpenBLAS), set once in the worker
+  // before the actor is created (ActorSpec.compute_threads); 0 = the libraries' defaults.
+  int compute_threads = 0;
 };
 
 class Cluster {
@@ -90,10 +93,6 @@ class Cluster {
   ~Cluster();
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
-
-  // Inside a worker process: the cluster the worker belongs to (null elsewhere, unless set).
-  static Cluster* Current();
-  static void SetCurrent(Cluster* cluster);
 
   // Creates an actor of registered type T somewhere in the cluster. Returns once the head has
   // accepted it (PENDING); NOT_FOUND if T is not registered here, ALREADY_EXISTS for a taken

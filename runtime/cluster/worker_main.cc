@@ -19,10 +19,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "models/compute_threads.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/actor_library.h"
 #include "runtime/actor_system.h"
+#include "runtime/cluster/cluster_actor_services.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/transport/transport_common.h"
 #include "runtime/transport/transport_server.h"
@@ -121,6 +123,8 @@ int RunWorker(const WorkerArgs& args) {
     TROUPE_LOG(WARNING) << absl::StrFormat(
         "troupe worker: setpriority(%d) failed; running at the default", spec.nice());
   }
+  // The process's compute pools, once, before the actor (or anything else) computes.
+  if (spec.compute_threads() > 0) (void)models::SetComputeThreads(spec.compute_threads());
   if (spec.default_call_timeout_ms() > 0) {
     options.default_call_timeout = absl::Milliseconds(spec.default_call_timeout_ms());
   }
@@ -133,11 +137,12 @@ int RunWorker(const WorkerArgs& args) {
     }
   }
 
-  // Actors in this worker reach the rest of the cluster (other actors, KV) through this client.
+  // Actors in this worker reach the rest of the cluster (other actors, KV) through this client,
+  // handed to them as their context's services.
   absl::StatusOr<std::unique_ptr<Cluster>> cluster =
       Cluster::Connect({.address = args.head_address, .token = token, .caller = args.actor_id});
   if (!cluster.ok()) return Fail(5, cluster.status().ToString());
-  Cluster::SetCurrent(cluster->get());
+  ClusterActorServices services(cluster->get());
 
   // User code the actor's type may come from (before the system: a library's types must be
   // registered before anything looks them up).
@@ -150,7 +155,7 @@ int RunWorker(const WorkerArgs& args) {
   }
 
   // The actor binds direct connections (weight groups) to its node's address (--host).
-  ActorSystem system({.node_address = args.host});
+  ActorSystem system({.node_address = args.host, .services = &services});
   absl::StatusOr<UntypedActorHandle> actor = system.SpawnByName(spec.type_name(), options);
   if (!actor.ok()) {
     return Fail(
@@ -202,7 +207,6 @@ int RunWorker(const WorkerArgs& args) {
   const bool actor_died = died.HasBeenNotified();
   (*server)->Shutdown();
   system.Shutdown();
-  Cluster::SetCurrent(nullptr);
   if (actor_died) return Fail(6, absl::StrCat("the actor died: ", death_reason));
   return 0;
 }

@@ -196,15 +196,15 @@ JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& s, absl::Time n
 }
 
 nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::ActorInfo>& actors,
-                         const std::vector<CallEdge>& edges, const JobLiveMetrics* live) {
+                         const std::vector<CallEdge>& edges, const JobLiveMetrics* live,
+                         const GraphSchema& schema) {
   nlohmann::json nodes = nlohmann::json::array();
   std::map<std::string, const proto::ActorInfo*> members;
-  std::vector<const proto::ActorInfo*> trainers, rollouts;
+  std::map<std::string, std::vector<const proto::ActorInfo*>> by_type;
   for (const proto::ActorInfo& a : actors) {
     if (a.spec().job_id().id() != job_id) continue;
     members[a.id().id()] = &a;
-    if (a.spec().type_name() == "Trainer") trainers.push_back(&a);
-    if (a.spec().type_name() == "RolloutWorker") rollouts.push_back(&a);
+    by_type[a.spec().type_name()].push_back(&a);
     nodes.push_back({{"id", a.id().id()},
                      {"label", Label(a)},
                      {"class", a.spec().type_name()},
@@ -219,7 +219,7 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
     auto callee = members.find(e.callee);
     if (callee == members.end()) continue;
     if (e.caller != "driver" && members.count(e.caller) == 0) continue;  // another job's
-    const std::string kind = EdgeKind(callee->second->spec().type_name(), e.method);
+    const std::string kind = schema.EdgeKind(callee->second->spec().type_name(), e.method);
     out_edges.push_back({{"source", e.caller},
                          {"target", e.callee},
                          {"kind", kind},
@@ -231,17 +231,24 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
                          {"bytes", e.request_bytes + e.reply_bytes},
                          {"errors", e.errors}});
   }
-  for (const proto::ActorInfo* t : trainers) {
-    for (const proto::ActorInfo* r : rollouts) {
-      out_edges.push_back({{"source", t->id().id()},
-                           {"target", r->id().id()},
-                           {"kind", "weights"},
-                           {"method", "weights"},
-                           {"rate", live != nullptr ? live->weight_updates_per_s : 0.0},
-                           {"bytes_per_s", nlohmann::json()},
-                           {"staleness", nlohmann::json()},
-                           {"version", live != nullptr ? OptionalNumber(live->weights_version)
-                                                       : nlohmann::json()}});
+  static const std::vector<const proto::ActorInfo*> kNone;
+  auto of_type = [&](const std::string& type) -> const std::vector<const proto::ActorInfo*>& {
+    auto it = by_type.find(type);
+    return it == by_type.end() ? kNone : it->second;
+  };
+  for (const auto& [publisher, subscriber] : schema.weight_flows) {
+    for (const proto::ActorInfo* t : of_type(publisher)) {
+      for (const proto::ActorInfo* r : of_type(subscriber)) {
+        out_edges.push_back({{"source", t->id().id()},
+                             {"target", r->id().id()},
+                             {"kind", "weights"},
+                             {"method", "weights"},
+                             {"rate", live != nullptr ? live->weight_updates_per_s : 0.0},
+                             {"bytes_per_s", nlohmann::json()},
+                             {"staleness", nlohmann::json()},
+                             {"version", live != nullptr ? OptionalNumber(live->weights_version)
+                                                         : nlohmann::json()}});
+      }
     }
   }
   return {{"nodes", std::move(nodes)}, {"edges", std::move(out_edges)}};

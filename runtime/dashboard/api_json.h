@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/cluster.pb.h"
 #include "runtime/dashboard/call_graph.h"
+#include "runtime/dashboard/graph_schema.h"
 #include "runtime/dashboard/head_api.h"
 #include "runtime/dashboard/job_manager.h"
 
@@ -68,13 +69,15 @@ JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& series, absl::T
 // {id, label (the name without the "<job>/" prefix), class, state, node_id, name}, and edges
 // {source, target, kind, method, rate (calls/s), bytes_per_s, staleness, calls, bytes, errors}:
 //  - one per (caller, callee, method) call edge into the job's actors whose caller is one of them
-//    or "driver"; kind from EdgeKind; staleness = the job's latest mean sample staleness on
-//    "samples" edges (else null);
-//  - "weights" edges from each Trainer to each RolloutWorker (method "weights", rate = weight
-//    updates per second from the metrics, bytes_per_s null: the broadcast goes over the
-//    collective, which is not counted), with "version" the latest weights version.
+//    or "driver"; kind from the application's `schema` (graph_schema.h); staleness = the job's
+//    latest mean sample staleness on "samples" edges (else null);
+//  - "weights" edges for each of the schema's weight flows, from each actor of the publishing
+//    type to each of the subscribing type (method "weights", rate = weight updates per second
+//    from the metrics, bytes_per_s null: the broadcast goes over the collective, which is not
+//    counted), with "version" the latest weights version.
 nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::ActorInfo>& actors,
-                         const std::vector<CallEdge>& edges, const JobLiveMetrics* live);
+                         const std::vector<CallEdge>& edges, const JobLiveMetrics* live,
+                         const GraphSchema& schema);
 
 // The /metrics page (Prometheus text format), families:
 //   troupe_nodes{state}, troupe_node_resource_capacity / _used{node_id, hostname, resource},

@@ -7,15 +7,6 @@
 
 namespace troupe::dashboard {
 
-std::string EdgeKind(absl::string_view callee_class, absl::string_view method) {
-  if ((callee_class == "RolloutWorker" && method == "Generate") ||
-      (callee_class == "RewardServer" && method == "Score") ||
-      (callee_class == "ReplayBuffer" && (method == "Add" || method == "Take"))) {
-    return "samples";
-  }
-  return "call";
-}
-
 CallGraph::CallGraph(absl::Duration window) : window_(window) {}
 
 absl::Status CallGraph::Observe(const std::string& callee, absl::string_view stats_json,

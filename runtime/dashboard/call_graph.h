@@ -40,12 +40,6 @@ struct CallEdge {
   double bytes_per_s = 0;  // request + reply bytes per second over the window
 };
 
-// The kind of an edge in the RL loop: "samples" for the sample traffic (RolloutWorker.Generate
-// sends samples out, RewardServer.Score scores them, ReplayBuffer.Add / Take store and hand them
-// to training), "call" for everything else. (Weight broadcasts travel over the collective, not
-// as calls; the dashboard draws those "weights" edges itself.)
-std::string EdgeKind(absl::string_view callee_class, absl::string_view method);
-
 class CallGraph {
  public:
   explicit CallGraph(absl::Duration window = absl::Seconds(5));

@@ -17,16 +17,6 @@ std::string Snapshot(int64_t calls, int64_t request_bytes, int64_t reply_bytes, 
                       request_bytes, R"(,"reply_bytes":)", reply_bytes, R"(,"errors":1}]})");
 }
 
-TEST(EdgeKind, SampleTrafficOfTheRlLoopIsSamplesEverythingElseACall) {
-  EXPECT_EQ(EdgeKind("RolloutWorker", "Generate"), "samples");
-  EXPECT_EQ(EdgeKind("RewardServer", "Score"), "samples");
-  EXPECT_EQ(EdgeKind("ReplayBuffer", "Add"), "samples");
-  EXPECT_EQ(EdgeKind("ReplayBuffer", "Take"), "samples");
-  EXPECT_EQ(EdgeKind("ReplayBuffer", "Stats"), "call");
-  EXPECT_EQ(EdgeKind("Trainer", "Step"), "call");
-  EXPECT_EQ(EdgeKind("RolloutWorker", "JoinWeightGroup"), "call");
-}
-
 TEST(CallGraph, RatesAreTheGrowthOverTheWindow) {
   CallGraph graph(absl::Seconds(5));
   const absl::Time t0 = absl::FromUnixSeconds(1000);

@@ -899,9 +899,9 @@ void DashboardServer::Impl::GetGraph(const httplib::Request& req, httplib::Respo
     std::map<std::string, JobLiveMetrics> m = LiveMetrics({*job});
     if (auto it = m.find(job_id); it != m.end()) live = it->second;
   }
-  SendJson(
-      res, 200,
-      GraphJson(job_id, actors, graph_.Edges(absl::Now()), live.has_value() ? &*live : nullptr));
+  SendJson(res, 200,
+           GraphJson(job_id, actors, graph_.Edges(absl::Now()), live.has_value() ? &*live : nullptr,
+                     RegisteredGraphSchema()));
 }
 
 void DashboardServer::Impl::GetWebFile(const httplib::Request& req, httplib::Response& res) {

@@ -358,6 +358,22 @@ TEST_F(ClusterTest, AnActorsWorkerRunsAtItsNiceness) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ClusterTest, AnActorsWorkerSetsItsComputeThreadsOnceFromTheSpec) {
+  StartHead();
+  StartNode(R"({"CPU": 2})", 1);
+  auto one = cluster().Spawn<Probe>({.name = "one", .compute_threads = 1});
+  auto three = cluster().Spawn<Probe>({.name = "three", .compute_threads = 3});
+  ASSERT_TRUE(one.ok() && three.ok());
+  absl::StatusOr<WorkerFacts> a = one->Call(&Probe::Facts, Empty()).Get(absl::Seconds(30));
+  absl::StatusOr<WorkerFacts> b = three->Call(&Probe::Facts, Empty()).Get(absl::Seconds(30));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->compute_threads(), 1);
+  EXPECT_EQ(b->compute_threads(), 3);
+  auto bad = cluster().Spawn<Probe>({.name = "bad", .compute_threads = -1});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("compute_threads"), std::string::npos) << bad.status();
+}
+
 TEST_F(ClusterTest, BadInputGetsAClearErrorAndTheClusterKeepsRunning) {
   StartHead();
   StartNode(R"({"CPU": 2})", 1);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "models/compute_threads.h"
 #include "runtime/actor_registry.h"
 #include "runtime/cluster/cluster_client.h"
 
@@ -27,6 +28,7 @@ absl::StatusOr<WorkerFacts> Probe::Facts(const Empty&) {
   const char* node = std::getenv("TROUPE_NODE_ID");
   f.set_node_id(node != nullptr ? node : "");
   f.set_num_restarts(context().num_restarts());
+  f.set_compute_threads(models::IntraOpThreads());
   return f;
 }
 
@@ -38,10 +40,12 @@ absl::StatusOr<Num> Probe::Nap(const Num& ms) {
 absl::StatusOr<TensorBlob> Probe::Echo(const TensorBlob& blob) { return blob; }
 
 Future<Num> Probe::CallPeer(const Text& name) {
-  Cluster* cluster = Cluster::Current();
-  if (cluster == nullptr)
+  ActorServices* services = context().services();
+  if (services == nullptr)
     return MakeReadyFuture<Num>(absl::FailedPreconditionError("not in a cluster"));
-  absl::StatusOr<ActorHandle<Probe>> peer = cluster->GetActor<Probe>(name.text());
+  absl::StatusOr<UntypedActorHandle> found = services->GetActorByName(name.text());
+  if (!found.ok()) return MakeReadyFuture<Num>(found.status());
+  absl::StatusOr<ActorHandle<Probe>> peer = found->As<Probe>();
   if (!peer.ok()) return MakeReadyFuture<Num>(peer.status());
   Num one;
   one.set_value(1);

@@ -1,0 +1,317 @@
+#include "actors/trainer_core.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/status_macros.h"
+#include "models/catch_torch.h"
+#include "models/safetensors.h"
+#include "nlohmann/json.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using models::CatchTorch;
+
+// TODO(merge): base/file_util's ReadFileToString.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  if (!in || !(ss << in.rdbuf())) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  }
+  return ss.str();
+}
+
+absl::Status ConfigError(const std::string& what) {
+  return absl::InvalidArgumentError("trainer config: " + what);
+}
+
+// ClippedPolicyLoss's diagnostics over the micro-batches of one step: token means weighted by
+// the micro-batch's tokens, aggregated losses by the terms the loss averages (what the gradient
+// accumulation weighs them by).
+class LossDiagnostics {
+ public:
+  void Add(const trainers::PolicyLossOutput& out, int64_t terms) {
+    const double n = static_cast<double>(out.num_tokens);
+    tokens_ += n;
+    terms_ += static_cast<double>(terms);
+    pg_loss_ += out.pg_loss * terms;
+    kl_loss_ += out.kl_loss * terms;
+    clip_fraction_ += out.clip_fraction * n;
+    ratio_mean_ += out.ratio_mean * n;
+    approx_kl_ += out.approx_kl * n;
+    entropy_ += out.entropy * n;
+    weight_mean_ += out.importance_weight_mean * n;
+    capped_fraction_ += out.importance_capped_fraction * n;
+  }
+
+  void Report(google::protobuf::Map<std::string, double>& m) const {
+    const auto token_mean = [&](double sum) { return tokens_ > 0 ? sum / tokens_ : 0.0; };
+    const auto term_mean = [&](double sum) { return terms_ > 0 ? sum / terms_ : 0.0; };
+    m["train/pg_loss"] = term_mean(pg_loss_);
+    m["train/kl"] = term_mean(kl_loss_);
+    m["train/clip_fraction"] = token_mean(clip_fraction_);
+    m["train/ratio_mean"] = token_mean(ratio_mean_);
+    m["train/approx_kl"] = token_mean(approx_kl_);
+    m["train/entropy"] = token_mean(entropy_);
+    m["train/importance_weight_mean"] = token_mean(weight_mean_);
+    m["train/importance_weight_clip_fraction"] = token_mean(capped_fraction_);
+  }
+
+ private:
+  double tokens_ = 0, terms_ = 0;
+  double pg_loss_ = 0, kl_loss_ = 0;
+  double clip_fraction_ = 0, ratio_mean_ = 0, approx_kl_ = 0, entropy_ = 0;
+  double weight_mean_ = 0, capped_fraction_ = 0;
+};
+
+// Rows [begin, end) of a whole-batch per-token tensor [B, L - 1], cut to `slice`'s columns.
+at::Tensor SliceRows(const at::Tensor& values, int64_t begin, int64_t end,
+                     const SequenceBatch& slice) {
+  if (!values.defined()) return values;
+  return values.slice(0, begin, end).slice(1, 0, slice.targets.size(1));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TrainerCore>> TrainerCore::Create(
+    const proto::TrainerConfig& config) {
+  std::unique_ptr<TrainerCore> core(new TrainerCore());
+  TROUPE_RETURN_IF_ERROR(CatchTorch("TrainerCore::Create", [&] { return core->Init(config); }));
+  return core;
+}
+
+absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
+  config_ = config;
+  const proto::TrainerConfig& c = config_;
+  const std::string& model_dir = c.model_dir();
+  TROUPE_ASSIGN_OR_RETURN(policy_, LoadPolicy(model_dir));
+  policy_.model->train();
+  pad_id_ = policy_.tokenizer->pad_id().value_or(0);
+  TROUPE_ASSIGN_OR_RETURN(model_config_json_, ReadWholeFile(model_dir + "/config.json"));
+  TROUPE_ASSIGN_OR_RETURN(tokenizer_json_, ReadWholeFile(model_dir + "/tokenizer.json"));
+  if (c.checkpoint_attempts() < 1) return ConfigError("checkpoint_attempts must be at least 1");
+
+  trainers::TrainerOptions to;
+  to.weight_decay = c.weight_decay();
+  to.schedule.peak_lr = c.lr();
+  to.schedule.warmup_steps = c.warmup_steps();
+  to.schedule.total_steps = std::max<int64_t>(c.total_steps(), to.schedule.warmup_steps + 1);
+  to.schedule.min_lr_ratio =
+      c.lr_schedule() == proto::LR_SCHEDULE_CONSTANT ? 1.0 : c.min_lr_ratio();
+  to.max_grad_norm = c.grad_clip();
+  to.seed = c.seed();
+  // Micro-batches differ in size: each loss is weighted by the tokens (or sequences) it averages.
+  to.accumulation = trainers::AccumulationScaling::kTokenWeighted;
+  TROUPE_ASSIGN_OR_RETURN(trainer_, trainers::Trainer::Create(*policy_.model, to));
+
+  loss_options_.clip_eps_low = c.clip_eps_low();
+  loss_options_.clip_eps_high = c.clip_eps_high();
+  loss_options_.kl_coef = c.kl_coef();
+  switch (c.kl_type()) {
+    case proto::KL_K1:
+      loss_options_.kl_estimator = trainers::KlEstimator::kK1;
+      break;
+    case proto::KL_K2:
+      loss_options_.kl_estimator = trainers::KlEstimator::kK2;
+      break;
+    case proto::KL_K3:
+      loss_options_.kl_estimator = trainers::KlEstimator::kK3;
+      break;
+  }
+  loss_options_.entropy_coef = c.entropy_coeff();
+  if (!(loss_options_.entropy_coef >= 0) || !std::isfinite(loss_options_.entropy_coef)) {
+    return ConfigError(absl::StrCat("entropy_coeff must be a finite number >= 0, got ",
+                                    loss_options_.entropy_coef));
+  }
+  micro_batch_size_ = c.micro_batch_size();
+  if (micro_batch_size_ < 0) {
+    return ConfigError(absl::StrCat("micro_batch_size must be >= 0 (0 = the whole step), got ",
+                                    micro_batch_size_));
+  }
+  switch (c.loss_agg_mode()) {
+    case proto::LOSS_AGG_TOKEN_MEAN:
+      loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
+      break;
+    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_MEAN:
+      loss_options_.aggregation = trainers::LossAggregation::kSequenceMean;
+      break;
+    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM:
+      loss_options_.aggregation = trainers::LossAggregation::kSequenceSumNormalized;
+      loss_options_.normalizer_length = c.max_response_length();
+      break;
+  }
+  switch (c.off_policy()) {
+    case proto::OFF_POLICY_NONE:
+      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kNone;
+      break;
+    case proto::OFF_POLICY_TRUNCATE:
+      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kTruncate;
+      break;
+    case proto::OFF_POLICY_MASK:
+      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kMask;
+      break;
+  }
+  loss_options_.importance_weight_cap = c.importance_cap();
+  if (!(loss_options_.importance_weight_cap > 0)) {
+    return ConfigError(
+        absl::StrCat("importance_cap must be > 0, got ", loss_options_.importance_weight_cap));
+  }
+  norm_adv_by_std_ = c.norm_adv_by_std();
+
+  // Resume: weights from the checkpoint's safetensors, optimizer and RNG from trainer_state.pt.
+  const std::string& resume = c.resume_dir();
+  if (!resume.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(models::SafetensorsReader reader,
+                            models::SafetensorsReader::Open(resume + "/model.safetensors"));
+    TROUPE_RETURN_IF_ERROR(models::LoadIntoModule(reader, *policy_.model));
+    TROUPE_RETURN_IF_ERROR(trainer_->Load(resume + "/trainer_state.pt"));
+    TROUPE_ASSIGN_OR_RETURN(const std::string meta, ReadWholeFile(resume + "/meta.json"));
+    const nlohmann::json parsed = nlohmann::json::parse(meta, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json* version = parsed.is_object() && parsed.contains("weight_version")
+                                        ? &parsed["weight_version"]
+                                        : nullptr;
+    if (!parsed.is_object() || (version != nullptr && !version->is_number_integer())) {
+      return absl::DataLossError(
+          absl::StrCat(resume, "/meta.json: not a JSON object with an integer weight_version"));
+    }
+    version_ = version != nullptr ? version->get<int64_t>() : 0;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::TrainStepReply> TrainerCore::Update(const proto::TrainStepRequest& req,
+                                                          bool* skipped_out) {
+  if (req.groups().empty()) return absl::InvalidArgumentError("Step: no sample groups");
+  const absl::Time start = absl::Now();
+  std::vector<const proto::Sample*> samples;
+  std::vector<float> rewards;
+  const int group_size = req.groups(0).samples_size();
+  for (const proto::SampleGroup& g : req.groups()) {
+    if (g.samples_size() != group_size || group_size == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Step: group of prompt ", g.prompt_id(),
+                                                     " has ", g.samples_size(),
+                                                     " samples, expected ", group_size));
+    }
+    for (const proto::Sample& s : g.samples()) {
+      samples.push_back(&s);
+      rewards.push_back(s.reward());
+    }
+  }
+  proto::TrainStepReply reply;
+  absl::StatusOr<bool> skipped =
+      CatchTorch("Trainer::Step", [&] { return Step(req, samples, rewards, group_size, reply); });
+  if (!skipped.ok()) return skipped.status();
+  if (!*skipped) ++version_;
+  if (skipped_out != nullptr) *skipped_out = *skipped;
+  reply.set_weight_version(version_);
+  auto& m = *reply.mutable_metrics();
+  double reward_sum = 0;
+  for (float r : rewards) reward_sum += r;
+  m["reward/mean"] = reward_sum / rewards.size();
+  m["time/trainer_update_s"] = absl::ToDoubleSeconds(absl::Now() - start);
+  return reply;
+}
+
+absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
+                                       const std::vector<const proto::Sample*>& samples,
+                                       const std::vector<float>& rewards, int group_size,
+                                       proto::TrainStepReply& reply) {
+  TROUPE_ASSIGN_OR_RETURN(SequenceBatch batch, BuildBatch(samples, pad_id_));
+  std::vector<std::vector<float>> behaviour;
+  for (const proto::Sample* s : samples) {
+    behaviour.emplace_back(s->behaviour_logprobs().begin(), s->behaviour_logprobs().end());
+  }
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor behaviour_logp, ScatterResponseValues(batch, behaviour));
+  at::Tensor ref_logp;
+  if (loss_options_.kl_coef != 0) {
+    if (req.ref_logprobs_size() != static_cast<int>(samples.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("Step: ", req.ref_logprobs_size(),
+                                                     " reference log-prob lists for ",
+                                                     samples.size(), " samples"));
+    }
+    std::vector<std::vector<float>> ref;
+    for (const proto::FloatList& l : req.ref_logprobs())
+      ref.emplace_back(l.values().begin(), l.values().end());
+    TROUPE_ASSIGN_OR_RETURN(ref_logp, ScatterResponseValues(batch, ref));
+  }
+  // Over the whole batch, before it is cut into micro-batches.
+  TROUPE_ASSIGN_OR_RETURN(
+      at::Tensor advantages,
+      trainers::GroupNormalizedAdvantages(torch::tensor(rewards, torch::kFloat), group_size,
+                                          {.scale_by_std = norm_adv_by_std_}));
+
+  const int64_t rows = static_cast<int64_t>(samples.size());
+  const int64_t per_micro = micro_batch_size_ > 0 ? std::min(micro_batch_size_, rows) : rows;
+  const int64_t num_micro = (rows + per_micro - 1) / per_micro;
+  trainers::PolicyLossOptions options = loss_options_;
+  // Micro-batches are trimmed to their own longest sequence: "use T" must mean the whole batch's.
+  if (options.aggregation == trainers::LossAggregation::kSequenceSumNormalized &&
+      options.normalizer_length == 0) {
+    options.normalizer_length = batch.targets.size(1);
+  }
+  const bool token_mean = options.aggregation == trainers::LossAggregation::kTokenMean;
+  const bool proximal = options.off_policy_correction != trainers::OffPolicyCorrection::kNone;
+  const bool entropy_bonus = options.entropy_coef != 0;
+  LossDiagnostics diagnostics;
+  absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+      [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
+        const int64_t begin = ctx.micro_batch * per_micro;
+        const int64_t end = std::min(rows, begin + per_micro);
+        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+        TROUPE_ASSIGN_OR_RETURN(ResponseLogprobsAndEntropy policy,
+                                ResponseLogprobsWithEntropy(*policy_.model, micro));
+        trainers::PolicyLossInputs in;
+        in.logp = policy.logp;
+        in.behaviour_logp = SliceRows(behaviour_logp, begin, end, micro);
+        // π_prox: this forward runs on the weights held at the start of the step (the one
+        // optimizer step comes after every micro-batch), so its detached log-probs are π_prox.
+        if (proximal) in.old_logp = policy.logp.detach();
+        in.ref_logp = SliceRows(ref_logp, begin, end, micro);
+        in.advantages = advantages.slice(0, begin, end);
+        in.mask = micro.response_mask;
+        in.entropy = entropy_bonus ? policy.entropy : policy.entropy.detach();
+        TROUPE_ASSIGN_OR_RETURN(trainers::PolicyLossOutput out,
+                                trainers::ClippedPolicyLoss(in, options));
+        const int64_t terms = token_mean ? out.num_tokens : end - begin;
+        diagnostics.Add(out, terms);
+        return trainers::MicroBatchLoss{out.loss, out.num_tokens, terms};
+      },
+      num_micro);
+  if (!metrics.ok()) return metrics.status();
+
+  reply.set_step(metrics->step);
+  auto& m = *reply.mutable_metrics();
+  m["train/loss"] = metrics->loss;
+  diagnostics.Report(m);
+  m["train/grad_norm"] = metrics->grad_norm;
+  m["train/lr"] = metrics->lr;
+  m["train/tokens"] = static_cast<double>(metrics->tokens);
+  m["train/micro_batches"] = static_cast<double>(num_micro);
+  m["train/skipped"] = metrics->skipped ? 1 : 0;
+  return metrics->skipped;
+}
+
+absl::StatusOr<proto::CheckpointRequest> TrainerCore::Snapshot(
+    const proto::CheckpointRequest& req) {
+  proto::CheckpointRequest snapshot = req;
+  snapshot.set_weight_version(version_);
+  TROUPE_ASSIGN_OR_RETURN(*snapshot.mutable_weights(), StateDictToProto(*policy_.model, version_));
+  // Optimizer and RNG state straight into the snapshot (no file: nothing for others to read).
+  TROUPE_ASSIGN_OR_RETURN(*snapshot.mutable_trainer_state(),
+                          trainer_->SaveToString(/*include_parameters=*/false));
+  snapshot.set_model_config_json(model_config_json_);
+  snapshot.set_tokenizer_json(tokenizer_json_);
+  return snapshot;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,113 @@
+// TrainerCore: the GRPO policy update, without the actor around it (actors/trainer.h). Takes groups
+// of scored samples (with their behaviour log-probs and the reference log-probs), computes
+// group-normalised advantages and the clipped policy-gradient loss with the KL penalty
+// (trainers/losses.h), steps AdamW, bumps the weight version and publishes the new weights to the
+// rollout workers over the weight-sync group.
+//
+// The update (Update, the actor's Step): the samples' group-normalised advantages are computed once
+// over the whole batch; the batch is then cut into micro-batches of `micro_batch_size` sequences
+// (the last one may be shorter; 0 = one micro-batch), each forward/backward on its rows (trimmed to
+// their longest sequence), the gradients accumulated, and one AdamW step taken. The micro-batches
+// are weighted as the loss aggregation requires (by tokens for token-mean, by sequences for the
+// per-sequence modes), so the update equals the whole-batch one up to float rounding; only the
+// peak activation memory changes.
+//
+// Loss per token (trainers::ClippedPolicyLoss; PolicyLossInputs spells out the roles):
+//   J = w · min(ρ·A, clip(ρ, 1-ε_low, 1+ε_high)·A) - kl_coef·KL(π_θ || π_ref) + entropy_coeff·H
+// where H is the entropy of the policy's next-token distribution at the token (computed with the
+// log-probs in one pass over the logits, kernels::TokenLogProbsWithEntropy; differentiable only
+// when entropy_coeff != 0, and always reported as train/entropy).
+//
+// Off-policy correction (`off_policy`): samples may come from older policy versions (asynchronous
+// mode), with behaviour log-probs π_behav recorded by the rollout.
+//   none      ρ = π_θ / π_behav, w = 1: the clip around the behaviour policy bounds a stale
+//             sample's update; the replay buffer's staleness bound keeps the gap small.
+//   truncate  the decoupled objective (AReaL): ρ = π_θ / π_prox, w = min(π_prox / π_behav, cap),
+//   mask      ... or w = π_prox / π_behav, and 0 where it exceeds the cap (`importance_cap`).
+// π_prox is the policy the trainer holds at the start of the step, on the sampled tokens, without
+// gradient. It costs no extra forward pass: a step takes exactly one optimizer step, after the
+// forward passes of all its micro-batches, so the log-probs of those forward passes, detached,
+// are π_prox (there is no dropout). A trainer that took several optimizer steps per call (PPO
+// epochs or mini-batches) would need a no-grad forward pass over the batch before the first one.
+// Reported: train/importance_weight_mean (token mean of w after truncation/masking) and
+// train/importance_weight_clip_fraction (tokens whose π_prox / π_behav exceeded the cap); 1 and
+// 0 with `none`.
+//
+// Step reply metrics: train/{loss, pg_loss, kl, entropy, clip_fraction, ratio_mean, approx_kl,
+// importance_weight_mean, importance_weight_clip_fraction, grad_norm, lr, tokens, micro_batches,
+// skipped}, reward/mean, time/trainer_update_s (and time/publish_s). Token means (clip fraction,
+// ratio, entropy, weights) are over all response tokens of the step; pg_loss and kl are
+// aggregated as the loss is.
+//
+// Config: proto::TrainerConfig (proto/actor_config.proto, where each field's meaning and default
+// are). Create refuses (INVALID_ARGUMENT, naming the field) micro_batch_size, entropy_coeff,
+// importance_cap or checkpoint_attempts out of range; a policy or a resume checkpoint that cannot
+// be loaded is its loader's error.
+//
+// Thread-safety: none; one caller at a time (the Trainer actor's mailbox).
+#ifndef TROUPE_ACTORS_TRAINER_CORE_H_
+#define TROUPE_ACTORS_TRAINER_CORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/policy_util.h"
+#include "proto/actor_config.pb.h"
+#include "proto/rl.pb.h"
+#include "trainers/losses.h"
+#include "trainers/train_step.h"
+
+namespace troupe::actors {
+
+class TrainerCore {
+ public:
+  // Loads the policy of config.model_dir (and, with resume_dir, the checkpoint's weights,
+  // optimizer and RNG state and weight version) and checks the config (see the file comment).
+  static absl::StatusOr<std::unique_ptr<TrainerCore>> Create(const proto::TrainerConfig& config);
+
+  // One update over req.groups (every group the same non-zero size; ref_logprobs aligned with
+  // the samples when kl_coef != 0): advantages, micro-batched forward/backward, one optimizer
+  // step, and the weight version bumped unless the step was skipped. Fills the reply's step,
+  // weight_version and metrics (train/*, reward/mean, time/trainer_update_s). INVALID_ARGUMENT
+  // for malformed groups or per-token lists; a LibTorch error is INTERNAL. On error nothing is
+  // updated. `skipped` (optional) is set to whether the optimizer step was skipped.
+  absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req,
+                                               bool* skipped = nullptr);
+
+  // A snapshot of the current weights, optimizer and RNG state, model config and tokenizer, as
+  // the checkpointer writes it (the request's step and fields kept; weight_version set).
+  absl::StatusOr<proto::CheckpointRequest> Snapshot(const proto::CheckpointRequest& req);
+
+  // The current parameters (shared storage, not copies) and their version.
+  std::vector<collective::NamedTensor> CurrentWeights() { return StateDict(*policy_.model); }
+  absl::StatusOr<proto::TensorMap> WeightsProto() {
+    return StateDictToProto(*policy_.model, version_);
+  }
+  int64_t weight_version() const { return version_; }
+  const proto::TrainerConfig& config() const { return config_; }
+
+ private:
+  TrainerCore() = default;
+  absl::Status Init(const proto::TrainerConfig& config);
+  // The update of Update after the groups are checked; returns whether the step was skipped.
+  absl::StatusOr<bool> Step(const proto::TrainStepRequest& req,
+                            const std::vector<const proto::Sample*>& samples,
+                            const std::vector<float>& rewards, int group_size,
+                            proto::TrainStepReply& reply);
+
+  proto::TrainerConfig config_;
+  PolicyModel policy_;
+  std::unique_ptr<trainers::Trainer> trainer_;
+  trainers::PolicyLossOptions loss_options_;
+  int64_t micro_batch_size_ = 0;
+  bool norm_adv_by_std_ = true;
+  int64_t pad_id_ = 0;
+  int64_t version_ = 0;
+  std::string model_config_json_, tokenizer_json_;
+};
+
+}  // namespace troupe::actors
+
+#endif  // TROUPE_ACTORS_TRAINER_CORE_H_

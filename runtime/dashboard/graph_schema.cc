@@ -1,0 +1,32 @@
+#include "runtime/dashboard/graph_schema.h"
+
+#include <algorithm>
+
+namespace troupe::dashboard {
+namespace {
+
+GraphSchema& Registered() {
+  static GraphSchema* schema = new GraphSchema();
+  return *schema;
+}
+
+}  // namespace
+
+std::string GraphSchema::EdgeKind(absl::string_view callee_type, absl::string_view method) const {
+  auto it = call_kinds.find({std::string(callee_type), std::string(method)});
+  return it == call_kinds.end() ? "call" : it->second;
+}
+
+void RegisterGraphSchema(GraphSchema schema) {
+  GraphSchema& r = Registered();
+  for (auto& [call, kind] : schema.call_kinds) r.call_kinds[call] = std::move(kind);
+  for (auto& flow : schema.weight_flows) {
+    if (std::find(r.weight_flows.begin(), r.weight_flows.end(), flow) == r.weight_flows.end()) {
+      r.weight_flows.push_back(std::move(flow));
+    }
+  }
+}
+
+const GraphSchema& RegisteredGraphSchema() { return Registered(); }
+
+}  // namespace troupe::dashboard

@@ -1,0 +1,52 @@
+// GraphSchema: how the application's actor types take part in its data flow, for the live actor
+// graph — injected, so that the runtime's dashboard knows nothing of any application's types.
+//
+// The graph draws one edge per (caller, callee, method) seen in the actors' call statistics; the
+// schema gives some of those edges a kind ("samples" for the RL loop's sample traffic, say;
+// every other call is "call"), and names the flows that do not travel as calls (weights
+// broadcast over a collective group: one "weights" edge from each live publisher to each live
+// subscriber of the job). The application registers its schema at static initialisation (the
+// RL actors do, in actors/graph_schema.cc); a program without one draws plain calls only.
+//
+//   static const bool registered = [] {
+//     GraphSchema s;
+//     s.call_kinds[{"RolloutWorker", "Generate"}] = "samples";
+//     s.weight_flows.push_back({"Trainer", "RolloutWorker"});
+//     RegisterGraphSchema(std::move(s));
+//     return true;
+//   }();
+//
+// Thread-safety: registration happens during static initialisation (or before any lookup); the
+// registered schema is immutable and read from any thread.
+#ifndef TROUPE_RUNTIME_DASHBOARD_GRAPH_SCHEMA_H_
+#define TROUPE_RUNTIME_DASHBOARD_GRAPH_SCHEMA_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace troupe::dashboard {
+
+struct GraphSchema {
+  // (callee type, method) -> edge kind; calls not listed are "call".
+  std::map<std::pair<std::string, std::string>, std::string> call_kinds;
+  // (publisher type, subscriber type): weight flows drawn as "weights" edges.
+  std::vector<std::pair<std::string, std::string>> weight_flows;
+
+  // The kind of a call edge to `method` of an actor of type `callee_type`.
+  std::string EdgeKind(absl::string_view callee_type, absl::string_view method) const;
+};
+
+// Makes `schema` the registered one; a later registration merges into it (kinds of the same
+// call are replaced, flows added), so several libraries may each register their types.
+void RegisterGraphSchema(GraphSchema schema);
+
+// The registered schema (empty when nothing registered one).
+const GraphSchema& RegisteredGraphSchema();
+
+}  // namespace troupe::dashboard
+
+#endif  // TROUPE_RUNTIME_DASHBOARD_GRAPH_SCHEMA_H_
