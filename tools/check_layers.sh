@@ -8,7 +8,10 @@
 # Tests are not checked (a runtime test may link the application's registered pieces). Each rule
 # below is FROM -> FORBIDDEN; a violation prints the dependency path that breaks it.
 #
-# Usage: tools/check_layers.sh   (exit 0 = every rule holds)
+# The BUILD packages' visibility lists (tools/layers.bzl) enforce the same order at build time;
+# the probes at the end show a dependency against it fails to build.
+#
+# Usage: tools/check_layers.sh   (exit 0 = every rule holds and every probe behaves)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BAZEL=${BAZEL:-bazel}
@@ -46,4 +49,44 @@ done
 if [[ $failed -eq 0 ]]; then
   echo "check_layers: ${#rules[@]} layer rules hold"
 fi
+
+# The visibility lists (tools/layers.bzl) make a dependency against the order fail to BUILD, not
+# only this query: probe it with throwaway packages whose one library depends upwards, and expect
+# Bazel to refuse each as "not visible" (and to accept the same library pointing downwards).
+probes=(
+  "models|//runtime:future|refuse"
+  "runtime|//recipes/job_spec|refuse"
+  "actors|//cli:troupe_main|refuse"
+  "base|//runtime:future|refuse"
+  "recipes|//actors:trainer|accept"
+)
+probe_root=""
+cleanup() { [[ -n "$probe_root" ]] && rm -rf "$probe_root"; }
+trap cleanup EXIT
+probes_ok=0
+for probe in "${probes[@]}"; do
+  IFS='|' read -r pkg dep want <<<"$probe"
+  probe_root="$pkg/layer_probe_$$"
+  mkdir -p "$probe_root"
+  printf 'cc_library(name = "probe", deps = ["%s"])\n' "$dep" >"$probe_root/BUILD.bazel"
+  out=$("$BAZEL" build --noshow_progress --nobuild "//$probe_root:probe" 2>&1)
+  rc=$?
+  rm -rf "$probe_root"
+  probe_root=""
+  if [[ $want == refuse ]]; then
+    if [[ $rc -eq 0 ]] || ! grep -q "is not visible" <<<"$out"; then
+      echo "check_layers: //$pkg depending on $dep should fail to build (not visible), but:" >&2
+      tail -3 <<<"$out" | sed 's/^/  /' >&2
+      failed=1
+      continue
+    fi
+  elif [[ $rc -ne 0 ]]; then
+    echo "check_layers: //$pkg depending on $dep should build, but:" >&2
+    grep -E "ERROR" <<<"$out" | head -3 | sed 's/^/  /' >&2
+    failed=1
+    continue
+  fi
+  probes_ok=$((probes_ok + 1))
+done
+echo "check_layers: $probes_ok of ${#probes[@]} visibility probes behave (a dependency against the order fails to build)"
 exit $failed

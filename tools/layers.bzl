@@ -1,0 +1,37 @@
+"""Who may depend on each layer of troupe: the visibility lists of the BUILD packages.
+
+The layer order (README "Layers"): proto < base < metrics, models/kernels/trainers/rollout/reward,
+tasks < runtime < actors < recipes < cli. A package's targets are visible to its own layer and the
+layers above it, and to tests/, bench/ and examples/, so a dependency that points down the order
+builds and one that points up fails to build with "target ... is not visible". tools/check_layers.sh
+checks the same order on the whole library graph (transitively) and probes that a misplaced
+dependency really fails.
+"""
+
+_ABOVE_CLI = [
+    "//bench:__subpackages__",
+    "//examples:__subpackages__",
+    "//tests:__subpackages__",
+]
+
+CLI_USERS = ["//cli:__subpackages__"] + _ABOVE_CLI
+
+RECIPES_USERS = ["//recipes:__subpackages__"] + CLI_USERS
+
+ACTORS_USERS = ["//actors:__subpackages__"] + RECIPES_USERS
+
+RUNTIME_USERS = ["//runtime:__subpackages__"] + ACTORS_USERS
+
+# The libraries between base and the runtime may use each other (trainers use models, tasks use
+# reward, ...); tools/check_layers.sh keeps them off the runtime and everything above it.
+LIBRARY_USERS = [
+    "//kernels:__subpackages__",
+    "//metrics:__subpackages__",
+    "//models:__subpackages__",
+    "//reward:__subpackages__",
+    "//rollout:__subpackages__",
+    "//tasks:__subpackages__",
+    "//trainers:__subpackages__",
+] + RUNTIME_USERS
+
+BASE_USERS = ["//base:__subpackages__"] + LIBRARY_USERS
