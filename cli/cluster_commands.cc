@@ -22,6 +22,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
+#include "base/subprocess.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
 #include "runtime/cluster/node_agent.h"
@@ -29,7 +30,6 @@
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/scheduler/cluster_scheduler.h"
 #include "runtime/secret_file.h"
-#include "runtime/subprocess.h"
 
 namespace troupe {
 
