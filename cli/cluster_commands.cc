@@ -22,6 +22,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
+#include "base/subprocess.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
 #include "runtime/cluster/node_agent.h"
@@ -29,7 +30,6 @@
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/scheduler/cluster_scheduler.h"
 #include "runtime/secret_file.h"
-#include "runtime/subprocess.h"
 
 namespace troupe {
 
@@ -406,7 +406,7 @@ int RunStatus(const StatusFlags& f) {
                 absl::StrJoin(res, "  ").c_str());
   }
   std::map<std::string, int> by_state;
-  for (const auto& a : st->actors()) ++by_state[dashboard::ActorStateName(a.state())];
+  for (const auto& a : st->actors()) ++by_state[ActorStateName(a.state())];
   std::vector<std::string> counts;
   for (const auto& [state, n] : by_state) counts.push_back(absl::StrCat(n, " ", state));
   std::printf("\nActors: %d (%s)\n", st->actors_size(), absl::StrJoin(counts, ", ").c_str());
@@ -417,8 +417,7 @@ int RunStatus(const StatusFlags& f) {
   for (const auto& a : st->actors()) {
     std::printf("  %-16s %-18s %-14s %-10s %-16s %-8d %s\n", a.id().id().c_str(),
                 a.spec().type_name().c_str(),
-                a.spec().name().empty() ? "-" : a.spec().name().c_str(),
-                dashboard::ActorStateName(a.state()),
+                a.spec().name().empty() ? "-" : a.spec().name().c_str(), ActorStateName(a.state()),
                 a.node_id().id().empty() ? "-" : a.node_id().id().c_str(), a.num_restarts(),
                 a.state() == proto::ALIVE ? a.address().c_str() : a.status_message().c_str());
   }

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "kernels/logits_dtype.h"
 #include "kernels/logprob_gather.h"
+#include "models/catch_torch.h"
 
 // TROUPE_TORCH_CUDA: set by kernels/BUILD.bazel when building with --config=cuda against a LibTorch
 // that has CUDA (only then can a CUDA tensor exist, and only then is c10_cuda there to link).
@@ -330,14 +331,10 @@ at::Tensor TokenLogProbs(const at::Tensor& logits, const at::Tensor& tokens) {
 }
 
 absl::Status ValidateTokenLogProbsInputs(const at::Tensor& logits, const at::Tensor& tokens) {
-  try {
+  return models::CatchTorch("TokenLogProbs", [&]() -> absl::Status {
     if (absl::Status s = CheckStructure(logits, tokens); !s.ok()) return s;
     return CheckTokenRange(tokens.contiguous(), logits.size(-1));
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("TokenLogProbs: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("TokenLogProbs: ", e.what()));
-  }
+  });
 }
 
 absl::StatusOr<at::Tensor> TryTokenLogProbs(const at::Tensor& logits, const at::Tensor& tokens) {

@@ -2,13 +2,12 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "metrics/histogram.h"
 #include "metrics/metrics_record.h"
@@ -44,11 +43,9 @@ absl::StatusOr<ExistingFile> ScanExisting(const std::string& path,
   ExistingFile result;
   std::error_code error;
   if (!std::filesystem::exists(path, error)) return result;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InternalError(absl::StrCat("cannot read ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  absl::StatusOr<std::string> read = ReadFileToString(path);
+  if (!read.ok()) return read.status();
+  const std::string text = *std::move(read);
 
   size_t begin = 0;
   int64_t line_number = 0;

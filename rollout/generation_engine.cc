@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "kernels/token_logprobs.h"
+#include "models/catch_torch.h"
 #include "models/transformer.h"
 
 namespace troupe::rollout {
@@ -191,14 +192,8 @@ absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::Generate(
   }
   TROUPE_RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size_));
 
-  absl::StatusOr<std::vector<GeneratedSample>> result;
-  try {
-    result = GenerateImpl(prompts, params, on_step);
-  } catch (const c10::Error& e) {
-    result = absl::InternalError(absl::StrCat("Generate: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    result = absl::InternalError(absl::StrCat("Generate: ", e.what()));
-  }
+  absl::StatusOr<std::vector<GeneratedSample>> result =
+      models::CatchTorch("Generate", [&] { return GenerateImpl(prompts, params, on_step); });
   // Leave no sequence behind, whatever happened.
   for (int64_t s = 0; s < cache_->num_slots(); ++s) {
     cache_->ResetSlot(s);

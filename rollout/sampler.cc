@@ -6,18 +6,12 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "base/splitmix64.h"
 
 namespace troupe::rollout {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 

@@ -352,11 +352,6 @@ class SystemState {
   bool shut_down ABSL_GUARDED_BY(mu) = false;
   absl::flat_hash_map<std::string, std::shared_ptr<ActorCore>> named ABSL_GUARDED_BY(mu);
   std::vector<std::shared_ptr<ActorCore>> all ABSL_GUARDED_BY(mu);
-  struct NamedChannel {
-    std::type_index type;
-    std::shared_ptr<void> channel;
-  };
-  absl::flat_hash_map<std::string, NamedChannel> channels ABSL_GUARDED_BY(mu);
 
   void ActorDied(const ActorCore& core) {
     absl::MutexLock lock(&mu);
@@ -821,32 +816,6 @@ std::vector<UntypedActorHandle> ActorSystem::ListActors() const {
   return out;
 }
 
-absl::Status ActorSystem::RegisterChannel(const std::string& name, std::type_index type,
-                                          std::shared_ptr<void> channel) {
-  absl::MutexLock lock(&impl_->mu);
-  if (impl_->shut_down)
-    return absl::UnavailableError("CreateChannel: the actor system has shut down");
-  if (!impl_->channels.emplace(name, internal::SystemState::NamedChannel{type, std::move(channel)})
-           .second) {
-    return absl::AlreadyExistsError(absl::StrCat("a channel named '", name, "' already exists"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::shared_ptr<void>> ActorSystem::FindChannel(const std::string& name,
-                                                               std::type_index type) const {
-  absl::MutexLock lock(&impl_->mu);
-  auto it = impl_->channels.find(name);
-  if (it == impl_->channels.end()) {
-    return absl::NotFoundError(absl::StrCat("no channel named '", name, "'"));
-  }
-  if (it->second.type != type) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("channel '", name, "' carries another item type than the one requested"));
-  }
-  return it->second.channel;
-}
-
 int64_t ActorSystem::pending_calls() const { return impl_->queue.size(); }
 
 void ActorSystem::Shutdown() {
@@ -864,7 +833,6 @@ void ActorSystem::Shutdown() {
     impl_->shut_down = true;
     cores = impl_->all;
     impl_->named.clear();
-    impl_->channels.clear();
   }
   {
     internal::GuardScope scope(impl_->guard.get());

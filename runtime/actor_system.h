@@ -32,7 +32,6 @@
 #include "runtime/actor.h"
 #include "runtime/actor_handle.h"
 #include "runtime/actor_registry.h"
-#include "runtime/channel.h"
 
 namespace troupe {
 
@@ -100,25 +99,6 @@ class ActorSystem {
   // ends the actor.
   void Monitor(const UntypedActorHandle& actor, std::function<void(const ActorDeath&)> on_death);
 
-  // Creates a named in-process channel that actors find with GetChannel (how rollout actors and
-  // a replay buffer in one process get wired together). ALREADY_EXISTS if the name is taken.
-  template <typename T>
-  absl::StatusOr<std::shared_ptr<Channel<T>>> CreateChannel(const std::string& name,
-                                                            size_t capacity) {
-    std::shared_ptr<Channel<T>> ch = Channel<T>::Create(capacity);
-    absl::Status s = RegisterChannel(name, std::type_index(typeid(T)), ch);
-    if (!s.ok()) return s;
-    return ch;
-  }
-
-  // The channel called `name`: NOT_FOUND if none, INVALID_ARGUMENT if its items are not T.
-  template <typename T>
-  absl::StatusOr<std::shared_ptr<Channel<T>>> GetChannel(const std::string& name) const {
-    absl::StatusOr<std::shared_ptr<void>> ch = FindChannel(name, std::type_index(typeid(T)));
-    if (!ch.ok()) return ch.status();
-    return std::static_pointer_cast<Channel<T>>(*ch);
-  }
-
   // Ends every actor and fails every pending call (see the file comment). Idempotent.
   void Shutdown();
 
@@ -135,10 +115,6 @@ class ActorSystem {
 
  private:
   class Impl;
-  absl::Status RegisterChannel(const std::string& name, std::type_index type,
-                               std::shared_ptr<void> channel);
-  absl::StatusOr<std::shared_ptr<void>> FindChannel(const std::string& name,
-                                                    std::type_index type) const;
   absl::StatusOr<UntypedActorHandle> SpawnImpl(std::type_index type, const std::string& type_name,
                                                ActorOptions options);
 

@@ -396,30 +396,6 @@ Future<std::vector<Result<T>>> WhenAll(std::vector<Future<T>> futures) {
   return out;
 }
 
-// Completes with (index, result) of the first input to complete. Fails with INVALID_ARGUMENT
-// for an empty input.
-template <typename T>
-Future<std::pair<size_t, Result<T>>> WhenAny(std::vector<Future<T>> futures) {
-  struct State {
-    std::atomic<bool> done{false};
-    Promise<std::pair<size_t, Result<T>>> promise;
-  };
-  auto state = std::make_shared<State>();
-  Future<std::pair<size_t, Result<T>>> out = state->promise.GetFuture();
-  if (futures.empty()) {
-    state->promise.Set(absl::InvalidArgumentError("WhenAny of no futures"));
-    return out;
-  }
-  for (size_t i = 0; i < futures.size(); ++i) {
-    std::move(futures[i]).OnCompleteInline([state, i](Result<T> r) {
-      if (!state->done.exchange(true)) {
-        state->promise.Set(std::make_pair(i, std::move(r)));
-      }
-    });
-  }
-  return out;
-}
-
 }  // namespace troupe
 
 #endif  // TROUPE_RUNTIME_FUTURE_H_

@@ -113,21 +113,6 @@ TEST(Future, WhenAllOfNothingIsReadyAtOnce) {
   EXPECT_TRUE(r->empty());
 }
 
-TEST(Future, WhenAnyReturnsTheFirstToComplete) {
-  std::vector<Promise<int>> ps(3);
-  std::vector<Future<int>> fs;
-  for (auto& p : ps) fs.push_back(p.GetFuture());
-  auto any = WhenAny(std::move(fs));
-  ps[1].Set(11);
-  ps[0].Set(10);
-  auto r = any.Get(absl::Seconds(1));
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->first, 1u);
-  EXPECT_EQ(*r->second, 11);
-  EXPECT_EQ(WhenAny(std::vector<Future<int>>{}).Get().status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
 TEST(Future, ManyThreadsCompletingManyFuturesLoseNothing) {
   constexpr int kN = 20000;
   std::vector<Promise<int>> ps(kN);

@@ -5,11 +5,9 @@
 #include <torch/serialize/archive.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -17,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/atomic_file.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "models/catch_torch.h"
 
@@ -29,12 +28,6 @@ constexpr char kAdamWFormat[] = "troupe.adamw.v1";
 
 std::string ShapeString(at::IntArrayRef sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
-}
-
-absl::Status ErrnoStatus(absl::string_view what, const std::string& path) {
-  const int err = errno;
-  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  return err == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
 }
 
 // Reads an int IValue; InvalidArgument naming the source and key if it is missing or not an int.
@@ -238,7 +231,7 @@ absl::Status AdamW::Save(const std::string& path) const {
 }
 
 absl::Status AdamW::Load(const std::string& path) {
-  TROUPE_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  TROUPE_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
   return CatchTorch(absl::StrCat("AdamW::Load ", path), [&]() -> absl::Status {
     torch::serialize::InputArchive archive;
     archive.load_from(bytes.data(), bytes.size());
@@ -307,19 +300,6 @@ double WarmupCosineSchedule::LearningRate(int64_t step) const {
                        : std::min(1.0, static_cast<double>(step - o.warmup_steps) / decay_steps);
   const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
   return o.peak_lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
-}
-
-// ------------------------------------------------------------------------------------------------
-// Files
-// ------------------------------------------------------------------------------------------------
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus("cannot open", path);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path));
-  return std::move(buffer).str();
 }
 
 }  // namespace troupe::trainers

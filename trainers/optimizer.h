@@ -139,9 +139,6 @@ class WarmupCosineSchedule {
   WarmupCosineOptions options_;
 };
 
-// Reads a whole file. NotFound if it does not exist.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
-
 }  // namespace troupe::trainers
 
 #endif  // TROUPE_TRAINERS_OPTIMIZER_H_

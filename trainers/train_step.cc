@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/atomic_file.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "models/catch_torch.h"
 
@@ -220,7 +221,7 @@ absl::StatusOr<std::string> Trainer::SaveToString(bool include_parameters) const
 }
 
 absl::Status Trainer::Load(const std::string& path) {
-  TROUPE_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  TROUPE_ASSIGN_OR_RETURN(const std::string bytes, ReadFileToString(path));
   return CatchTorch(absl::StrCat("Trainer::Load ", path), [&]() -> absl::Status {
     torch::serialize::InputArchive archive;
     archive.load_from(bytes.data(), bytes.size());

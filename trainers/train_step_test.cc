@@ -34,10 +34,6 @@ void SetGrad(at::Tensor& p, std::vector<double> g) {
 // AdamW
 // ----------------------------------------------------------------------------------------------
 
-TEST(ReadFile, MissingFileIsNotFound) {
-  EXPECT_EQ(ReadFile(TempPath("missing")).status().code(), absl::StatusCode::kNotFound);
-}
-
 TEST(AdamW, FirstStepMovesEachParameterByLrTimesSignAfterDecoupledDecay) {
   // Step 1: m̂ = g, v̂ = g², so p ← p(1 - lr·wd) - lr·g / (|g| + ε).
   at::Tensor p = Param({1.0, -2.0});

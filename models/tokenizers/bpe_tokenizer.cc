@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "models/tokenizers/json_util.h"
 #include "models/tokenizers/unicode.h"
@@ -128,7 +129,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJsonValue(
 }
 
 absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromFile(const std::string& path) {
-  TROUPE_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(path));
+  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tokenizer, FromJson(text, path));
   TROUPE_RETURN_IF_ERROR(tokenizer->LoadConfigBeside(path));
   return tokenizer;
@@ -493,7 +494,7 @@ absl::Status BpeTokenizer::LoadConfigBeside(const std::string& tokenizer_json_pa
   const std::string config_path =
       internal::SiblingPath(tokenizer_json_path, "tokenizer_config.json");
   if (!internal::IsRegularFile(config_path)) return absl::OkStatus();
-  TROUPE_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(config_path));
+  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(config_path));
   return ApplyTokenizerConfig(text, config_path);
 }
 

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "models/tokenizers/json_util.h"
 #include "models/tokenizers/unicode.h"
@@ -176,7 +177,7 @@ absl::StatusOr<std::unique_ptr<CharTokenizer>> CharTokenizer::FromJsonValue(
 }
 
 absl::StatusOr<std::unique_ptr<CharTokenizer>> CharTokenizer::FromFile(const std::string& path) {
-  TROUPE_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(path));
+  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   return FromJson(text, path);
 }
 

@@ -2,8 +2,6 @@
 
 #include <sys/stat.h>
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -15,27 +13,6 @@ namespace troupe::models::internal {
 namespace {
 constexpr int64_t kMaxId = int64_t{1} << 24;
 }  // namespace
-
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  if (IsDirectory(path)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, expected a file"));
-  }
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int error = errno;
-    const std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(error));
-    if (error == ENOENT) return absl::NotFoundError(message);
-    return absl::InternalError(message);
-  }
-  std::string contents;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) contents.append(buffer, n);
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) return absl::InternalError(absl::StrCat(path, ": read error"));
-  return contents;
-}
 
 bool IsDirectory(const std::string& path) {
   struct stat info;

@@ -1,4 +1,4 @@
-// Internal helpers for the tokenizer loaders: reading files and walking parsed JSON with errors
+// Internal helpers for the tokenizer loaders: file tests and walking parsed JSON with errors
 // that name the file and the field ("tokenizer.json: field 'model.vocab': missing").
 // Not part of the public API; includes the full nlohmann/json.hpp, so include it from .cc files
 // only. All functions are thread-safe.
@@ -14,10 +14,6 @@
 #include "nlohmann/json.hpp"
 
 namespace troupe::models::internal {
-
-// The contents of `path`. NotFound if it does not exist, InvalidArgument if it is a directory,
-// Internal on read errors.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // True if `path` names an existing directory / regular file.
 bool IsDirectory(const std::string& path);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "models/tokenizers/bpe_tokenizer.h"
 #include "models/tokenizers/char_tokenizer.h"
@@ -16,7 +17,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path
   if (internal::IsDirectory(path)) {
     file = absl::StrCat(path, path.empty() || path.back() == '/' ? "" : "/", "tokenizer.json");
   }
-  TROUPE_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(file));
+  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
   TROUPE_ASSIGN_OR_RETURN(nlohmann::json root, internal::ParseJson(text, file));
   if (!root.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": expected a JSON object at top level"));

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/splitmix64.h"
 #include "google/protobuf/util/json_util.h"
 #include "recipes/rl/actor_group.h"
 #include "recipes/rl/initial_policy.h"
@@ -16,18 +17,6 @@
 #include "tasks/task.h"
 
 namespace troupe::recipes {
-namespace {
-
-// SplitMix64.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 absl::Status CheckGrpoSpec(const JobSpec& spec) {
   std::vector<std::string> problems;
   auto refuse = [&](absl::string_view key, absl::string_view why) {
@@ -187,7 +176,7 @@ proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<prot
   req.set_top_p(static_cast<float>(spec.rollout.top_p));
   req.set_top_k(static_cast<int>(spec.rollout.top_k));
   req.set_max_new_tokens(static_cast<int>(spec.rollout.max_new_tokens));
-  req.set_seed(Mix(static_cast<uint64_t>(spec.trainer.seed) * 1000003 + first));
+  req.set_seed(SplitMix64(static_cast<uint64_t>(spec.trainer.seed) * 1000003 + first));
   req.set_min_weight_version(min_version);
   return req;
 }

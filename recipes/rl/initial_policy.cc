@@ -1,9 +1,7 @@
 #include "recipes/rl/initial_policy.h"
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "actors/tiny_policy.h"
 #include "base/atomic_file.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "models/model_config.h"
 #include "models/tokenizers/tokenizer.h"
@@ -54,10 +53,13 @@ absl::StatusOr<std::unique_ptr<models::Tokenizer>> LoadRunTokenizer(const JobSpe
                                        " task's character '", std::string(1, c), "'"));
     }
   }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *json = ss.str();
+  // The file LoadTokenizer read: `path`, or the tokenizer.json in it when it is a directory.
+  std::error_code ec;
+  const std::string file =
+      fs::is_directory(path, ec) ? (fs::path(path) / "tokenizer.json").string() : path;
+  absl::StatusOr<std::string> text = ReadFileToString(file);
+  if (!text.ok()) return spec.ErrorAt("model.tokenizer", text.status().message());
+  *json = *std::move(text);
   return tokenizer;
 }
 
@@ -215,11 +217,13 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
   if (std::filesystem::exists(dir + "/model.safetensors") &&
       std::filesystem::exists(dir + "/tokenizer.json")) {
     log(absl::StrCat("SFT warm start: using the checkpoint in ", dir));
-    std::ifstream in(dir + "/sft_metrics.json");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    nlohmann::json m = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-    if (m.is_object()) result->sft_accuracy = m.value("final_heldout_accuracy", -1.0);
+    // sft_metrics.json is optional (a checkpoint trained elsewhere has none); unreadable is not.
+    absl::StatusOr<std::string> metrics = ReadFileToString(dir + "/sft_metrics.json");
+    if (!metrics.ok() && !absl::IsNotFound(metrics.status())) return metrics.status();
+    if (metrics.ok()) {
+      nlohmann::json m = nlohmann::json::parse(*metrics, nullptr, /*allow_exceptions=*/false);
+      if (m.is_object()) result->sft_accuracy = m.value("final_heldout_accuracy", -1.0);
+    }
     return dir;
   }
   SftOptions o;

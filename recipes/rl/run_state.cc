@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -12,20 +10,13 @@
 #include "absl/time/clock.h"
 #include "actors/checkpointer.h"
 #include "base/atomic_file.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 
 namespace troupe::recipes {
 namespace {
 
 namespace fs = std::filesystem;
-
-absl::StatusOr<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 nlohmann::json CurveJson(const std::vector<RlEvalPoint>& curve) {
   nlohmann::json out = nlohmann::json::array();
@@ -98,7 +89,7 @@ absl::Status RunState::Begin() {
   }
   resume_dir_ = *latest;
   const std::string path = resume_dir_ + "/driver_state.json";
-  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
+  TROUPE_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   try {
     nlohmann::json st = nlohmann::json::parse(text);
     step_ = st.at("step").get<int64_t>();
@@ -122,7 +113,7 @@ absl::Status RunState::Begin() {
     return absl::DataLossError(absl::StrCat(path, ": ", e.what()));
   }
   if (fs::exists(resume_dir_ + "/replay_buffer.pb", ec)) {
-    TROUPE_ASSIGN_OR_RETURN(resumed_replay_, ReadWhole(resume_dir_ + "/replay_buffer.pb"));
+    TROUPE_ASSIGN_OR_RETURN(resumed_replay_, ReadFileToString(resume_dir_ + "/replay_buffer.pb"));
   }
   if (!result_.curve.empty()) result_.final_accuracy = result_.curve.back().accuracy;
   Log(absl::StrCat("resuming from ", resume_dir_, " (step ", step_, ", weights v", version_, ")"));

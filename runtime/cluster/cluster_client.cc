@@ -13,24 +13,6 @@
 #include "runtime/transport/transport_common.h"
 
 namespace troupe {
-namespace {
-
-const char* StateName(proto::ActorState s) {
-  switch (s) {
-    case proto::PENDING:
-      return "PENDING";
-    case proto::ALIVE:
-      return "ALIVE";
-    case proto::RESTARTING:
-      return "RESTARTING";
-    case proto::DEAD:
-      return "DEAD";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-}  // namespace
 
 // The head's stub with the token and deadlines; shared by the client and its resolver (which
 // handles may keep alive after the Cluster is gone).
@@ -107,14 +89,31 @@ class HeadResolver final : public transport::Resolver {
                                               a.spec().name().empty() ? actor_id : a.spec().name(),
                                               "' is DEAD: ", a.status_message()));
     }
-    return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is ", StateName(a.state()),
-                                               a.status_message().empty() ? "" : ": ",
-                                               a.status_message()));
+    return absl::UnavailableError(
+        absl::StrCat("actor ", actor_id, " is ", ActorStateName(a.state()),
+                     a.status_message().empty() ? "" : ": ", a.status_message()));
   }
 
  private:
   std::shared_ptr<HeadRpc> rpc_;
 };
+
+ActorState ActorStateFromProto(proto::ActorState state) {
+  switch (state) {
+    case proto::ALIVE:
+      return ActorState::kAlive;
+    case proto::RESTARTING:
+      return ActorState::kRestarting;
+    case proto::DEAD:
+      return ActorState::kDead;
+    default:
+      return ActorState::kPending;
+  }
+}
+
+const char* ActorStateName(proto::ActorState state) {
+  return ActorStateName(ActorStateFromProto(state));
+}
 
 Cluster::Cluster(ClusterConnectOptions options, std::unique_ptr<Impl> impl)
     : options_(std::move(options)), impl_(std::move(impl)) {}

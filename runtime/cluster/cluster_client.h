@@ -35,6 +35,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.pb.h"
+#include "runtime/actor.h"
 #include "runtime/actor_handle.h"
 #include "runtime/actor_registry.h"
 
@@ -165,6 +166,14 @@ class Cluster {
   ClusterConnectOptions options_;
   std::unique_ptr<Impl> impl_;
 };
+
+// The runtime's ActorState for a state the head reports; ACTOR_STATE_UNSPECIFIED (or a value this
+// build does not know) reads as kPending, the state of an actor not yet placed.
+ActorState ActorStateFromProto(proto::ActorState state);
+
+// ActorStateName (runtime/actor.h) of ActorStateFromProto(state): "PENDING", "ALIVE",
+// "RESTARTING" or "DEAD".
+const char* ActorStateName(proto::ActorState state);
 
 }  // namespace troupe
 

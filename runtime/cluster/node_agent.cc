@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -26,12 +25,13 @@
 #include "absl/synchronization/notification.h"
 #include "base/atomic_file.h"
 #include "base/log.h"
+#include "base/serial_executor.h"
 #include "base/status_macros.h"
+#include "base/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/machine.h"
 #include "runtime/secret_file.h"
-#include "runtime/subprocess.h"
 #include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
 
@@ -207,7 +207,6 @@ class NodeAgent::Impl final : public proto::NodeService::StreamedUnaryService {
   absl::Status Register();
   void HeartbeatLoop();
   void Spawn(const proto::StartWorkerRequest& req, absl::StatusOr<Worker>* out);
-  void SpawnerLoop();
   void Reap(std::string actor_id, int incarnation, pid_t pid, std::string out, std::string err);
   void FillRunning(google::protobuf::RepeatedPtrField<proto::RunningWorker>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -235,10 +234,7 @@ class NodeAgent::Impl final : public proto::NodeService::StreamedUnaryService {
 
   // The spawner thread forks every worker, so PR_SET_PDEATHSIG (tied to the forking thread)
   // fires only when the agent itself goes away.
-  absl::Mutex spawn_mu_;
-  std::deque<std::function<void()>> spawn_queue_ ABSL_GUARDED_BY(spawn_mu_);
-  bool spawn_stop_ ABSL_GUARDED_BY(spawn_mu_) = false;
-  std::thread spawner_;
+  SerialExecutor spawner_{"node-spawner"};
   std::thread heartbeat_;
 };
 
@@ -282,7 +278,6 @@ absl::Status NodeAgent::Impl::Start() {
   address_ = absl::StrCat(options_.host, ":", port);
   head_ = proto::HeadService::NewStub(
       grpc::CreateChannel(options_.head_address, grpc::InsecureChannelCredentials()));
-  spawner_ = std::thread([this] { SpawnerLoop(); });
   TROUPE_RETURN_IF_ERROR(Register());
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   return absl::OkStatus();
@@ -387,24 +382,6 @@ void NodeAgent::Impl::KillLocked(Worker& w, int sig) {
   if (w.pid > 0) ::kill(w.pid, sig);
 }
 
-void NodeAgent::Impl::SpawnerLoop() {
-  while (true) {
-    std::function<void()> fn;
-    {
-      absl::MutexLock lock(&spawn_mu_);
-      spawn_mu_.Await(absl::Condition(
-          +[](Impl* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return self->spawn_stop_ || !self->spawn_queue_.empty();
-          },
-          this));
-      if (spawn_queue_.empty()) return;
-      fn = std::move(spawn_queue_.front());
-      spawn_queue_.pop_front();
-    }
-    fn();
-  }
-}
-
 void NodeAgent::Impl::Spawn(const proto::StartWorkerRequest& req, absl::StatusOr<Worker>* out) {
   const std::string id = req.actor_id().id();
   const std::string base =
@@ -470,12 +447,11 @@ grpc::Status NodeAgent::Impl::HandleStartWorker(grpc::ServerContext* ctx,
   }
   absl::StatusOr<Worker> spawned = absl::UnknownError("not run");
   absl::Notification done;
-  {
-    absl::MutexLock lock(&spawn_mu_);
-    spawn_queue_.push_back([&] {
-      Spawn(*req, &spawned);
-      done.Notify();
-    });
+  if (!spawner_.Post([&] {
+        Spawn(*req, &spawned);
+        done.Notify();
+      })) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the node agent is shutting down");
   }
   done.WaitForNotification();
   if (!spawned.ok()) return transport::ToGrpcStatus(spawned.status());
@@ -615,11 +591,7 @@ void NodeAgent::Impl::Shutdown() {
     reapers.swap(reapers_);
   }
   for (std::thread& t : reapers) t.join();
-  {
-    absl::MutexLock lock(&spawn_mu_);
-    spawn_stop_ = true;
-  }
-  if (spawner_.joinable()) spawner_.join();
+  spawner_.Shutdown();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   absl::MutexLock lock(&mu_);
   stopped_ = true;

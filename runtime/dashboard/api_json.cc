@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_split.h"
+#include "runtime/cluster/cluster_client.h"
 #include "runtime/dashboard/prometheus_text.h"
 #include "runtime/scheduler/cluster_scheduler.h"
 
@@ -52,21 +53,6 @@ std::optional<double> LastScalar(const metrics::MetricsSeries& s, const std::str
 }
 
 }  // namespace
-
-const char* ActorStateName(proto::ActorState state) {
-  switch (state) {
-    case proto::PENDING:
-      return "PENDING";
-    case proto::ALIVE:
-      return "ALIVE";
-    case proto::RESTARTING:
-      return "RESTARTING";
-    case proto::DEAD:
-      return "DEAD";
-    default:
-      return "PENDING";
-  }
-}
 
 nlohmann::json NodeJson(const proto::NodeInfo& node) {
   const bool alive = node.state() == proto::NODE_ALIVE;

@@ -23,9 +23,6 @@
 
 namespace troupe::dashboard {
 
-// "PENDING", "ALIVE", "RESTARTING", "DEAD".
-const char* ActorStateName(proto::ActorState state);
-
 // {node_id, address, hostname, state: "ALIVE"|"DEAD", resources_total: {CPU: 2, ...},
 //  resources_used: {CPU: 1.5, ...} (total - available; zeros for a DEAD node),
 //  last_heartbeat_ms, labels}

@@ -32,6 +32,7 @@
 #include "base/log.h"
 #include "httplib.h"
 #include "metrics/metrics_reader.h"
+#include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/worker_main.h"
 #include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/call_graph.h"

@@ -16,9 +16,9 @@
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
 #include "base/log.h"
+#include "base/subprocess.h"
 #include "runtime/dashboard/job_spec_checker.h"
 #include "runtime/secure_random.h"
-#include "runtime/subprocess.h"
 
 extern char** environ;
 
@@ -163,7 +163,6 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(JobManagerOptions 
   if (options.troupe_binary.empty()) options.troupe_binary = SelfExe();
   std::unique_ptr<JobManager> m(new JobManager(std::move(options), head));
   if (absl::Status s = m->Recover(); !s.ok()) return s;
-  m->spawner_ = std::thread([self = m.get()] { self->SpawnerLoop(); });
   return m;
 }
 
@@ -313,10 +312,8 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
     jobs_[job.job_id] = job;
   }
   Persist(job.job_id);
-  {
-    absl::MutexLock lock(&spawn_mu_);
-    spawn_queue_.push_back(job.job_id);
-  }
+  // Refused only once Shutdown has begun; the job then stays PENDING, as the head is going away.
+  spawner_.Post([this, id = job.job_id] { Launch(id); });
   return job.job_id;
 }
 
@@ -354,24 +351,6 @@ std::vector<std::string> JobManager::DriverArgs(const std::string& job_id,
   if (job.overwrite) args.push_back("--overwrite");
   args.push_back(job.job_dir + "/job.yaml");
   return args;
-}
-
-void JobManager::SpawnerLoop() {
-  while (true) {
-    std::string id;
-    {
-      absl::MutexLock lock(&spawn_mu_);
-      spawn_mu_.Await(absl::Condition(
-          +[](JobManager* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return self->spawn_stop_ || !self->spawn_queue_.empty();
-          },
-          this));
-      if (spawn_queue_.empty()) return;
-      id = std::move(spawn_queue_.front());
-      spawn_queue_.pop_front();
-    }
-    Launch(id);
-  }
 }
 
 void JobManager::Launch(const std::string& job_id) {
@@ -629,11 +608,7 @@ void JobManager::Shutdown() {
   }
   for (auto& stop : attached_stops) stop();
   for (pid_t pid : running) SignalDriver(pid, SIGTERM);
-  {
-    absl::MutexLock lock(&spawn_mu_);
-    spawn_stop_ = true;
-  }
-  if (spawner_.joinable()) spawner_.join();  // launches what was queued as STOPPED
+  spawner_.Shutdown();  // launches what was queued as STOPPED
   const absl::Time give_up = absl::Now() + options_.shutdown_grace;
   for (const auto& job : List()) {
     if (!IsTerminal(job.status)) WaitEnded(job.job_id, give_up - absl::Now());

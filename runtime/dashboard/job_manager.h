@@ -33,7 +33,7 @@
 //                │                           ├─(exit != 0 or a signal)──▶ FAILED
 //                └────────(Stop)─────────────┴─(Stop: SIGTERM to the driver's process group,
 //                                                SIGKILL after the grace period)──▶ STOPPED
-// Drivers start with default signal handling (runtime/subprocess.h), whatever the head blocks, so
+// Drivers start with default signal handling (base/subprocess.h), whatever the head blocks, so
 // `troupe run` gets the SIGTERM and stops at its next step boundary with a final checkpoint; the
 // grace period (30 s by default) is for that. A second SIGTERM would stop it at once: Stop sends
 // one.
@@ -56,7 +56,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -70,6 +69,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/serial_executor.h"
 #include "nlohmann/json.hpp"
 #include "runtime/dashboard/head_api.h"
 #include "runtime/dashboard/job_spec_checker.h"
@@ -206,7 +206,6 @@ class JobManager {
   // Waits for the driver, kills the job's actors, records the outcome (one thread per job).
   void Reap(std::string job_id, pid_t pid);
   void KillActorsOf(const std::string& job_id);
-  void SpawnerLoop();
 
   const JobManagerOptions options_;
   HeadApi* const head_;
@@ -221,10 +220,7 @@ class JobManager {
 
   // The spawner thread forks every driver, so PR_SET_PDEATHSIG (tied to the forking thread)
   // fires only when the head process itself goes away.
-  absl::Mutex spawn_mu_;
-  std::deque<std::string> spawn_queue_ ABSL_GUARDED_BY(spawn_mu_);
-  bool spawn_stop_ ABSL_GUARDED_BY(spawn_mu_) = false;
-  std::thread spawner_;
+  SerialExecutor spawner_{"job-spawner"};
 };
 
 }  // namespace troupe::dashboard

@@ -116,7 +116,12 @@ uint8_t* PutReplyHeader(uint64_t call_id, int32_t code, absl::string_view messag
 
 uint8_t* U8(char* p) { return reinterpret_cast<uint8_t*>(p); }
 
-// A ZeroCopyInputStream over a payload's views (no copy).
+}  // namespace
+
+namespace internal {
+
+// A ZeroCopyInputStream over a sequence of byte ranges (a payload's views, a received message's
+// slices), read in place: no copy.
 class ViewStream final : public google::protobuf::io::ZeroCopyInputStream {
  public:
   explicit ViewStream(absl::Span<const absl::string_view> views) : views_(views) {}
@@ -162,7 +167,9 @@ class ViewStream final : public google::protobuf::io::ZeroCopyInputStream {
   int64_t count_ = 0;
 };
 
-}  // namespace
+}  // namespace internal
+
+using internal::ViewStream;
 
 // ---- FrameBuilder ---------------------------------------------------------------------------
 
@@ -276,62 +283,17 @@ grpc::ByteBuffer FrameBuilder::Finish() {
 
 // ---- FrameReader ----------------------------------------------------------------------------
 
-// A ZeroCopyInputStream over referenced slices (no copy).
-class FrameReader::SliceStream final : public google::protobuf::io::ZeroCopyInputStream {
- public:
-  explicit SliceStream(const std::vector<grpc::Slice>* slices) : slices_(slices) {}
-
-  bool Next(const void** data, int* size) override {
-    while (index_ < slices_->size()) {
-      const grpc::Slice& s = (*slices_)[index_];
-      if (pos_ < s.size()) {
-        *data = s.begin() + pos_;
-        *size = static_cast<int>(s.size() - pos_);
-        count_ += *size;
-        pos_ = s.size();
-        return true;
-      }
-      ++index_;
-      pos_ = 0;
-    }
-    return false;
-  }
-
-  void BackUp(int count) override {
-    pos_ -= count;
-    count_ -= count;
-  }
-
-  bool Skip(int count) override {
-    const void* data;
-    int size;
-    while (count > 0) {
-      if (!Next(&data, &size)) return false;
-      if (size > count) {
-        BackUp(size - count);
-        return true;
-      }
-      count -= size;
-    }
-    return true;
-  }
-
-  int64_t ByteCount() const override { return count_; }
-
- private:
-  const std::vector<grpc::Slice>* slices_;
-  size_t index_ = 0;
-  size_t pos_ = 0;
-  int64_t count_ = 0;
-};
-
 FrameReader::FrameReader(FrameKind kind, const grpc::ByteBuffer& buffer) : kind_(kind) {
   grpc::Status s = buffer.Dump(&slices_);
   if (!s.ok()) {
     status_ = absl::InvalidArgumentError(absl::StrCat("unreadable frame: ", s.error_message()));
     return;
   }
-  stream_ = std::make_unique<SliceStream>(&slices_);
+  views_.reserve(slices_.size());
+  for (const grpc::Slice& slice : slices_) {
+    views_.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  stream_ = std::make_unique<ViewStream>(views_);
   in_ = std::make_unique<CodedInputStream>(stream_.get());
 }
 

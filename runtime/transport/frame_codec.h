@@ -37,6 +37,9 @@
 
 namespace troupe {
 namespace transport {
+namespace internal {
+class ViewStream;  // frame_codec.cc
+}  // namespace internal
 
 enum class FrameKind { kCalls, kReplies };
 
@@ -129,13 +132,13 @@ class FrameReader {
   void AppendPayloadSlices(std::vector<grpc::Slice>* out) const;
 
  private:
-  class SliceStream;
   bool Fail(absl::string_view what);
   bool ReadEntry(int limit);
 
   const FrameKind kind_;
   std::vector<grpc::Slice> slices_;
-  std::unique_ptr<SliceStream> stream_;
+  std::vector<absl::string_view> views_;  // slices_' bytes, what stream_ reads
+  std::unique_ptr<internal::ViewStream> stream_;
   std::unique_ptr<google::protobuf::io::CodedInputStream> in_;
   FrameEntry entry_;
   absl::Status status_;

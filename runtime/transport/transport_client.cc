@@ -13,33 +13,20 @@ namespace {
 
 absl::Status CheckOptions(const TransportClientOptions& o, const Resolver* resolver) {
   if (resolver == nullptr) return absl::InvalidArgumentError("TransportClient: resolver is null");
-  for (char ch : o.token) {
-    if (ch < 0x20 || ch > 0x7e) {
-      return absl::InvalidArgumentError(
-          "TransportClientOptions.token: must be printable ASCII (it travels as gRPC metadata)");
-    }
+  if (absl::Status s = CheckMetadataValue("TransportClientOptions.token", o.token); !s.ok()) {
+    return s;
   }
   if (o.caller.size() > 128) {
     return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.caller is ",
                                                    o.caller.size(), " characters, at most 128"));
   }
-  for (char ch : o.caller) {
-    if (ch < 0x20 || ch > 0x7e) {
-      return absl::InvalidArgumentError(
-          "TransportClientOptions.caller: must be printable ASCII (it travels as gRPC metadata)");
-    }
+  if (absl::Status s = CheckMetadataValue("TransportClientOptions.caller", o.caller); !s.ok()) {
+    return s;
   }
-  if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{16} << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.chunk_bytes is ",
-                                                   o.chunk_bytes, ", must be in (0, 16 MiB]"));
-  }
-  if (o.frame_bytes <= 0 || o.frame_bytes > (int64_t{32} << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.frame_bytes is ",
-                                                   o.frame_bytes, ", must be in (0, 32 MiB]"));
-  }
-  if (o.max_request_bytes <= 0 || o.max_request_bytes > kMaxPayloadBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("TransportClientOptions.max_request_bytes is ",
-                                                   o.max_request_bytes, ", must be in (0, 2 GiB)"));
+  if (absl::Status s = CheckStreamLimits("TransportClientOptions", o.chunk_bytes, o.frame_bytes,
+                                         o.max_request_bytes);
+      !s.ok()) {
+    return s;
   }
   if (o.default_call_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -42,6 +42,17 @@ inline constexpr int64_t kMaxPayloadBytes = (int64_t{2} << 30) - 1;
 // Compares tokens in time independent of where they first differ.
 bool TokenMatches(absl::string_view expected, absl::string_view got);
 
+// OK if every character of `value` is printable ASCII (0x20..0x7e), as a gRPC metadata value
+// must be; otherwise InvalidArgument "<field>: must be printable ASCII (it travels as gRPC
+// metadata)".
+absl::Status CheckMetadataValue(absl::string_view field, absl::string_view value);
+
+// The stream limits a TransportClient and a TransportServer both take, checked alike: chunk_bytes
+// in (0, 16 MiB], frame_bytes in (0, 32 MiB], max_request_bytes in (0, kMaxPayloadBytes].
+// InvalidArgument "<options_name>.<field> is <value>, must be in ..." for the first that is not.
+absl::Status CheckStreamLimits(absl::string_view options_name, int64_t chunk_bytes,
+                               int64_t frame_bytes, int64_t max_request_bytes);
+
 // An asynchronous gRPC operation in flight: its address is the completion-queue tag, and Run is
 // called on the queue's thread when the operation completes.
 class CqTag {

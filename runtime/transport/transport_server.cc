@@ -854,23 +854,13 @@ absl::Status CheckOptions(const TransportServerOptions& o) {
     return absl::InvalidArgumentError(
         "TransportServerOptions.token is empty; every transport server needs the cluster token");
   }
-  for (char ch : o.token) {
-    if (ch < 0x20 || ch > 0x7e) {
-      return absl::InvalidArgumentError(
-          "TransportServerOptions.token: must be printable ASCII (it travels as gRPC metadata)");
-    }
+  if (absl::Status s = CheckMetadataValue("TransportServerOptions.token", o.token); !s.ok()) {
+    return s;
   }
-  if (o.chunk_bytes <= 0 || o.chunk_bytes > (int64_t{16} << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("TransportServerOptions.chunk_bytes is ",
-                                                   o.chunk_bytes, ", must be in (0, 16 MiB]"));
-  }
-  if (o.frame_bytes <= 0 || o.frame_bytes > (int64_t{32} << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("TransportServerOptions.frame_bytes is ",
-                                                   o.frame_bytes, ", must be in (0, 32 MiB]"));
-  }
-  if (o.max_request_bytes <= 0 || o.max_request_bytes > kMaxPayloadBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("TransportServerOptions.max_request_bytes is ",
-                                                   o.max_request_bytes, ", must be in (0, 2 GiB)"));
+  if (absl::Status s = CheckStreamLimits("TransportServerOptions", o.chunk_bytes, o.frame_bytes,
+                                         o.max_request_bytes);
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = ValidateTokenCheckOptions(o.token_check); !s.ok()) return s;
   if (o.address.rfind(':') == std::string::npos) {

@@ -1,8 +1,6 @@
 #include "tests/cluster/process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,31 +9,28 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/subprocess.h"
 
 namespace troupe::tests {
 
 Process Process::Start(const std::vector<std::string>& argv, const std::string& log_path) {
   Process p;
   p.log_ = log_path;
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::execv(cargs[0], cargs.data());
-    ::_exit(127);
+  SubprocessOptions o;
+  o.argv = argv;
+  for (char** e = environ; *e != nullptr; ++e) o.env.emplace_back(*e);
+  o.stdout_path = log_path;
+  o.stderr_path = log_path;
+  o.append = true;
+  o.file_mode = 0644;
+  o.new_process_group = false;  // the test's own group: one Ctrl-C stops the test and its cluster
+  absl::StatusOr<pid_t> pid = SpawnSubprocess(o);
+  if (!pid.ok()) {
+    // Not started: say why where the test looks (Output()); pid() stays 0.
+    std::ofstream(log_path, std::ios::app) << "Process::Start: " << pid.status() << "\n";
+    return p;
   }
-  if (fd >= 0) ::close(fd);
-  p.pid_ = pid;
+  p.pid_ = *pid;
   return p;
 }
 

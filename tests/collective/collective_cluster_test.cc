@@ -3,9 +3,7 @@
 // (collective_member) that find the group through the head's KV.
 //
 // Usage (Bazel passes it): collective_cluster_test <path to collective_member>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/subprocess.h"
 #include "gtest/gtest.h"
 #include "runtime/cluster/embedded_cluster.h"
 #include "runtime/collective/cluster_kv_store.h"
@@ -43,19 +42,19 @@ std::string TempDir() {
 class Child {
  public:
   Child(std::vector<std::string> args, std::string log) : log_(std::move(log)) {
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      execv(argv[0], argv.data());
-      _exit(127);
+    SubprocessOptions o;
+    o.argv = std::move(args);
+    for (char** e = environ; *e != nullptr; ++e) o.env.emplace_back(*e);
+    o.stdout_path = log_;
+    o.stderr_path = log_;
+    o.file_mode = 0644;
+    o.new_process_group = false;
+    absl::StatusOr<pid_t> pid = SpawnSubprocess(o);
+    if (pid.ok()) {
+      pid_ = *pid;
+    } else {
+      ADD_FAILURE() << "cannot start " << o.argv[0] << ": " << pid.status();
     }
-    close(fd);
   }
   ~Child() {
     if (!exit_code_.has_value() && pid_ > 0) {
@@ -63,9 +62,12 @@ class Child {
       waitpid(pid_, nullptr, 0);
     }
   }
-  void Kill() { kill(pid_, SIGKILL); }
+  void Kill() {
+    if (pid_ > 0) kill(pid_, SIGKILL);
+  }
   // The exit code (128+signal if killed) if it ended within `timeout`.
   std::optional<int> Wait(absl::Duration timeout) {
+    if (pid_ <= 0) return std::nullopt;
     const absl::Time end = absl::Now() + timeout;
     while (!exit_code_.has_value()) {
       int status = 0;

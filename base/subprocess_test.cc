@@ -1,4 +1,4 @@
-#include "runtime/subprocess.h"
+#include "base/subprocess.h"
 
 #include <signal.h>
 #include <sys/stat.h>

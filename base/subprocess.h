@@ -17,8 +17,8 @@
 // Thread-safety: SpawnSubprocess may be called from any thread, but with die_with_parent the child
 // is killed when the *thread* that spawned it exits (PR_SET_PDEATHSIG is tied to the forking
 // thread): spawn from a thread that lives as long as the process (a spawner thread).
-#ifndef TROUPE_RUNTIME_SUBPROCESS_H_
-#define TROUPE_RUNTIME_SUBPROCESS_H_
+#ifndef TROUPE_BASE_SUBPROCESS_H_
+#define TROUPE_BASE_SUBPROCESS_H_
 
 #include <sys/types.h>
 
@@ -65,4 +65,4 @@ void ResetSignalsInChild();
 
 }  // namespace troupe
 
-#endif  // TROUPE_RUNTIME_SUBPROCESS_H_
+#endif  // TROUPE_BASE_SUBPROCESS_H_

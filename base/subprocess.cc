@@ -1,4 +1,4 @@
-#include "runtime/subprocess.h"
+#include "base/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>
