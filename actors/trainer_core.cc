@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "models/catch_torch.h"
 #include "models/safetensors.h"
@@ -20,16 +19,6 @@ namespace troupe::actors {
 namespace {
 
 using models::CatchTorch;
-
-// TODO(merge): base/file_util's ReadFileToString.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  if (!in || !(ss << in.rdbuf())) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  }
-  return ss.str();
-}
 
 absl::Status ConfigError(const std::string& what) {
   return absl::InvalidArgumentError("trainer config: " + what);
@@ -97,8 +86,8 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   TROUPE_ASSIGN_OR_RETURN(policy_, LoadPolicy(model_dir));
   policy_.model->train();
   pad_id_ = policy_.tokenizer->pad_id().value_or(0);
-  TROUPE_ASSIGN_OR_RETURN(model_config_json_, ReadWholeFile(model_dir + "/config.json"));
-  TROUPE_ASSIGN_OR_RETURN(tokenizer_json_, ReadWholeFile(model_dir + "/tokenizer.json"));
+  TROUPE_ASSIGN_OR_RETURN(model_config_json_, ReadFileToString(model_dir + "/config.json"));
+  TROUPE_ASSIGN_OR_RETURN(tokenizer_json_, ReadFileToString(model_dir + "/tokenizer.json"));
   if (c.checkpoint_attempts() < 1) return ConfigError("checkpoint_attempts must be at least 1");
 
   trainers::TrainerOptions to;
@@ -175,7 +164,7 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
                             models::SafetensorsReader::Open(resume + "/model.safetensors"));
     TROUPE_RETURN_IF_ERROR(models::LoadIntoModule(reader, *policy_.model));
     TROUPE_RETURN_IF_ERROR(trainer_->Load(resume + "/trainer_state.pt"));
-    TROUPE_ASSIGN_OR_RETURN(const std::string meta, ReadWholeFile(resume + "/meta.json"));
+    TROUPE_ASSIGN_OR_RETURN(const std::string meta, ReadFileToString(resume + "/meta.json"));
     const nlohmann::json parsed = nlohmann::json::parse(meta, nullptr, /*allow_exceptions=*/false);
     const nlohmann::json* version = parsed.is_object() && parsed.contains("weight_version")
                                         ? &parsed["weight_version"]

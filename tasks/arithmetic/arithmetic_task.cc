@@ -4,19 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/splitmix64.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::tasks {
-namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 absl::StatusOr<ArithmeticTask> ArithmeticTask::Create(const ArithmeticTaskOptions& options) {
   auto error = [](absl::string_view field, int64_t value, absl::string_view why) {
@@ -57,7 +48,8 @@ absl::StatusOr<ArithmeticTask> ArithmeticTask::Create(const ArithmeticTaskOption
   for (int64_t i = total - 1; i > 0; --i) {
     // Multiply-shift range reduction: bias below 2^-40 for these sizes.
     const int64_t j = static_cast<int64_t>(
-        (static_cast<unsigned __int128>(SplitMix64(state)) * static_cast<uint64_t>(i + 1)) >> 64);
+        (static_cast<unsigned __int128>(SplitMix64Next(state)) * static_cast<uint64_t>(i + 1)) >>
+        64);
     std::swap(task.order_[i], task.order_[j]);
   }
   return task;
@@ -143,7 +135,7 @@ ArithmeticProblem ArithmeticTask::ProblemAt(int64_t index, bool careless) const 
   if (careless && options_.dropped_carry_rate > 0 && Overflows(problem)) {
     // A fixed coin per problem (seed, index): the same problem always gets the same target.
     uint64_t state = options_.seed ^ (static_cast<uint64_t>(index) * 0xd1b54a32d192ed03ULL);
-    const double coin = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
+    const double coin = static_cast<double>(SplitMix64Next(state) >> 11) * 0x1.0p-53;
     if (coin < options_.dropped_carry_rate) {
       problem.target = absl::StrFormat("%0*d", options_.digits, (problem.a + problem.b) - high_);
     }

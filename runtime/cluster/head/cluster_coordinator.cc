@@ -46,7 +46,6 @@ void ClusterCoordinator::Start(const std::string& head_address) {
     absl::MutexLock lock(&mu_);
     head_address_ = head_address;
   }
-  dispatcher_ = std::thread([this] { DispatchLoop(); });
   monitor_ = std::thread([this] { MonitorLoop(); });
 }
 
@@ -58,36 +57,11 @@ void ClusterCoordinator::BeginStop() {
 
 void ClusterCoordinator::Stop() {
   BeginStop();
-  {
-    absl::MutexLock lock(&dispatch_mu_);
-    dispatch_stop_ = true;
-  }
-  if (dispatcher_.joinable()) dispatcher_.join();
+  dispatcher_.Shutdown();  // the calls already queued still go out
   if (monitor_.joinable()) monitor_.join();
 }
 
-void ClusterCoordinator::Post(std::function<void()> fn) {
-  absl::MutexLock lock(&dispatch_mu_);
-  dispatch_.push_back(std::move(fn));
-}
-
-void ClusterCoordinator::DispatchLoop() {
-  while (true) {
-    std::function<void()> fn;
-    {
-      absl::MutexLock lock(&dispatch_mu_);
-      dispatch_mu_.Await(absl::Condition(
-          +[](ClusterCoordinator* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return self->dispatch_stop_ || !self->dispatch_.empty();
-          },
-          this));
-      if (dispatch_.empty()) return;
-      fn = std::move(dispatch_.front());
-      dispatch_.pop_front();
-    }
-    fn();
-  }
-}
+void ClusterCoordinator::Post(std::function<void()> fn) { (void)dispatcher_.Post(std::move(fn)); }
 
 void ClusterCoordinator::MonitorLoop() {
   absl::MutexLock lock(&mu_);

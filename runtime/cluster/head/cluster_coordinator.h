@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/serial_executor.h"
 #include "proto/cluster.pb.h"
 #include "runtime/cluster/head/actor_directory.h"
 #include "runtime/cluster/head/node_manager.h"
@@ -101,9 +102,8 @@ class ClusterCoordinator : private ActorDirectory::Host {
 
   void NodeDied(const std::string& node_id, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues a call to a node agent for the dispatcher thread.
+  // Queues a call to a node agent for the dispatcher thread (dropped once Stop has begun).
   void Post(std::function<void()> fn);
-  void DispatchLoop();
   void MonitorLoop();
 
   const ClusterCoordinatorOptions options_;
@@ -117,10 +117,9 @@ class ClusterCoordinator : private ActorDirectory::Host {
   PlacementGroupManager groups_ ABSL_GUARDED_BY(mu_);
   ActorDirectory actors_ ABSL_GUARDED_BY(mu_);
 
-  absl::Mutex dispatch_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  std::deque<std::function<void()>> dispatch_ ABSL_GUARDED_BY(dispatch_mu_);
-  bool dispatch_stop_ ABSL_GUARDED_BY(dispatch_mu_) = false;
-  std::thread dispatcher_;
+  // Calls to node agents, in order, off the callers' threads (Post may be called under mu_: the
+  // executor's queue lock comes after it).
+  SerialExecutor dispatcher_{"head-dispatch"};
   std::thread monitor_;
 };
 
