@@ -22,14 +22,7 @@ const std::string& PolicyDir() {
     const char* tmp = std::getenv("TEST_TMPDIR");
     const std::string d = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/reference_test_policy");
     std::filesystem::remove_all(d);
-    models::ModelConfig c;
-    c.hidden_size = 32;
-    c.intermediate_size = 64;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.max_position_embeddings = 64;
-    const absl::Status s = WriteRandomPolicy(d, c, /*seed=*/5);
+    const absl::Status s = WriteRandomPolicy(d, MicroModelConfig(), /*seed=*/5);
     EXPECT_TRUE(s.ok()) << s;
     return d;
   }();

@@ -26,14 +26,7 @@ std::string PolicyDir(uint64_t seed) {
       absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/rollout_worker_test_policy_", seed);
   if (std::filesystem::exists(d + "/config.json")) return d;
   std::filesystem::remove_all(d);
-  models::ModelConfig c;
-  c.hidden_size = 32;
-  c.intermediate_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.max_position_embeddings = 64;
-  const absl::Status s = WriteRandomPolicy(d, c, seed);
+  const absl::Status s = WriteRandomPolicy(d, MicroModelConfig(), seed);
   EXPECT_TRUE(s.ok()) << s;
   return d;
 }

@@ -47,4 +47,15 @@ models::ModelConfig TinyModelConfig() {
   return c;
 }
 
+models::ModelConfig MicroModelConfig() {
+  models::ModelConfig c;
+  c.hidden_size = 32;
+  c.intermediate_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
 }  // namespace troupe::actors

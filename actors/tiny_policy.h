@@ -42,6 +42,10 @@ absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig confi
 // examples/models/tiny.json's sizes (hidden 128, 4 layers, 4 heads, 2 key/value heads).
 models::ModelConfig TinyModelConfig();
 
+// The smallest sizes the actors' unit tests use (hidden 32, intermediate 64, 2 layers, 4 heads,
+// 2 key/value heads, 64 positions): fast to build and to step.
+models::ModelConfig MicroModelConfig();
+
 }  // namespace troupe::actors
 
 #endif  // TROUPE_ACTORS_TINY_POLICY_H_
