@@ -22,7 +22,6 @@
 //   bazel-bin/bench/hostile_grpc_bench --troupe bazel-bin/cli/troupe [--body_mb 60] [--requests 4]
 //       [--in_flight 1]
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/subprocess.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/testing/hostile_client.h"
@@ -73,22 +73,16 @@ std::string ReadLine(const std::string& path) {
 // `extra_env` ("NAME=value") added to the environment.
 pid_t StartTroupe(const Options& o, std::vector<std::string> args, const std::string& log,
                   const std::string& extra_env = "") {
-  args.insert(args.begin(), o.troupe);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string env_entry = extra_env;
-  const pid_t pid = ::fork();
-  if (pid < 0) Die("fork failed");
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (std::freopen(log.c_str(), "w", stdout) == nullptr) ::_exit(126);
-    ::dup2(::fileno(stdout), 2);
-    if (!env_entry.empty()) ::putenv(env_entry.data());
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  SubprocessOptions so;
+  so.argv = std::move(args);
+  so.argv.insert(so.argv.begin(), o.troupe);
+  for (char** e = environ; *e != nullptr; ++e) so.env.push_back(*e);
+  if (!extra_env.empty()) so.env.push_back(extra_env);
+  so.stdout_path = log;
+  so.stderr_path = log;
+  absl::StatusOr<pid_t> pid = SpawnSubprocess(so);
+  if (!pid.ok()) Die(pid.status().ToString());
+  return *pid;
 }
 
 void Stop(pid_t pid) {

@@ -32,7 +32,6 @@
 //       [--probes=10] [--probe_timeout_s=5] [--settle_s=1]
 //       [--scenarios=baseline,trickle_20,trickle_40,idle_40,followers_40]
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +57,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/subprocess.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "runtime/dashboard/dashboard_server.h"
@@ -222,18 +222,14 @@ class ExternalTarget : public Target {
                                            "--worker-binary",
                                            worker};
     const std::string log = dir + "/head.out";
-    t->pid_ = ::fork();
-    if (t->pid_ < 0) return absl::InternalError("fork failed");
-    if (t->pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      std::FILE* out = std::freopen(log.c_str(), "w", stdout);
-      if (out != nullptr) ::dup2(::fileno(out), 2);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
+    SubprocessOptions so;
+    so.argv = argv;
+    for (char** e = environ; *e != nullptr; ++e) so.env.push_back(*e);
+    so.stdout_path = log;
+    so.stderr_path = log;
+    absl::StatusOr<pid_t> pid = SpawnSubprocess(so);
+    if (!pid.ok()) return pid.status();
+    t->pid_ = *pid;
     for (int i = 0; i < 600; ++i) {
       std::ifstream address(state + "/dashboard.address");
       std::string url;
