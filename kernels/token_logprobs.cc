@@ -339,13 +339,8 @@ absl::Status ValidateTokenLogProbsInputs(const at::Tensor& logits, const at::Ten
 
 absl::StatusOr<at::Tensor> TryTokenLogProbs(const at::Tensor& logits, const at::Tensor& tokens) {
   if (absl::Status s = ValidateTokenLogProbsInputs(logits, tokens); !s.ok()) return s;
-  try {
-    return TokenLogProbs(logits, tokens);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return absl::InternalError(e.what());
-  }
+  return models::CatchTorch(
+      "", [&]() -> absl::StatusOr<at::Tensor> { return TokenLogProbs(logits, tokens); });
 }
 
 LogProbsAndEntropy TokenLogProbsWithEntropy(const at::Tensor& logits, const at::Tensor& tokens) {
@@ -358,13 +353,9 @@ LogProbsAndEntropy TokenLogProbsWithEntropy(const at::Tensor& logits, const at::
 absl::StatusOr<LogProbsAndEntropy> TryTokenLogProbsWithEntropy(const at::Tensor& logits,
                                                                const at::Tensor& tokens) {
   if (absl::Status s = ValidateTokenLogProbsInputs(logits, tokens); !s.ok()) return s;
-  try {
+  return models::CatchTorch("", [&]() -> absl::StatusOr<LogProbsAndEntropy> {
     return TokenLogProbsWithEntropy(logits, tokens);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return absl::InternalError(e.what());
-  }
+  });
 }
 
 }  // namespace kernels

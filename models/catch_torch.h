@@ -6,13 +6,17 @@
 //   }));
 //
 // `fn` returns absl::Status or absl::StatusOr<T>; a c10::Error or std::exception it throws is
-// returned as INTERNAL "WHAT: message" (LibTorch's message without its backtrace).
+// returned as INTERNAL "WHAT: message" (LibTorch's message without its backtrace; the message
+// alone when `what` is empty). CatchTorchAs chooses the codes, for boundaries where a LibTorch
+// error means bad input (INVALID_ARGUMENT) or a failed allocation (RESOURCE_EXHAUSTED).
 #ifndef TROUPE_MODELS_CATCH_TORCH_H_
 #define TROUPE_MODELS_CATCH_TORCH_H_
 
 #include <c10/util/Exception.h>
 
 #include <exception>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -20,15 +24,26 @@
 
 namespace troupe::models {
 
+// A c10::Error becomes `torch_code`, any other std::exception `other_code`.
 template <typename Fn>
-auto CatchTorch(absl::string_view what, Fn&& fn) -> decltype(fn()) {
+auto CatchTorchAs(absl::StatusCode torch_code, absl::StatusCode other_code, absl::string_view what,
+                  Fn&& fn) -> decltype(fn()) {
+  auto message = [what](const char* m) {
+    return what.empty() ? std::string(m) : absl::StrCat(what, ": ", m);
+  };
   try {
     return fn();
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
+    return absl::Status(torch_code, message(e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+    return absl::Status(other_code, message(e.what()));
   }
+}
+
+template <typename Fn>
+auto CatchTorch(absl::string_view what, Fn&& fn) -> decltype(fn()) {
+  return CatchTorchAs(absl::StatusCode::kInternal, absl::StatusCode::kInternal, what,
+                      std::forward<Fn>(fn));
 }
 
 }  // namespace troupe::models

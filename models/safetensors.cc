@@ -424,22 +424,21 @@ absl::StatusOr<at::Tensor> SafetensorsReader::Get(absl::string_view name) const 
   }
   const SafetensorsEntry& e = it->second.first;
   const std::shared_ptr<const MappedSafetensorsFile>& file = files_[it->second.second];
-  try {
-    at::TensorOptions options = at::TensorOptions().dtype(e.dtype).device(at::kCPU);
-    const int64_t nbytes = e.end - e.begin;
-    if (nbytes == 0) return at::empty(e.shape, options);
-    char* data = const_cast<char*>(file->buffer()) + e.begin;
-    if (reinterpret_cast<uintptr_t>(data) % c10::elementSize(e.dtype) != 0) {
-      at::Tensor copy = at::empty(e.shape, options);
-      std::memcpy(copy.data_ptr(), data, static_cast<size_t>(nbytes));
-      return copy;
-    }
-    std::shared_ptr<const MappedSafetensorsFile> keep_alive = file;
-    return at::from_blob(
-        data, e.shape, [keep_alive](void*) {}, options);
-  } catch (const std::exception& ex) {
-    return absl::InternalError(absl::StrCat(e.file, ": tensor '", name, "': ", ex.what()));
-  }
+  return CatchTorch(
+      absl::StrCat(e.file, ": tensor '", name, "'"), [&]() -> absl::StatusOr<at::Tensor> {
+        at::TensorOptions options = at::TensorOptions().dtype(e.dtype).device(at::kCPU);
+        const int64_t nbytes = e.end - e.begin;
+        if (nbytes == 0) return at::empty(e.shape, options);
+        char* data = const_cast<char*>(file->buffer()) + e.begin;
+        if (reinterpret_cast<uintptr_t>(data) % c10::elementSize(e.dtype) != 0) {
+          at::Tensor copy = at::empty(e.shape, options);
+          std::memcpy(copy.data_ptr(), data, static_cast<size_t>(nbytes));
+          return copy;
+        }
+        std::shared_ptr<const MappedSafetensorsFile> keep_alive = file;
+        return at::from_blob(
+            data, e.shape, [keep_alive](void*) {}, options);
+      });
 }
 
 absl::StatusOr<NamedTensors> SafetensorsReader::GetAll() const {

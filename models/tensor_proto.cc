@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/tensor_codec.h"
+#include "models/catch_torch.h"
 
 namespace troupe {
 namespace models {
@@ -85,15 +86,14 @@ absl::StatusOr<at::Tensor> TensorFromProto(const proto::Tensor& tensor) {
   absl::Status valid = ValidateTensor(tensor);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(who, ": ", valid.message()));
   std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
-  try {
-    at::Tensor out = at::empty(shape, at::TensorOptions().dtype(*type));
-    if (!tensor.data().empty()) {
-      std::memcpy(out.data_ptr(), tensor.data().data(), tensor.data().size());
-    }
-    return out;
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(who, ": ", e.what()));
-  }
+  return CatchTorchAs(absl::StatusCode::kInvalidArgument, absl::StatusCode::kInvalidArgument, who,
+                      [&]() -> absl::StatusOr<at::Tensor> {
+                        at::Tensor out = at::empty(shape, at::TensorOptions().dtype(*type));
+                        if (!tensor.data().empty()) {
+                          std::memcpy(out.data_ptr(), tensor.data().data(), tensor.data().size());
+                        }
+                        return out;
+                      });
 }
 
 absl::StatusOr<proto::Tensor> TensorToProto(const at::Tensor& tensor, absl::string_view name) {
@@ -107,12 +107,12 @@ absl::StatusOr<proto::Tensor> TensorToProto(const at::Tensor& tensor, absl::stri
   out.set_name(std::string(name));
   out.set_dtype(*dtype);
   for (int64_t d : tensor.sizes()) out.add_shape(d);
-  try {
-    at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
-    out.mutable_data()->assign(static_cast<const char*>(cpu.data_ptr()), cpu.nbytes());
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(who, ": ", e.what()));
-  }
+  TROUPE_RETURN_IF_ERROR(CatchTorchAs(
+      absl::StatusCode::kInvalidArgument, absl::StatusCode::kInvalidArgument, who, [&] {
+        at::Tensor cpu = tensor.detach().to(at::kCPU).contiguous();
+        out.mutable_data()->assign(static_cast<const char*>(cpu.data_ptr()), cpu.nbytes());
+        return absl::OkStatus();
+      }));
   return out;
 }
 

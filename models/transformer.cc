@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
+#include "models/catch_torch.h"
 #include "models/safetensors.h"
 
 namespace troupe {
@@ -35,15 +36,11 @@ std::string ShapeString(at::IntArrayRef shape) {
 }
 
 // Runs `f`, turning a LibTorch exception into a Status (no exception crosses the public API).
+// A LibTorch error here is bad input (shapes, dtypes): INVALID_ARGUMENT.
 template <typename F>
 absl::StatusOr<at::Tensor> Guarded(absl::string_view what, F&& f) {
-  try {
-    return f();
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
-  }
+  return CatchTorchAs(absl::StatusCode::kInvalidArgument, absl::StatusCode::kInternal, what,
+                      [&]() -> absl::StatusOr<at::Tensor> { return f(); });
 }
 
 // input_ids [B, T] integral with values in [0, vocab); attention_mask undefined or [B, T].
@@ -382,16 +379,17 @@ absl::StatusOr<KVCache> CausalLMImpl::CreateKVCache(int64_t num_slots, int64_t m
   }
   const at::Tensor& w = model->embed_tokens->weight;
   KVCache cache;
-  try {
-    at::TensorOptions options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
-    for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-      cache.keys.push_back(at::zeros(
-          {num_slots, config_.num_key_value_heads, max_len, config_.head_dim()}, options));
-      cache.values.push_back(at::zeros_like(cache.keys.back()));
-    }
-  } catch (const std::exception& e) {
-    return absl::ResourceExhaustedError(absl::StrCat("CreateKVCache: ", e.what()));
-  }
+  TROUPE_RETURN_IF_ERROR(CatchTorchAs(
+      absl::StatusCode::kResourceExhausted, absl::StatusCode::kResourceExhausted, "CreateKVCache",
+      [&] {
+        at::TensorOptions options = at::TensorOptions().dtype(w.scalar_type()).device(w.device());
+        for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+          cache.keys.push_back(at::zeros(
+              {num_slots, config_.num_key_value_heads, max_len, config_.head_dim()}, options));
+          cache.values.push_back(at::zeros_like(cache.keys.back()));
+        }
+        return absl::OkStatus();
+      }));
   cache.lengths.assign(num_slots, 0);
   return cache;
 }
@@ -545,20 +543,16 @@ void ValueModelImpl::InitWeights(uint64_t seed) {
 
 absl::StatusOr<CausalLM> CreateCausalLM(const ModelConfig& config) {
   TROUPE_RETURN_IF_ERROR(config.Validate("model config"));
-  try {
-    return CausalLM(config);
-  } catch (const std::exception& e) {
-    return absl::ResourceExhaustedError(absl::StrCat("CreateCausalLM: ", e.what()));
-  }
+  return CatchTorchAs(absl::StatusCode::kResourceExhausted, absl::StatusCode::kResourceExhausted,
+                      "CreateCausalLM",
+                      [&]() -> absl::StatusOr<CausalLM> { return CausalLM(config); });
 }
 
 absl::StatusOr<ValueModel> CreateValueModel(const ModelConfig& config) {
   TROUPE_RETURN_IF_ERROR(config.Validate("model config"));
-  try {
-    return ValueModel(config);
-  } catch (const std::exception& e) {
-    return absl::ResourceExhaustedError(absl::StrCat("CreateValueModel: ", e.what()));
-  }
+  return CatchTorchAs(absl::StatusCode::kResourceExhausted, absl::StatusCode::kResourceExhausted,
+                      "CreateValueModel",
+                      [&]() -> absl::StatusOr<ValueModel> { return ValueModel(config); });
 }
 
 absl::Status SavePretrained(const CausalLMImpl& model, const std::string& dir,

@@ -116,14 +116,14 @@ absl::Status GenerationEngine::UpdateWeights(WeightUpdate update) {
                                                      ShapeString(tensor.sizes()), ", the model ",
                                                      ShapeString(param.sizes())));
     }
-    try {
-      // A private copy in the parameter's dtype and device: the caller may keep changing its own.
-      copies.emplace_back(name, tensor.detach().to(param.options(), /*non_blocking=*/false,
-                                                   /*copy=*/true));
-    } catch (const std::exception& e) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(what, "cannot copy tensor '", name, "': ", e.what()));
-    }
+    // A private copy in the parameter's dtype and device: the caller may keep changing its own.
+    TROUPE_RETURN_IF_ERROR(models::CatchTorchAs(
+        absl::StatusCode::kResourceExhausted, absl::StatusCode::kResourceExhausted,
+        absl::StrCat(what, "cannot copy tensor '", name, "'"), [&] {
+          copies.emplace_back(name, tensor.detach().to(param.options(), /*non_blocking=*/false,
+                                                       /*copy=*/true));
+          return absl::OkStatus();
+        }));
   }
   if (!update.partial && seen.size() != params_.size()) {
     std::vector<std::string> missing;
