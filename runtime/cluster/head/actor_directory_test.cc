@@ -8,18 +8,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/cluster/head/test_store.h"
 
 namespace troupe {
 namespace head {
 namespace {
-
-std::unique_ptr<StateStore> OpenStore(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  absl::StatusOr<std::unique_ptr<StateStore>> store =
-      StateStore::Open(absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "/head.db"));
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(*store) : nullptr;
-}
 
 // Records what the directory asks for; runs the scheduler's queue like the coordinator does.
 class FakeHost : public ActorDirectory::Host {
@@ -46,7 +39,7 @@ class FakeHost : public ActorDirectory::Host {
 class ActorDirectoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = OpenStore(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    store_ = OpenTestStore(::testing::UnitTest::GetInstance()->current_test_info()->name());
     directory_ = std::make_unique<ActorDirectory>(store_.get(), &scheduler_, &host_);
     host_.scheduler = &scheduler_;
     host_.directory = directory_.get();

@@ -7,23 +7,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/cluster/head/test_store.h"
 
 namespace troupe {
 namespace head {
 namespace {
 
-std::unique_ptr<StateStore> OpenStore(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  absl::StatusOr<std::unique_ptr<StateStore>> store =
-      StateStore::Open(absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "/head.db"));
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(*store) : nullptr;
-}
-
 const auto kNeverCancelled = [] { return false; };
 
 TEST(KvManager, PutThenGetReturnsTheValueAndIfAbsentRefusesAnExistingKey) {
-  auto store = OpenStore("kv_put");
+  auto store = OpenTestStore("kv_put");
   KvManager kv(store.get());
   ASSERT_TRUE(kv.Put("a", "1", /*if_absent=*/false).ok());
   EXPECT_EQ(kv.Get("a", absl::ZeroDuration(), kNeverCancelled).value(), "1");
@@ -35,7 +28,7 @@ TEST(KvManager, PutThenGetReturnsTheValueAndIfAbsentRefusesAnExistingKey) {
 }
 
 TEST(KvManager, GetOfAMissingKeyIsNotFoundOnceTheWaitIsOver) {
-  auto store = OpenStore("kv_missing");
+  auto store = OpenTestStore("kv_missing");
   KvManager kv(store.get());
   const absl::Time start = absl::Now();
   absl::StatusOr<std::string> v = kv.Get("nope", absl::Milliseconds(300), kNeverCancelled);
@@ -44,7 +37,7 @@ TEST(KvManager, GetOfAMissingKeyIsNotFoundOnceTheWaitIsOver) {
 }
 
 TEST(KvManager, GetWaitsForAKeyThatIsPutLater) {
-  auto store = OpenStore("kv_wait");
+  auto store = OpenTestStore("kv_wait");
   KvManager kv(store.get());
   std::thread writer([&] {
     absl::SleepFor(absl::Milliseconds(100));
@@ -57,7 +50,7 @@ TEST(KvManager, GetWaitsForAKeyThatIsPutLater) {
 }
 
 TEST(KvManager, StopAndCancellationEndAWaitEarly) {
-  auto store = OpenStore("kv_stop");
+  auto store = OpenTestStore("kv_stop");
   KvManager kv(store.get());
   absl::Time start = absl::Now();
   EXPECT_EQ(kv.Get("k", absl::Seconds(30), [] { return true; }).status().code(),
@@ -75,7 +68,7 @@ TEST(KvManager, StopAndCancellationEndAWaitEarly) {
 }
 
 TEST(KvManager, DeleteTakesOneKeyOrAPrefixAndListIsOrdered) {
-  auto store = OpenStore("kv_delete");
+  auto store = OpenTestStore("kv_delete");
   KvManager kv(store.get());
   for (const char* k : {"b/2", "a", "b/1", "b", "c"}) ASSERT_TRUE(kv.Put(k, "v", false).ok());
   EXPECT_EQ(kv.List("b"), (std::vector<std::string>{"b", "b/1", "b/2"}));
@@ -87,7 +80,7 @@ TEST(KvManager, DeleteTakesOneKeyOrAPrefixAndListIsOrdered) {
 }
 
 TEST(KvManager, EntriesSurviveInTheStore) {
-  auto store = OpenStore("kv_recover");
+  auto store = OpenTestStore("kv_recover");
   {
     KvManager kv(store.get());
     ASSERT_TRUE(kv.Put("kept", "1", false).ok());

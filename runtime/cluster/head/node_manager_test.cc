@@ -6,18 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/cluster/head/test_store.h"
 
 namespace troupe {
 namespace head {
 namespace {
-
-std::unique_ptr<StateStore> OpenStore(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  absl::StatusOr<std::unique_ptr<StateStore>> store =
-      StateStore::Open(absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "/head.db"));
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(*store) : nullptr;
-}
 
 proto::RegisterNodeRequest Request(const std::string& id, double cpus) {
   proto::RegisterNodeRequest req;
@@ -30,7 +23,7 @@ proto::RegisterNodeRequest Request(const std::string& id, double cpus) {
 const absl::Time kT0 = absl::FromUnixSeconds(1000000);
 
 TEST(NodeManager, RegisterMakesANodeAliveAndSchedulable) {
-  auto store = OpenStore("nodes_register");
+  auto store = OpenTestStore("nodes_register");
   scheduler::ClusterScheduler scheduler;
   NodeManager nodes(store.get(), &scheduler);
   proto::RegisterNodeRequest req = Request("", 4);
@@ -47,7 +40,7 @@ TEST(NodeManager, RegisterMakesANodeAliveAndSchedulable) {
 }
 
 TEST(NodeManager, AnEmptyAddressOrResourcesTheSchedulerRefusesAreNotRegistered) {
-  auto store = OpenStore("nodes_refused");
+  auto store = OpenTestStore("nodes_refused");
   scheduler::ClusterScheduler scheduler;
   NodeManager nodes(store.get(), &scheduler);
   proto::RegisterNodeRequest req = Request("n1", 4);
@@ -60,7 +53,7 @@ TEST(NodeManager, AnEmptyAddressOrResourcesTheSchedulerRefusesAreNotRegistered) 
 }
 
 TEST(NodeManager, ANodeExpiresOnlyAfterMoreThanTheTimeoutWithoutAHeartbeat) {
-  auto store = OpenStore("nodes_expiry");
+  auto store = OpenTestStore("nodes_expiry");
   scheduler::ClusterScheduler scheduler;
   NodeManager nodes(store.get(), &scheduler);
   ASSERT_TRUE(nodes.Register(Request("a", 1), kT0).ok());
@@ -74,7 +67,7 @@ TEST(NodeManager, ANodeExpiresOnlyAfterMoreThanTheTimeoutWithoutAHeartbeat) {
 }
 
 TEST(NodeManager, ADeadNodeLeavesTheSchedulerAndMustReregister) {
-  auto store = OpenStore("nodes_dead");
+  auto store = OpenTestStore("nodes_dead");
   scheduler::ClusterScheduler scheduler;
   NodeManager nodes(store.get(), &scheduler);
   ASSERT_TRUE(nodes.Register(Request("a", 1), kT0).ok());
@@ -92,7 +85,7 @@ TEST(NodeManager, ADeadNodeLeavesTheSchedulerAndMustReregister) {
 }
 
 TEST(NodeManager, RecoveredLiveNodesGetAFreshHeartbeatAndDeadOnesStayDead) {
-  auto store = OpenStore("nodes_recover");
+  auto store = OpenTestStore("nodes_recover");
   {
     scheduler::ClusterScheduler scheduler;
     NodeManager nodes(store.get(), &scheduler);

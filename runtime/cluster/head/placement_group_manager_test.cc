@@ -8,18 +8,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/cluster/head/test_store.h"
 
 namespace troupe {
 namespace head {
 namespace {
-
-std::unique_ptr<StateStore> OpenStore(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  absl::StatusOr<std::unique_ptr<StateStore>> store =
-      StateStore::Open(absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name, "/head.db"));
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(*store) : nullptr;
-}
 
 proto::CreatePlacementGroupRequest TwoBundles(proto::PlacementStrategy strategy) {
   proto::CreatePlacementGroupRequest req;
@@ -41,7 +34,7 @@ void PlacePending(scheduler::ClusterScheduler& scheduler, PlacementGroupManager&
 }
 
 TEST(PlacementGroupManager, AGroupIsPendingUntilEveryBundleHasANodeThenCreated) {
-  auto store = OpenStore("pg_pending");
+  auto store = OpenTestStore("pg_pending");
   scheduler::ClusterScheduler scheduler;
   PlacementGroupManager groups(store.get(), &scheduler);
   ASSERT_TRUE(scheduler.AddNode("n1", {{"CPU", 4}}).ok());
@@ -58,7 +51,7 @@ TEST(PlacementGroupManager, AGroupIsPendingUntilEveryBundleHasANodeThenCreated) 
 }
 
 TEST(PlacementGroupManager, ARefusedGroupIsNotKept) {
-  auto store = OpenStore("pg_refused");
+  auto store = OpenTestStore("pg_refused");
   scheduler::ClusterScheduler scheduler;
   PlacementGroupManager groups(store.get(), &scheduler);
   proto::CreatePlacementGroupRequest req;  // no bundles
@@ -69,7 +62,7 @@ TEST(PlacementGroupManager, ARefusedGroupIsNotKept) {
 }
 
 TEST(PlacementGroupManager, BundlesOfADeadNodeAreRequeued) {
-  auto store = OpenStore("pg_lost");
+  auto store = OpenTestStore("pg_lost");
   scheduler::ClusterScheduler scheduler;
   PlacementGroupManager groups(store.get(), &scheduler);
   ASSERT_TRUE(scheduler.AddNode("n1", {{"CPU", 4}}).ok());
@@ -89,7 +82,7 @@ TEST(PlacementGroupManager, BundlesOfADeadNodeAreRequeued) {
 }
 
 TEST(PlacementGroupManager, RemovalReleasesTheActorsBeforeTheGroupIsForgotten) {
-  auto store = OpenStore("pg_remove");
+  auto store = OpenTestStore("pg_remove");
   scheduler::ClusterScheduler scheduler;
   PlacementGroupManager groups(store.get(), &scheduler);
   ASSERT_TRUE(scheduler.AddNode("n1", {{"CPU", 4}}).ok());
@@ -115,7 +108,7 @@ TEST(PlacementGroupManager, RemovalReleasesTheActorsBeforeTheGroupIsForgotten) {
 }
 
 TEST(PlacementGroupManager, RecoveryKeepsBundlesOnLiveNodesOnly) {
-  auto store = OpenStore("pg_recover");
+  auto store = OpenTestStore("pg_recover");
   std::string id;
   {
     scheduler::ClusterScheduler scheduler;
