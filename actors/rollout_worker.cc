@@ -109,6 +109,8 @@ absl::StatusOr<proto::GenerateReply> RolloutWorkerCore::Generate(
         policy_.tokenizer->Decode(text_tokens, {.skip_special_tokens = true});
     s->set_response_text(text.ok() ? *text : "");
     s->set_reference_answer(prompt.reference_answer());
+    s->set_data_source(prompt.data_source());
+    s->set_extra_info_json(prompt.extra_info_json());
     s->set_worker(worker_);
     tokens += static_cast<int64_t>(gs.tokens.size());
   }

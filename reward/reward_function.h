@@ -42,6 +42,10 @@ struct RewardInput {
   std::string response_text;     // generated text without special tokens
   std::string reference_answer;  // e.g. "81"
   bool stopped = false;  // the response ended with a stop token (not cut at the length limit)
+  // The record's data_source ("" for a task's own prompts) and extra_info (null = none), as a
+  // dataset record carries them (verl's keys).
+  std::string data_source;
+  nlohmann::json extra_info;
 };
 
 struct RewardOutput {

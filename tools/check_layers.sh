@@ -2,7 +2,7 @@
 # The layer order, checked on the build graph: a library or binary of a lower layer that depends
 # (directly or not) on a higher one fails this check, which `make test` runs (tools/run_tests.sh).
 #
-#   proto  <  base  <  metrics, models/kernels/trainers/rollout/reward/tasks  <  runtime  <  actors
+#   proto  <  base  <  metrics, models/kernels/trainers/rollout/reward/tasks/data  <  runtime  <  actors
 #          <  recipes  <  cli
 #
 # Tests are not checked (a runtime test may link the application's registered pieces). Each rule
@@ -20,8 +20,8 @@ rules=(
   "//runtime/...|//recipes/... + //actors/... + //cli/..."
   "//actors/...|//recipes/... + //cli/..."
   "//recipes/...|//cli/..."
-  "//base/...|//metrics/... + //models/... + //reward/... + //tasks/... + //runtime/... + //actors/... + //recipes/... + //cli/..."
-  "//metrics/... + //reward/... + //tasks/...|//runtime/... + //actors/... + //recipes/... + //cli/..."
+  "//base/...|//metrics/... + //data/... + //models/... + //reward/... + //tasks/... + //runtime/... + //actors/... + //recipes/... + //cli/..."
+  "//metrics/... + //reward/... + //tasks/... + //data/...|//runtime/... + //actors/... + //recipes/... + //cli/..."
   "//trainers/... + //rollout/... + //kernels/... + //models/...|//runtime/... + //actors/... + //recipes/... + //cli/..."
 )
 

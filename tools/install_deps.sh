@@ -15,12 +15,16 @@ PACKAGES=(
   libcaf-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   libtorch-dev libgloo-dev libgtest-dev libgmock-dev nlohmann-json3-dev libyaml-cpp-dev
   libcli11-dev libspdlog-dev libcpp-httplib-dev libsqlite3-dev
+  # Regex engine of tokenizer.json pre-tokenizers, NFC normalisation, gzip'd datasets.
+  libonig-dev libicu-dev zlib1g-dev
   # Without the pthread OpenBLAS, LibTorch falls back to the reference BLAS and runs ~8x slower.
   libopenblas0-pthread
   # curl for the dashboard's end-to-end test; promtool (from prometheus) checks /metrics.
   curl prometheus
   # Headless browser of the dashboard test (tests/dashboard), driven by playwright-core from npm.
   chromium
+  # The chat-template tests compare troupe's Jinja renderer with Python's, byte for byte.
+  python3 python3-jinja2
 )
 
 missing=()

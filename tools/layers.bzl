@@ -1,7 +1,7 @@
 """Who may depend on each layer of troupe: the visibility lists of the BUILD packages.
 
 The layer order (README "Layers"): proto < base < metrics, models/kernels/trainers/rollout/reward,
-tasks < runtime < actors < recipes < cli. A package's targets are visible to its own layer and the
+tasks, data < runtime < actors < recipes < cli. A package's targets are visible to its own layer and the
 layers above it, and to tests/, bench/ and examples/, so a dependency that points down the order
 builds and one that points up fails to build with "target ... is not visible". tools/check_layers.sh
 checks the same order on the whole library graph (transitively) and probes that a misplaced
@@ -25,6 +25,7 @@ RUNTIME_USERS = ["//runtime:__subpackages__"] + ACTORS_USERS
 # The libraries between base and the runtime may use each other (trainers use models, tasks use
 # reward, ...); tools/check_layers.sh keeps them off the runtime and everything above it.
 LIBRARY_USERS = [
+    "//data:__subpackages__",
     "//kernels:__subpackages__",
     "//metrics:__subpackages__",
     "//models:__subpackages__",
