@@ -257,12 +257,14 @@ absl::StatusOr<CountdownExpression> ParseCountdownExpression(absl::string_view e
 }
 
 std::string ExtractCountdownAnswer(absl::string_view response) {
-  const size_t open = response.rfind("<answer>");
+  // The last closing tag and the last opening tag before it.
+  const size_t close = response.rfind("</answer>");
+  const size_t open = close == absl::string_view::npos ? absl::string_view::npos
+                                                       : response.rfind("<answer>", close);
   absl::string_view answer;
-  if (open != absl::string_view::npos &&
-      response.find("</answer>", open) != absl::string_view::npos) {
+  if (open != absl::string_view::npos) {
     const size_t start = open + 8;
-    answer = response.substr(start, response.find("</answer>", open) - start);
+    answer = response.substr(start, close - start);
   } else {
     for (absl::string_view line : absl::StrSplit(response, '\n')) {
       if (!absl::StripAsciiWhitespace(line).empty()) answer = line;

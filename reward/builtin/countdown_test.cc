@@ -70,6 +70,8 @@ TEST(ExtractCountdownAnswer, TakesTheLastAnswerTagElseTheLastLine) {
   EXPECT_EQ(ExtractCountdownAnswer("<answer>1+2</answer> then <answer> (3*4) </answer>"), "(3*4)");
   EXPECT_EQ(ExtractCountdownAnswer("thinking...\n(5+3)*2 = 16\n\n"), "(5+3)*2");
   EXPECT_EQ(ExtractCountdownAnswer("<answer>unclosed\n1+1"), "1+1");
+  EXPECT_EQ(ExtractCountdownAnswer("<answer>2*3</answer> <answer>unclosed"), "2*3");
+  EXPECT_EQ(ExtractCountdownAnswer("</answer> 4+4"), "</answer> 4+4");
 }
 
 RewardInput In(std::string response, std::string reference) {

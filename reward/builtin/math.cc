@@ -209,7 +209,9 @@ std::optional<std::string> LastBoxed(absl::string_view text) {
 }
 
 std::optional<std::string> ExtractMathAnswer(absl::string_view response) {
-  if (std::optional<std::string> boxed = LastBoxed(response)) return boxed;
+  if (std::optional<std::string> boxed = LastBoxed(response); boxed && !boxed->empty()) {
+    return boxed;
+  }
   const std::string lower = absl::AsciiStrToLower(response);
   size_t best = std::string::npos;
   size_t best_len = 0;

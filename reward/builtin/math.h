@@ -3,7 +3,7 @@
 //
 // Extraction (ExtractMathAnswer), first that applies:
 //   1. the last \boxed{...} or \fbox{...} (braces balanced, so \boxed{\frac{1}{2}} is whole),
-//      or "\boxed 5" (up to the next '$' or line end);
+//      or "\boxed 5" (up to the next '$' or line end), unless it is empty;
 //   2. the rest of the line after the last "The final answer is", "The answer is", "Answer:"
 //      or "####" (case-insensitive), without a trailing '.'.
 // No answer found: reward 0, component format 0.

@@ -31,6 +31,8 @@ TEST(ExtractMathAnswer, FallsBackToTheLastFinalAnswerPhrase) {
   EXPECT_THAT(ExtractMathAnswer("The answer is 2 but \\boxed{3}"), Optional(std::string("3")));
   EXPECT_EQ(ExtractMathAnswer("I think it's 7"), std::nullopt);
   EXPECT_EQ(ExtractMathAnswer("The answer is ."), std::nullopt);
+  EXPECT_EQ(ExtractMathAnswer("\\boxed{ }"), std::nullopt);  // an empty box is no answer
+  EXPECT_THAT(ExtractMathAnswer("The answer is 6.\n\\boxed{}"), Optional(std::string("6")));
 }
 
 TEST(NormalizeMathAnswer, StripsLatexNoise) {
