@@ -82,9 +82,10 @@ std::string HandleTextGroups(std::string s) {
 }
 
 // One argument of \frac or \sqrt at `i`: a braced group (returned with its braces stripped) or a
-// single character that is not a backslash; advances `i`. nullopt when there is none.
+// single letter or digit; advances `i`. nullopt when there is none (so "\sqrt[3]{8}" and
+// "\frac\pi2" stay as written).
 std::optional<std::string> TakeArgument(absl::string_view s, size_t& i) {
-  if (i >= s.size() || s[i] == '\\') return std::nullopt;
+  if (i >= s.size()) return std::nullopt;
   if (s[i] == '{') {
     const size_t end = MatchBrace(s, i);
     if (end == absl::string_view::npos) return std::nullopt;
@@ -92,6 +93,7 @@ std::optional<std::string> TakeArgument(absl::string_view s, size_t& i) {
     i = end;
     return arg;
   }
+  if (!std::isalnum(static_cast<unsigned char>(s[i]))) return std::nullopt;
   return std::string(1, s[i++]);
 }
 

@@ -40,6 +40,9 @@ TEST(NormalizeMathAnswer, StripsLatexNoise) {
   EXPECT_EQ(NormalizeMathAnswer("\\tfrac12"), "\\frac{1}{2}");
   EXPECT_EQ(NormalizeMathAnswer("\\frac1{x}"), "\\frac{1}{x}");
   EXPECT_EQ(NormalizeMathAnswer("\\sqrt2"), "\\sqrt{2}");
+  EXPECT_EQ(NormalizeMathAnswer("\\sqrt[3]{8}"), "\\sqrt[3]{8}");
+  EXPECT_EQ(NormalizeMathAnswer("\\frac\\pi2"), "\\frac\\pi2");
+  EXPECT_EQ(NormalizeMathAnswer("\\frac{\\sqrt3}2"), "\\frac{\\sqrt{3}}{2}");
   EXPECT_EQ(NormalizeMathAnswer("\\left( 1, 2 \\right)"), "(1,2)");
   EXPECT_EQ(NormalizeMathAnswer("x \\rightarrow 0"), "x\\rightarrow0");  // not \right
   EXPECT_EQ(NormalizeMathAnswer("10\\!000"), "10000");
