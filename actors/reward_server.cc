@@ -1,5 +1,8 @@
 #include "actors/reward_server.h"
 
+#include <exception>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
@@ -7,19 +10,32 @@
 #include "runtime/actor_registry.h"
 
 namespace troupe::actors {
+namespace {
+
+// The sample as a reward sees it; INVALID_ARGUMENT if extra_info_json is neither empty nor a JSON
+// object (or null).
+absl::StatusOr<reward::RewardInput> RewardInputOf(const proto::Sample& s) {
+  reward::RewardInput in;
+  in.response_text = s.response_text();
+  in.reference_answer = s.reference_answer();
+  in.stopped = s.finish_reason() == "stop";
+  in.data_source = s.data_source();
+  if (!s.extra_info_json().empty()) {
+    in.extra_info = nlohmann::json::parse(s.extra_info_json(), nullptr, /*allow_exceptions=*/false);
+    if (in.extra_info.is_discarded() || !(in.extra_info.is_object() || in.extra_info.is_null())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample extra_info_json is not a JSON object: '", s.extra_info_json(), "'"));
+    }
+  }
+  return in;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<RewardServer>> RewardServer::Create(const ActorContext& ctx) {
-  const nlohmann::json& config = ctx.config();
-  const nlohmann::json task = config.is_object()
-                                  ? config.value("task", nlohmann::json("arithmetic"))
-                                  : nlohmann::json("arithmetic");
-  if (!task.is_string()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reward server config: task must be a string, got ", task.dump()));
-  }
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardFunction> fn,
-                          reward::MakeRewardFunction(task.get<std::string>(), config));
-  return std::unique_ptr<RewardServer>(new RewardServer(std::move(fn)));
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardSet> rewards,
+                          reward::RewardSet::FromServerConfig(ctx.config()));
+  return std::unique_ptr<RewardServer>(new RewardServer(std::move(rewards)));
 }
 
 absl::StatusOr<proto::ScoreReply> RewardServer::Score(const proto::ScoreRequest& req) {
@@ -27,20 +43,30 @@ absl::StatusOr<proto::ScoreReply> RewardServer::Score(const proto::ScoreRequest&
   *reply.mutable_groups() = req.groups();
   for (proto::SampleGroup& g : *reply.mutable_groups()) {
     for (proto::Sample& s : *g.mutable_samples()) {
-      try {
-        reward::RewardOutput out =
-            fn_->Score({s.response_text(), s.reference_answer(), s.finish_reason() == "stop"});
-        s.set_reward(static_cast<float>(out.reward));
-        for (const auto& [k, v] : out.components)
-          (*s.mutable_reward_components())[k] = static_cast<float>(v);
-      } catch (const std::exception& e) {
+      std::string error;
+      absl::StatusOr<reward::RewardInput> in = RewardInputOf(s);
+      if (!in.ok()) {
+        error = std::string(in.status().message());
+      } else {
+        try {
+          reward::RewardOutput out = rewards_->Score(*in);
+          s.set_reward(static_cast<float>(out.reward));
+          for (const auto& [k, v] : out.components) {
+            (*s.mutable_reward_components())[k] = static_cast<float>(v);
+          }
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      }
+      if (!error.empty()) {
         s.set_reward(0);
-        s.set_reward_error(e.what());
+        s.mutable_reward_components()->clear();
+        s.set_reward_error(error);
         reply.set_failures(reply.failures() + 1);
         TROUPE_LOG(WARNING) << absl::StrFormat(
             "reward server %s: prompt %lld sample %d scored as failed: %s",
             context().name().c_str(), static_cast<long long>(s.prompt_id()), s.sample_index(),
-            e.what());
+            error.c_str());
       }
       ++scored_;
     }

@@ -1,5 +1,6 @@
 #include "actors/reward_server.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/actor_system.h"
 
@@ -42,6 +43,111 @@ TEST(RewardServer, UnknownTaskMakesTheActorDeadWithTheReason) {
   absl::Status ready = rs->Ready().Get(absl::Seconds(5));
   EXPECT_EQ(ready.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(ready.message().find("poetry"), std::string::npos) << ready;
+}
+
+proto::Sample FromSource(int64_t prompt, const std::string& text, const std::string& answer,
+                         const std::string& data_source) {
+  proto::Sample s = MakeSample(prompt, text, answer);
+  s.set_data_source(data_source);
+  return s;
+}
+
+absl::StatusOr<proto::ScoreReply> ScoreOne(ActorSystem& system, const nlohmann::json& config,
+                                           std::vector<proto::Sample> samples) {
+  auto rs = system.Spawn<RewardServer>({.config = config});
+  if (!rs.ok()) return rs.status();
+  proto::ScoreRequest req;
+  proto::SampleGroup* g = req.add_groups();
+  for (proto::Sample& s : samples) *g->add_samples() = std::move(s);
+  return rs->Call(&RewardServer::Score, req).Get();
+}
+
+TEST(RewardServer, TheRewardFormScoresAWeightedSumWithPrefixedComponents) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  absl::StatusOr<proto::ScoreReply> r =
+      ScoreOne(system,
+               {{"reward",
+                 {{"name", {"math", "format"}},
+                  {"weights", {1.0, 0.1}},
+                  {"config", {{"math", {{"format_score", 0.0}}}}}}}},
+               {MakeSample(1, "<think>2+2</think><answer>\\boxed{4}</answer>", "4"),
+                MakeSample(1, "<think>2+2</think><answer>\\boxed{5}</answer>", "4"),
+                MakeSample(1, "\\boxed{4}", "4")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& samples = r->groups(0).samples();
+  EXPECT_FLOAT_EQ(samples[0].reward(), 1.1f);
+  EXPECT_FLOAT_EQ(samples[1].reward(), 0.1f);
+  EXPECT_FLOAT_EQ(samples[2].reward(), 1.0f);
+  EXPECT_FLOAT_EQ(samples[0].reward_components().at("correct"), 1);
+  EXPECT_FLOAT_EQ(samples[0].reward_components().at("math/correct"), 1);
+  EXPECT_FLOAT_EQ(samples[0].reward_components().at("format/format"), 1);
+  EXPECT_FLOAT_EQ(samples[1].reward_components().at("correct"), 0);
+  EXPECT_EQ(r->failures(), 0);
+}
+
+TEST(RewardServer, WithoutANameEachSampleIsScoredByItsDataSource) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  proto::Sample with_extra = FromSource(3, "\\boxed{\\frac12}", "0.5", "lighteval/MATH");
+  with_extra.set_extra_info_json(R"({"split": "train", "index": 7})");
+  absl::StatusOr<proto::ScoreReply> r =
+      ScoreOne(system, {{"reward", {{"name", ""}}}},
+               {FromSource(1, "so #### 18", "18", "openai/gsm8k"),
+                FromSource(2, "<answer>(3 - 1) * 8 + 8</answer>",
+                           R"({"target": 24, "numbers": [3, 8, 8, 1]})", "countdown"),
+                std::move(with_extra), FromSource(4, "#### 18", "18", "my/poems")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& samples = r->groups(0).samples();
+  EXPECT_FLOAT_EQ(samples[0].reward(), 1);
+  EXPECT_FLOAT_EQ(samples[0].reward_components().at("gsm8k/correct"), 1);
+  EXPECT_FLOAT_EQ(samples[1].reward(), 1);
+  EXPECT_FLOAT_EQ(samples[1].reward_components().at("countdown/correct"), 1);
+  EXPECT_FLOAT_EQ(samples[2].reward(), 1);
+  EXPECT_FLOAT_EQ(samples[2].reward_components().at("math/correct"), 1);
+  // An unknown data_source fails that sample only, naming it and the rewards there are.
+  EXPECT_FLOAT_EQ(samples[3].reward(), 0);
+  EXPECT_THAT(samples[3].reward_error(), ::testing::HasSubstr("'my/poems'"));
+  EXPECT_THAT(samples[3].reward_error(), ::testing::HasSubstr("gsm8k"));
+  EXPECT_TRUE(samples[3].reward_components().empty());
+  EXPECT_EQ(r->failures(), 1);
+}
+
+TEST(RewardServer, MalformedExtraInfoFailsThatSampleOnly) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  proto::Sample bad = FromSource(1, "#### 18", "18", "gsm8k");
+  bad.set_extra_info_json("{not json");
+  proto::Sample list = FromSource(1, "#### 18", "18", "gsm8k");
+  list.set_extra_info_json("[1, 2]");
+  absl::StatusOr<proto::ScoreReply> r =
+      ScoreOne(system, {{"reward", nlohmann::json::object()}},
+               {std::move(bad), std::move(list), FromSource(1, "#### 18", "18", "gsm8k")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& samples = r->groups(0).samples();
+  EXPECT_THAT(samples[0].reward_error(), ::testing::HasSubstr("extra_info_json"));
+  EXPECT_THAT(samples[0].reward_error(), ::testing::HasSubstr("{not json"));
+  EXPECT_FALSE(samples[1].reward_error().empty());
+  EXPECT_TRUE(samples[2].reward_error().empty());
+  EXPECT_FLOAT_EQ(samples[2].reward(), 1);
+  EXPECT_EQ(r->failures(), 2);
+}
+
+TEST(RewardServer, TheOlderTaskFormKeepsItsUnprefixedComponents) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  absl::StatusOr<proto::ScoreReply> r =
+      ScoreOne(system, {{"task", "arithmetic"}, {"format_weight", 0.5}}, {MakeSample(1, "7", "7")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FLOAT_EQ(r->groups(0).samples(0).reward(), 1.5);
+  EXPECT_FLOAT_EQ(r->groups(0).samples(0).reward_components().at("correct"), 1);
+  EXPECT_FLOAT_EQ(r->groups(0).samples(0).reward_components().at("format"), 1);
+}
+
+TEST(RewardServer, ABadRewardConfigMakesTheActorDeadWithTheReason) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  auto rs = system.Spawn<RewardServer>(
+      {.config = {{"reward", {{"name", "math"}, {"config", {{"math", {{"tolerance", 1}}}}}}}}});
+  ASSERT_TRUE(rs.ok());
+  absl::Status ready = rs->Ready().Get(absl::Seconds(5));
+  EXPECT_EQ(ready.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(ready.message().find("'tolerance'"), std::string::npos) << ready;
 }
 
 }  // namespace

@@ -13,13 +13,29 @@
 //   TROUPE_REGISTER_REWARD("countdown", MakeCountdownReward);
 //
 // A task's verifier is the reward registered under the task's name (tasks/task.h registers it
-// with the task), so the reward server scores a job's samples with MakeRewardFunction(data.task).
-// Rewards are looked up per name, not per job: a reward server that picks the function per record
-// (by the record's data_source) or a weighted sum of several named rewards builds each part with
-// MakeRewardFunction and needs nothing more of this registry.
+// with the task). The rewards built into troupe, all linked by //reward:reward_function
+// (//reward:reward_registry is the registry alone, with no reward):
 //
-// The rewards built into troupe are those of the tasks in tasks/ (tasks/BUILD.bazel, :builtin);
-// //reward:reward_function links them, //reward:reward_registry is the registry alone.
+//   arithmetic   the arithmetic task's exact answer, plus format_weight for a clean one
+//   math         the last \boxed{} (or final answer) vs the reference, LaTeX-normalised and
+//                compared as numbers when both are
+//   gsm8k        the number after the last "####" (or the last number)
+//   countdown    an arithmetic expression (parsed, never evaluated) reaching the reference's
+//                {"target", "numbers"}, each number used at most once
+//   exact_match  trimmed string equality (case and punctuation options)
+//   regex        an RE2 pattern matches the response
+//   format       the <think>...</think><answer>...</answer> shape
+//
+// (arithmetic: tasks/arithmetic/arithmetic.h; the others: reward/builtin/<name>.h, each of which
+// documents its config.) Each returns `reward` and a component "correct" (1/0, what evaluation
+// counts as accuracy) and refuses an unknown config key with INVALID_ARGUMENT naming it
+// (reward_config.h reads configs that way).
+//
+// Composition lives above this registry, in reward/reward_set.h: a weighted sum of named rewards
+// ({"name": ["math", "format"], "weights": [1.0, 0.1]}, components prefixed "math/correct", ...)
+// or, when no reward is named, a per-record choice by the sample's data_source (a registered name
+// or one of verl's data source names). The reward server scores with a RewardSet; each part is
+// built with MakeRewardFunction, so a new reward needs nothing but its registration line.
 //
 // Thread-safety: implementations are immutable after construction and may be called concurrently;
 // the registry is thread-safe.
