@@ -1,0 +1,92 @@
+// The evaluator behind jinja::Template::Render (internal). One Renderer per render call: it holds
+// the scopes, the output and the limit counters, so concurrent renders share nothing but the tree.
+// Errors inside are thrown as RenderError and turned into a Status by Template::Render.
+#ifndef TROUPE_MODELS_CHAT_JINJA_EVAL_H_
+#define TROUPE_MODELS_CHAT_JINJA_EVAL_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "models/chat/jinja.h"
+#include "models/chat/jinja_ast.h"
+#include "models/chat/jinja_value.h"
+
+namespace troupe::models::jinja {
+
+struct RenderError {
+  absl::StatusCode code;
+  std::string message;
+  int line;
+};
+
+struct CallArgs {
+  std::vector<Value> args;
+  std::vector<std::pair<std::string, Value>> kwargs;
+};
+
+class Renderer {
+ public:
+  Renderer(const RenderOptions& options, Value context) : options_(options) {
+    root_.context = std::move(context);
+  }
+
+  // Renders body into *out.
+  void RenderRoot(const Body& body, std::string* out);
+  int line() const { return line_; }
+
+  // ---- used by the builtins (jinja_builtins.cc) ----
+  [[noreturn]] void Fail(const std::string& message) const;
+  [[noreturn]] void FailLimit(const std::string& message) const;
+  // Throws UndefinedError-like errors for operations on an undefined value.
+  void CheckDefined(const Value& v) const;
+  void CheckSize(size_t bytes) const;
+  void CountIterations(int64_t n);
+  Value ApplyFilter(const std::string& name, const Value& v, CallArgs args);
+  bool ApplyTest(const std::string& name, const Value& v, const CallArgs& args);
+  Value CallMethod(const Value& obj, const std::string& name, CallArgs args);
+  Value CallBuiltin(Builtin b, CallArgs args);
+  Value GetAttr(const Value& obj, const std::string& name) const;
+  Value GetItem(const Value& obj, const Value& key) const;
+  // Python iteration: list items, dict keys, string characters; undefined is empty.
+  std::vector<Value> Iterate(const Value& v) const;
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+  struct Scope {
+    std::vector<std::pair<std::string, Value>> vars;
+    Scope* parent = nullptr;
+    Value context;  // root scope only: the render's top-level variables
+    Value* Find(const std::string& name);
+    void Set(const std::string& name, Value v);
+  };
+
+  Flow RenderBody(const Body& body, Scope* scope, std::string* out);
+  Flow RenderNode(const Node& node, Scope* scope, std::string* out);
+  void RenderFor(const Node& node, Scope* scope, std::string* out);
+  void Append(const std::string& s, std::string* out);
+  Value Eval(const Expr& e, Scope* scope);
+  Value Lookup(const std::string& name, Scope* scope);
+  Value EvalCall(const Expr& e, Scope* scope);
+  Value CallValue(const Value& callee, CallArgs args);
+  Value CallMacro(const Node& macro, CallArgs args);
+  Value Binary(const std::string& op, const Value& a, const Value& b);
+  bool Compare(const std::string& op, const Value& a, const Value& b);
+  Value Slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
+  CallArgs EvalArgs(const Expr& e, size_t first, Scope* scope);
+
+  const RenderOptions& options_;
+  Scope root_;
+  int line_ = 0;
+  int call_depth_ = 0;
+  int64_t iterations_ = 0;
+};
+
+// UTF-8 helpers shared by the evaluator and the builtins.
+std::vector<std::string> SplitCodePoints(const std::string& s);
+size_t CountCodePoints(const std::string& s);
+
+}  // namespace troupe::models::jinja
+
+#endif  // TROUPE_MODELS_CHAT_JINJA_EVAL_H_
