@@ -273,7 +273,7 @@ Value Renderer::Eval(const Expr& e, Scope* scope) {
       std::vector<Value> items;
       items.reserve(e.children.size());
       for (const ExprPtr& c : e.children) items.push_back(Eval(*c, scope));
-      return Value::List(std::move(items));
+      return e.name == "tuple" ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
     }
     case Expr::Kind::kDict: {
       Dict d;
@@ -305,12 +305,14 @@ Value Renderer::Eval(const Expr& e, Scope* scope) {
     case Expr::Kind::kCall:
       return EvalCall(e, scope);
     case Expr::Kind::kFilter: {
+      if (!IsKnownFilter(e.name)) Fail(absl::StrCat("No filter named '", e.name, "'."));
       const Value v = Eval(*e.children[0], scope);
       CallArgs args = EvalArgs(e, 1, scope);
       line_ = e.line;
       return ApplyFilter(e.name, v, std::move(args));
     }
     case Expr::Kind::kTest: {
+      if (!IsKnownTest(e.name)) Fail(absl::StrCat("No test named '", e.name, "'."));
       const Value v = Eval(*e.children[0], scope);
       CallArgs args = EvalArgs(e, 1, scope);
       line_ = e.line;

@@ -25,7 +25,7 @@ struct Expr {
   enum class Kind {
     kLiteral,   // literal
     kName,      // name
-    kList,      // children
+    kList,      // children; name "tuple" for (a, b) and a, b
     kDict,      // children: key, value, key, value, ...
     kAttr,      // children[0] . name
     kItem,      // children[0] [ children[1] ]

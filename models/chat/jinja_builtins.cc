@@ -4,7 +4,7 @@
 //
 // Filters: abs capitalize count d default dictsort first float indent int items join last length
 //   list lower map max min reject rejectattr replace reverse round safe select selectattr sort
-//   string sum title tojson trim unique upper wordcount.
+//   string sum title tojson trim unique upper.
 // Tests: boolean callable defined divisibleby eq equalto even false float ge gt in integer
 //   iterable le lower lt mapping ne none number odd sameas sequence string true undefined upper
 //   (and ==, !=, <, <=, >, >=).
@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -329,6 +330,10 @@ Value Renderer::Binary(const std::string& op, const Value& a, const Value& b) {
       return Value::Float(std::pow(x, y));
     }
   }
+  if (op == "+" && (a.is_string() || a.is_list()) && a.kind() != b.kind()) {
+    const char* type = a.is_string() ? "str" : "list";
+    Fail(absl::StrCat("can only concatenate ", type, " (not \"", b.TypeName(), "\") to ", type));
+  }
   if (op == "+" && a.is_string() && b.is_string()) {
     CheckSize(a.str().size() + b.str().size());
     return Value::String(a.str() + b.str());
@@ -576,7 +581,7 @@ Value Renderer::CallMethod(const Value& obj, const std::string& name, CallArgs a
     const Dict& d = obj.dict();
     if (name == "items") {
       std::vector<Value> items;
-      for (const auto& [k, v] : d.items) items.push_back(Value::List({Value::String(k), v}));
+      for (const auto& [k, v] : d.items) items.push_back(Value::Tuple({Value::String(k), v}));
       return Value::List(std::move(items));
     }
     if (name == "keys") return Value::List(Iterate(obj));
@@ -828,7 +833,7 @@ Value Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs ar
     if (v.is_undefined()) return Value::List({});
     if (!v.is_mapping()) Fail(absl::StrCat("Can only get item pairs from a mapping, not ", v.TypeName()));
     std::vector<Value> items;
-    for (const auto& [k, x] : v.dict().items) items.push_back(Value::List({Value::String(k), x}));
+    for (const auto& [k, x] : v.dict().items) items.push_back(Value::Tuple({Value::String(k), x}));
     return Value::List(std::move(items));
   }
   if (name == "dictsort") {
@@ -838,7 +843,7 @@ Value Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs ar
       return AsciiLower(a.first) < AsciiLower(b.first);
     });
     std::vector<Value> out;
-    for (auto& [k, x] : items) out.push_back(Value::List({Value::String(k), x}));
+    for (auto& [k, x] : items) out.push_back(Value::Tuple({Value::String(k), x}));
     return Value::List(std::move(out));
   }
   // The filters below take a sequence.
@@ -961,6 +966,27 @@ Value Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs ar
     return *it;
   }
   Fail(absl::StrCat("No filter named '", name, "'."));
+}
+
+bool IsKnownFilter(const std::string& name) {
+  static const auto* const kNames = new absl::flat_hash_set<std::string>{
+      "abs",     "capitalize", "count", "d",      "default", "dictsort",  "first",      "float",
+      "indent",  "int",        "items", "join",   "last",    "length",    "list",       "lower",
+      "map",     "max",        "min",   "reject", "rejectattr", "replace", "reverse",   "round",
+      "safe",    "select",     "selectattr", "sort", "string", "sum",     "title",      "tojson",
+      "trim",    "unique",     "upper"};
+  return kNames->contains(name);
+}
+
+bool IsKnownTest(const std::string& name) {
+  static const auto* const kNames = new absl::flat_hash_set<std::string>{
+      "boolean", "callable", "defined", "divisibleby", "eq",       "equalto", "even",
+      "false",   "float",    "ge",      "greaterthan", "gt",       "in",      "integer",
+      "iterable", "le",      "lessthan", "lower",      "lt",       "mapping", "ne",
+      "none",    "number",   "odd",     "sameas",      "sequence", "string",  "true",
+      "undefined", "upper",  "==",      "!=",          "<",        "<=",      ">",
+      ">="};
+  return kNames->contains(name);
 }
 
 }  // namespace troupe::models::jinja

@@ -83,6 +83,11 @@ class Renderer {
   int64_t iterations_ = 0;
 };
 
+// Whether a filter / test of that name exists (checked before the operand is evaluated, as Jinja2
+// checks names when it compiles).
+bool IsKnownFilter(const std::string& name);
+bool IsKnownTest(const std::string& name);
+
 // UTF-8 helpers shared by the evaluator and the builtins.
 std::vector<std::string> SplitCodePoints(const std::string& s);
 size_t CountCodePoints(const std::string& s);

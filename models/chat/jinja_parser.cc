@@ -557,6 +557,7 @@ class Parser {
     ExprPtr first = with_condexpr ? ParseExpression() : ParseOr();
     if (!IsOp(",")) return first;
     auto list = Make(Expr::Kind::kList, line);
+    list->name = "tuple";
     list->children.push_back(std::move(first));
     while (SkipOp(",")) {
       if (Cur().type == Tok::Type::kEnd || IsOp(")") || IsName("if")) break;
@@ -744,7 +745,9 @@ class Parser {
     }
     if (SkipOp("(")) {
       if (SkipOp(")")) {
-        return Make(Expr::Kind::kList, line);  // empty tuple
+        auto empty = Make(Expr::Kind::kList, line);
+        empty->name = "tuple";
+        return empty;
       }
       ExprPtr inner = ParseTuple();
       ExpectOp(")");

@@ -78,6 +78,12 @@ Value Value::List(std::vector<Value> items) {
   return v;
 }
 
+Value Value::Tuple(std::vector<Value> items) {
+  Value v = List(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::MakeDict(Dict d) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -314,12 +320,13 @@ void Value::AppendString(std::string* out) const {
       out->append(*s_);
       return;
     case Kind::kList: {
-      out->push_back('[');
+      out->push_back(tuple_ ? '(' : '[');
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i > 0) out->append(", ");
         AppendRepr((*list_)[i], out);
       }
-      out->push_back(']');
+      if (tuple_ && list_->size() == 1) out->push_back(',');
+      out->push_back(tuple_ ? ')' : ']');
       return;
     }
     case Kind::kDict:

@@ -60,6 +60,8 @@ class Value {
   static Value Float(double f);
   static Value String(std::string s);
   static Value List(std::vector<Value> items);
+  // A list that prints as a Python tuple: (1, 2) — what dict.items() yields.
+  static Value Tuple(std::vector<Value> items);
   static Value MakeDict(Dict d);
   static Value Namespace(Dict d);
   static Value Macro(const Node* node);
@@ -80,6 +82,7 @@ class Value {
     return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
   }
   bool is_list() const { return kind_ == Kind::kList; }
+  bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_mapping() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kMacro || kind_ == Kind::kBuiltin; }
@@ -111,6 +114,7 @@ class Value {
  private:
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
+  bool tuple_ = false;
   Builtin builtin_ = Builtin::kRange;
   int64_t i_ = 0;
   double f_ = 0;
