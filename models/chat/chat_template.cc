@@ -73,9 +73,9 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromTokenizerConfig(const nlohmann::j
     chat.templates_.emplace_back(name, std::move(*t));
   }
   if (!has_default) {
-    return absl::InvalidArgumentError(absl::StrCat(source_name,
-                                                   ": chat_template has no \"default\" entry (has: ",
-                                                   absl::StrJoin(names, ", "), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_name, ": chat_template has no \"default\" entry (has: ", absl::StrJoin(names, ", "),
+        ")"));
   }
   return chat;
 }
@@ -100,7 +100,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromString(std::string_view text,
                                                       const std::string& source_name,
                                                       nlohmann::ordered_json special_tokens) {
   if (!special_tokens.is_null() && !special_tokens.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ": special tokens must be an object"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ": special tokens must be an object"));
   }
   absl::StatusOr<jinja::Template> t = jinja::Template::Parse(text, source_name);
   if (!t.ok()) return t.status();
@@ -150,16 +151,20 @@ absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& m
       break;
     }
   }
-  nlohmann::ordered_json context = nlohmann::ordered_json::object();
-  context["messages"] = messages;
-  context["tools"] = tools;
-  context["documents"] = nullptr;
-  context["add_generation_prompt"] = add_generation_prompt;
-  for (const auto& [k, v] : special_tokens_.items()) context[k] = v;
+  static const nlohmann::ordered_json kNull = nullptr;
+  static const nlohmann::ordered_json kTrue = true;
+  static const nlohmann::ordered_json kFalse = false;
+  jinja::Template::Variables variables = {
+      {"messages", &messages},
+      {"tools", &tools},
+      {"documents", &kNull},
+      {"add_generation_prompt", add_generation_prompt ? &kTrue : &kFalse},
+  };
+  for (const auto& [k, v] : special_tokens_.items()) variables.emplace_back(k, &v);
   if (extra.is_object()) {
-    for (const auto& [k, v] : extra.items()) context[k] = v;
+    for (const auto& [k, v] : extra.items()) variables.emplace_back(k, &v);
   }
-  return chosen->Render(context, options);
+  return chosen->RenderVariables(variables, options);
 }
 
 }  // namespace troupe::models

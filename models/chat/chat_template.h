@@ -56,11 +56,11 @@ class ChatTemplate {
 
   // Renders messages (a JSON array of objects, each with a string "role") with tools (null or
   // an array) and extra top-level variables (null or an object). options bound the render.
-  absl::StatusOr<std::string> Render(
-      const nlohmann::ordered_json& messages, bool add_generation_prompt,
-      const nlohmann::ordered_json& tools = nullptr,
-      const nlohmann::ordered_json& extra = nullptr,
-      const jinja::RenderOptions& options = {}) const;
+  absl::StatusOr<std::string> Render(const nlohmann::ordered_json& messages,
+                                     bool add_generation_prompt,
+                                     const nlohmann::ordered_json& tools = nullptr,
+                                     const nlohmann::ordered_json& extra = nullptr,
+                                     const jinja::RenderOptions& options = {}) const;
 
   // The special tokens passed to the template ({"bos_token": "<s>", ...}; strings only).
   const nlohmann::ordered_json& special_tokens() const { return special_tokens_; }

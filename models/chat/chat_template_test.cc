@@ -65,10 +65,10 @@ std::vector<std::pair<std::string, Json>> PlainConversations(bool system) {
                                 Msg("user", "\"quoted\"\n\nlast line  ")}));
   if (system) {
     out.emplace_back("system", Json::array({Msg("system", "You are terse."), Msg("user", "Hi")}));
-    out.emplace_back("system_multi_turn",
-                     Json::array({Msg("system", "Answer in French.\nBe polite."),
-                                  Msg("user", "Good morning"), Msg("assistant", "Bonjour !"),
-                                  Msg("user", "Thanks")}));
+    out.emplace_back(
+        "system_multi_turn",
+        Json::array({Msg("system", "Answer in French.\nBe polite."), Msg("user", "Good morning"),
+                     Msg("assistant", "Bonjour !"), Msg("user", "Thanks")}));
   }
   return out;
 }
@@ -109,10 +109,9 @@ std::vector<Case> AllCases() {
   }
 
   // Tool calls and results (OpenAI-style messages, as transformers documents them).
-  const Json tool_call = {{"type", "function"},
-                          {"function",
-                           {{"name", "get_weather"},
-                            {"arguments", {{"city", "Zürich"}, {"days", 2}}}}}};
+  const Json tool_call = {
+      {"type", "function"},
+      {"function", {{"name", "get_weather"}, {"arguments", {{"city", "Zürich"}, {"days", 2}}}}}};
   const Json qwen_tools_chat = Json::array(
       {Msg("system", "You can check the weather."), Msg("user", "Weather in Zürich and Paris?"),
        Json{{"role", "assistant"},
@@ -125,19 +124,20 @@ std::vector<Case> AllCases() {
        Msg("assistant", "Zürich 3.5 °C in fog, Paris 7 °C."), Msg("user", "Thanks")});
   add("tools", "qwen2_5.jinja", qwen_tools_chat, Tools(), qwen_tokens, no_extra);
   add("tools_no_system", "qwen2_5.jinja",
-      Json::array({Msg("user", "Compute 6*7"),
-                   Json{{"role", "assistant"},
-                        {"content", "Let me compute."},
-                        {"tool_calls", Json::array({Json{{"function",
-                                                          {{"name", "calc"},
-                                                           {"arguments", "{\"expr\": \"6*7\"}"}}}}})}},
-                   Msg("tool", "42")}),
+      Json::array(
+          {Msg("user", "Compute 6*7"),
+           Json{{"role", "assistant"},
+                {"content", "Let me compute."},
+                {"tool_calls",
+                 Json::array({Json{
+                     {"function", {{"name", "calc"}, {"arguments", "{\"expr\": \"6*7\"}"}}}}})}},
+           Msg("tool", "42")}),
       Tools(), qwen_tokens, no_extra);
 
-  const Json llama_tools_chat = Json::array(
-      {Msg("system", "  Use tools when needed.  "), Msg("user", "Weather in Zürich?"),
-       Json{{"role", "assistant"}, {"tool_calls", Json::array({tool_call})}},
-       Json{{"role", "tool"}, {"content", "{\"temp_c\": 3.5}"}}, Msg("user", "Warm?")});
+  const Json llama_tools_chat =
+      Json::array({Msg("system", "  Use tools when needed.  "), Msg("user", "Weather in Zürich?"),
+                   Json{{"role", "assistant"}, {"tool_calls", Json::array({tool_call})}},
+                   Json{{"role", "tool"}, {"content", "{\"temp_c\": 3.5}"}}, Msg("user", "Warm?")});
   for (const char* file : {"llama3_1.jinja", "llama3_2.jinja"}) {
     add("tools", file, llama_tools_chat, Tools(), llama_tokens, no_extra);
     add("tools_in_system", file, llama_tools_chat, Tools(), llama_tokens,
@@ -157,11 +157,12 @@ std::vector<Case> AllCases() {
       Json{{"builtin_tools", Json::array({"brave_search", "code_interpreter", "wolfram_alpha"})}});
 
   add("multimodal_parts", "gemma3.jinja",
-      Json::array({Json{{"role", "system"},
-                        {"content", Json::array({Json{{"type", "text"}, {"text", "Be brief."}}})}},
-                   Json{{"role", "user"},
-                        {"content", Json::array({Json{{"type", "image"}},
-                                                 Json{{"type", "text"}, {"text", " What is it? "}}})}}}),
+      Json::array(
+          {Json{{"role", "system"},
+                {"content", Json::array({Json{{"type", "text"}, {"text", "Be brief."}}})}},
+           Json{{"role", "user"},
+                {"content", Json::array({Json{{"type", "image"}},
+                                         Json{{"type", "text"}, {"text", " What is it? "}}})}}}),
       none, gemma_tokens, no_extra);
 
   const Json mistral_call = {{"id", "abc123XYZ"},
@@ -188,20 +189,26 @@ std::vector<Case> ErrorCases() {
   cases.push_back({"gemma3/not_alternating", "gemma3.jinja",
                    Json::array({Msg("user", "a"), Msg("assistant", "b"), Msg("assistant", "c")}),
                    nullptr, false, gemma_tokens});
-  cases.push_back({"mistral/bad_tool_call_id", "mistral_v0_3.jinja",
-                   Json::array({Msg("user", "a"),
-                                Json{{"role", "assistant"},
-                                     {"tool_calls", Json::array({Json{{"id", "short"},
-                                                                      {"function",
-                                                                       {{"name", "calc"},
-                                                                        {"arguments", Json::object()}}}}})}}}),
-                   nullptr, false, Json{{"bos_token", "<s>"}, {"eos_token", "</s>"}}});
-  cases.push_back({"llama3_1/two_tool_calls", "llama3_1.jinja",
-                   Json::array({Msg("user", "a"),
-                                Json{{"role", "assistant"},
-                                     {"tool_calls", Json::array({Json{{"function", {{"name", "f"}, {"arguments", Json::object()}}}},
-                                                                 Json{{"function", {{"name", "g"}, {"arguments", Json::object()}}}}})}}}),
-                   nullptr, false, Json{{"bos_token", "<|begin_of_text|>"}}});
+  cases.push_back(
+      {"mistral/bad_tool_call_id", "mistral_v0_3.jinja",
+       Json::array(
+           {Msg("user", "a"),
+            Json{{"role", "assistant"},
+                 {"tool_calls",
+                  Json::array(
+                      {Json{{"id", "short"},
+                            {"function", {{"name", "calc"}, {"arguments", Json::object()}}}}})}}}),
+       nullptr, false, Json{{"bos_token", "<s>"}, {"eos_token", "</s>"}}});
+  cases.push_back(
+      {"llama3_1/two_tool_calls", "llama3_1.jinja",
+       Json::array(
+           {Msg("user", "a"),
+            Json{{"role", "assistant"},
+                 {"tool_calls",
+                  Json::array(
+                      {Json{{"function", {{"name", "f"}, {"arguments", Json::object()}}}},
+                       Json{{"function", {{"name", "g"}, {"arguments", Json::object()}}}}})}}}),
+       nullptr, false, Json{{"bos_token", "<|begin_of_text|>"}}});
   return cases;
 }
 
@@ -226,8 +233,7 @@ std::vector<Json> RenderWithPython(const std::vector<Case>& cases) {
   Json all = Json::array();
   for (const Case& c : cases) all.push_back(ToPython(c));
   std::ofstream(path) << all.dump();
-  const std::string cmd =
-      absl::StrCat(kPython, " ", kTestdata, "render_chat.py ", path, " 2>&1");
+  const std::string cmd = absl::StrCat(kPython, " ", kTestdata, "render_chat.py ", path, " 2>&1");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) {
     ADD_FAILURE() << "cannot run " << cmd;
@@ -240,7 +246,8 @@ std::vector<Json> RenderWithPython(const std::vector<Case>& cases) {
   const int rc = pclose(pipe);
   if (rc != 0) {
     ADD_FAILURE() << "render_chat.py failed (exit " << WEXITSTATUS(rc) << "): " << output
-                  << (WEXITSTATUS(rc) == 3 ? "" : "\nIf Jinja2 is missing, run tools/install_deps.sh");
+                  << (WEXITSTATUS(rc) == 3 ? ""
+                                           : "\nIf Jinja2 is missing, run tools/install_deps.sh");
     return {};
   }
   Json results = Json::parse(output, nullptr, false);
@@ -321,11 +328,13 @@ TEST(ChatTemplate, LoadsTokenizerConfigWithSpecialTokensAndNamedTemplates) {
   const Json messages = Json::array({Msg("user", "hi")});
   EXPECT_EQ(*chat->Render(messages, false), "<s>[user]hi</s>");
   EXPECT_EQ(*chat->Render(messages, false, Tools()), "TOOLS 2");
-  EXPECT_EQ(*chat->Render(messages, false, nullptr, Json{{"eos_token", "<END>"}}), "<s>[user]hi<END>");
+  EXPECT_EQ(*chat->Render(messages, false, nullptr, Json{{"eos_token", "<END>"}}),
+            "<s>[user]hi<END>");
 }
 
 TEST(ChatTemplate, RefusesConfigsWithoutAUsableTemplate) {
-  auto no_template = ChatTemplate::FromTokenizerConfig(nlohmann::json{{"eos_token", "x"}}, "a.json");
+  auto no_template =
+      ChatTemplate::FromTokenizerConfig(nlohmann::json{{"eos_token", "x"}}, "a.json");
   EXPECT_FALSE(no_template.ok());
   EXPECT_TRUE(absl::StrContains(no_template.status().message(), "a.json: no chat_template"));
   auto no_default = ChatTemplate::FromTokenizerConfig(
@@ -337,15 +346,17 @@ TEST(ChatTemplate, RefusesConfigsWithoutAUsableTemplate) {
   EXPECT_FALSE(bad_syntax.ok());
   EXPECT_TRUE(absl::StrContains(bad_syntax.status().message(), "c.json#chat_template[default]:2:"))
       << bad_syntax.status();
-  EXPECT_EQ(ChatTemplate::FromTokenizerConfigFile("/nonexistent/tokenizer_config.json").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      ChatTemplate::FromTokenizerConfigFile("/nonexistent/tokenizer_config.json").status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 TEST(ChatTemplate, ValidatesMessagesNamingTheIndex) {
   absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromString("{{ messages | length }}", "t");
   ASSERT_TRUE(chat.ok());
   EXPECT_EQ(*chat->Render(Json::array({Msg("user", "a")}), false), "1");
-  EXPECT_EQ(chat->Render(Json::object(), false).status().message(), "messages must be a JSON array");
+  EXPECT_EQ(chat->Render(Json::object(), false).status().message(),
+            "messages must be a JSON array");
   EXPECT_EQ(chat->Render(Json::array({Msg("user", "a"), Json{{"content", "b"}}}), false)
                 .status()
                 .message(),

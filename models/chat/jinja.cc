@@ -30,14 +30,9 @@ absl::StatusOr<Template> Template::Parse(std::string_view text, std::string sour
 
 namespace {
 
-template <typename Json>
-absl::StatusOr<std::string> RenderImpl(const Body& body, const std::string& source_name,
-                                       const Json& context, const RenderOptions& options) {
-  if (!context.is_null() && !context.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ": the render context must be a JSON object"));
-  }
-  Renderer renderer(options, context.is_null() ? Value::MakeDict(Dict()) : Value::FromJson(context));
+absl::StatusOr<std::string> RenderValue(const Body& body, const std::string& source_name,
+                                        Value context, const RenderOptions& options) {
+  Renderer renderer(options, std::move(context));
   std::string out;
   try {
     renderer.RenderRoot(body, &out);
@@ -47,7 +42,29 @@ absl::StatusOr<std::string> RenderImpl(const Body& body, const std::string& sour
   return out;
 }
 
+template <typename Json>
+absl::StatusOr<std::string> RenderImpl(const Body& body, const std::string& source_name,
+                                       const Json& context, const RenderOptions& options) {
+  if (!context.is_null() && !context.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ": the render context must be a JSON object"));
+  }
+  return RenderValue(body, source_name,
+                     context.is_null() ? Value::MakeDict(Dict()) : Value::FromJson(context),
+                     options);
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> Template::RenderVariables(const Variables& variables,
+                                                      const RenderOptions& options) const {
+  Dict d;
+  d.items.reserve(variables.size());
+  for (const auto& [name, json] : variables) {
+    if (json != nullptr) d.Set(name, Value::FromJson(*json));
+  }
+  return RenderValue(tree_->body, *source_name_, Value::MakeDict(std::move(d)), options);
+}
 
 absl::StatusOr<std::string> Template::Render(const nlohmann::json& context,
                                              const RenderOptions& options) const {
@@ -102,9 +119,7 @@ void Renderer::CountIterations(int64_t n) {
   }
 }
 
-void Renderer::RenderRoot(const Body& body, std::string* out) {
-  RenderBody(body, &root_, out);
-}
+void Renderer::RenderRoot(const Body& body, std::string* out) { RenderBody(body, &root_, out); }
 
 void Renderer::Append(const std::string& s, std::string* out) {
   CheckSize(out->size() + s.size());
@@ -216,26 +231,11 @@ void Renderer::RenderFor(const Node& node, Scope* scope, std::string* out) {
     return;
   }
   const int64_t n = static_cast<int64_t>(items.size());
-  const Value undefined_prev = Value::Undefined("there is no previous item");
-  const Value undefined_next = Value::Undefined("there is no next item");
+  auto shared_items = std::make_shared<const std::vector<Value>>(std::move(items));
   for (int64_t i = 0; i < n; ++i) {
     CountIterations(1);
-    bind(items[i]);
-    auto attrs = std::make_shared<Dict>();
-    attrs->items = {
-        {"index", Value::Int(i + 1)},
-        {"index0", Value::Int(i)},
-        {"revindex", Value::Int(n - i)},
-        {"revindex0", Value::Int(n - i - 1)},
-        {"first", Value::Bool(i == 0)},
-        {"last", Value::Bool(i == n - 1)},
-        {"length", Value::Int(n)},
-        {"depth", Value::Int(1)},
-        {"depth0", Value::Int(0)},
-        {"previtem", i > 0 ? items[i - 1] : undefined_prev},
-        {"nextitem", i + 1 < n ? items[i + 1] : undefined_next},
-    };
-    loop_scope.Set("loop", Value::Loop(std::move(attrs)));
+    bind((*shared_items)[i]);
+    loop_scope.Set("loop", Value::Loop(i, shared_items));
     if (RenderBody(node.body, &loop_scope, out) == Flow::kBreak) break;
   }
 }
@@ -326,8 +326,10 @@ Value Renderer::Eval(const Expr& e, Scope* scope) {
         Fail(absl::StrCat("bad operand type for unary ", e.kind == Expr::Kind::kNeg ? "-" : "+",
                           ": '", v.TypeName(), "'"));
       }
-      if (e.kind == Expr::Kind::kPos) return v.kind() == Value::Kind::kBool ? Value::Int(v.as_int()) : v;
-      return v.kind() == Value::Kind::kFloat ? Value::Float(-v.as_float()) : Value::Int(-v.as_int());
+      if (e.kind == Expr::Kind::kPos)
+        return v.kind() == Value::Kind::kBool ? Value::Int(v.as_int()) : v;
+      return v.kind() == Value::Kind::kFloat ? Value::Float(-v.as_float())
+                                             : Value::Int(-v.as_int());
     }
     case Expr::Kind::kNot:
       return Value::Bool(!Eval(*e.children[0], scope).Truthy());
@@ -358,7 +360,8 @@ Value Renderer::Eval(const Expr& e, Scope* scope) {
     case Expr::Kind::kCondExpr:
       if (Eval(*e.children[0], scope).Truthy()) return Eval(*e.children[1], scope);
       if (e.children[2]) return Eval(*e.children[2], scope);
-      return Value::Undefined("the inline if-expression evaluated to false and no else section was defined");
+      return Value::Undefined(
+          "the inline if-expression evaluated to false and no else section was defined");
   }
   return Value();
 }
@@ -394,8 +397,8 @@ Value Renderer::CallValue(const Value& callee, CallArgs args) {
 
 Value Renderer::CallMacro(const Node& macro, CallArgs args) {
   if (call_depth_ >= options_.max_call_depth) {
-    FailLimit(absl::StrCat("macro calls nest deeper than max_call_depth (",
-                           options_.max_call_depth, ")"));
+    FailLimit(absl::StrCat("macro calls nest deeper than max_call_depth (", options_.max_call_depth,
+                           ")"));
   }
   if (args.args.size() > macro.params.size()) {
     Fail(absl::StrCat("macro '", macro.name, "' takes not more than ", macro.params.size(),
@@ -419,8 +422,8 @@ Value Renderer::CallMacro(const Node& macro, CallArgs args) {
     if (macro.defaults[i] != nullptr) {
       scope.Set(macro.params[i], Eval(*macro.defaults[i], &scope));
     } else {
-      scope.Set(macro.params[i],
-                Value::Undefined(absl::StrCat("parameter '", macro.params[i], "' was not provided")));
+      scope.Set(macro.params[i], Value::Undefined(absl::StrCat("parameter '", macro.params[i],
+                                                               "' was not provided")));
     }
   }
   ++call_depth_;

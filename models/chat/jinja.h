@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -71,6 +72,12 @@ class Template {
   // The same, keeping the key order of an ordered_json (tojson prints keys in that order).
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& context,
                                      const RenderOptions& options = {}) const;
+
+  // Top-level variables given by reference, in order (a later name overrides an earlier one):
+  // renders without first copying them into one JSON object. Null pointers are skipped.
+  using Variables = std::vector<std::pair<std::string, const nlohmann::ordered_json*>>;
+  absl::StatusOr<std::string> RenderVariables(const Variables& variables,
+                                              const RenderOptions& options = {}) const;
 
   const std::string& source_name() const { return *source_name_; }
 

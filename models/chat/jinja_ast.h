@@ -67,7 +67,7 @@ struct Node {
     kMacro,     // macro name(params = defaults): body
     kBreak,
     kContinue,
-    kScope,     // a body rendered as is ({% generation %})
+    kScope,  // a body rendered as is ({% generation %})
   };
   Kind kind;
   int line = 0;

@@ -88,9 +88,26 @@ class Renderer {
 bool IsKnownFilter(const std::string& name);
 bool IsKnownTest(const std::string& name);
 
-// UTF-8 helpers shared by the evaluator and the builtins.
+// ---- string helpers (jinja_text.cc), Python semantics on UTF-8 ----
 std::vector<std::string> SplitCodePoints(const std::string& s);
 size_t CountCodePoints(const std::string& s);
+bool IsPySpace(char c);
+// str.strip / lstrip / rstrip: chars is a string of characters, or anything else for whitespace.
+std::string Strip(const std::string& s, const Value& chars, bool left, bool right);
+std::string AsciiUpper(std::string s);
+std::string AsciiLower(std::string s);
+std::string PyTitle(const std::string& s);     // str.title()
+std::string JinjaTitle(const std::string& s);  // the title filter
+std::string Capitalize(const std::string& s);
+// str.replace; count < 0 = all.
+std::string Replace(const std::string& s, const std::string& from, const std::string& to,
+                    int64_t count);
+// str.split(sep, maxsplit); sep not a string = split on whitespace runs.
+std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxsplit);
+// A keyword argument, or null.
+const Value* Kwarg(const CallArgs& args, const std::string& name);
+// The i-th argument, given by position or by name; `fallback` when absent.
+Value Arg(const CallArgs& args, size_t i, const std::string& name, Value fallback = Value());
 
 }  // namespace troupe::models::jinja
 

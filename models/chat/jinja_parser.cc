@@ -183,7 +183,8 @@ class Lexer {
             break;
           }
         }
-        if (op.empty()) throw SyntaxError{line_, absl::StrCat("unexpected char '", std::string(1, c), "'")};
+        if (op.empty())
+          throw SyntaxError{line_, absl::StrCat("unexpected char '", std::string(1, c), "'")};
         if (op == "(" || op == "[" || op == "{") ++balance;
         if (op == ")" || op == "]" || op == "}") --balance;
         toks->push_back(Tok{Tok::Type::kOp, op, Value(), line_});
@@ -330,8 +331,8 @@ class Parser {
   struct DepthGuard {
     DepthGuard(Parser* p, int line) : parser(p) {
       if (++parser->depth_ > parser->max_depth_) {
-        throw SyntaxError{line, absl::StrCat("template nesting exceeds the depth limit of ",
-                                             parser->max_depth_)};
+        throw SyntaxError{
+            line, absl::StrCat("template nesting exceeds the depth limit of ", parser->max_depth_)};
       }
     }
     ~DepthGuard() { --parser->depth_; }
@@ -378,7 +379,8 @@ class Parser {
     if (!SkipOp(op)) Fail(absl::StrCat("expected '", op, "', got ", Describe(Cur())));
   }
   std::string ExpectName() {
-    if (Cur().type != Tok::Type::kName) Fail(absl::StrCat("expected a name, got ", Describe(Cur())));
+    if (Cur().type != Tok::Type::kName)
+      Fail(absl::StrCat("expected a name, got ", Describe(Cur())));
     std::string name = Cur().text;
     Next();
     return name;

@@ -176,8 +176,8 @@ TEST(Jinja, CallDepthLimitStopsRecursiveMacros) {
 }
 
 TEST(Jinja, NestingLimitRefusesDeepTemplatesAtParseTime) {
-  const std::string deep = absl::StrCat("{{ ", std::string(500, '('), "1", std::string(500, ')'),
-                                        " }}");
+  const std::string deep =
+      absl::StrCat("{{ ", std::string(500, '('), "1", std::string(500, ')'), " }}");
   auto t = Template::Parse(deep, "deep.jinja");
   ASSERT_FALSE(t.ok());
   EXPECT_TRUE(absl::StrContains(t.status().message(), "depth limit")) << t.status();
@@ -200,7 +200,8 @@ TEST(Jinja, OrderedContextKeepsKeyOrderInToJson) {
 
 TEST(Jinja, RendersConcurrentlyFromOneTemplate) {
   absl::StatusOr<Template> t = Template::Parse(
-      "{% set ns = namespace(n=0) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}",
+      "{% set ns = namespace(n=0) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n "
+      "}}",
       "t");
   ASSERT_TRUE(t.ok());
   std::vector<std::thread> threads;
@@ -218,8 +219,7 @@ TEST(Jinja, RendersConcurrentlyFromOneTemplate) {
 
 TEST(Jinja, RefusesANonObjectContext) {
   absl::StatusOr<Template> t = Template::Parse("x", "t");
-  EXPECT_EQ(t->Render(nlohmann::json::array()).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t->Render(nlohmann::json::array()).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*t->Render(nlohmann::json()), "x");
 }
 

@@ -111,10 +111,11 @@ Value Value::MakeBuiltin(Builtin b) {
   return v;
 }
 
-Value Value::Loop(std::shared_ptr<Dict> attrs) {
+Value Value::Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> items) {
   Value v;
   v.kind_ = Kind::kLoop;
-  v.dict_ = std::move(attrs);
+  v.i_ = index0;
+  v.list_ = std::move(items);
   return v;
 }
 
@@ -197,8 +198,7 @@ void Newline(int indent, int level, std::string* out) {
 }
 
 bool ToJsonImpl(const Value& v, int indent, int level, const std::string& item_sep,
-                const std::string& key_sep, bool sort_keys, std::string* out,
-                std::string* error) {
+                const std::string& key_sep, bool sort_keys, std::string* out, std::string* error) {
   switch (v.kind()) {
     case Value::Kind::kNone:
       out->append("null");
@@ -435,6 +435,8 @@ bool Equals(const Value& a, const Value& b) {
       return a.macro() == b.macro();
     case Value::Kind::kBuiltin:
       return a.builtin() == b.builtin();
+    case Value::Kind::kLoop:
+      return &a.loop_items() == &b.loop_items() && a.loop_index0() == b.loop_index0();
     default:
       return &a.dict() == &b.dict();
   }

@@ -66,8 +66,8 @@ class Value {
   static Value Namespace(Dict d);
   static Value Macro(const Node* node);
   static Value MakeBuiltin(Builtin b);
-  // loop object: a dict of its attributes, looked up by name.
-  static Value Loop(std::shared_ptr<Dict> attrs);
+  // The `loop` object of a for loop at item index0 of items (attributes computed on access).
+  static Value Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> items);
 
   // JSON in (objects keep the order of the json type: sorted for nlohmann::json, insertion for
   // ordered_json).
@@ -95,6 +95,8 @@ class Value {
   const Dict& dict() const { return *dict_; }
   Dict& mutable_namespace() const { return *dict_; }  // namespace kind only
   const Node* macro() const { return macro_; }
+  int64_t loop_index0() const { return i_; }                       // loop kind only
+  const std::vector<Value>& loop_items() const { return *list_; }  // loop kind only
   Builtin builtin() const { return builtin_; }
 
   // Python's bool(x).
