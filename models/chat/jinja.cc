@@ -234,6 +234,7 @@ void Renderer::RenderFor(const Node& node, Scope* scope, std::string* out) {
   auto shared_items = std::make_shared<const std::vector<Value>>(std::move(items));
   for (int64_t i = 0; i < n; ++i) {
     CountIterations(1);
+    loop_scope.vars.clear();  // each iteration starts afresh, as in Jinja2
     bind((*shared_items)[i]);
     loop_scope.Set("loop", Value::Loop(i, shared_items));
     if (RenderBody(node.body, &loop_scope, out) == Flow::kBreak) break;

@@ -103,6 +103,8 @@ TEST(Jinja, SyntaxErrorsNameTheTemplatesLine) {
   EXPECT_FALSE(unclosed_string.ok());
   auto break_outside = Template::Parse("{% break %}", "b.jinja");
   EXPECT_EQ(break_outside.status().message(), "b.jinja:1: 'break' outside of a for loop");
+  auto recursive = Template::Parse("{% for x in xs recursive %}{% endfor %}", "r.jinja");
+  EXPECT_EQ(recursive.status().message(), "r.jinja:1: recursive for loops are not supported");
   auto unclosed_comment = Template::Parse("a {# b", "c.jinja");
   EXPECT_EQ(unclosed_comment.status().message(), "c.jinja:1: missing end of comment tag");
 }
