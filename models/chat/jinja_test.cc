@@ -125,6 +125,7 @@ TEST(Jinja, RuntimeErrorsNameTheLineAndTheCulprit) {
   EXPECT_EQ(Render("{% for x in 3 %}{% endfor %}").status().message(),
             "t.jinja:1: 'int' object is not iterable");
   EXPECT_EQ(Render("{{ 1 / 0 }}").status().message(), "t.jinja:1: division by zero");
+  EXPECT_EQ(Render("{{ 1 is lt }}").status().message(), "t.jinja:1: value is undefined");
 }
 
 TEST(Jinja, UndefinedValuesBehaveLikeJinja2Defaults) {
@@ -217,6 +218,65 @@ TEST(Jinja, RendersConcurrentlyFromOneTemplate) {
   }
   for (auto& th : threads) th.join();
   for (int i = 0; i < 4; ++i) EXPECT_EQ(results[i], std::to_string(3 * i));
+}
+
+// Mutated chat templates (characters deleted, duplicated, swapped for syntax characters) must
+// parse or fail cleanly, and render or fail cleanly, within the limits.
+TEST(Jinja, SurvivesMutatedTemplates) {
+  const std::vector<std::string> files = {"chatml", "qwen2_5", "llama3_1", "gemma3",
+                                          "mistral_v0_3"};
+  const Json context = Json::parse(R"({
+    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": "a", "tool_calls": [{"id": "abcdefghi",
+                   "function": {"name": "f", "arguments": {"x": 1}}}]},
+                 {"role": "tool", "content": "r", "tool_call_id": "abcdefghi"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+    "add_generation_prompt": true, "bos_token": "<s>", "eos_token": "</s>"})");
+  const std::string syntax = "{}%#-+()[]|.,:'\"~*/=!<>0123456789 \nifornotandelseendsetloop";
+  RenderOptions options;
+  options.max_output_bytes = 1 << 20;
+  options.max_loop_iterations = 100000;
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>(state >> 33);
+  };
+  int parsed = 0, rendered = 0, total = 0;
+  for (const std::string& name : files) {
+    std::ifstream in(absl::StrCat("models/chat/testdata/", name, ".jinja"));
+    ASSERT_TRUE(in) << name;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string original = ss.str();
+    for (int round = 0; round < 400; ++round) {
+      std::string text = original;
+      const int edits = 1 + static_cast<int>(next() % 4);
+      for (int e = 0; e < edits && !text.empty(); ++e) {
+        const size_t pos = next() % text.size();
+        switch (next() % 3) {
+          case 0:
+            text.erase(pos, 1 + next() % 8);
+            break;
+          case 1:
+            text.insert(pos, text.substr(next() % text.size(), 1 + next() % 16));
+            break;
+          default:
+            text[pos] = syntax[next() % syntax.size()];
+        }
+      }
+      ++total;
+      absl::StatusOr<Template> t = Template::Parse(text, name);
+      if (!t.ok()) {
+        EXPECT_TRUE(absl::StartsWith(t.status().message(), name + ":")) << t.status();
+        continue;
+      }
+      ++parsed;
+      absl::StatusOr<std::string> out = t->Render(context, options);
+      if (out.ok()) ++rendered;
+    }
+  }
+  std::printf("%d mutated templates: %d parsed, %d rendered\n", total, parsed, rendered);
+  EXPECT_GT(parsed, 0);
 }
 
 TEST(Jinja, RefusesANonObjectContext) {

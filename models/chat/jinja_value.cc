@@ -31,6 +31,11 @@ void Dict::Set(const std::string& key, Value value) {
   }
 }
 
+const std::string& Value::DefaultHint() {
+  static const std::string* const kHint = new std::string("value is undefined");
+  return *kHint;
+}
+
 Value Value::Undefined(std::string hint) {
   Value v;
   v.s_ = std::make_shared<const std::string>(std::move(hint));

@@ -90,7 +90,8 @@ class Value {
   bool as_bool() const { return b_; }
   int64_t as_int() const { return kind_ == Kind::kBool ? (b_ ? 1 : 0) : i_; }
   double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(as_int()); }
-  const std::string& str() const { return *s_; }  // string kind, or an undefined's hint
+  // The string of a string kind, or an undefined's hint ("'x' is undefined").
+  const std::string& str() const { return s_ != nullptr ? *s_ : DefaultHint(); }
   const std::vector<Value>& list() const { return *list_; }
   const Dict& dict() const { return *dict_; }
   Dict& mutable_namespace() const { return *dict_; }  // namespace kind only
@@ -114,6 +115,7 @@ class Value {
               std::string* out, std::string* error) const;
 
  private:
+  static const std::string& DefaultHint();
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool tuple_ = false;
