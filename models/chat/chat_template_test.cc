@@ -103,6 +103,7 @@ std::vector<Case> AllCases() {
     add(name, "llama3_2.jinja", msgs, none, llama_tokens, no_extra);
     add(name, "gemma3.jinja", msgs, none, gemma_tokens, no_extra);
     add(name, "mistral_v0_3.jinja", msgs, none, mistral_tokens, no_extra);
+    add(name, "qwen3.jinja", msgs, none, qwen_tokens, no_extra);
   }
   for (const auto& [name, msgs] : PlainConversations(false)) {
     add(name, "gemma2.jinja", msgs, none, gemma_tokens, no_extra);
@@ -134,6 +135,16 @@ std::vector<Case> AllCases() {
            Msg("tool", "42")}),
       Tools(), qwen_tokens, no_extra);
 
+  add("tools", "qwen3.jinja", qwen_tools_chat, Tools(), qwen_tokens, no_extra);
+  add("thinking", "qwen3.jinja",
+      Json::array(
+          {Msg("user", "Why is the sky blue?"),
+           Msg("assistant", "<think>\nRayleigh scattering.\n</think>\n\nShort answer: scattering."),
+           Msg("user", "More?"),
+           Json{{"role", "assistant"},
+                {"reasoning_content", "\nThink harder.\n"},
+                {"content", "Blue light scatters more."}}}),
+      none, qwen_tokens, Json{{"enable_thinking", false}});
   const Json llama_tools_chat =
       Json::array({Msg("system", "  Use tools when needed.  "), Msg("user", "Weather in Zürich?"),
                    Json{{"role", "assistant"}, {"tool_calls", Json::array({tool_call})}},
