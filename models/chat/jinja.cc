@@ -1,6 +1,7 @@
 #include "models/chat/jinja.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -329,8 +330,9 @@ Value Renderer::Eval(const Expr& e, Scope* scope) {
       }
       if (e.kind == Expr::Kind::kPos)
         return v.kind() == Value::Kind::kBool ? Value::Int(v.as_int()) : v;
-      return v.kind() == Value::Kind::kFloat ? Value::Float(-v.as_float())
-                                             : Value::Int(-v.as_int());
+      if (v.kind() == Value::Kind::kFloat) return Value::Float(-v.as_float());
+      if (v.as_int() == INT64_MIN) Fail("integer overflow in unary - (64-bit integers)");
+      return Value::Int(-v.as_int());
     }
     case Expr::Kind::kNot:
       return Value::Bool(!Eval(*e.children[0], scope).Truthy());

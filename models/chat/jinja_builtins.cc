@@ -9,6 +9,7 @@
 //   splitlines startswith strip title upper. Dict methods: get items keys values.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,12 +119,13 @@ Value Renderer::Slice(const Value& obj, const Value& start_v, const Value& stop_
   const int64_t stop = clamp(stop_v, step > 0 ? n : -1);
   std::vector<Value> items;
   std::string s;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (obj.is_list()) {
       items.push_back(obj.list()[i]);
     } else {
       s += cps[i];
     }
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
   return obj.is_list() ? Value::List(std::move(items)) : Value::String(std::move(s));
 }
@@ -145,9 +147,17 @@ Value Renderer::Binary(const std::string& op, const Value& a, const Value& b) {
     const bool is_float = a.kind() == Value::Kind::kFloat || b.kind() == Value::Kind::kFloat;
     const double x = a.as_float(), y = b.as_float();
     const int64_t i = a.as_int(), j = b.as_int();
-    if (op == "+") return is_float ? Value::Float(x + y) : Value::Int(i + j);
-    if (op == "-") return is_float ? Value::Float(x - y) : Value::Int(i - j);
-    if (op == "*") return is_float ? Value::Float(x * y) : Value::Int(i * j);
+    int64_t r = 0;
+    auto checked = [&](bool overflow) {
+      if (overflow) Fail(absl::StrCat("integer overflow in ", op, " (64-bit integers)"));
+      return Value::Int(r);
+    };
+    if (op == "+")
+      return is_float ? Value::Float(x + y) : checked(__builtin_add_overflow(i, j, &r));
+    if (op == "-")
+      return is_float ? Value::Float(x - y) : checked(__builtin_sub_overflow(i, j, &r));
+    if (op == "*")
+      return is_float ? Value::Float(x * y) : checked(__builtin_mul_overflow(i, j, &r));
     if (op == "/") {
       if (y == 0) Fail("division by zero");
       return Value::Float(x / y);
@@ -158,16 +168,19 @@ Value Renderer::Binary(const std::string& op, const Value& a, const Value& b) {
         const double q = std::floor(x / y);
         return op == "//" ? Value::Float(q) : Value::Float(x - q * y);
       }
+      if (i == INT64_MIN && j == -1) Fail("integer overflow in // (64-bit integers)");
       int64_t q = i / j;
       if ((i % j != 0) && ((i < 0) != (j < 0))) --q;
       return op == "//" ? Value::Int(q) : Value::Int(i - q * j);
     }
     if (op == "**") {
       if (!is_float && j >= 0) {
-        const double r = std::pow(x, y);
-        if (std::fabs(r) > 9.2e18) Fail("integer result of ** too large");
         int64_t acc = 1;
-        for (int64_t k = 0; k < j; ++k) acc *= i;
+        for (int64_t k = 0; k < j && acc != 0 && !(acc == 1 && i == 1); ++k) {
+          if (__builtin_mul_overflow(acc, i, &acc)) {
+            Fail("integer overflow in ** (64-bit integers)");
+          }
+        }
         return Value::Int(acc);
       }
       return Value::Float(std::pow(x, y));
@@ -194,12 +207,17 @@ Value Renderer::Binary(const std::string& op, const Value& a, const Value& b) {
       b.kind() != Value::Kind::kFloat) {
     const int64_t times = std::max<int64_t>(0, b.as_int());
     if (a.is_string()) {
-      CheckSize(a.str().size() * static_cast<size_t>(times));
+      if (!a.str().empty() &&
+          static_cast<uint64_t>(times) > options_.max_output_bytes / a.str().size()) {
+        CheckSize(options_.max_output_bytes + 1);
+      }
       std::string s;
       for (int64_t k = 0; k < times; ++k) s += a.str();
       return Value::String(std::move(s));
     }
-    if (a.list().size() * times > static_cast<size_t>(options_.max_loop_iterations)) {
+    if (!a.list().empty() &&
+        static_cast<uint64_t>(times) >
+            static_cast<uint64_t>(options_.max_loop_iterations) / a.list().size()) {
       FailLimit("list size exceeds max_loop_iterations");
     }
     std::vector<Value> items;
@@ -475,8 +493,15 @@ Value Renderer::CallBuiltin(Builtin b, CallArgs args) {
         Fail("range expected 1 to 3 arguments");
       }
       if (step == 0) Fail("range() arg 3 must not be zero");
-      const int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                                     : (start > stop ? (start - stop - step - 1) / (-step) : 0);
+      const __int128 span =
+          step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+      const __int128 stride = step > 0 ? step : -static_cast<__int128>(step);
+      const __int128 wide = span > 0 ? (span + stride - 1) / stride : 0;
+      if (wide > options_.max_loop_iterations) {
+        FailLimit(absl::StrCat("range of more than ", options_.max_loop_iterations,
+                               " items exceeds max_loop_iterations"));
+      }
+      const int64_t count = static_cast<int64_t>(wide);
       if (count > options_.max_loop_iterations) {
         FailLimit(absl::StrCat("range of ", count, " items exceeds max_loop_iterations (",
                                options_.max_loop_iterations, ")"));

@@ -172,6 +172,22 @@ TEST(Jinja, OutputLimitStopsExponentialGrowth) {
   EXPECT_EQ(text.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+TEST(Jinja, HugeNumbersFailInsteadOfOverflowing) {
+  EXPECT_EQ(Render("{{ 9223372036854775807 + 1 }}").status().message(),
+            "t.jinja:1: integer overflow in + (64-bit integers)");
+  EXPECT_FALSE(Render("{{ 3 ** 100 }}").ok());
+  EXPECT_EQ(*Render("{{ 2 ** 62 }} {{ 1 ** 1000000000000 }} {{ 0 ** 5 }}"),
+            "4611686018427387904 1 0");
+  EXPECT_FALSE(Render("{{ (-9223372036854775807 - 1) // -1 }}").ok());
+  EXPECT_EQ(Render("{{ 'abc' * 9223372036854775807 }}").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Render("{{ [1, 2] * 9223372036854775807 }}").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Render("{{ range(-9223372036854775807, 9223372036854775807) }}").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*Render("{{ [1, 2, 3][::9223372036854775807] }}"), "[1]");
+}
+
 TEST(Jinja, CallDepthLimitStopsRecursiveMacros) {
   auto out = Render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
