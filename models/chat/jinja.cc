@@ -136,6 +136,7 @@ Renderer::Flow Renderer::RenderBody(const Body& body, Scope* scope, std::string*
 }
 
 Renderer::Flow Renderer::RenderNode(const Node& node, Scope* scope, std::string* out) {
+  DepthGuard guard(this);
   line_ = node.line;
   switch (node.kind) {
     case Node::Kind::kText:
@@ -265,6 +266,7 @@ CallArgs Renderer::EvalArgs(const Expr& e, size_t first, Scope* scope) {
 }
 
 Value Renderer::Eval(const Expr& e, Scope* scope) {
+  DepthGuard guard(this);
   line_ = e.line;
   switch (e.kind) {
     case Expr::Kind::kLiteral:

@@ -54,6 +54,9 @@ struct RenderOptions {
   int64_t max_loop_iterations = 1'000'000;
   // Nested macro calls.
   int max_call_depth = 64;
+  // Nested blocks, expressions and macro calls together: bounds the stack a render uses
+  // (roughly 1 KiB a level).
+  int max_render_depth = 1000;
   // What strftime_now() formats; unset = the current local time.
   std::optional<absl::CivilSecond> now;
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "models/chat/jinja.h"
 #include "models/chat/jinja_ast.h"
 #include "models/chat/jinja_value.h"
@@ -54,6 +55,21 @@ class Renderer {
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
+  // Counts one level of nesting for the scope's lifetime; fails past max_render_depth.
+  class DepthGuard {
+   public:
+    explicit DepthGuard(Renderer* r) : r_(r) {
+      if (++r_->depth_ > r_->options_.max_render_depth) {
+        --r_->depth_;
+        r_->FailLimit(absl::StrCat("template nesting exceeds max_render_depth (",
+                                   r_->options_.max_render_depth, ")"));
+      }
+    }
+    ~DepthGuard() { --r_->depth_; }
+
+   private:
+    Renderer* r_;
+  };
   struct Scope {
     std::vector<std::pair<std::string, Value>> vars;
     Scope* parent = nullptr;
@@ -80,6 +96,7 @@ class Renderer {
   Scope root_;
   int line_ = 0;
   int call_depth_ = 0;
+  int depth_ = 0;  // see RenderOptions::max_render_depth
   int64_t iterations_ = 0;
 };
 

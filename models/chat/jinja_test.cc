@@ -194,6 +194,16 @@ TEST(Jinja, CallDepthLimitStopsRecursiveMacros) {
   EXPECT_TRUE(absl::StrContains(out.status().message(), "max_call_depth (64)")) << out.status();
 }
 
+TEST(Jinja, RenderDepthLimitBoundsTheStackOfDeepRecursiveMacros) {
+  std::string nested;
+  for (int i = 0; i < 100; ++i) nested += "{% if true %}";
+  nested += "{{ f(n + 1) }}";
+  for (int i = 0; i < 100; ++i) nested += "{% endif %}";
+  auto out = Render(absl::StrCat("{% macro f(n) %}", nested, "{% endmacro %}{{ f(0) }}"));
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "max_render_depth (1000)")) << out.status();
+}
+
 TEST(Jinja, NestingLimitRefusesDeepTemplatesAtParseTime) {
   const std::string deep =
       absl::StrCat("{{ ", std::string(500, '('), "1", std::string(500, ')'), " }}");
