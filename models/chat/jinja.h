@@ -14,7 +14,8 @@
 // revindex/revindex0/first/last/length/previtem/nextitem/cycle, {% set %} (tuples, ns.attr, block
 // set), {% macro %} and calls, {# #}, whitespace control (-, +); literals, lists, dicts,
 // attributes, subscripts, slices, + - * / // % ** ~, comparisons, in / not in, and/or/not,
-// conditional expressions; tests, filters, and the string / dict methods listed in jinja.cc;
+// conditional expressions; the tests and string / dict methods listed in jinja_builtins.cc and
+// the filters listed in jinja_filters.cc;
 // globals raise_exception(msg), range, namespace, dict, strftime_now(fmt).
 // Refused with an error naming it: any other tag, filter, test or method; recursive loops.
 // Strings are UTF-8; length, indexing and slicing count code points; upper/lower/title/capitalize
@@ -22,7 +23,8 @@
 //
 // Errors: InvalidArgument "SOURCE:LINE: message" for syntax errors (the template's own line), for
 // raise_exception (its message), for undefined access and type errors; ResourceExhausted naming
-// the limit of RenderOptions that a render exceeded.
+// the limit of RenderOptions that a render exceeded (output bytes, loop iterations, call or
+// render depth). Integers are 64-bit: an overflow is an error where Python would grow.
 //
 // Thread-safety: a Template is immutable; Render is const and may run concurrently. Copies share
 // the parsed tree.
