@@ -1,0 +1,546 @@
+#include "models/chat/jinja_value.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::models::jinja {
+
+const Value* Dict::Find(const std::string& key) const {
+  for (const auto& [k, v] : items) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+Value* Dict::Find(const std::string& key) {
+  for (auto& [k, v] : items) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+void Dict::Set(const std::string& key, Value value) {
+  if (Value* v = Find(key)) {
+    *v = std::move(value);
+  } else {
+    items.emplace_back(key, std::move(value));
+  }
+}
+
+const std::string& Value::DefaultHint() {
+  static const std::string* const kHint = new std::string("value is undefined");
+  return *kHint;
+}
+
+Value Value::Undefined(std::string hint) {
+  Value v;
+  v.s_ = std::make_shared<const std::string>(std::move(hint));
+  return v;
+}
+
+Value Value::None() {
+  Value v;
+  v.kind_ = Kind::kNone;
+  return v;
+}
+
+Value Value::Bool(bool b) {
+  Value v;
+  v.kind_ = Kind::kBool;
+  v.b_ = b;
+  return v;
+}
+
+Value Value::Int(int64_t i) {
+  Value v;
+  v.kind_ = Kind::kInt;
+  v.i_ = i;
+  return v;
+}
+
+Value Value::Float(double f) {
+  Value v;
+  v.kind_ = Kind::kFloat;
+  v.f_ = f;
+  return v;
+}
+
+Value Value::String(std::string s) {
+  Value v;
+  v.kind_ = Kind::kString;
+  v.s_ = std::make_shared<const std::string>(std::move(s));
+  return v;
+}
+
+Value Value::List(std::vector<Value> items) {
+  Value v;
+  v.kind_ = Kind::kList;
+  v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
+  return v;
+}
+
+Value Value::Tuple(std::vector<Value> items) {
+  Value v = List(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
+Value Value::MakeDict(Dict d) {
+  Value v;
+  v.kind_ = Kind::kDict;
+  v.dict_ = std::make_shared<Dict>(std::move(d));
+  return v;
+}
+
+Value Value::Namespace(Dict d) {
+  Value v = MakeDict(std::move(d));
+  v.kind_ = Kind::kNamespace;
+  return v;
+}
+
+Value Value::Macro(const Node* node) {
+  Value v;
+  v.kind_ = Kind::kMacro;
+  v.macro_ = node;
+  return v;
+}
+
+Value Value::MakeBuiltin(Builtin b) {
+  Value v;
+  v.kind_ = Kind::kBuiltin;
+  v.builtin_ = b;
+  return v;
+}
+
+Value Value::Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> items) {
+  Value v;
+  v.kind_ = Kind::kLoop;
+  v.i_ = index0;
+  v.list_ = std::move(items);
+  return v;
+}
+
+namespace {
+
+template <typename Json>
+Value FromJsonImpl(const Json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return Value::None();
+    case nlohmann::json::value_t::boolean:
+      return Value::Bool(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return Value::Int(j.template get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return Value::Int(static_cast<int64_t>(j.template get<uint64_t>()));
+    case nlohmann::json::value_t::number_float:
+      return Value::Float(j.template get<double>());
+    case nlohmann::json::value_t::string:
+      return Value::String(j.template get<std::string>());
+    case nlohmann::json::value_t::array: {
+      std::vector<Value> items;
+      items.reserve(j.size());
+      for (const auto& e : j) items.push_back(FromJsonImpl(e));
+      return Value::List(std::move(items));
+    }
+    case nlohmann::json::value_t::object: {
+      Dict d;
+      d.items.reserve(j.size());
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        d.items.emplace_back(it.key(), FromJsonImpl(it.value()));
+      }
+      return Value::MakeDict(std::move(d));
+    }
+    default:
+      return Value::None();  // binary / discarded: not produced by JSON parsing
+  }
+}
+
+void AppendPyStringRepr(const std::string& s, std::string* out) {
+  const bool has_single = s.find('\'') != std::string::npos;
+  const bool has_double = s.find('"') != std::string::npos;
+  const char quote = (has_single && !has_double) ? '"' : '\'';
+  out->push_back(quote);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = s[i];
+    if (c == static_cast<unsigned char>(quote) || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (c == '\n') {
+      out->append("\\n");
+    } else if (c == '\r') {
+      out->append("\\r");
+    } else if (c == '\t') {
+      out->append("\\t");
+    } else if (c < 0x20 || c == 0x7f) {
+      absl::StrAppend(out, "\\x", absl::Hex(c, absl::kZeroPad2));
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0xa0) {
+      // U+0080..U+00A0 are not printable: Python writes them as \x80..\xa0.
+      absl::StrAppend(out, "\\x", absl::Hex(static_cast<unsigned char>(s[i + 1]), absl::kZeroPad2));
+      ++i;
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back(quote);
+}
+
+void AppendRepr(const Value& v, std::string* out) {
+  if (v.is_string()) {
+    AppendPyStringRepr(v.str(), out);
+  } else {
+    v.AppendString(out);
+  }
+}
+
+void Newline(int indent, int level, std::string* out) {
+  out->push_back('\n');
+  out->append(static_cast<size_t>(indent) * level, ' ');
+}
+
+bool ToJsonImpl(const Value& v, int indent, int level, const std::string& item_sep,
+                const std::string& key_sep, bool sort_keys, std::string* out, std::string* error) {
+  switch (v.kind()) {
+    case Value::Kind::kNone:
+      out->append("null");
+      return true;
+    case Value::Kind::kBool:
+      out->append(v.as_bool() ? "true" : "false");
+      return true;
+    case Value::Kind::kInt:
+      absl::StrAppend(out, v.as_int());
+      return true;
+    case Value::Kind::kFloat: {
+      const double f = v.as_float();
+      if (std::isnan(f)) {
+        out->append("NaN");
+      } else if (std::isinf(f)) {
+        out->append(f > 0 ? "Infinity" : "-Infinity");
+      } else {
+        out->append(FloatRepr(f));
+      }
+      return true;
+    }
+    case Value::Kind::kString:
+      AppendJsonString(v.str(), out);
+      return true;
+    case Value::Kind::kList: {
+      const auto& items = v.list();
+      if (items.empty()) {
+        out->append("[]");
+        return true;
+      }
+      out->push_back('[');
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out->append(item_sep);
+        if (indent >= 0) Newline(indent, level + 1, out);
+        if (!ToJsonImpl(items[i], indent, level + 1, item_sep, key_sep, sort_keys, out, error)) {
+          return false;
+        }
+      }
+      if (indent >= 0) Newline(indent, level, out);
+      out->push_back(']');
+      return true;
+    }
+    case Value::Kind::kDict: {
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& kv : v.dict().items) items.push_back(&kv);
+      if (items.empty()) {
+        out->append("{}");
+        return true;
+      }
+      if (sort_keys) {
+        std::sort(items.begin(), items.end(),
+                  [](const auto* a, const auto* b) { return a->first < b->first; });
+      }
+      out->push_back('{');
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) out->append(item_sep);
+        if (indent >= 0) Newline(indent, level + 1, out);
+        AppendJsonString(items[i]->first, out);
+        out->append(key_sep);
+        if (!ToJsonImpl(items[i]->second, indent, level + 1, item_sep, key_sep, sort_keys, out,
+                        error)) {
+          return false;
+        }
+      }
+      if (indent >= 0) Newline(indent, level, out);
+      out->push_back('}');
+      return true;
+    }
+    default:
+      *error = absl::StrCat("Object of type ", v.TypeName(), " is not JSON serializable");
+      return false;
+  }
+}
+
+}  // namespace
+
+Value Value::FromJson(const nlohmann::json& j) { return FromJsonImpl(j); }
+Value Value::FromJson(const nlohmann::ordered_json& j) { return FromJsonImpl(j); }
+
+bool Value::Truthy() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return b_;
+    case Kind::kInt:
+      return i_ != 0;
+    case Kind::kFloat:
+      return f_ != 0;
+    case Kind::kString:
+      return !s_->empty();
+    case Kind::kList:
+      return !list_->empty();
+    case Kind::kDict:
+      return !dict_->items.empty();
+    default:
+      return true;
+  }
+}
+
+void Value::AppendString(std::string* out) const {
+  switch (kind_) {
+    case Kind::kUndefined:
+      return;
+    case Kind::kNone:
+      out->append("None");
+      return;
+    case Kind::kBool:
+      out->append(b_ ? "True" : "False");
+      return;
+    case Kind::kInt:
+      absl::StrAppend(out, i_);
+      return;
+    case Kind::kFloat:
+      out->append(FloatRepr(f_));
+      return;
+    case Kind::kString:
+      out->append(*s_);
+      return;
+    case Kind::kList: {
+      out->push_back(tuple_ ? '(' : '[');
+      for (size_t i = 0; i < list_->size(); ++i) {
+        if (i > 0) out->append(", ");
+        AppendRepr((*list_)[i], out);
+      }
+      if (tuple_ && list_->size() == 1) out->push_back(',');
+      out->push_back(tuple_ ? ')' : ']');
+      return;
+    }
+    case Kind::kDict:
+    case Kind::kNamespace: {
+      if (kind_ == Kind::kNamespace) out->append("<Namespace ");
+      out->push_back('{');
+      for (size_t i = 0; i < dict_->items.size(); ++i) {
+        if (i > 0) out->append(", ");
+        AppendPyStringRepr(dict_->items[i].first, out);
+        out->append(": ");
+        AppendRepr(dict_->items[i].second, out);
+      }
+      out->push_back('}');
+      if (kind_ == Kind::kNamespace) out->push_back('>');
+      return;
+    }
+    case Kind::kMacro:
+      out->append("<Macro>");
+      return;
+    case Kind::kBuiltin:
+      out->append("<built-in function>");
+      return;
+    case Kind::kLoop:
+      out->append("<LoopContext>");
+      return;
+  }
+}
+
+std::string Value::ToString() const {
+  std::string out;
+  AppendString(&out);
+  return out;
+}
+
+std::string Value::Repr() const {
+  std::string out;
+  AppendRepr(*this, &out);
+  return out;
+}
+
+std::string Value::TypeName() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kNamespace:
+      return "Namespace";
+    case Kind::kMacro:
+      return "Macro";
+    case Kind::kBuiltin:
+      return "builtin_function_or_method";
+    case Kind::kLoop:
+      return "LoopContext";
+  }
+  return "object";
+}
+
+bool Value::ToJson(int indent, const std::string& item_sep, const std::string& key_sep,
+                   bool sort_keys, std::string* out, std::string* error) const {
+  return ToJsonImpl(*this, indent, 0, item_sep, key_sep, sort_keys, out, error);
+}
+
+bool Equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.kind() == Value::Kind::kFloat || b.kind() == Value::Kind::kFloat) {
+      return a.as_float() == b.as_float();
+    }
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.str() == b.str();
+    case Value::Kind::kList: {
+      if (a.list().size() != b.list().size()) return false;
+      for (size_t i = 0; i < a.list().size(); ++i) {
+        if (!Equals(a.list()[i], b.list()[i])) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kDict: {
+      if (a.dict().items.size() != b.dict().items.size()) return false;
+      for (const auto& [k, v] : a.dict().items) {
+        const Value* other = b.dict().Find(k);
+        if (other == nullptr || !Equals(v, *other)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kMacro:
+      return a.macro() == b.macro();
+    case Value::Kind::kBuiltin:
+      return a.builtin() == b.builtin();
+    case Value::Kind::kLoop:
+      return &a.loop_items() == &b.loop_items() && a.loop_index0() == b.loop_index0();
+    default:
+      return &a.dict() == &b.dict();
+  }
+}
+
+bool LessThan(const Value& a, const Value& b, bool* ok) {
+  *ok = true;
+  if (a.is_number() && b.is_number()) {
+    if (a.kind() == Value::Kind::kFloat || b.kind() == Value::Kind::kFloat) {
+      return a.as_float() < b.as_float();
+    }
+    return a.as_int() < b.as_int();
+  }
+  if (a.is_string() && b.is_string()) return a.str() < b.str();
+  if (a.is_list() && b.is_list()) {
+    const auto& x = a.list();
+    const auto& y = b.list();
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (Equals(x[i], y[i])) continue;
+      return LessThan(x[i], y[i], ok);
+    }
+    return x.size() < y.size();
+  }
+  *ok = false;
+  return false;
+}
+
+std::string FloatRepr(double f) {
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+  char buf[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*e", precision - 1, f);
+    if (std::strtod(buf, nullptr) == f) break;
+  }
+  std::string s(buf);
+  const size_t e = s.find('e');
+  const int exponent = std::atoi(s.c_str() + e + 1);
+  std::string digits;
+  for (size_t i = 0; i < e; ++i) {
+    if (s[i] >= '0' && s[i] <= '9') digits.push_back(s[i]);
+  }
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  std::string out = (s[0] == '-') ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {
+    out.push_back(digits[0]);
+    if (digits.size() > 1) absl::StrAppend(&out, ".", digits.substr(1));
+    absl::StrAppend(&out, "e", exponent < 0 ? "-" : "+");
+    const int mag = std::abs(exponent);
+    if (mag < 10) out.push_back('0');
+    absl::StrAppend(&out, mag);
+  } else if (exponent >= 0) {
+    const size_t int_digits = static_cast<size_t>(exponent) + 1;
+    if (digits.size() <= int_digits) {
+      absl::StrAppend(&out, digits, std::string(int_digits - digits.size(), '0'), ".0");
+    } else {
+      absl::StrAppend(&out, digits.substr(0, int_digits), ".", digits.substr(int_digits));
+    }
+  } else {
+    absl::StrAppend(&out, "0.", std::string(-exponent - 1, '0'), digits);
+  }
+  return out;
+}
+
+void AppendJsonString(const std::string& s, std::string* out) {
+  out->push_back('"');
+  for (const char ch : s) {
+    const unsigned char c = ch;
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppend(out, "\\u00", absl::Hex(c, absl::kZeroPad2));
+        } else {
+          out->push_back(ch);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+}  // namespace troupe::models::jinja
