@@ -712,8 +712,8 @@ std::string BpeTokenizer::ToJson() const {
                      {"single_word", token.single_word},
                      {"lstrip", token.lstrip},
                      {"rstrip", token.rstrip},
-                     {"normalized", normalized == added_normalized_.end() ? !token.special
-                                                                          : normalized->second},
+                     {"normalized",
+                      normalized == added_normalized_.end() ? !token.special : normalized->second},
                      {"special", token.special}});
   }
   root["added_tokens"] = std::move(added);
@@ -769,8 +769,7 @@ std::string BpeTokenizer::ConfigJson(const TokenizerConfigOptions& options) cons
     decoder[std::to_string(token.id)] = {
         {"content", token.content},
         {"lstrip", token.lstrip},
-        {"normalized",
-         normalized == added_normalized_.end() ? !token.special : normalized->second},
+        {"normalized", normalized == added_normalized_.end() ? !token.special : normalized->second},
         {"rstrip", token.rstrip},
         {"single_word", token.single_word},
         {"special", token.special}};

@@ -154,7 +154,8 @@ absl::StatusOr<std::unique_ptr<BpeTrainer>> BpeTrainer::Create(BpeTrainerOptions
     added.special = true;
     specials.push_back(std::move(added));
   }
-  absl::StatusOr<PatternSplitter> splitter = PatternSplitter::FromRegex(options.pre_tokenizer_regex);
+  absl::StatusOr<PatternSplitter> splitter =
+      PatternSplitter::FromRegex(options.pre_tokenizer_regex);
   if (!splitter.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("pre_tokenizer_regex: ", splitter.status().message()));
@@ -168,9 +169,8 @@ BpeTrainer::BpeTrainer(BpeTrainerOptions options, PatternSplitter splitter)
     : options_(std::move(options)), splitter_(splitter) {}
 
 bool BpeTrainer::AddText(absl::string_view text) {
-  if (full_ ||
-      (options_.max_text_bytes > 0 &&
-       text_bytes_ + static_cast<int64_t>(text.size()) > options_.max_text_bytes)) {
+  if (full_ || (options_.max_text_bytes > 0 &&
+                text_bytes_ + static_cast<int64_t>(text.size()) > options_.max_text_bytes)) {
     full_ = true;
     return false;
   }
@@ -311,14 +311,13 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTrainer::Train() const {
                                    {"add_prefix_space", false},
                                    {"trim_offsets", false},
                                    {"use_regex", false}};
-  root["pre_tokenizer"] = {
-      {"type", "Sequence"},
-      {"pretokenizers",
-       {{{"type", "Split"},
-         {"pattern", {{"Regex", options_.pre_tokenizer_regex}}},
-         {"behavior", "Isolated"},
-         {"invert", false}},
-        byte_level}}};
+  root["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers",
+                            {{{"type", "Split"},
+                              {"pattern", {{"Regex", options_.pre_tokenizer_regex}}},
+                              {"behavior", "Isolated"},
+                              {"invert", false}},
+                             byte_level}}};
   root["post_processor"] = byte_level;
   root["decoder"] = byte_level;
   ordered_json model;

@@ -41,9 +41,10 @@ std::vector<std::string> Merges(const BpeTokenizer& tokenizer) {
 // Sentences of made-up words, numbers, chat markup, newlines and some non-ASCII text.
 std::vector<std::string> GeneratedCorpus(int documents, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const std::vector<std::string> words = {
-      "the", "model", "learns", "to", "add", "numbers", "and", "answer", "question", "then",
-      "stops", "über", "naïve", "日本語", "число", "🙂", "it's", "we'll", "x=3", "(a+b)"};
+  const std::vector<std::string> words = {"the",     "model", "learns", "to",       "add",
+                                          "numbers", "and",   "answer", "question", "then",
+                                          "stops",   "über",  "naïve",  "日本語",   "число",
+                                          "🙂",    "it's",  "we'll",  "x=3",      "(a+b)"};
   std::vector<std::string> texts;
   for (int d = 0; d < documents; ++d) {
     std::string text;
@@ -128,7 +129,8 @@ TEST(BpeTrainer, FillsTheVocabularyToExactlyVocabSize) {
   std::vector<std::string> texts;
   for (int d = 0; d < 100; ++d) {
     std::string text;
-    for (int c = 0; c < 200; ++c) text += rng() % 6 == 0 ? ' ' : static_cast<char>('a' + rng() % 26);
+    for (int c = 0; c < 200; ++c)
+      text += rng() % 6 == 0 ? ' ' : static_cast<char>('a' + rng() % 26);
     texts.push_back(std::move(text));
   }
   auto tok = MustTrain(options, texts);
@@ -249,8 +251,7 @@ TEST(BpeTrainer, RefusesBadOptionsNamingThem) {
   EXPECT_THAT(BpeTrainer::Create(options).status().message(), HasSubstr("empty"));
   options = BpeTrainerOptions();
   options.pre_tokenizer_regex = "\\w+";
-  EXPECT_THAT(BpeTrainer::Create(options).status().message(),
-              HasSubstr("pre_tokenizer_regex"));
+  EXPECT_THAT(BpeTrainer::Create(options).status().message(), HasSubstr("pre_tokenizer_regex"));
   auto trainer = BpeTrainer::Create(BpeTrainerOptions());
   ASSERT_TRUE(trainer.ok());
   EXPECT_THAT((*trainer)->Train().status().message(), HasSubstr("no training text"));
