@@ -264,6 +264,13 @@ absl::Status Train(const TrainFlags& flags) {
 
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> tokenizer, trainer->Train());
   line.Finish();
+  if (tokenizer->vocab_size() < flags.vocab_size) {
+    std::fprintf(stderr,
+                 "vocabulary stopped at %d of %d: no remaining pair occurs --min-frequency %lld "
+                 "times\n",
+                 tokenizer->vocab_size(), flags.vocab_size,
+                 static_cast<long long>(flags.min_frequency));
+  }
 
   // bos/eos/pad: flags, else defaults among the special tokens ("" = none).
   const auto pick = [&](const std::optional<std::string>& flag,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "models/tokenizers/json_util.h"
+#include "models/tokenizers/unicode.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::models {
@@ -136,6 +137,14 @@ absl::StatusOr<std::unique_ptr<BpeTrainer>> BpeTrainer::Create(BpeTrainerOptions
     const std::string& token = options.special_tokens[i];
     if (token.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("special token ", i, " is empty"));
+    }
+    for (size_t pos = 0; pos < token.size();) {
+      const unicode::DecodedChar c = unicode::DecodeUtf8(token, pos);
+      if (c.code_point == unicode::kInvalidCodePoint) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("special token ", Quote(token), " is not valid UTF-8 (byte ", pos, ")"));
+      }
+      pos += c.length;
     }
     if (!seen.insert(token).second) {
       return absl::InvalidArgumentError(

@@ -73,8 +73,8 @@ struct BpeTrainerOptions {
 class BpeTrainer {
  public:
   // InvalidArgument naming the option if vocab_size cannot hold the special tokens and the 256
-  // bytes, min_frequency < 1, a special token is empty, repeated or spells a single byte symbol,
-  // or the regex is unsupported.
+  // bytes, min_frequency < 1, max_text_bytes < 0, a special token is empty, not UTF-8, repeated
+  // or spells a single byte symbol, or the regex is unsupported.
   static absl::StatusOr<std::unique_ptr<BpeTrainer>> Create(BpeTrainerOptions options);
 
   BpeTrainer(const BpeTrainer&) = delete;

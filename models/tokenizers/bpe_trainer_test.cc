@@ -247,6 +247,8 @@ TEST(BpeTrainer, RefusesBadOptionsNamingThem) {
   EXPECT_THAT(BpeTrainer::Create(options).status().message(), HasSubstr("given twice"));
   options.special_tokens = {"!"};
   EXPECT_THAT(BpeTrainer::Create(options).status().message(), HasSubstr("byte 33"));
+  options.special_tokens = {"<\xff>"};
+  EXPECT_THAT(BpeTrainer::Create(options).status().message(), HasSubstr("not valid UTF-8"));
   options.special_tokens = {""};
   EXPECT_THAT(BpeTrainer::Create(options).status().message(), HasSubstr("empty"));
   options = BpeTrainerOptions();
