@@ -4,7 +4,8 @@
 // answers ("Q: 417 + 58 = ? A: 417 + 58 = 475.") and English-like prose (words built from
 // syllables, drawn with Zipf-like frequencies, in capitalised sentences with commas and
 // paragraph breaks). Each run trains from scratch: counting the words of every document
-// (BpeTrainer::AddText) and then the merges (Train), at each vocabulary size.
+// (BpeTrainer::AddText) and then the merges (Train), at each vocabulary size. The last trained
+// tokenizer is then written with ToJson and loaded back with FromJson, timed.
 //
 // Usage: tokenizer_train_bench [--megabytes 10] [--runs 3] [--vocab 4096,16384]
 // Prints one JSON object per metric: {"bench","metric","value","unit",...}, the value being the
@@ -210,6 +211,22 @@ int Main(int argc, char** argv) {
       }
       tokens += static_cast<int64_t>(ids->size());
     }
+    // Writing it out (as a checkpoint does) and loading it back.
+    std::vector<double> to_json_ms;
+    std::vector<double> from_json_ms;
+    for (int run = 0; run < runs; ++run) {
+      Clock::time_point t = Clock::now();
+      const std::string written = last->ToJson();
+      to_json_ms.push_back(Seconds(t) * 1e3);
+      t = Clock::now();
+      absl::StatusOr<std::unique_ptr<BpeTokenizer>> reloaded =
+          BpeTokenizer::FromJson(written, "bench");
+      from_json_ms.push_back(Seconds(t) * 1e3);
+      if (!reloaded.ok() || (*reloaded)->ToJson() != written) {
+        std::fprintf(stderr, "ToJson did not reload to the same tokenizer\n");
+        return 1;
+      }
+    }
     const std::string tag = absl::StrCat(size_tag, "_vocab", vocab_size);
     const std::string extra = absl::StrFormat(
         ", \"bytes\": %d, \"distinct_words\": %d, \"merges\": %d", bytes, words, merges);
@@ -218,6 +235,8 @@ int Main(int argc, char** argv) {
     Emit(absl::StrCat("merge_seconds_", tag), merge_s, "s");
     Emit(absl::StrCat("merges_per_second_", tag), merges_per_s, "merges/s");
     Emit(absl::StrCat("bytes_per_token_", tag), {static_cast<double>(bytes) / tokens}, "bytes");
+    Emit(absl::StrCat("to_json_ms_vocab", vocab_size), to_json_ms, "ms");
+    Emit(absl::StrCat("from_json_ms_vocab", vocab_size), from_json_ms, "ms");
   }
   return 0;
 }

@@ -105,16 +105,12 @@ class ProgressLine {
   bool shown_ = false;
 };
 
-// An output directory is usable if absent, empty, or holding only an earlier run's files.
+// An output directory is usable if absent, empty, or holding only an earlier run's files. Checked
+// before training, so a refusal comes at once.
 absl::Status CheckOutputDirectory(const std::string& dir, bool overwrite) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(dir, ec)) {
-    fs::create_directories(dir, ec);
-    if (ec)
-      return absl::InternalError(absl::StrCat("--out ", dir, ": cannot create: ", ec.message()));
-    return absl::OkStatus();
-  }
+  if (!fs::exists(dir, ec)) return absl::OkStatus();  // created once training succeeded
   if (!fs::is_directory(dir, ec)) {
     return absl::FailedPreconditionError(absl::StrCat("--out ", dir, ": not a directory"));
   }
@@ -294,6 +290,12 @@ absl::Status Train(const TrainFlags& flags) {
     std::fprintf(stderr,
                  "no chat template written: <|im_start|> and <|im_end|> are not both special "
                  "tokens\n");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(flags.out, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("--out ", flags.out, ": cannot create: ", ec.message()));
   }
   const std::string tokenizer_path = absl::StrCat(flags.out, "/", kOutputFiles[0]);
   const std::string config_path = absl::StrCat(flags.out, "/", kOutputFiles[1]);

@@ -150,6 +150,7 @@ TEST(TokenizerCli, NamesTheFileAndLineOfABadRecord) {
       dir, {"tokenizer", "train", "--vocab-size", "300", "--out", dir + "/tok", dir + "/c.jsonl"});
   EXPECT_EQ(code, 1);
   EXPECT_THAT(out, HasSubstr(dir + "/c.jsonl:2: malformed JSON"));
+  EXPECT_FALSE(fs::exists(dir + "/tok"));  // nothing written, not even the directory
 
   Write(dir + "/d.jsonl", "{\"text\": \"fine\"}\n\n{\"body\": \"x\"}\n");
   std::tie(code, out) = Troupe(
