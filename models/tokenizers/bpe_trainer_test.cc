@@ -1,6 +1,7 @@
 #include "models/tokenizers/bpe_trainer.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/tokenizers/pre_tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::models {
@@ -65,6 +67,64 @@ std::vector<std::string> GeneratedCorpus(int documents, uint64_t seed) {
   return texts;
 }
 
+// The merges of a plain BPE trainer that recounts every pair after each merge (same rules: most
+// frequent pair, ties to the smallest (left id, right id), no special tokens so byte b has id b).
+std::vector<std::string> ReferenceMerges(const std::vector<std::string>& texts, int32_t vocab_size,
+                                         int64_t min_frequency) {
+  std::map<std::string, int64_t> word_counts;
+  const PatternSplitter splitter = PatternSplitter::Qwen2();
+  for (const std::string& text : texts) {
+    std::vector<absl::string_view> pieces;
+    splitter.Split(text, &pieces);
+    for (absl::string_view piece : pieces) ++word_counts[std::string(piece)];
+  }
+  std::vector<std::pair<std::vector<int32_t>, int64_t>> words;
+  for (const auto& [text, count] : word_counts) {
+    words.emplace_back(std::vector<int32_t>(), count);
+    for (unsigned char c : text) words.back().first.push_back(c);
+  }
+  std::vector<std::string> id_bytes;
+  std::map<std::string, int32_t> bytes_to_id;
+  for (int b = 0; b < 256; ++b) {
+    id_bytes.emplace_back(1, static_cast<char>(b));
+    bytes_to_id[id_bytes.back()] = b;
+  }
+  std::vector<std::string> merges;
+  while (static_cast<int32_t>(id_bytes.size()) < vocab_size) {
+    std::map<std::pair<int32_t, int32_t>, int64_t> counts;
+    for (const auto& [symbols, count] : words) {
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) counts[{symbols[i], symbols[i + 1]}] += count;
+    }
+    std::pair<int32_t, int32_t> best;
+    int64_t best_count = 0;
+    for (const auto& [pair, count] : counts) {
+      if (count > best_count) best = pair, best_count = count;
+    }
+    if (best_count < min_frequency || best_count == 0) break;
+    const std::string bytes = id_bytes[best.first] + id_bytes[best.second];
+    if (!bytes_to_id.count(bytes)) {
+      bytes_to_id[bytes] = static_cast<int32_t>(id_bytes.size());
+      id_bytes.push_back(bytes);
+    }
+    const int32_t merged = bytes_to_id[bytes];
+    merges.push_back(BytesToByteLevelText(id_bytes[best.first]) + " " +
+                     BytesToByteLevelText(id_bytes[best.second]));
+    for (auto& [symbols, count] : words) {
+      std::vector<int32_t> out;
+      for (size_t i = 0; i < symbols.size(); ++i) {
+        if (i + 1 < symbols.size() && symbols[i] == best.first && symbols[i + 1] == best.second) {
+          out.push_back(merged);
+          ++i;
+        } else {
+          out.push_back(symbols[i]);
+        }
+      }
+      symbols = std::move(out);
+    }
+  }
+  return merges;
+}
+
 TEST(BpeTrainer, MergesTheMostFrequentPairFirst) {
   // Qwen2 pieces: "ab" x1, " ab" x2, "abc" x1. Pair counts: (a,b) 4, (Ġ,a) 2, (b,c) 1.
   // After "a b": (Ġ,ab) 2, (ab,c) 1. With min_frequency 2 the (ab,c) merge is not made.
@@ -105,6 +165,39 @@ TEST(BpeTrainer, MergesRepeatedSymbolsLeftToRight) {
   EXPECT_THAT(tok->Encode("aaaa").value(), ElementsAre(tok->TokenId("aaaa").value()));
   EXPECT_THAT(tok->Encode("aaa").value(),
               ElementsAre(tok->TokenId("aa").value(), tok->TokenId("a").value()));
+}
+
+TEST(BpeTrainer, MergesLikeATrainerThatRecountsEveryPair) {
+  // Few letters, runs of one letter, spaces and newlines: many ties, overlapping pairs (a a a) and
+  // words whose pairs change with every merge.
+  for (const uint64_t seed : {11u, 12u, 13u}) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::string> texts;
+    for (int d = 0; d < 60; ++d) {
+      std::string text;
+      const int length = 20 + static_cast<int>(rng() % 80);
+      for (int c = 0; c < length; ++c) {
+        const uint64_t r = rng() % 10;
+        text += r < 6 ? static_cast<char>('a' + rng() % 4) : r < 8 ? 'a' : r < 9 ? ' ' : '\n';
+      }
+      texts.push_back(std::move(text));
+    }
+    for (const int64_t min_frequency : {1, 3}) {
+      BpeTrainerOptions options;
+      options.special_tokens = {};
+      options.vocab_size = 256 + 300;
+      options.min_frequency = min_frequency;
+      auto tok = MustTrain(options, texts);
+      ASSERT_NE(tok, nullptr);
+      const std::vector<std::string> expected =
+          ReferenceMerges(texts, options.vocab_size, min_frequency);
+      EXPECT_GT(expected.size(), 50u);
+      EXPECT_EQ(Merges(*tok), expected) << "seed " << seed << " min_frequency " << min_frequency;
+      for (const std::string& text : texts) {
+        EXPECT_EQ(tok->Decode(tok->Encode(text).value()).value(), text);
+      }
+    }
+  }
 }
 
 TEST(BpeTrainer, GivesTheSameTokenizerWhateverTheDocumentOrder) {
