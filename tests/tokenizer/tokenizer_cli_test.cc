@@ -101,6 +101,19 @@ TEST(TokenizerCli, TrainsFromTextAndJsonlAndLoadsBackThroughLoadTokenizer) {
   EXPECT_THAT(config["chat_template"].get<std::string>(), HasSubstr("<|im_start|>"));
   EXPECT_THAT(config["chat_template"].get<std::string>(), HasSubstr("add_generation_prompt"));
   EXPECT_EQ(config["added_tokens_decoder"]["2"]["content"], "<|im_end|>");
+  // The template renders ChatML under Jinja (python3-jinja2, installed by tools/install_deps.sh).
+  const std::string render = R"(import json, sys, jinja2
+config = json.load(open(sys.argv[1]))
+messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+out = jinja2.Environment().from_string(config["chat_template"]).render(
+    messages=messages, add_generation_prompt=True)
+sys.stdout.write(json.dumps(out)))";
+  const auto [py, rendered] = RunCommand(
+      {"/usr/bin/python3", "-c", render, dir + "/tok/tokenizer_config.json"}, dir + "/py.log");
+  ASSERT_EQ(py, 0) << rendered;
+  EXPECT_EQ(json::parse(rendered),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+            "<|im_start|>assistant\n");
 
   // An earlier output may be replaced; the same input gives the same files.
   const std::string first = Read(dir + "/tok/tokenizer.json");
