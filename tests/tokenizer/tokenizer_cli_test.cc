@@ -156,6 +156,35 @@ TEST(TokenizerCli, TakesEachChatMessageContentFromAJsonlField) {
   EXPECT_FALSE((*tok)->TokenId("system").ok());
 }
 
+TEST(TokenizerCli, ReadsWholeFilesAndStopsAtMaxTextBytes) {
+  const std::string dir = TestDir("whole");
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "ab\n\ncd\n\n";
+  Write(dir + "/a.txt", text);
+  // One document per line: the newlines are not training text.
+  auto [code, out] = Troupe(
+      dir, {"tokenizer", "train", "--vocab-size", "300", "--out", dir + "/lines", dir + "/a.txt"});
+  ASSERT_EQ(code, 0) << out;
+  auto lines = models::LoadTokenizer(dir + "/lines");
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  EXPECT_TRUE((*lines)->TokenId("ab").ok());
+  EXPECT_FALSE((*lines)->TokenId("ĊĊ").ok());
+  // The whole file as one document: "\n\n" is a word, merged.
+  std::tie(code, out) = Troupe(dir, {"tokenizer", "train", "--vocab-size", "300", "--whole-file",
+                                     "--out", dir + "/whole", dir + "/a.txt"});
+  ASSERT_EQ(code, 0) << out;
+  auto whole = models::LoadTokenizer(dir + "/whole");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE((*whole)->TokenId("ĊĊ").ok());
+
+  std::tie(code, out) =
+      Troupe(dir, {"tokenizer", "train", "--vocab-size", "300", "--max-text-bytes", "4", "--out",
+                   dir + "/capped", dir + "/a.txt"});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("read 0.0 MB, 2 documents"));
+  EXPECT_THAT(out, HasSubstr("stopped at --max-text-bytes"));
+}
+
 TEST(TokenizerCli, NamesTheFileAndLineOfABadRecord) {
   const std::string dir = TestDir("bad");
   Write(dir + "/c.jsonl", "{\"text\": \"fine\"}\n{\"text\": oops}\n");
