@@ -213,7 +213,9 @@ absl::Status Train(const TrainFlags& flags) {
   ProgressLine line;
   options.progress = [&line](const models::BpeTrainProgress& p) {
     const double rate = p.elapsed_seconds > 0 ? p.merges_done / p.elapsed_seconds : 0;
-    const double eta = rate > 0 ? (p.merges_target - p.merges_done) / rate : 0;
+    // Merges whose result is already a token (two ways of spelling it) do not fill the vocabulary,
+    // so merges_done may pass merges_target.
+    const double eta = rate > 0 ? std::max(0.0, (p.merges_target - p.merges_done) / rate) : 0;
     line.Show(absl::StrFormat("merges %d/%d (%.0f%%), %.0f merges/s, ETA %.0f s", p.merges_done,
                               p.merges_target, 100.0 * p.merges_done / std::max(1, p.merges_target),
                               rate, eta));

@@ -71,26 +71,35 @@ class MergeState {
     const std::vector<int32_t> holders = std::move(where_it->second);
     where_.erase(where_it);
     for (const int32_t w : holders) {
+      // One compacting pass (not an erase per occurrence: a long word stays linear). The pairs
+      // around each occurrence are read from the sequence as merged so far, so consecutive
+      // occurrences ("a b a b") and overlapping ones ("a a a") count right.
       std::vector<int32_t>& s = words_[w].symbols;
       const int64_t c = words_[w].count;
-      for (size_t i = 0; i + 1 < s.size(); ++i) {
-        if (s[i] != a || s[i + 1] != b) continue;
-        if (i > 0) {
-          Add(PairKey(s[i - 1], a), -c, w);
-          Add(PairKey(s[i - 1], merged), c, w);
-          grown->push_back(PairKey(s[i - 1], merged));
+      size_t out = 0;
+      for (size_t r = 0; r < s.size();) {
+        if (r + 1 >= s.size() || s[r] != a || s[r + 1] != b) {
+          s[out++] = s[r++];
+          continue;
         }
-        if (i + 2 < s.size()) {
-          Add(PairKey(b, s[i + 2]), -c, w);
-          Add(PairKey(merged, s[i + 2]), c, w);
-          grown->push_back(PairKey(merged, s[i + 2]));
+        if (out > 0) {
+          const int32_t prev = s[out - 1];
+          Add(PairKey(prev, a), -c, w);
+          Add(PairKey(prev, merged), c, w);
+          grown->push_back(PairKey(prev, merged));
+        }
+        if (r + 2 < s.size()) {
+          const int32_t next = s[r + 2];
+          Add(PairKey(b, next), -c, w);
+          Add(PairKey(merged, next), c, w);
+          grown->push_back(PairKey(merged, next));
         }
         Add(pair, -c, w);
-        s[i] = merged;
-        s.erase(s.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        s[out++] = merged;
+        r += 2;
       }
+      s.resize(out);
     }
-    where_.erase(pair);  // re-created by Add(pair, -c) calls; holds nothing
   }
 
  private:

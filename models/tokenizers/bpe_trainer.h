@@ -50,7 +50,9 @@ namespace troupe::models {
 // Reported during Train's merge loop.
 struct BpeTrainProgress {
   int32_t merges_done = 0;
-  int32_t merges_target = 0;  // what a full vocabulary needs; training may stop earlier
+  // The merges a full vocabulary needs. Training may stop earlier, and merges_done may pass it by
+  // the merges whose result was already a token.
+  int32_t merges_target = 0;
   double elapsed_seconds = 0;
 };
 

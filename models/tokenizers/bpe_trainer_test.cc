@@ -200,6 +200,19 @@ TEST(BpeTrainer, MergesLikeATrainerThatRecountsEveryPair) {
   }
 }
 
+TEST(BpeTrainer, MergesInsideAVeryLongWordByDoubling) {
+  // One piece of 2^16 letters: each merge pairs up the previous one's tokens, 16 merges in all.
+  BpeTrainerOptions options;
+  options.min_frequency = 1;
+  const std::string word(1 << 16, 'a');
+  auto tok = MustTrain(options, {word});
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->num_merges(), 16);
+  EXPECT_EQ(tok->vocab_size(), 3 + 256 + 16);
+  EXPECT_EQ(tok->Encode(word).value().size(), 1u);
+  EXPECT_EQ(tok->Encode(std::string(7, 'a')).value().size(), 3u);  // 4 + 2 + 1
+}
+
 TEST(BpeTrainer, GivesTheSameTokenizerWhateverTheDocumentOrder) {
   BpeTrainerOptions options;
   options.vocab_size = 700;
