@@ -10,6 +10,7 @@
 //   troupe worker ...               (internal) hosts one actor for a node agent
 //   troupe job ...                  jobs on a running cluster (cli/job_commands.h)
 //   troupe run ...                  registered by cli/run_command.cc (//cli:troupe)
+//   troupe tokenizer train|encode   registered by cli/tokenizer_commands.cc (//cli:troupe)
 //   --log-level LEVEL               (any command) debug | info | warning | error (base/log.h)
 //
 // The actor types a cluster can run are those linked into this binary (see //cli:troupe).

@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::FromJsonValue(
   std::unique_ptr<BpeTokenizer> tokenizer(new BpeTokenizer());
   try {
     TROUPE_RETURN_IF_ERROR(tokenizer->Load(root, source));
+    tokenizer->KeepSourceNodes(root);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": unexpected tokenizer.json structure: ", e.what()));
@@ -487,6 +488,7 @@ absl::Status BpeTokenizer::ApplyTokenizerConfig(absl::string_view config_json,
     }
     *slot.id = *id;
   }
+  config_json_ = config.dump();
   return absl::OkStatus();
 }
 
@@ -669,6 +671,123 @@ absl::StatusOr<std::string> BpeTokenizer::TokenText(int32_t id) const {
 
 bool BpeTokenizer::IsSpecialToken(int32_t id) const {
   return id >= 0 && id < vocab_size() && id_special_[id];
+}
+
+void BpeTokenizer::KeepSourceNodes(const json& root) {
+  const auto keep = [&](const char* key, std::string* out) {
+    const json* node = FindMember(root, key);
+    *out = node == nullptr ? "null" : node->dump();
+  };
+  keep("normalizer", &normalizer_json_);
+  keep("pre_tokenizer", &pre_tokenizer_json_);
+  keep("post_processor", &post_processor_json_);
+  keep("decoder", &decoder_json_);
+  keep("truncation", &truncation_json_);
+  keep("padding", &padding_json_);
+  if (const json* added = FindMember(root, "added_tokens"); added != nullptr && added->is_array()) {
+    for (const json& entry : *added) {
+      const json* normalized = FindMember(entry, "normalized");
+      const int32_t id = entry.at("id").get<int32_t>();
+      added_normalized_[id] = normalized != nullptr && normalized->is_boolean()
+                                  ? normalized->get<bool>()
+                                  : !IsSpecialToken(id);
+    }
+  }
+  const json& merges = root.at("model").at("merges");
+  merges_as_pairs_ = !merges.empty() && merges[0].is_array();
+}
+
+std::string BpeTokenizer::ToJson() const {
+  using ordered_json = nlohmann::ordered_json;
+  const auto node = [](const std::string& text) { return ordered_json::parse(text); };
+  ordered_json root;
+  root["version"] = "1.0";
+  root["truncation"] = node(truncation_json_);
+  root["padding"] = node(padding_json_);
+  ordered_json added = ordered_json::array();
+  for (const AddedToken& token : added_.tokens()) {
+    const auto normalized = added_normalized_.find(token.id);
+    added.push_back({{"id", token.id},
+                     {"content", token.content},
+                     {"single_word", token.single_word},
+                     {"lstrip", token.lstrip},
+                     {"rstrip", token.rstrip},
+                     {"normalized",
+                      normalized == added_normalized_.end() ? !token.special : normalized->second},
+                     {"special", token.special}});
+  }
+  root["added_tokens"] = std::move(added);
+  root["normalizer"] = node(normalizer_json_);
+  root["pre_tokenizer"] = node(pre_tokenizer_json_);
+  root["post_processor"] = node(post_processor_json_);
+  root["decoder"] = node(decoder_json_);
+
+  ordered_json model;
+  model["type"] = "BPE";
+  model["dropout"] = nullptr;
+  model["unk_token"] = unk_id_ >= 0 ? ordered_json(id_text_[unk_id_]) : ordered_json(nullptr);
+  model["continuing_subword_prefix"] = nullptr;
+  model["end_of_word_suffix"] = nullptr;
+  model["fuse_unk"] = fuse_unk_;
+  model["byte_fallback"] = false;
+  model["ignore_merges"] = ignore_merges_;
+  std::vector<std::pair<int32_t, const std::string*>> by_id;
+  by_id.reserve(vocab_.size());
+  for (const auto& [text, id] : vocab_) by_id.emplace_back(id, &text);
+  std::sort(by_id.begin(), by_id.end());
+  // Keys are unique, so they go straight into ordered_map's vector (its operator[] and emplace
+  // search linearly, which is quadratic over a 150k vocabulary).
+  ordered_json::object_t vocab;
+  auto& entries = static_cast<std::vector<std::pair<const std::string, ordered_json>>&>(vocab);
+  entries.reserve(by_id.size());
+  for (const auto& [id, text] : by_id) entries.emplace_back(*text, id);
+  model["vocab"] = std::move(vocab);
+  std::vector<std::pair<int32_t, uint64_t>> by_rank;
+  by_rank.reserve(merges_.size());
+  for (const auto& [key, merge] : merges_) by_rank.emplace_back(merge.rank, key);
+  std::sort(by_rank.begin(), by_rank.end());
+  ordered_json merges = ordered_json::array();
+  for (const auto& [rank, key] : by_rank) {
+    const std::string& left = id_text_[static_cast<int32_t>(key >> 32)];
+    const std::string& right = id_text_[static_cast<int32_t>(key & 0xFFFFFFFFu)];
+    if (merges_as_pairs_) {
+      merges.push_back({left, right});
+    } else {
+      merges.push_back(absl::StrCat(left, " ", right));
+    }
+  }
+  model["merges"] = std::move(merges);
+  root["model"] = std::move(model);
+  return root.dump(2);
+}
+
+std::string BpeTokenizer::ConfigJson(const TokenizerConfigOptions& options) const {
+  json config = config_json_.empty() ? json::object() : json::parse(config_json_);
+  json decoder = json::object();
+  for (const AddedToken& token : added_.tokens()) {
+    const auto normalized = added_normalized_.find(token.id);
+    decoder[std::to_string(token.id)] = {
+        {"content", token.content},
+        {"lstrip", token.lstrip},
+        {"normalized", normalized == added_normalized_.end() ? !token.special : normalized->second},
+        {"rstrip", token.rstrip},
+        {"single_word", token.single_word},
+        {"special", token.special}};
+  }
+  config["added_tokens_decoder"] = std::move(decoder);
+  const auto token_or_null = [&](const std::optional<int32_t>& id) {
+    return id.has_value() ? json(id_text_[*id]) : json(nullptr);
+  };
+  config["bos_token"] = token_or_null(bos_id_);
+  config["eos_token"] = token_or_null(eos_id_);
+  config["pad_token"] = token_or_null(pad_id_);
+  if (!config.contains("clean_up_tokenization_spaces")) {
+    config["clean_up_tokenization_spaces"] = false;
+  }
+  if (!config.contains("tokenizer_class")) config["tokenizer_class"] = "PreTrainedTokenizerFast";
+  if (options.model_max_length.has_value()) config["model_max_length"] = *options.model_max_length;
+  if (options.chat_template.has_value()) config["chat_template"] = *options.chat_template;
+  return config.dump(2);
 }
 
 }  // namespace troupe::models

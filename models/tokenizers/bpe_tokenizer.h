@@ -22,6 +22,13 @@
 // bos/eos/pad ids are not in tokenizer.json: they come from tokenizer_config.json
 // ("bos_token", "eos_token", "pad_token") via LoadConfigBeside / ApplyTokenizerConfig.
 //
+// Writing: ToJson() gives the loaded tokenizer back as a tokenizer.json (the normalizer,
+// pre_tokenizer, post_processor, decoder, truncation and padding nodes exactly as they were read;
+// the vocabulary in id order; the merges in rank order), and ConfigJson() a tokenizer_config.json,
+// so a checkpoint can write its tokenizer out rather than copy files:
+//   WriteFileAtomically(dir + "/tokenizer.json", tokenizer->ToJson());
+//   WriteFileAtomically(dir + "/tokenizer_config.json", tokenizer->ConfigJson({}));
+//
 // Thread-safety: after loading (and ApplyTokenizerConfig), all const methods may be called
 // concurrently. Encode memoizes the merge result per piece in a bounded cache guarded by a mutex.
 #ifndef TROUPE_MODELS_TOKENIZERS_BPE_TOKENIZER_H_
@@ -51,6 +58,14 @@ namespace troupe::models {
 // The byte-level symbol text of raw `bytes` under GPT-2's byte-to-unicode map, as vocabulary
 // entries are written: " the" -> "Ġthe", "\n" -> "Ċ". For building tokenizer.json files.
 std::string BytesToByteLevelText(absl::string_view bytes);
+
+// What ConfigJson writes beyond the tokens; unset fields keep the loaded tokenizer_config.json's.
+struct TokenizerConfigOptions {
+  // "model_max_length": the longest sequence (in tokens) the model accepts.
+  std::optional<int64_t> model_max_length;
+  // "chat_template": a Jinja template over `messages` and `add_generation_prompt`.
+  std::optional<std::string> chat_template;
+};
 
 class BpeTokenizer final : public Tokenizer {
  public:
@@ -92,6 +107,19 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> PreTokenize(absl::string_view text) const;
 
   int num_merges() const { return static_cast<int>(merges_.size()); }
+
+  // A Hugging Face tokenizer.json (2-space indented, keys in the order Hugging Face writes them)
+  // that FromJson loads back to a tokenizer encoding every text identically; ToJson of that
+  // reload is byte-identical to this. Merges keep the form they were read in ("a b" strings or
+  // ["a", "b"] pairs); a pair that was listed twice is written once, at its first rank.
+  std::string ToJson() const;
+
+  // A tokenizer_config.json (keys sorted, as transformers writes them): the keys of the
+  // configuration last applied by ApplyTokenizerConfig, with "bos_token", "eos_token" and
+  // "pad_token" set to the current ids' tokens (null if unset), "added_tokens_decoder" rebuilt
+  // from the added tokens, and `options`' fields where set. ApplyTokenizerConfig of the result
+  // restores the same bos/eos/pad.
+  std::string ConfigJson(const TokenizerConfigOptions& options) const;
 
  private:
   struct Merge {
@@ -145,6 +173,20 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<int32_t> bos_id_;
   std::optional<int32_t> eos_id_;
   std::optional<int32_t> pad_id_;
+
+  // For ToJson / ConfigJson: the nodes as read (JSON text, "null" when absent), the added tokens'
+  // "normalized" flags (absent: !special, Hugging Face's default), the merges' form, and the
+  // tokenizer_config.json last applied ("" if none).
+  void KeepSourceNodes(const nlohmann::json& root);
+  std::string normalizer_json_ = "null";
+  std::string pre_tokenizer_json_ = "null";
+  std::string post_processor_json_ = "null";
+  std::string decoder_json_ = "null";
+  std::string truncation_json_ = "null";
+  std::string padding_json_ = "null";
+  absl::flat_hash_map<int32_t, bool> added_normalized_;
+  bool merges_as_pairs_ = false;
+  std::string config_json_;
 
   // piece bytes -> ids, for pieces up to kMaxCachedPieceBytes; cleared when full.
   mutable absl::Mutex cache_mu_;

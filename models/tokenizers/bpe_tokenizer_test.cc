@@ -401,6 +401,111 @@ TEST(BpeTokenizer, TakesBosEosPadFromTokenizerConfig) {
   EXPECT_THAT(bad.message(), HasSubstr("cfg.json: field 'eos_token'"));
 }
 
+// --- Writing tokenizer.json and tokenizer_config.json -------------------------------------------
+
+TEST(BpeTokenizer, ToJsonReloadsToATokenizerThatEncodesIdentically) {
+  auto tok = MustLoad(kSmallTokenizerJson);
+  ASSERT_NE(tok, nullptr);
+  const std::string written = tok->ToJson();
+  auto reloaded = MustLoad(written);
+  ASSERT_NE(reloaded, nullptr);
+  for (const char* text : {"hello world's!!\n", "lll", "<|endoftext|>hello<|endoftext|>",
+                           "helloworld hello  world\n\n'sld"}) {
+    EXPECT_EQ(MustEncode(*reloaded, text), MustEncode(*tok, text)) << text;
+  }
+  EXPECT_EQ(reloaded->num_merges(), tok->num_merges());
+  EXPECT_EQ(reloaded->vocab_size(), tok->vocab_size());
+  EXPECT_EQ(reloaded->ToJson(), written);
+}
+
+TEST(BpeTokenizer, ToJsonWritesMergesInRankOrderAndTheNodesAsLoaded) {
+  auto tok = MustLoad(kSmallTokenizerJson);
+  ASSERT_NE(tok, nullptr);
+  const json doc = json::parse(tok->ToJson());
+  const json original = json::parse(kSmallTokenizerJson);
+  EXPECT_EQ(doc["model"]["merges"], original["model"]["merges"]);
+  EXPECT_EQ(doc["model"]["vocab"], original["model"]["vocab"]);
+  EXPECT_EQ(doc["model"]["type"], "BPE");
+  for (const char* node : {"normalizer", "pre_tokenizer", "post_processor", "decoder"}) {
+    EXPECT_EQ(doc[node], original[node]) << node;
+  }
+  EXPECT_EQ(doc["added_tokens"], original["added_tokens"]);
+  // Vocabulary in id order, as Hugging Face writes it.
+  const std::string text = tok->ToJson();
+  EXPECT_LT(text.find("\"h\": 0"), text.find("\"e\": 1"));
+  EXPECT_LT(text.find("\"ld\": 20"), text.find("\"'s\": 21"));
+}
+
+TEST(BpeTokenizer, ToJsonKeepsMergesAsPairsWhenReadAsPairs) {
+  json doc = json::parse(kSmallTokenizerJson);
+  json pairs = json::array();
+  for (const json& merge : doc["model"]["merges"]) {
+    const std::string text = merge.get<std::string>();
+    pairs.push_back({text.substr(0, text.find(' ')), text.substr(text.find(' ') + 1)});
+  }
+  doc["model"]["merges"] = pairs;
+  // A repeated pair keeps its first rank and is written once.
+  doc["model"]["merges"].push_back({"h", "e"});
+  auto tok = MustLoad(doc.dump());
+  ASSERT_NE(tok, nullptr);
+  const json written = json::parse(tok->ToJson());
+  ASSERT_EQ(written["model"]["merges"].size(), 10u);
+  EXPECT_EQ(written["model"]["merges"][5], json::array({"Ġ", "w"}));
+}
+
+TEST(BpeTokenizer, ToJsonKeepsAddedTokenFlagsAndUnknownToken) {
+  json doc = json::parse(kSmallTokenizerJson);
+  doc["model"]["unk_token"] = "'s";
+  doc["added_tokens"].push_back({{"id", 23},
+                                 {"content", "[TOOL]"},
+                                 {"single_word", true},
+                                 {"lstrip", true},
+                                 {"rstrip", false},
+                                 {"normalized", true},
+                                 {"special", false}});
+  auto tok = MustLoad(doc.dump());
+  ASSERT_NE(tok, nullptr);
+  const json written = json::parse(tok->ToJson());
+  EXPECT_EQ(written["model"]["unk_token"], "'s");
+  EXPECT_EQ(written["added_tokens"], doc["added_tokens"]);
+  auto reloaded = MustLoad(written.dump());
+  ASSERT_NE(reloaded, nullptr);
+  EXPECT_EQ(MustEncode(*reloaded, "a [TOOL] b"), MustEncode(*tok, "a [TOOL] b"));
+}
+
+TEST(BpeTokenizer, ConfigJsonWritesTokensTemplateAndAddedTokensDecoder) {
+  auto tok = MustLoad(kSmallTokenizerJson);
+  ASSERT_NE(tok, nullptr);
+  ASSERT_TRUE(tok->ApplyTokenizerConfig(
+                     R"({"eos_token": "<|endoftext|>", "custom_key": 7, "model_max_length": 64})",
+                     "cfg.json")
+                  .ok());
+  TokenizerConfigOptions options;
+  options.chat_template = "{{ messages }}";
+  const std::string text = tok->ConfigJson(options);
+  const json config = json::parse(text);
+  EXPECT_EQ(config["eos_token"], "<|endoftext|>");
+  EXPECT_TRUE(config["bos_token"].is_null());
+  EXPECT_TRUE(config["pad_token"].is_null());
+  EXPECT_EQ(config["custom_key"], 7);
+  EXPECT_EQ(config["model_max_length"], 64);
+  EXPECT_EQ(config["chat_template"], "{{ messages }}");
+  EXPECT_EQ(config["added_tokens_decoder"]["22"]["content"], "<|endoftext|>");
+  EXPECT_EQ(config["added_tokens_decoder"]["22"]["special"], true);
+  EXPECT_EQ(config["added_tokens_decoder"]["22"]["normalized"], false);
+
+  options.model_max_length = 2048;
+  EXPECT_EQ(json::parse(tok->ConfigJson(options))["model_max_length"], 2048);
+
+  // Applying the written config restores the special ids and writes the same config again.
+  auto reloaded = MustLoad(tok->ToJson());
+  ASSERT_NE(reloaded, nullptr);
+  ASSERT_TRUE(reloaded->ApplyTokenizerConfig(text, "written.json").ok());
+  EXPECT_EQ(reloaded->eos_id(), 22);
+  EXPECT_FALSE(reloaded->bos_id().has_value());
+  EXPECT_EQ(reloaded->ConfigJson({}), text);
+}
+
 // --- Refused files ------------------------------------------------------------------------------
 
 TEST(BpeTokenizer, RefusesOtherModelTypesNamingTheField) {
