@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/tokenizers/pre_tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::models {
@@ -185,8 +186,8 @@ TEST(BpeTokenizer, AddPrefixSpaceAppliesToEachStretchBetweenSpecialTokens) {
       {{R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false)",
         R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true)"}}));
   ASSERT_NE(tok, nullptr);
-  EXPECT_THAT(tok->PreTokenize("hello world"), ElementsAre(" hello", " world"));
-  EXPECT_THAT(tok->PreTokenize(" world"), ElementsAre(" world"));
+  EXPECT_THAT(tok->PreTokenize("hello world").value(), ElementsAre(" hello", " world"));
+  EXPECT_THAT(tok->PreTokenize(" world").value(), ElementsAre(" world"));
   // " hello" has no merge across Ġ h; "world" after the special token gets its space back.
   EXPECT_THAT(MustEncode(*tok, "world<|endoftext|>world"), ElementsAre(19, 20, 22, 19, 20));
 }
@@ -326,9 +327,9 @@ TEST(BpeTokenizer, PreTokenizesWithTheSplitRegexFromTheFile) {
   ASSERT_NE(qwen, nullptr);
   ASSERT_NE(gpt2, nullptr);
   const std::string text = "Hello world's  123 !!\n\n  x";
-  EXPECT_THAT(qwen->PreTokenize(text),
+  EXPECT_THAT(qwen->PreTokenize(text).value(),
               ElementsAre("Hello", " world", "'s", " ", " ", "1", "2", "3", " !!\n\n", " ", " x"));
-  EXPECT_THAT(gpt2->PreTokenize(text),
+  EXPECT_THAT(gpt2->PreTokenize(text).value(),
               ElementsAre("Hello", " world", "'s", " ", " 123", " !!", "\n\n ", " x"));
 }
 
@@ -454,9 +455,13 @@ TEST(BpeTokenizer, RefusesMergesThatReferToUnknownTokens) {
 
 TEST(BpeTokenizer, RefusesUnsupportedPipelinePartsNamingTheField) {
   json qwen = FullByteTokenizer(Qwen2PreTokenizer());
-  qwen["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
+  qwen["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\w+";
   EXPECT_THAT(LoadError(qwen.dump()).message(),
               HasSubstr("field 'pre_tokenizer.pretokenizers[0].pattern.Regex'"));
+  qwen["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Merged";
+  qwen["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
+  EXPECT_THAT(LoadError(qwen.dump()).message(),
+              HasSubstr("field 'pre_tokenizer.pretokenizers[0].behavior'"));
 
   json metaspace = FullByteTokenizer({{"type", "Metaspace"}});
   EXPECT_THAT(LoadError(metaspace.dump()).message(), HasSubstr("field 'pre_tokenizer.type'"));
@@ -469,9 +474,18 @@ TEST(BpeTokenizer, RefusesUnsupportedPipelinePartsNamingTheField) {
   fallback["model"]["byte_fallback"] = true;
   EXPECT_THAT(LoadError(fallback.dump()).message(), HasSubstr("field 'model.byte_fallback'"));
 
-  json lowercase = FullByteTokenizer(Gpt2PreTokenizer());
-  lowercase["normalizer"] = {{"type", "Lowercase"}};
-  EXPECT_THAT(LoadError(lowercase.dump()).message(), HasSubstr("field 'normalizer.type'"));
+  json bert = FullByteTokenizer(Gpt2PreTokenizer());
+  bert["normalizer"] = {{"type", "BertNormalizer"}};
+  EXPECT_THAT(LoadError(bert.dump()).message(), HasSubstr("field 'normalizer.type'"));
+  json nested = FullByteTokenizer(Gpt2PreTokenizer());
+  nested["normalizer"] = {{"type", "Sequence"},
+                          {"normalizers", {{{"type", "NFC"}}, {{"type", "StripAccents"}}}}};
+  EXPECT_THAT(LoadError(nested.dump()).message(),
+              HasSubstr("field 'normalizer.normalizers[1].type'"));
+  json normalized_token = FullByteTokenizer(Gpt2PreTokenizer());
+  normalized_token["added_tokens"][1]["normalized"] = true;
+  EXPECT_THAT(LoadError(normalized_token.dump()).message(),
+              HasSubstr("field 'added_tokens[1].normalized'"));
 
   json wordpiece_decoder = FullByteTokenizer(Gpt2PreTokenizer());
   wordpiece_decoder["decoder"] = {{"type", "WordPiece"}};
