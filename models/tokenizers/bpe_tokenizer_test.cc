@@ -333,6 +333,65 @@ TEST(BpeTokenizer, PreTokenizesWithTheSplitRegexFromTheFile) {
               ElementsAre("Hello", " world", "'s", " ", " 123", " !!", "\n\n ", " x"));
 }
 
+// GPT-4o's pre-tokenizer regex (tiktoken o200k_base), which only Oniguruma runs.
+constexpr char kO200kRegex[] =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+json O200kPreTokenizer() {
+  json pre = Qwen2PreTokenizer();
+  pre["pretokenizers"][0]["pattern"]["Regex"] = kO200kRegex;
+  return pre;
+}
+
+TEST(BpeTokenizer, LoadsAnO200kSplitAndRoundTrips) {
+  json doc = FullByteTokenizer(O200kPreTokenizer());
+  doc["normalizer"] = nullptr;
+  auto tok = MustLoad(doc.dump());
+  ASSERT_NE(tok, nullptr);
+  EXPECT_THAT(tok->PreTokenize("DON'T you'RE camelCase 12345!!\n").value(),
+              ElementsAre("DON'T", " you'RE", " camel", "Case", " ", "123", "45", "!!\n"));
+  const std::vector<std::string> texts = {
+      "The quick brown fox can't jump 1234567 times.\r\n\r\n  Next",
+      "Café naïve e\u0301cole — Ünïcödé ΑΒΓ αβγ Жук 中文字符 日本語 한국어",
+      "smile 😀 thumbs 👍🏽 family 👨‍👩‍👧 path/to/file.txt",
+      "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|endoftext|>",
+      std::string("\x00\x01\x7F\xFF binary \xC3", 13),
+  };
+  for (const std::string& text : texts) {
+    const std::vector<int32_t> ids = MustEncode(*tok, text);
+    EXPECT_EQ(tok->Decode(ids).value(), text);
+  }
+  // " the" still merges to one token: pieces start with their space.
+  EXPECT_THAT(MustEncode(*tok, " the"), ElementsAre(tok->TokenId("Ġthe").value()));
+}
+
+TEST(BpeTokenizer, AppliesTheNfcNormalizerBeforeEncoding) {
+  // FullByteTokenizer's normalizer is NFC: decomposed e + U+0301 encodes as precomposed é.
+  auto nfc = MustLoad(FullByteTokenizer(Qwen2PreTokenizer()).dump());
+  ASSERT_NE(nfc, nullptr);
+  EXPECT_EQ(MustEncode(*nfc,
+                       "caf"
+                       "e\u0301"),
+            MustEncode(*nfc, "caf\u00E9"));
+  EXPECT_THAT(MustEncode(*nfc, "e\u0301"), ElementsAre(0xC3, 0xA9));
+  EXPECT_EQ(nfc->Decode(MustEncode(*nfc, "e\u0301<|im_end|>e\u0301")).value(),
+            "\u00E9<|im_end|>\u00E9");
+  EXPECT_THAT(nfc->PreTokenize("x e\u0301").value(), ElementsAre("x", " \u00E9"));
+
+  json none = FullByteTokenizer(Qwen2PreTokenizer());
+  none["normalizer"] = nullptr;
+  auto raw = MustLoad(none.dump());
+  ASSERT_NE(raw, nullptr);
+  EXPECT_THAT(MustEncode(*raw, "e\u0301"), ElementsAre('e', 0xCC, 0x81));
+
+  json nfkc = FullByteTokenizer(Gpt2PreTokenizer());
+  nfkc["normalizer"] = {{"type", "Sequence"},
+                        {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}}}}};
+  auto folded = MustLoad(nfkc.dump());
+  ASSERT_NE(folded, nullptr);
+  EXPECT_EQ(MustEncode(*folded, "\uFF34HE \uFB01ne"), MustEncode(*folded, "the fine"));
+}
+
 TEST(BpeTokenizer, EncodesConsistentlyFromConcurrentThreads) {
   auto tok = MustLoad(FullByteTokenizer(Qwen2PreTokenizer()).dump());
   ASSERT_NE(tok, nullptr);
