@@ -59,6 +59,12 @@ class ScannerPattern final : public SplitPattern {
     return absl::OkStatus();
   }
 
+  absl::Status AppendIsolated(absl::string_view text,
+                              std::vector<absl::string_view>* pieces) const override {
+    splitter_.Split(text, pieces);
+    return absl::OkStatus();
+  }
+
  private:
   PatternSplitter splitter_;
 };
@@ -114,6 +120,17 @@ constexpr char kBehaviorNames[] =
     "\"Removed\", \"Isolated\", \"MergedWithPrevious\", \"MergedWithNext\", \"Contiguous\"";
 
 }  // namespace
+
+absl::Status SplitPattern::AppendIsolated(absl::string_view text,
+                                          std::vector<absl::string_view>* pieces) const {
+  thread_local std::vector<Segment> segments;
+  segments.clear();
+  TROUPE_RETURN_IF_ERROR(FindSegments(text, &segments));
+  for (const Segment& s : segments) {
+    if (s.end > s.start) pieces->push_back(text.substr(s.start, s.end - s.start));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<SplitBehavior> ParseSplitBehavior(absl::string_view name) {
   if (name == "Removed") return SplitBehavior::kRemoved;
@@ -300,6 +317,9 @@ absl::Status PreTokenizerPipeline::Split(absl::string_view text, std::string* st
 
 absl::Status PreTokenizerPipeline::ApplyStep(const Step& step, absl::string_view text,
                                              std::vector<absl::string_view>* pieces) {
+  if (step.behavior == SplitBehavior::kIsolated && !step.invert) {
+    return step.pattern->AppendIsolated(text, pieces);
+  }
   thread_local std::vector<Segment> segments;
   segments.clear();
   TROUPE_RETURN_IF_ERROR(step.pattern->FindSegments(text, &segments));

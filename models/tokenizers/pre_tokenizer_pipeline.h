@@ -73,6 +73,11 @@ class SplitPattern {
   // Fails only if a regex search fails (see OnigurumaRegex::FindAll).
   virtual absl::Status FindSegments(absl::string_view text, std::vector<Segment>* out) const = 0;
 
+  // Appends the non-empty segments of `text` as views (the Isolated behavior without invert, the
+  // hot path). The default goes through FindSegments; scanners override it to skip the segments.
+  virtual absl::Status AppendIsolated(absl::string_view text,
+                                      std::vector<absl::string_view>* pieces) const;
+
   // `regex` through its hand-written scanner if it is one of pre_tokenizer.h's patterns, else
   // through Oniguruma. InvalidArgument if Oniguruma rejects it.
   static absl::StatusOr<std::shared_ptr<const SplitPattern>> Regex(absl::string_view regex);
