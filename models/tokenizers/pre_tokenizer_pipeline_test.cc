@@ -248,5 +248,18 @@ TEST(PreTokenizerPipeline, SplitsInvalidUtf8WithoutLosingBytes) {
               ElementsAre("ok", "\xFF\xFE", " go", "\xC3", " \xE2\x82!"));
 }
 
+TEST(PreTokenizerPipeline, RandomBytesNeverCrashAndAlwaysConcatenateBack) {
+  const PreTokenizerPipeline o200k = OneSplit(Onig(kO200kRegex));
+  const PreTokenizerPipeline qwen2 = OneSplit(Onig(kQwen2PreTokenizerRegex));
+  std::mt19937 rng(11);
+  for (int i = 0; i < 500; ++i) {
+    std::string text(1 + rng() % 40, '\0');
+    for (char& c : text) c = static_cast<char>(rng() % 256);
+    EXPECT_EQ(absl::StrJoin(Pieces(o200k, text), ""), text);
+    EXPECT_EQ(Pieces(qwen2, text),
+              Pieces(OneSplit(SplitPattern::ScannerOnly(kQwen2PreTokenizerRegex).value()), text));
+  }
+}
+
 }  // namespace
 }  // namespace troupe::models
