@@ -195,31 +195,7 @@ absl::Status BpeTokenizer::Load(const json& root, absl::string_view source) {
   TROUPE_RETURN_IF_ERROR(LoadMerges(*model, source));
   TROUPE_RETURN_IF_ERROR(LoadAddedTokens(root, source));
 
-  if (const json* normalizer = FindMember(root, "normalizer");
-      normalizer != nullptr && !normalizer->is_null()) {
-    if (!normalizer->is_object()) return FieldError(source, "normalizer", "expected an object");
-    TROUPE_ASSIGN_OR_RETURN(
-        std::string normalizer_type,
-        internal::OptionalString(*normalizer, "type", "", source, "normalizer.type"));
-    if (normalizer_type != "NFC") {
-      return FieldError(source, "normalizer.type",
-                        absl::StrCat("unsupported normalizer ", Quote(normalizer_type),
-                                     " (supported: null, \"NFC\")"));
-    }
-  }
-
-  const json* pre_tokenizer = FindMember(root, "pre_tokenizer");
-  if (pre_tokenizer == nullptr || pre_tokenizer->is_null()) {
-    return FieldError(source, "pre_tokenizer",
-                      "missing: byte-level BPE needs a ByteLevel pre-tokenizer");
-  }
-  bool saw_byte_level = false;
-  TROUPE_RETURN_IF_ERROR(
-      LoadPreTokenizer(*pre_tokenizer, source, "pre_tokenizer", /*first=*/true, &saw_byte_level));
-  if (!saw_byte_level) {
-    return FieldError(source, "pre_tokenizer",
-                      "no ByteLevel step: only byte-level BPE is supported");
-  }
+  TROUPE_RETURN_IF_ERROR(LoadNormalizerAndPreTokenizer(root, source));
 
   if (const json* decoder = FindMember(root, "decoder");
       decoder != nullptr && !decoder->is_null()) {
@@ -381,80 +357,38 @@ absl::Status BpeTokenizer::LoadAddedTokens(const json& root, absl::string_view s
   return absl::OkStatus();
 }
 
-absl::Status BpeTokenizer::LoadPreTokenizer(const json& node, absl::string_view source,
-                                            const std::string& field, bool first,
-                                            bool* saw_byte_level) {
-  if (!node.is_object()) return FieldError(source, field, "expected an object");
-  TROUPE_ASSIGN_OR_RETURN(std::string type,
-                          internal::OptionalString(node, "type", "", source, field + ".type"));
-  if (type == "Sequence") {
-    const json* steps = FindMember(node, "pretokenizers");
-    if (steps == nullptr || !steps->is_array()) {
-      return FieldError(source, field + ".pretokenizers", "expected an array");
-    }
-    for (size_t i = 0; i < steps->size(); ++i) {
-      TROUPE_RETURN_IF_ERROR(LoadPreTokenizer((*steps)[i], source,
-                                              absl::StrCat(field, ".pretokenizers[", i, "]"),
-                                              first && i == 0, saw_byte_level));
-    }
-    return absl::OkStatus();
+absl::Status BpeTokenizer::LoadNormalizerAndPreTokenizer(const json& root,
+                                                         absl::string_view source) {
+  if (const json* normalizer = FindMember(root, "normalizer"); normalizer != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(normalizer_, Normalizer::FromJson(*normalizer, source, "normalizer"));
   }
-  if (type == "ByteLevel") {
-    // Hugging Face's defaults for both flags are true.
-    TROUPE_ASSIGN_OR_RETURN(bool add_prefix_space,
-                            internal::OptionalBool(node, "add_prefix_space", true, source,
-                                                   field + ".add_prefix_space"));
-    TROUPE_ASSIGN_OR_RETURN(bool use_regex, internal::OptionalBool(node, "use_regex", true, source,
-                                                                   field + ".use_regex"));
-    if (add_prefix_space) {
-      if (!first) {
-        return FieldError(source, field + ".add_prefix_space",
-                          "supported only on the first pre-tokenizer step");
+  if (!normalizer_.empty()) {
+    // Hugging Face matches "normalized": true added tokens in the normalized text; here all added
+    // tokens are matched before normalization, which agrees only for "normalized": false.
+    const json* added = FindMember(root, "added_tokens");
+    for (size_t i = 0; added != nullptr && added->is_array() && i < added->size(); ++i) {
+      const std::string field = absl::StrCat("added_tokens[", i, "].normalized");
+      TROUPE_ASSIGN_OR_RETURN(
+          bool normalized, internal::OptionalBool((*added)[i], "normalized", false, source, field));
+      if (normalized) {
+        return FieldError(source, field,
+                          "added tokens matched after normalization are not supported with a "
+                          "normalizer (set \"normalized\": false)");
       }
-      add_prefix_space_ = true;
     }
-    if (use_regex) splitters_.push_back(PatternSplitter::Gpt2());
-    *saw_byte_level = true;
-    return absl::OkStatus();
   }
-  if (type == "Split") {
-    const json* pattern = FindMember(node, "pattern");
-    if (pattern == nullptr || !pattern->is_object()) {
-      return FieldError(source, field + ".pattern", "expected {\"Regex\": \"...\"}");
-    }
-    const json* regex = FindMember(*pattern, "Regex");
-    if (regex == nullptr) {
-      if (FindMember(*pattern, "String") != nullptr) {
-        return FieldError(source, field + ".pattern.String",
-                          "literal String split patterns are not supported (use Regex)");
-      }
-      return FieldError(source, field + ".pattern", "expected {\"Regex\": \"...\"}");
-    }
-    if (!regex->is_string())
-      return FieldError(source, field + ".pattern.Regex", "expected a string");
-    absl::StatusOr<PatternSplitter> splitter =
-        PatternSplitter::FromRegex(regex->get_ref<const std::string&>());
-    if (!splitter.ok()) {
-      return FieldError(source, field + ".pattern.Regex", splitter.status().message());
-    }
-    TROUPE_ASSIGN_OR_RETURN(
-        std::string behavior,
-        internal::OptionalString(node, "behavior", "Isolated", source, field + ".behavior"));
-    if (behavior != "Isolated") {
-      return FieldError(
-          source, field + ".behavior",
-          absl::StrCat("unsupported behavior ", Quote(behavior), " (supported: \"Isolated\")"));
-    }
-    TROUPE_ASSIGN_OR_RETURN(
-        bool invert, internal::OptionalBool(node, "invert", false, source, field + ".invert"));
-    if (invert) return FieldError(source, field + ".invert", "inverted splits are not supported");
-    splitters_.push_back(*splitter);
-    return absl::OkStatus();
+  const json* pre_tokenizer = FindMember(root, "pre_tokenizer");
+  if (pre_tokenizer == nullptr || pre_tokenizer->is_null()) {
+    return FieldError(source, "pre_tokenizer",
+                      "missing: byte-level BPE needs a ByteLevel pre-tokenizer");
   }
-  if (type.empty()) return FieldError(source, field + ".type", "missing");
-  return FieldError(source, field + ".type",
-                    absl::StrCat("unsupported pre-tokenizer ", Quote(type),
-                                 " (supported: ByteLevel, Split, Sequence)"));
+  TROUPE_ASSIGN_OR_RETURN(pre_tokenizer_,
+                          PreTokenizerPipeline::FromJson(*pre_tokenizer, source, "pre_tokenizer"));
+  if (!pre_tokenizer_.has_byte_level()) {
+    return FieldError(source, "pre_tokenizer",
+                      "no ByteLevel step: only byte-level BPE is supported");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status BpeTokenizer::ApplyTokenizerConfig(absl::string_view config_json,
@@ -500,31 +434,21 @@ absl::Status BpeTokenizer::LoadConfigBeside(const std::string& tokenizer_json_pa
   return ApplyTokenizerConfig(text, config_path);
 }
 
-void BpeTokenizer::PreTokenizeInto(absl::string_view text, std::string* storage,
-                                   std::vector<absl::string_view>* pieces) const {
-  if (text.empty()) return;
-  if (add_prefix_space_ && text[0] != ' ') {
-    *storage = absl::StrCat(" ", text);
-    text = *storage;
+absl::Status BpeTokenizer::PreTokenizeInto(absl::string_view text, std::string* normalized,
+                                           std::string* storage,
+                                           std::vector<absl::string_view>* pieces) const {
+  if (!normalizer_.empty()) {
+    TROUPE_RETURN_IF_ERROR(normalizer_.Normalize(text, normalized));
+    text = *normalized;
   }
-  if (splitters_.empty()) {
-    pieces->push_back(text);
-    return;
-  }
-  const size_t first = pieces->size();
-  splitters_[0].Split(text, pieces);
-  for (size_t s = 1; s < splitters_.size(); ++s) {
-    std::vector<absl::string_view> next;
-    for (size_t i = first; i < pieces->size(); ++i) splitters_[s].Split((*pieces)[i], &next);
-    pieces->resize(first);
-    pieces->insert(pieces->end(), next.begin(), next.end());
-  }
+  return pre_tokenizer_.Split(text, storage, pieces);
 }
 
-std::vector<std::string> BpeTokenizer::PreTokenize(absl::string_view text) const {
+absl::StatusOr<std::vector<std::string>> BpeTokenizer::PreTokenize(absl::string_view text) const {
+  std::string normalized;
   std::string storage;
   std::vector<absl::string_view> pieces;
-  PreTokenizeInto(text, &storage, &pieces);
+  TROUPE_RETURN_IF_ERROR(PreTokenizeInto(text, &normalized, &storage, &pieces));
   return std::vector<std::string>(pieces.begin(), pieces.end());
 }
 
@@ -538,6 +462,7 @@ absl::StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(absl::string_view text
   } else {
     added_.Split(text, options.match_special_tokens, &segments);
   }
+  std::string normalized;
   std::string storage;
   std::vector<absl::string_view> pieces;
   for (const AddedTokenMatcher::Segment& segment : segments) {
@@ -546,7 +471,7 @@ absl::StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(absl::string_view text
       continue;
     }
     pieces.clear();
-    PreTokenizeInto(segment.text, &storage, &pieces);
+    TROUPE_RETURN_IF_ERROR(PreTokenizeInto(segment.text, &normalized, &storage, &pieces));
     for (absl::string_view piece : pieces) TROUPE_RETURN_IF_ERROR(EncodePiece(piece, &ids));
   }
   return ids;

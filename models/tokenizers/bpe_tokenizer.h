@@ -3,9 +3,10 @@
 //
 // Encoding a text:
 //   1. added tokens ("added_tokens") are matched first (added_tokens.h) and become their ids;
-//   2. each remaining stretch is pre-tokenized by the file's pre_tokenizer: a ByteLevel step
-//      (use_regex = true means the GPT-2 regex), a Split with a supported Regex (pre_tokenizer.h),
-//      or a Sequence of these;
+//   2. each remaining stretch is normalized by the file's normalizer (normalizer.h: NFC, NFD,
+//      NFKC, NFKD, Lowercase, Replace, Prepend, Sequence) and then pre-tokenized by its
+//      pre_tokenizer (pre_tokenizer_pipeline.h: Split with any regex or literal and any
+//      behavior, ByteLevel, Digits, Punctuation, Sequence);
 //   3. each piece's UTF-8 bytes become the GPT-2 byte-to-unicode symbols and the merges
 //      ("model.merges", either "a b" strings or ["a", "b"] pairs) are applied lowest rank first
 //      (ties: leftmost first), exactly as Hugging Face's BPE model does.
@@ -13,10 +14,10 @@
 //
 // Accepted tokenizer.json: model.type "BPE" (or absent) with vocab and merges; unk_token
 // optional; byte_fallback, dropout, continuing_subword_prefix and end_of_word_suffix must be off;
-// ignore_merges and fuse_unk are honoured. normalizer: null or "NFC". NFC is not applied: input is
-// assumed to be NFC already (true of nearly all text), so decomposed accents may encode
-// differently from Hugging Face. pre_tokenizer: must contain a ByteLevel step; add_prefix_space
-// only on the first step. decoder: null or ByteLevel. post_processor: ignored. Anything else is
+// ignore_merges and fuse_unk are honoured. normalizer: null or one that normalizer.h accepts;
+// with a normalizer, added tokens must have "normalized": false (they are matched in the raw
+// text, before normalization). pre_tokenizer: what pre_tokenizer_pipeline.h accepts, with a
+// ByteLevel step somewhere. decoder: null or ByteLevel. post_processor: ignored. Anything else is
 // refused with InvalidArgument naming the file and the field.
 //
 // bos/eos/pad ids are not in tokenizer.json: they come from tokenizer_config.json
@@ -49,7 +50,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "models/tokenizers/added_tokens.h"
-#include "models/tokenizers/pre_tokenizer.h"
+#include "models/tokenizers/normalizer.h"
+#include "models/tokenizers/pre_tokenizer_pipeline.h"
 #include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json_fwd.hpp"
 
@@ -102,9 +104,9 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<int32_t> eos_id() const override { return eos_id_; }
   std::optional<int32_t> pad_id() const override { return pad_id_; }
 
-  // The pieces that BPE runs on for `text` (no added-token matching; add_prefix_space applied),
-  // for inspection and tests.
-  std::vector<std::string> PreTokenize(absl::string_view text) const;
+  // The pieces that BPE runs on for `text` (no added-token matching; normalizer and
+  // add_prefix_space applied), for inspection and tests. Fails only as Encode can.
+  absl::StatusOr<std::vector<std::string>> PreTokenize(absl::string_view text) const;
 
   int num_merges() const { return static_cast<int>(merges_.size()); }
 
@@ -133,14 +135,14 @@ class BpeTokenizer final : public Tokenizer {
   absl::Status LoadVocab(const nlohmann::json& model, absl::string_view source);
   absl::Status LoadMerges(const nlohmann::json& model, absl::string_view source);
   absl::Status LoadAddedTokens(const nlohmann::json& root, absl::string_view source);
-  absl::Status LoadPreTokenizer(const nlohmann::json& node, absl::string_view source,
-                                const std::string& field, bool first, bool* saw_byte_level);
+  absl::Status LoadNormalizerAndPreTokenizer(const nlohmann::json& root, absl::string_view source);
   // Registers `id` with vocabulary text `token` and decoded bytes `bytes`.
   void SetToken(int32_t id, std::string token, std::string bytes);
 
-  // Splits one added-token-free stretch into pieces (views into `text` or `*storage`).
-  void PreTokenizeInto(absl::string_view text, std::string* storage,
-                       std::vector<absl::string_view>* pieces) const;
+  // Normalizes and splits one added-token-free stretch into pieces (views into `text` or the
+  // storage strings, which must outlive the pieces).
+  absl::Status PreTokenizeInto(absl::string_view text, std::string* normalized,
+                               std::string* storage, std::vector<absl::string_view>* pieces) const;
   // Appends the BPE ids of one piece.
   absl::Status EncodePiece(absl::string_view piece, std::vector<int32_t>* out) const;
   // Merges the symbols of `piece` (one per byte) and appends the resulting ids.
@@ -166,9 +168,9 @@ class BpeTokenizer final : public Tokenizer {
   bool fuse_unk_ = false;
   bool ignore_merges_ = false;
 
-  // Pre-tokenization.
-  std::vector<PatternSplitter> splitters_;  // applied in order
-  bool add_prefix_space_ = false;
+  // Normalization and pre-tokenization.
+  Normalizer normalizer_;
+  PreTokenizerPipeline pre_tokenizer_;
 
   std::optional<int32_t> bos_id_;
   std::optional<int32_t> eos_id_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/tokenizers/pre_tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::models {
@@ -185,8 +186,8 @@ TEST(BpeTokenizer, AddPrefixSpaceAppliesToEachStretchBetweenSpecialTokens) {
       {{R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false)",
         R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": true)"}}));
   ASSERT_NE(tok, nullptr);
-  EXPECT_THAT(tok->PreTokenize("hello world"), ElementsAre(" hello", " world"));
-  EXPECT_THAT(tok->PreTokenize(" world"), ElementsAre(" world"));
+  EXPECT_THAT(tok->PreTokenize("hello world").value(), ElementsAre(" hello", " world"));
+  EXPECT_THAT(tok->PreTokenize(" world").value(), ElementsAre(" world"));
   // " hello" has no merge across Ġ h; "world" after the special token gets its space back.
   EXPECT_THAT(MustEncode(*tok, "world<|endoftext|>world"), ElementsAre(19, 20, 22, 19, 20));
 }
@@ -326,10 +327,69 @@ TEST(BpeTokenizer, PreTokenizesWithTheSplitRegexFromTheFile) {
   ASSERT_NE(qwen, nullptr);
   ASSERT_NE(gpt2, nullptr);
   const std::string text = "Hello world's  123 !!\n\n  x";
-  EXPECT_THAT(qwen->PreTokenize(text),
+  EXPECT_THAT(qwen->PreTokenize(text).value(),
               ElementsAre("Hello", " world", "'s", " ", " ", "1", "2", "3", " !!\n\n", " ", " x"));
-  EXPECT_THAT(gpt2->PreTokenize(text),
+  EXPECT_THAT(gpt2->PreTokenize(text).value(),
               ElementsAre("Hello", " world", "'s", " ", " 123", " !!", "\n\n ", " x"));
+}
+
+// GPT-4o's pre-tokenizer regex (tiktoken o200k_base), which only Oniguruma runs.
+constexpr char kO200kRegex[] =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+json O200kPreTokenizer() {
+  json pre = Qwen2PreTokenizer();
+  pre["pretokenizers"][0]["pattern"]["Regex"] = kO200kRegex;
+  return pre;
+}
+
+TEST(BpeTokenizer, LoadsAnO200kSplitAndRoundTrips) {
+  json doc = FullByteTokenizer(O200kPreTokenizer());
+  doc["normalizer"] = nullptr;
+  auto tok = MustLoad(doc.dump());
+  ASSERT_NE(tok, nullptr);
+  EXPECT_THAT(tok->PreTokenize("DON'T you'RE camelCase 12345!!\n").value(),
+              ElementsAre("DON'T", " you'RE", " camel", "Case", " ", "123", "45", "!!\n"));
+  const std::vector<std::string> texts = {
+      "The quick brown fox can't jump 1234567 times.\r\n\r\n  Next",
+      "Café naïve e\u0301cole — Ünïcödé ΑΒΓ αβγ Жук 中文字符 日本語 한국어",
+      "smile 😀 thumbs 👍🏽 family 👨‍👩‍👧 path/to/file.txt",
+      "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|endoftext|>",
+      std::string("\x00\x01\x7F\xFF binary \xC3", 13),
+  };
+  for (const std::string& text : texts) {
+    const std::vector<int32_t> ids = MustEncode(*tok, text);
+    EXPECT_EQ(tok->Decode(ids).value(), text);
+  }
+  // " the" still merges to one token: pieces start with their space.
+  EXPECT_THAT(MustEncode(*tok, " the"), ElementsAre(tok->TokenId("Ġthe").value()));
+}
+
+TEST(BpeTokenizer, AppliesTheNfcNormalizerBeforeEncoding) {
+  // FullByteTokenizer's normalizer is NFC: decomposed e + U+0301 encodes as precomposed é.
+  auto nfc = MustLoad(FullByteTokenizer(Qwen2PreTokenizer()).dump());
+  ASSERT_NE(nfc, nullptr);
+  EXPECT_EQ(MustEncode(*nfc,
+                       "caf"
+                       "e\u0301"),
+            MustEncode(*nfc, "caf\u00E9"));
+  EXPECT_THAT(MustEncode(*nfc, "e\u0301"), ElementsAre(0xC3, 0xA9));
+  EXPECT_EQ(nfc->Decode(MustEncode(*nfc, "e\u0301<|im_end|>e\u0301")).value(),
+            "\u00E9<|im_end|>\u00E9");
+  EXPECT_THAT(nfc->PreTokenize("x e\u0301").value(), ElementsAre("x", " \u00E9"));
+
+  json none = FullByteTokenizer(Qwen2PreTokenizer());
+  none["normalizer"] = nullptr;
+  auto raw = MustLoad(none.dump());
+  ASSERT_NE(raw, nullptr);
+  EXPECT_THAT(MustEncode(*raw, "e\u0301"), ElementsAre('e', 0xCC, 0x81));
+
+  json nfkc = FullByteTokenizer(Gpt2PreTokenizer());
+  nfkc["normalizer"] = {{"type", "Sequence"},
+                        {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}}}}};
+  auto folded = MustLoad(nfkc.dump());
+  ASSERT_NE(folded, nullptr);
+  EXPECT_EQ(MustEncode(*folded, "\uFF34HE \uFB01ne"), MustEncode(*folded, "the fine"));
 }
 
 TEST(BpeTokenizer, EncodesConsistentlyFromConcurrentThreads) {
@@ -559,9 +619,13 @@ TEST(BpeTokenizer, RefusesMergesThatReferToUnknownTokens) {
 
 TEST(BpeTokenizer, RefusesUnsupportedPipelinePartsNamingTheField) {
   json qwen = FullByteTokenizer(Qwen2PreTokenizer());
-  qwen["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
+  qwen["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(\\w+";
   EXPECT_THAT(LoadError(qwen.dump()).message(),
               HasSubstr("field 'pre_tokenizer.pretokenizers[0].pattern.Regex'"));
+  qwen["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Merged";
+  qwen["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
+  EXPECT_THAT(LoadError(qwen.dump()).message(),
+              HasSubstr("field 'pre_tokenizer.pretokenizers[0].behavior'"));
 
   json metaspace = FullByteTokenizer({{"type", "Metaspace"}});
   EXPECT_THAT(LoadError(metaspace.dump()).message(), HasSubstr("field 'pre_tokenizer.type'"));
@@ -574,9 +638,18 @@ TEST(BpeTokenizer, RefusesUnsupportedPipelinePartsNamingTheField) {
   fallback["model"]["byte_fallback"] = true;
   EXPECT_THAT(LoadError(fallback.dump()).message(), HasSubstr("field 'model.byte_fallback'"));
 
-  json lowercase = FullByteTokenizer(Gpt2PreTokenizer());
-  lowercase["normalizer"] = {{"type", "Lowercase"}};
-  EXPECT_THAT(LoadError(lowercase.dump()).message(), HasSubstr("field 'normalizer.type'"));
+  json bert = FullByteTokenizer(Gpt2PreTokenizer());
+  bert["normalizer"] = {{"type", "BertNormalizer"}};
+  EXPECT_THAT(LoadError(bert.dump()).message(), HasSubstr("field 'normalizer.type'"));
+  json nested = FullByteTokenizer(Gpt2PreTokenizer());
+  nested["normalizer"] = {{"type", "Sequence"},
+                          {"normalizers", {{{"type", "NFC"}}, {{"type", "StripAccents"}}}}};
+  EXPECT_THAT(LoadError(nested.dump()).message(),
+              HasSubstr("field 'normalizer.normalizers[1].type'"));
+  json normalized_token = FullByteTokenizer(Gpt2PreTokenizer());
+  normalized_token["added_tokens"][1]["normalized"] = true;
+  EXPECT_THAT(LoadError(normalized_token.dump()).message(),
+              HasSubstr("field 'added_tokens[1].normalized'"));
 
   json wordpiece_decoder = FullByteTokenizer(Gpt2PreTokenizer());
   wordpiece_decoder["decoder"] = {{"type", "WordPiece"}};

@@ -1,7 +1,9 @@
-// Pre-tokenization for byte-level BPE: splits text into the pieces ("words") that BPE merges run
-// inside, by hand-written matchers equivalent to the regexes found in Hugging Face tokenizer.json
-// files (std::regex has no \p{L} / \p{N}). Supported patterns, matched exactly as written in the
-// file:
+// Hand-written scanners for the three pre-tokenizer regexes found in most byte-level BPE
+// tokenizer.json files: the fast path of PreTokenizerPipeline (pre_tokenizer_pipeline.h), which
+// runs every other Split regex through Oniguruma. They are kept because they measure ~8x faster
+// than Oniguruma on the same regex (bench/pretokenize_bench, bench/RESULTS.md), and
+// pre_tokenizer_pipeline_test requires identical pieces from both engines on a varied corpus.
+// Patterns, matched exactly as written in the file:
 //
 //   GPT-2 (also the implicit regex of a ByteLevel pre-tokenizer with use_regex = true):
 //     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -10,11 +12,11 @@
 //     \s*[\r\n]+|\s+(?!\S)|\s+
 //   Llama-3 / cl100k: as Qwen2 with \p{N}{1,3} in place of \p{N}.
 //
-// Each matcher reproduces the regex's leftmost-first alternation and backtracking exactly (see the
+// Each matcher reproduces the regex's leftmost-first alternation and backtracking (see the
 // comments in pre_tokenizer.cc); character classes come from unicode.h. Every position of any
 // input matches some alternative, so the pieces always concatenate back to the input. Bytes that
 // are not valid UTF-8 are treated as single characters of class "other" (neither \s, \p{L} nor
-// \p{N}).
+// \p{N}), as OnigurumaRegex treats them (as U+FFFD).
 //
 // Thread-safety: PatternSplitter is an immutable value; all methods are const and thread-safe.
 #ifndef TROUPE_MODELS_TOKENIZERS_PRE_TOKENIZER_H_

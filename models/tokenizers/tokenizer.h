@@ -2,7 +2,8 @@
 //
 // Two implementations:
 //   - BpeTokenizer (bpe_tokenizer.h): byte-level BPE from a Hugging Face tokenizer.json
-//     (GPT-2, Qwen2, Llama-3 style).
+//     (GPT-2, Qwen2, Llama-3, GPT-4o style: normalizers through ICU, any Split regex through
+//     Oniguruma).
 //   - CharTokenizer (char_tokenizer.h): one id per character plus special tokens, for synthetic
 //     tasks such as arithmetic.
 //
