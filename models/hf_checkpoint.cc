@@ -60,11 +60,8 @@ absl::Status WriteHfModelFiles(const std::string& dir, const NamedTensors& weigh
         floating && options.dtype.has_value() ? *options.dtype : tensor.scalar_type();
     total_bytes += tensor.numel() * static_cast<int64_t>(c10::elementSize(written));
   }
-  if (!saved.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": no floating-point weights to name config.json's torch_dtype after"));
-  }
-  const char* dtype_name = DTypeName(*saved);
+  ModelConfig config = files.config;
+  const char* dtype_name = saved.has_value() ? DTypeName(*saved) : config.torch_dtype.c_str();
   if (dtype_name == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot save weights as ",
                                                    c10::toString(*saved),
@@ -74,7 +71,6 @@ absl::Status WriteHfModelFiles(const std::string& dir, const NamedTensors& weigh
     return absl::InvalidArgumentError(
         absl::StrCat(dir, ": max_shard_bytes must be positive, got ", options.max_shard_bytes));
   }
-  ModelConfig config = files.config;
   config.torch_dtype = dtype_name;
   TROUPE_RETURN_IF_ERROR(config.Validate(absl::StrCat(dir, "/config.json")));
   if (files.generation.has_value()) {

@@ -64,8 +64,9 @@ struct HfSaveOptions {
 };
 
 // Writes `weights` and `files` into the existing directory `dir` (meant to be fresh: stale weight
-// files of another layout are not removed), each file atomically. InvalidArgument for no weights
-// of a floating dtype to name torch_dtype after, an unsupported dtype, or an invalid config.
+// files of another layout are not removed), each file atomically. torch_dtype is the written
+// dtype of the floating weights (files.config's when there are none). InvalidArgument for an
+// unsupported dtype, an invalid config, or generation ids outside the vocabulary.
 absl::Status WriteHfModelFiles(const std::string& dir, const NamedTensors& weights,
                                const HfModelFiles& files, const HfSaveOptions& options = {});
 

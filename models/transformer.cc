@@ -316,18 +316,21 @@ at::Tensor DecoderLayerImpl::forward_cached(const at::Tensor& x, const RotaryTab
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
-TransformerModelImpl::TransformerModelImpl(const ModelConfig& c)
+TransformerModelImpl::TransformerModelImpl(const ModelConfig& c, at::ScalarType dtype)
     : config_(c), inv_freq_(RopeInverseFrequencies(c)) {
   torch::nn::EmbeddingOptions embedding(c.vocab_size, c.hidden_size);
   if (c.pad_token_id.has_value()) embedding.padding_idx(*c.pad_token_id);  // as HF
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(embedding));
+  if (dtype != at::kFloat) embed_tokens->to(dtype);
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     DecoderLayer layer(c);
+    if (dtype != at::kFloat) layer->to(dtype);
     layers->push_back(layer);
     layer_list_.push_back(layer);
   }
   norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+  if (dtype != at::kFloat) norm->to(dtype);
 }
 
 at::Tensor TransformerModelImpl::forward(const at::Tensor& input_ids,
@@ -392,10 +395,11 @@ void InitModuleWeights(torch::nn::Module& module, double initializer_range, uint
 // ---------------------------------------------------------------------------------------------
 // CausalLM.
 
-CausalLMImpl::CausalLMImpl(const ModelConfig& config) : config_(config) {
-  model = register_module("model", TransformerModel(config));
+CausalLMImpl::CausalLMImpl(const ModelConfig& config, at::ScalarType dtype) : config_(config) {
+  model = register_module("model", TransformerModel(config, dtype));
   if (!config.tie_word_embeddings) {
     lm_head = register_module("lm_head", MakeLinear(config.hidden_size, config.vocab_size, false));
+    if (dtype != at::kFloat) lm_head->to(dtype);
   }
 }
 
@@ -575,9 +579,10 @@ void CausalLMImpl::InitWeights(uint64_t seed) {
 // ---------------------------------------------------------------------------------------------
 // ValueModel.
 
-ValueModelImpl::ValueModelImpl(const ModelConfig& config) : config_(config) {
-  model = register_module("model", TransformerModel(config));
+ValueModelImpl::ValueModelImpl(const ModelConfig& config, at::ScalarType dtype) : config_(config) {
+  model = register_module("model", TransformerModel(config, dtype));
   score = register_module("score", MakeLinear(config.hidden_size, 1, false));
+  if (dtype != at::kFloat) score->to(dtype);
 }
 
 absl::StatusOr<at::Tensor> ValueModelImpl::Forward(const at::Tensor& input_ids,
@@ -616,12 +621,7 @@ absl::StatusOr<M> CreateModel(const char* what, const ModelConfig& config, at::S
   TROUPE_RETURN_IF_ERROR(config.Validate("model config"));
   TROUPE_RETURN_IF_ERROR(CheckModelDType(dtype));
   return CatchTorchAs(absl::StatusCode::kResourceExhausted, absl::StatusCode::kResourceExhausted,
-                      what, [&]() -> absl::StatusOr<M> {
-                        M model(config);
-                        // Module::to converts parameter by parameter.
-                        if (dtype != at::kFloat) model->to(dtype);
-                        return model;
-                      });
+                      what, [&]() -> absl::StatusOr<M> { return M(config, dtype); });
 }
 
 absl::StatusOr<CausalLM> CreateCausalLM(const ModelConfig& config, at::ScalarType dtype) {

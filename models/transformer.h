@@ -230,7 +230,9 @@ TORCH_MODULE(DecoderLayer);
 // The backbone, HF's LlamaModel / Qwen2Model ("model." in checkpoints): embedding, layers, norm.
 class TransformerModelImpl : public torch::nn::Module {
  public:
-  explicit TransformerModelImpl(const ModelConfig& config);
+  // Parameters in `dtype`: each submodule is converted as soon as it is built, so the float32
+  // copy never exceeds one layer (or the embedding).
+  explicit TransformerModelImpl(const ModelConfig& config, at::ScalarType dtype = at::kFloat);
   // Final-norm hidden states [B, T, hidden] for input_ids [B, T] (int64) and an optional
   // attention_mask [B, T] (1 = token, 0 = padding; left or right padding). Positions come from the
   // mask (cumsum - 1, as HF), or 0..T-1 without one.
@@ -265,7 +267,7 @@ void InitModuleWeights(torch::nn::Module& module, double initializer_range, uint
 class CausalLMImpl : public torch::nn::Module {
  public:
   // `config` must be valid (config.Validate() OK); CreateCausalLM checks that for you.
-  explicit CausalLMImpl(const ModelConfig& config);
+  explicit CausalLMImpl(const ModelConfig& config, at::ScalarType dtype = at::kFloat);
 
   // Logits [B, T, V] for input_ids [B, T] (int64 or int32) and an optional attention_mask [B, T]
   // (1 = token, 0 = padding, left or right). Records autograd (the training path); outputs at
@@ -321,7 +323,7 @@ TORCH_MODULE(CausalLM);
 class ValueModelImpl : public torch::nn::Module {
  public:
   // `config` must be valid; CreateValueModel checks that.
-  explicit ValueModelImpl(const ModelConfig& config);
+  explicit ValueModelImpl(const ModelConfig& config, at::ScalarType dtype = at::kFloat);
 
   // Per-token values [B, T] (parameter dtype); same input contract as CausalLMImpl::Forward.
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& input_ids,
@@ -341,8 +343,8 @@ class ValueModelImpl : public torch::nn::Module {
 TORCH_MODULE(ValueModel);
 
 // Validated constructors: InvalidArgument (from ModelConfig::Validate) for a bad config, or for a
-// dtype other than float32 / float16 / bfloat16. Parameters are converted to `dtype` one at a
-// time, so the peak is the float32 model, not float32 + `dtype`.
+// dtype other than float32 / float16 / bfloat16. Parameters are converted to `dtype` module by
+// module as they are built, so the peak is the `dtype` model plus one float32 layer or embedding.
 absl::StatusOr<CausalLM> CreateCausalLM(const ModelConfig& config,
                                         at::ScalarType dtype = at::kFloat);
 absl::StatusOr<ValueModel> CreateValueModel(const ModelConfig& config,
