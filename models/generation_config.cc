@@ -98,8 +98,10 @@ absl::Status CheckGenerationConfigIds(const GenerationConfig& generation, const 
     }
     return absl::OkStatus();
   };
-  if (generation.bos_token_id) TROUPE_RETURN_IF_ERROR(check("bos_token_id", *generation.bos_token_id));
-  if (generation.pad_token_id) TROUPE_RETURN_IF_ERROR(check("pad_token_id", *generation.pad_token_id));
+  if (generation.bos_token_id)
+    TROUPE_RETURN_IF_ERROR(check("bos_token_id", *generation.bos_token_id));
+  if (generation.pad_token_id)
+    TROUPE_RETURN_IF_ERROR(check("pad_token_id", *generation.pad_token_id));
   for (int64_t id : generation.eos_token_ids) TROUPE_RETURN_IF_ERROR(check("eos_token_id", id));
   return absl::OkStatus();
 }

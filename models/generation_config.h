@@ -11,8 +11,9 @@
 // unchanged, and are not otherwise used.
 //
 // Example:
-//   TROUPE_ASSIGN_OR_RETURN(GenerationConfig g, LoadGenerationConfig(dir + "/generation_config.json"));
-//   std::vector<int32_t> stop = StopTokenIds(config, &g, tokenizer->eos_id());
+//   TROUPE_ASSIGN_OR_RETURN(GenerationConfig g, LoadGenerationConfig(dir +
+//   "/generation_config.json")); std::vector<int32_t> stop = StopTokenIds(config, &g,
+//   tokenizer->eos_id());
 //
 // Thread-safety: a plain value type; the free functions are thread-safe.
 #ifndef TROUPE_MODELS_GENERATION_CONFIG_H_

@@ -123,7 +123,8 @@ std::string DefaultArchitecture(const std::string& model_type, bool classifier) 
 absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const KeyReader& keys,
                                                             const Json& scaling) {
   if (!scaling.is_object()) {
-    return keys.Error("rope_scaling", absl::StrCat("must be an object or null, got ", scaling.dump()));
+    return keys.Error("rope_scaling",
+                      absl::StrCat("must be an object or null, got ", scaling.dump()));
   }
   std::string type;
   for (const char* key : {"rope_type", "type"}) {
@@ -133,8 +134,8 @@ absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const KeyReader& key
       return keys.Error("rope_scaling", absl::StrCat("'", key, "' must be a string"));
     }
     if (!type.empty() && type != it->get<std::string>()) {
-      return keys.Error("rope_scaling", absl::StrCat("'rope_type' and 'type' disagree: ",
-                                                     scaling.dump()));
+      return keys.Error("rope_scaling",
+                        absl::StrCat("'rope_type' and 'type' disagree: ", scaling.dump()));
     }
     type = it->get<std::string>();
   }
@@ -209,8 +210,8 @@ absl::Status ModelConfig::Validate(absl::string_view source_name) const {
   }
   if (head_dim() % 2 != 0) {
     if (explicit_head_dim.has_value()) {
-      return keys.Error("head_dim", absl::StrCat("head_dim ", head_dim(),
-                                                 " must be even for rotary embeddings"));
+      return keys.Error(
+          "head_dim", absl::StrCat("head_dim ", head_dim(), " must be even for rotary embeddings"));
     }
     return keys.Error("num_attention_heads",
                       absl::StrCat("head_dim = hidden_size / num_attention_heads = ", head_dim(),
@@ -223,8 +224,7 @@ absl::Status ModelConfig::Validate(absl::string_view source_name) const {
                                                      "\" is not supported (only \"llama3\")"));
     }
     if (!(r.factor >= 1.0)) {
-      return keys.Error("rope_scaling",
-                        absl::StrCat("factor must be at least 1, got ", r.factor));
+      return keys.Error("rope_scaling", absl::StrCat("factor must be at least 1, got ", r.factor));
     }
     if (!(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor)) {
       return keys.Error("rope_scaling",
@@ -294,12 +294,12 @@ std::string ModelConfig::ToJson() const {
   j["torch_dtype"] = torch_dtype;
   j["head_dim"] = head_dim();
   if (rope_scaling.has_value()) {
-    j["rope_scaling"] = {{"rope_type", rope_scaling->rope_type},
-                         {"factor", rope_scaling->factor},
-                         {"low_freq_factor", rope_scaling->low_freq_factor},
-                         {"high_freq_factor", rope_scaling->high_freq_factor},
-                         {"original_max_position_embeddings",
-                          rope_scaling->original_max_position_embeddings}};
+    j["rope_scaling"] = {
+        {"rope_type", rope_scaling->rope_type},
+        {"factor", rope_scaling->factor},
+        {"low_freq_factor", rope_scaling->low_freq_factor},
+        {"high_freq_factor", rope_scaling->high_freq_factor},
+        {"original_max_position_embeddings", rope_scaling->original_max_position_embeddings}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -437,17 +437,18 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
     return keys.Error("use_sliding_window", "sliding-window attention is not supported");
   }
   if (const Json* window = keys.Find("sliding_window"); window != nullptr && llama) {
-    return keys.Error("sliding_window",
-                      absl::StrCat("sliding-window attention is not supported (got ",
-                                   window->dump(), "; llama has no use_sliding_window to disable it)"));
+    return keys.Error(
+        "sliding_window",
+        absl::StrCat("sliding-window attention is not supported (got ", window->dump(),
+                     "; llama has no use_sliding_window to disable it)"));
   }
   if (const Json* layer_types = keys.Find("layer_types")) {
     if (!layer_types->is_array()) return keys.Error("layer_types", "must be a list of strings");
     for (const Json& t : *layer_types) {
       if (!t.is_string() || t.get<std::string>() != "full_attention") {
-        return keys.Error("layer_types",
-                          absl::StrCat("only \"full_attention\" layers are supported, got ",
-                                       t.dump()));
+        return keys.Error(
+            "layer_types",
+            absl::StrCat("only \"full_attention\" layers are supported, got ", t.dump()));
       }
     }
   }

@@ -162,8 +162,8 @@ TEST(ModelConfig, RefusesArchitectureOptionsItCannotCompute) {
   for (const Case& c :
        {Case{"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}}, Case{"head_dim", 15},
         Case{"head_dim", 0}, Case{"use_sliding_window", true}, Case{"sliding_window", 4096},
-        Case{"layer_types", Json{"full_attention", "sliding_attention"}}, Case{"mlp_bias", true}, Case{"hidden_act", "gelu"},
-        Case{"model_type", "gpt2"}, Case{"torch_dtype", "int8"}}) {
+        Case{"layer_types", Json{"full_attention", "sliding_attention"}}, Case{"mlp_bias", true},
+        Case{"hidden_act", "gelu"}, Case{"model_type", "gpt2"}, Case{"torch_dtype", "int8"}}) {
     Json j = Minimal();
     j[c.key] = c.value;
     absl::Status s = ParseError(j);
