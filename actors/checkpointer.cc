@@ -16,6 +16,9 @@
 #include "base/atomic_file.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "models/generation_config.h"
+#include "models/hf_checkpoint.h"
+#include "models/model_config.h"
 #include "models/safetensors.h"
 #include "models/tensor_proto.h"
 #include "nlohmann/json.hpp"
@@ -82,16 +85,26 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
   };
   absl::StatusOr<models::NamedTensors> tensors = models::TensorMapFromProto(req.weights());
   if (!tensors.ok()) return fail(tensors.status());
-  if (absl::Status s =
-          models::WriteSafetensors(tmp + "/model.safetensors", *tensors,
-                                   {{"format", "pt"}, {"step", std::to_string(req.step())}});
-      !s.ok()) {
+  models::HfModelFiles files;
+  absl::StatusOr<models::ModelConfig> config =
+      models::ParseModelConfig(req.model_config_json(), name + "/config.json");
+  if (!config.ok()) return fail(config.status());
+  files.config = *std::move(config);
+  if (!req.generation_config_json().empty()) {
+    absl::StatusOr<models::GenerationConfig> generation = models::ParseGenerationConfig(
+        req.generation_config_json(), name + "/generation_config.json");
+    if (!generation.ok()) return fail(generation.status());
+    files.generation = *std::move(generation);
+  }
+  files.tokenizer_json = req.tokenizer_json();
+  files.tokenizer_config_json = req.tokenizer_config_json();
+  models::HfSaveOptions hf_options;
+  hf_options.metadata = {{"format", "pt"}, {"step", std::to_string(req.step())}};
+  if (absl::Status s = models::WriteHfModelFiles(tmp, *tensors, files, hf_options); !s.ok()) {
     return fail(s);
   }
   nlohmann::json meta = {{"step", req.step()}, {"weight_version", req.weight_version()}};
   for (const auto& [file, contents] : std::vector<std::pair<std::string, std::string>>{
-           {"config.json", req.model_config_json()},
-           {"tokenizer.json", req.tokenizer_json()},
            {"trainer_state.pt", req.trainer_state()},
            {"driver_state.json", req.driver_state_json()},
            {"meta.json", meta.dump(2) + "\n"}}) {

@@ -2,7 +2,10 @@
 // goes on), atomically, keeping the newest `keep`.
 //
 // A checkpoint is a directory <dir>/step_<NNNNNNNN>/ holding
-//   model.safetensors + config.json + tokenizer.json   (a Hugging Face-style model directory)
+//   a Hugging Face model directory (models/hf_checkpoint.h, WriteHfModelFiles): config.json,
+//     model.safetensors (or shards + index above 5 GB), tokenizer.json, and generation_config.json
+//     / tokenizer_config.json when the request carries them; models::LoadHfCheckpoint and
+//     LoadPolicy read it
 //   trainer_state.pt    optimizer, schedule step, RNG state (trainers::Trainer::Save)
 //   driver_state.json   data cursor, step, weight version, metrics state (the driver's)
 //   replay_buffer.pb    the replay buffer's ReplayState (groups waiting, counters), if given
@@ -27,6 +30,8 @@
 namespace troupe::actors {
 
 // Writes one checkpoint into `dir` (see the file comment) and prunes to `keep`; returns its path.
+// INVALID_ARGUMENT (nothing written) if the request's config.json or generation_config.json does
+// not parse, naming the file and key.
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
                                             const proto::CheckpointRequest& req);
 

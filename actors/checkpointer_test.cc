@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,7 +11,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "actors/policy_util.h"
+#include "actors/tiny_policy.h"
 #include "gtest/gtest.h"
+#include "models/hf_checkpoint.h"
+#include "models/tensor_proto.h"
 
 namespace troupe::actors {
 namespace {
@@ -38,6 +43,9 @@ proto::CheckpointRequest Request(int64_t step, const std::string& driver_state) 
   req.set_weight_version(step);
   req.set_driver_state_json(driver_state);
   req.set_trainer_state("state");
+  models::ModelConfig config = MicroModelConfig();
+  config.vocab_size = 15;  // the arithmetic alphabet's ids
+  req.set_model_config_json(config.ToJson());
   return req;
 }
 
@@ -92,6 +100,55 @@ TEST(Checkpointer, RemovesTheScratchOfDeadWritersOnly) {
   EXPECT_TRUE(fs::exists(users)) << "a directory troupe did not make was removed";
   EXPECT_TRUE(fs::exists(dir + "/step_00000002/meta.json"));
   EXPECT_EQ(RemoveAbandonedScratch(dir), 0);
+}
+
+TEST(Checkpointer, WritesAHuggingFaceDirectoryThatLoadsBackWithEveryEosAsAStopId) {
+  const std::string dir = TestDir("hf");
+  const std::string policy = dir + "/policy";
+  ASSERT_TRUE(WriteRandomPolicy(policy, MicroModelConfig(), /*seed=*/5).ok());
+  absl::StatusOr<models::HfCheckpoint> source = models::LoadHfCheckpoint(policy);
+  ASSERT_TRUE(source.ok()) << source.status();
+  proto::CheckpointRequest req = Request(3, "{}");
+  absl::StatusOr<proto::TensorMap> weights =
+      models::TensorMapToProto(models::ModuleTensors(*source->model), 3);
+  ASSERT_TRUE(weights.ok());
+  *req.mutable_weights() = *weights;
+  req.set_model_config_json(source->files.config.ToJson());
+  req.set_tokenizer_json(source->files.tokenizer_json);
+  req.set_generation_config_json(R"({"eos_token_id": [3, 7], "temperature": 0.6})");
+  req.set_tokenizer_config_json(R"({"model_max_length": 64})");
+  absl::StatusOr<std::string> path = WriteCheckpoint(dir + "/ckpt", 0, req);
+  ASSERT_TRUE(path.ok()) << path.status();
+
+  absl::StatusOr<models::HfCheckpoint> back = models::LoadHfCheckpoint(*path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  models::NamedTensors a = models::ModuleTensors(*source->model);
+  models::NamedTensors b = models::ModuleTensors(*back->model);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].second.equal(b[i].second)) << a[i].first;
+  ASSERT_TRUE(back->files.generation.has_value());
+  EXPECT_EQ(back->files.generation->eos_token_ids, (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(back->files.tokenizer_config_json, R"({"model_max_length": 64})");
+
+  // A policy loaded from the checkpoint stops at both generation_config ids and the tokenizer's.
+  absl::StatusOr<PolicyModel> loaded = LoadPolicy(*path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->stop_token_ids[0], 3);
+  EXPECT_EQ(loaded->stop_token_ids[1], 7);
+  const std::optional<int32_t> eos = loaded->tokenizer->eos_id();
+  ASSERT_TRUE(eos.has_value());
+  EXPECT_NE(std::find(loaded->stop_token_ids.begin(), loaded->stop_token_ids.end(), *eos),
+            loaded->stop_token_ids.end());
+
+  // A request whose config does not parse writes nothing.
+  proto::CheckpointRequest bad = req;
+  bad.set_step(4);
+  bad.set_model_config_json(R"({"model_type": "gpt2"})");
+  absl::StatusOr<std::string> refused = WriteCheckpoint(dir + "/ckpt", 0, bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("config.json: key 'model_type'"), std::string::npos)
+      << refused.status();
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/step_00000004"));
 }
 
 TEST(Checkpointer, LatestCheckpointSaysWhichDirectoryHasNone) {

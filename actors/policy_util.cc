@@ -16,6 +16,20 @@ absl::StatusOr<PolicyModel> LoadPolicy(const std::string& dir) {
   p.dir = dir;
   TROUPE_ASSIGN_OR_RETURN(p.model, models::LoadCausalLM(dir));
   TROUPE_ASSIGN_OR_RETURN(p.tokenizer, models::LoadTokenizer(dir + "/tokenizer.json"));
+  const std::string generation_path = dir + "/generation_config.json";
+  absl::StatusOr<models::GenerationConfig> generation =
+      models::LoadGenerationConfig(generation_path);
+  if (generation.ok()) {
+    TROUPE_RETURN_IF_ERROR(
+        models::CheckGenerationConfigIds(*generation, p.model->config(), generation_path));
+    p.generation = *std::move(generation);
+  } else if (!absl::IsNotFound(generation.status())) {
+    return generation.status();
+  }
+  p.stop_token_ids =
+      models::StopTokenIds(p.model->config(), p.generation.has_value() ? &*p.generation : nullptr,
+                           p.tokenizer->eos_id());
+  if (p.stop_token_ids.empty()) p.stop_token_ids = {2};
   return p;
 }
 

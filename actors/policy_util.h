@@ -2,17 +2,20 @@
 // checkpoint, batching samples, per-token log-probs of responses, state dicts.
 //
 // A policy checkpoint directory holds config.json + model.safetensors (models::SavePretrained)
-// and tokenizer.json (what the SFT recipe and the checkpointer write).
+// or shards + index, tokenizer.json, and optionally generation_config.json (what the SFT recipe,
+// models/hf_checkpoint and the checkpointer write).
 //
 // Thread-safety: functions are pure; a PolicyModel is used by one thread at a time.
 #ifndef TROUPE_ACTORS_POLICY_UTIL_H_
 #define TROUPE_ACTORS_POLICY_UTIL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/generation_config.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "proto/rl.pb.h"
@@ -24,9 +27,16 @@ struct PolicyModel {
   models::CausalLM model{nullptr};
   std::unique_ptr<models::Tokenizer> tokenizer;
   std::string dir;
+  // generation_config.json, if the directory has one.
+  std::optional<models::GenerationConfig> generation;
+  // Every id that ends a response (models::StopTokenIds: generation_config's eos ids,
+  // config.json's, the tokenizer's eos); never empty (id 2 if none of them names one, the tiny
+  // tokenizers' eos).
+  std::vector<int32_t> stop_token_ids;
 };
 
-// Loads `dir`/config.json + weights + tokenizer.json. Errors name the file.
+// Loads `dir`/config.json + weights + tokenizer.json (+ generation_config.json when present, its
+// ids checked against vocab_size). Errors name the file.
 absl::StatusOr<PolicyModel> LoadPolicy(const std::string& dir);
 
 // Prompt + response of each sample, right-padded into one batch.

@@ -24,7 +24,6 @@ absl::StatusOr<std::unique_ptr<RolloutWorkerCore>> RolloutWorkerCore::Create(
     core->policy_.model->eval();
     return absl::OkStatus();
   }));
-  core->eos_id_ = core->policy_.tokenizer->eos_id().value_or(2);
   TROUPE_ASSIGN_OR_RETURN(
       core->engine_, rollout::GenerationEngine::Create(
                          core->policy_.model.ptr(),
@@ -71,7 +70,8 @@ absl::StatusOr<proto::GenerateReply> RolloutWorkerCore::Generate(
   params.max_new_tokens = req.max_new_tokens();
   params.n = std::max(1, req.n());
   params.seed = req.seed();
-  params.stop_token_ids = {eos_id_};
+  // Every EOS id of the model (generation_config.json, config.json, tokenizer) ends a response.
+  params.stop_token_ids = policy_.stop_token_ids;
   if (req.pin_weight_version()) params.max_weight_version = req.min_weight_version();
   // The engine runs one Generate at a time; two calls (a rollout and an evaluation, say) may
   // arrive together, and the second waits here.
@@ -104,7 +104,9 @@ absl::StatusOr<proto::GenerateReply> RolloutWorkerCore::Generate(
     s->set_policy_version(oldest);
     s->set_finish_reason(rollout::FinishReasonName(gs.finish_reason));
     std::vector<int32_t> text_tokens = gs.tokens;
-    if (!text_tokens.empty() && text_tokens.back() == eos_id_) text_tokens.pop_back();
+    if (gs.finish_reason == rollout::FinishReason::kStop && !text_tokens.empty()) {
+      text_tokens.pop_back();  // the stop id
+    }
     absl::StatusOr<std::string> text =
         policy_.tokenizer->Decode(text_tokens, {.skip_special_tokens = true});
     s->set_response_text(text.ok() ? *text : "");

@@ -61,7 +61,6 @@ class RolloutWorkerCore {
 
   PolicyModel policy_;
   std::unique_ptr<rollout::GenerationEngine> engine_;
-  int32_t eos_id_ = 2;
   std::string worker_;
   // One Generate at a time (the engine is single-threaded).
   absl::Mutex generate_mu_;

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,42 @@ TEST(RolloutWorkerCore, GeneratesNSamplesPerPromptWithTheirLogprobsVersionsAndAn
   EXPECT_EQ(reply->tokens_generated(), tokens);
   EXPECT_EQ((*core)->Generate(proto::GenerateRequest()).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RolloutWorkerCore, StopsAtEveryEosIdOfGenerationConfig) {
+  // A policy whose greedy response starts with a token other than the tokenizer's eos (2).
+  proto::RolloutWorkerConfig config;
+  std::vector<int> first;
+  for (uint64_t seed = 9; seed < 20; ++seed) {
+    config = Config(seed);
+    absl::StatusOr<std::unique_ptr<RolloutWorkerCore>> core =
+        RolloutWorkerCore::Create(config, "w");
+    ASSERT_TRUE(core.ok()) << core.status();
+    absl::StatusOr<proto::GenerateReply> reply = (*core)->Generate(Request(1, /*greedy=*/true));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    const proto::Sample& s = reply->groups(0).samples(0);
+    first.assign(s.response_tokens().begin(), s.response_tokens().end());
+    if (first.size() >= 2 && first[0] != 2) break;
+  }
+  ASSERT_GE(first.size(), 2u);
+  ASSERT_NE(first[0], 2);
+  // generation_config.json names that token as a second EOS: the same greedy response now ends
+  // right there, as a stop (and the stop id is not part of the text).
+  const std::string dir = absl::StrCat(config.model_dir(), "_two_eos");
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(config.model_dir(), dir);
+  std::ofstream(dir + "/generation_config.json")
+      << absl::StrCat(R"({"eos_token_id": [2, )", first[0], "]}");
+  config.set_model_dir(dir);
+  absl::StatusOr<std::unique_ptr<RolloutWorkerCore>> core = RolloutWorkerCore::Create(config, "w");
+  ASSERT_TRUE(core.ok()) << core.status();
+  absl::StatusOr<proto::GenerateReply> reply = (*core)->Generate(Request(1, /*greedy=*/true));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  const proto::Sample& s = reply->groups(0).samples(0);
+  EXPECT_EQ(std::vector<int>(s.response_tokens().begin(), s.response_tokens().end()),
+            std::vector<int>{first[0]});
+  EXPECT_EQ(s.finish_reason(), "stop");
+  EXPECT_EQ(s.response_text(), "");
 }
 
 TEST(RolloutWorkerCore, QueuedWeightsAreUsedByTheNextGenerationAndTagItsTokens) {

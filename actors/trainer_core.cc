@@ -88,6 +88,15 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   pad_id_ = policy_.tokenizer->pad_id().value_or(0);
   TROUPE_ASSIGN_OR_RETURN(model_config_json_, ReadFileToString(model_dir + "/config.json"));
   TROUPE_ASSIGN_OR_RETURN(tokenizer_json_, ReadFileToString(model_dir + "/tokenizer.json"));
+  for (auto [file, text] : {std::pair{"/generation_config.json", &generation_config_json_},
+                            std::pair{"/tokenizer_config.json", &tokenizer_config_json_}}) {
+    absl::StatusOr<std::string> read = ReadFileToString(model_dir + file);
+    if (read.ok()) {
+      *text = *std::move(read);
+    } else if (!absl::IsNotFound(read.status())) {
+      return read.status();
+    }
+  }
   if (c.checkpoint_attempts() < 1) return ConfigError("checkpoint_attempts must be at least 1");
 
   trainers::TrainerOptions to;
@@ -300,6 +309,8 @@ absl::StatusOr<proto::CheckpointRequest> TrainerCore::Snapshot(
                           trainer_->SaveToString(/*include_parameters=*/false));
   snapshot.set_model_config_json(model_config_json_);
   snapshot.set_tokenizer_json(tokenizer_json_);
+  snapshot.set_generation_config_json(generation_config_json_);
+  snapshot.set_tokenizer_config_json(tokenizer_config_json_);
   return snapshot;
 }
 

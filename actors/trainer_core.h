@@ -105,7 +105,8 @@ class TrainerCore {
   bool norm_adv_by_std_ = true;
   int64_t pad_id_ = 0;
   int64_t version_ = 0;
-  std::string model_config_json_, tokenizer_json_;
+  // The policy directory's files, handed to every checkpoint (the optional ones "" if absent).
+  std::string model_config_json_, tokenizer_json_, generation_config_json_, tokenizer_config_json_;
 };
 
 }  // namespace troupe::actors

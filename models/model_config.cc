@@ -105,9 +105,79 @@ absl::Status CheckTokenId(const KeyReader& keys, absl::string_view key, int64_t 
   return absl::OkStatus();
 }
 
+bool SupportedModelType(const std::string& model_type) {
+  return model_type == "llama" || model_type == "qwen2" || model_type == "qwen3";
+}
+
+std::string UnsupportedModelType(const std::string& model_type) {
+  return absl::StrCat("unsupported model type \"", model_type,
+                      "\" (supported: \"llama\", \"qwen2\", \"qwen3\")");
+}
+
 std::string DefaultArchitecture(const std::string& model_type, bool classifier) {
-  const char* base = model_type == "qwen2" ? "Qwen2" : "Llama";
+  const char* base = model_type == "qwen2" ? "Qwen2" : model_type == "qwen3" ? "Qwen3" : "Llama";
   return absl::StrCat(base, classifier ? "ForSequenceClassification" : "ForCausalLM");
+}
+
+// rope_scaling: null is handled by the caller; {"rope_type"|"type": "default"} means none.
+absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const KeyReader& keys,
+                                                            const Json& scaling) {
+  if (!scaling.is_object()) {
+    return keys.Error("rope_scaling",
+                      absl::StrCat("must be an object or null, got ", scaling.dump()));
+  }
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    auto it = scaling.find(key);
+    if (it == scaling.end() || it->is_null()) continue;
+    if (!it->is_string()) {
+      return keys.Error("rope_scaling", absl::StrCat("'", key, "' must be a string"));
+    }
+    if (!type.empty() && type != it->get<std::string>()) {
+      return keys.Error("rope_scaling",
+                        absl::StrCat("'rope_type' and 'type' disagree: ", scaling.dump()));
+    }
+    type = it->get<std::string>();
+  }
+  if (type.empty()) return keys.Error("rope_scaling", "needs 'rope_type' (or 'type')");
+  if (type == "default" && scaling.size() == 1) return std::optional<RopeScaling>();
+  if (type != "llama3") {
+    return keys.Error("rope_scaling", absl::StrCat("RoPE scaling type \"", type,
+                                                   "\" is not supported (only \"llama3\")"));
+  }
+  RopeScaling r;
+  r.rope_type = type;
+  for (auto it = scaling.begin(); it != scaling.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "rope_type" || key == "type") continue;
+    const Json& v = it.value();
+    if (key == "original_max_position_embeddings") {
+      if (!v.is_number_integer()) {
+        return keys.Error("rope_scaling", absl::StrCat("'", key, "' must be an integer"));
+      }
+      r.original_max_position_embeddings = v.get<int64_t>();
+      continue;
+    }
+    double* field = key == "factor"             ? &r.factor
+                    : key == "low_freq_factor"  ? &r.low_freq_factor
+                    : key == "high_freq_factor" ? &r.high_freq_factor
+                                                : nullptr;
+    if (field == nullptr) {
+      return keys.Error("rope_scaling",
+                        absl::StrCat("key '", key, "' is not supported for type llama3"));
+    }
+    if (!v.is_number()) {
+      return keys.Error("rope_scaling", absl::StrCat("'", key, "' must be a number"));
+    }
+    *field = v.get<double>();
+  }
+  for (const char* key :
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    if (!scaling.contains(key)) {
+      return keys.Error("rope_scaling", absl::StrCat("llama3 scaling needs '", key, "'"));
+    }
+  }
+  return std::optional<RopeScaling>(r);
 }
 
 }  // namespace
@@ -115,9 +185,8 @@ std::string DefaultArchitecture(const std::string& model_type, bool classifier) 
 absl::Status ModelConfig::Validate(absl::string_view source_name) const {
   Json empty = Json::object();
   KeyReader keys(empty, source_name);
-  if (model_type != "llama" && model_type != "qwen2") {
-    return keys.Error("model_type", absl::StrCat("unsupported model type \"", model_type,
-                                                 "\" (supported: \"llama\", \"qwen2\")"));
+  if (!SupportedModelType(model_type)) {
+    return keys.Error("model_type", UnsupportedModelType(model_type));
   }
   TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "vocab_size", vocab_size));
   TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "hidden_size", hidden_size));
@@ -126,7 +195,9 @@ absl::Status ModelConfig::Validate(absl::string_view source_name) const {
   TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "num_attention_heads", num_attention_heads));
   TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "num_key_value_heads", num_key_value_heads));
   TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "max_position_embeddings", max_position_embeddings));
-  if (hidden_size % num_attention_heads != 0) {
+  if (explicit_head_dim.has_value()) {
+    TROUPE_RETURN_IF_ERROR(CheckPositive(keys, "head_dim", *explicit_head_dim));
+  } else if (hidden_size % num_attention_heads != 0) {
     return keys.Error("num_attention_heads",
                       absl::StrCat("hidden_size ", hidden_size, " is not divisible by ",
                                    "num_attention_heads ", num_attention_heads));
@@ -138,9 +209,33 @@ absl::Status ModelConfig::Validate(absl::string_view source_name) const {
                      " is not divisible by num_key_value_heads ", num_key_value_heads));
   }
   if (head_dim() % 2 != 0) {
+    if (explicit_head_dim.has_value()) {
+      return keys.Error(
+          "head_dim", absl::StrCat("head_dim ", head_dim(), " must be even for rotary embeddings"));
+    }
     return keys.Error("num_attention_heads",
                       absl::StrCat("head_dim = hidden_size / num_attention_heads = ", head_dim(),
                                    " must be even for rotary embeddings"));
+  }
+  if (rope_scaling.has_value()) {
+    const RopeScaling& r = *rope_scaling;
+    if (r.rope_type != "llama3") {
+      return keys.Error("rope_scaling", absl::StrCat("RoPE scaling type \"", r.rope_type,
+                                                     "\" is not supported (only \"llama3\")"));
+    }
+    if (!(r.factor >= 1.0)) {
+      return keys.Error("rope_scaling", absl::StrCat("factor must be at least 1, got ", r.factor));
+    }
+    if (!(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor)) {
+      return keys.Error("rope_scaling",
+                        absl::StrCat("need 0 < low_freq_factor < high_freq_factor, got ",
+                                     r.low_freq_factor, " and ", r.high_freq_factor));
+    }
+    if (r.original_max_position_embeddings <= 0) {
+      return keys.Error("rope_scaling",
+                        absl::StrCat("original_max_position_embeddings must be positive, got ",
+                                     r.original_max_position_embeddings));
+    }
   }
   if (!(rope_theta > 0)) {
     return keys.Error("rope_theta", absl::StrCat("must be positive, got ", rope_theta));
@@ -198,9 +293,19 @@ std::string ModelConfig::ToJson() const {
   j["hidden_act"] = hidden_act;
   j["torch_dtype"] = torch_dtype;
   j["head_dim"] = head_dim();
-  j["rope_scaling"] = nullptr;
+  if (rope_scaling.has_value()) {
+    j["rope_scaling"] = {
+        {"rope_type", rope_scaling->rope_type},
+        {"factor", rope_scaling->factor},
+        {"low_freq_factor", rope_scaling->low_freq_factor},
+        {"high_freq_factor", rope_scaling->high_freq_factor},
+        {"original_max_position_embeddings", rope_scaling->original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
   j["use_cache"] = true;
-  if (model_type == "qwen2") j["use_sliding_window"] = false;
+  j["mlp_bias"] = false;
+  if (model_type != "llama") j["use_sliding_window"] = false;
   if (bos_token_id.has_value()) j["bos_token_id"] = *bos_token_id;
   if (pad_token_id.has_value()) j["pad_token_id"] = *pad_token_id;
   if (eos_token_ids.size() == 1) {
@@ -212,12 +317,19 @@ std::string ModelConfig::ToJson() const {
   return j.dump(2) + "\n";
 }
 
+bool operator==(const RopeScaling& a, const RopeScaling& b) {
+  return a.rope_type == b.rope_type && a.factor == b.factor &&
+         a.low_freq_factor == b.low_freq_factor && a.high_freq_factor == b.high_freq_factor &&
+         a.original_max_position_embeddings == b.original_max_position_embeddings;
+}
+
 bool operator==(const ModelConfig& a, const ModelConfig& b) {
   return a.model_type == b.model_type && a.architectures == b.architectures &&
          a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
          a.intermediate_size == b.intermediate_size && a.num_hidden_layers == b.num_hidden_layers &&
          a.num_attention_heads == b.num_attention_heads &&
          a.num_key_value_heads == b.num_key_value_heads &&
+         a.explicit_head_dim == b.explicit_head_dim && a.rope_scaling == b.rope_scaling &&
          a.max_position_embeddings == b.max_position_embeddings && a.rope_theta == b.rope_theta &&
          a.rms_norm_eps == b.rms_norm_eps && a.initializer_range == b.initializer_range &&
          a.tie_word_embeddings == b.tie_word_embeddings && a.attention_bias == b.attention_bias &&
@@ -244,11 +356,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   TROUPE_ASSIGN_OR_RETURN(std::optional<std::string> model_type, keys.String("model_type"));
   if (!model_type.has_value()) return keys.Missing("model_type");
   c.model_type = *model_type;
-  if (c.model_type != "llama" && c.model_type != "qwen2") {
-    return keys.Error("model_type", absl::StrCat("unsupported model type \"", c.model_type,
-                                                 "\" (supported: \"llama\", \"qwen2\")"));
+  if (!SupportedModelType(c.model_type)) {
+    return keys.Error("model_type", UnsupportedModelType(c.model_type));
   }
   const bool qwen2 = c.model_type == "qwen2";
+  const bool llama = c.model_type == "llama";
 
   if (const Json* archs = keys.Find("architectures")) {
     if (!archs->is_array()) return keys.Error("architectures", "must be a list of strings");
@@ -265,7 +377,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   TROUPE_ASSIGN_OR_RETURN(c.num_attention_heads, keys.RequiredInt("num_attention_heads"));
   c.num_key_value_heads = c.num_attention_heads;
   TROUPE_RETURN_IF_ERROR(keys.OptionalInt("num_key_value_heads", &c.num_key_value_heads));
-  c.max_position_embeddings = qwen2 ? 32768 : 2048;
+  c.max_position_embeddings = llama ? 2048 : 32768;
   TROUPE_RETURN_IF_ERROR(keys.OptionalInt("max_position_embeddings", &c.max_position_embeddings));
 
   TROUPE_RETURN_IF_ERROR(keys.OptionalDouble("rope_theta", &c.rope_theta));
@@ -308,21 +420,37 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   }
   TROUPE_ASSIGN_OR_RETURN(c.num_labels, keys.Int("num_labels"));
 
-  // Architecture options this implementation does not have: refuse rather than compute wrongly.
   if (const Json* scaling = keys.Find("rope_scaling")) {
-    return keys.Error("rope_scaling",
-                      absl::StrCat("RoPE scaling is not supported, got ", scaling->dump()));
+    TROUPE_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(keys, *scaling));
   }
   TROUPE_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, keys.Int("head_dim"));
-  if (head_dim.has_value() && c.num_attention_heads > 0 &&
-      *head_dim * c.num_attention_heads != c.hidden_size) {
-    return keys.Error("head_dim",
-                      absl::StrCat("head_dim ", *head_dim,
-                                   " != hidden_size / num_attention_heads is not supported"));
+  // A head_dim equal to the derived one is the same model: kept implicit, so configs compare equal.
+  if (head_dim.has_value() &&
+      !(c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0 &&
+        *head_dim == c.hidden_size / c.num_attention_heads)) {
+    c.explicit_head_dim = *head_dim;
   }
+
+  // Architecture options this implementation does not have: refuse rather than compute wrongly.
   TROUPE_ASSIGN_OR_RETURN(std::optional<bool> sliding, keys.Bool("use_sliding_window"));
   if (sliding.value_or(false)) {
     return keys.Error("use_sliding_window", "sliding-window attention is not supported");
+  }
+  if (const Json* window = keys.Find("sliding_window"); window != nullptr && llama) {
+    return keys.Error(
+        "sliding_window",
+        absl::StrCat("sliding-window attention is not supported (got ", window->dump(),
+                     "; llama has no use_sliding_window to disable it)"));
+  }
+  if (const Json* layer_types = keys.Find("layer_types")) {
+    if (!layer_types->is_array()) return keys.Error("layer_types", "must be a list of strings");
+    for (const Json& t : *layer_types) {
+      if (!t.is_string() || t.get<std::string>() != "full_attention") {
+        return keys.Error(
+            "layer_types",
+            absl::StrCat("only \"full_attention\" layers are supported, got ", t.dump()));
+      }
+    }
   }
   TROUPE_ASSIGN_OR_RETURN(std::optional<bool> mlp_bias, keys.Bool("mlp_bias"));
   if (mlp_bias.value_or(false)) return keys.Error("mlp_bias", "MLP biases are not supported");

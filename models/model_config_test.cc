@@ -160,9 +160,10 @@ TEST(ModelConfig, RefusesArchitectureOptionsItCannotCompute) {
     Json value;
   };
   for (const Case& c :
-       {Case{"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}}, Case{"head_dim", 32},
-        Case{"use_sliding_window", true}, Case{"mlp_bias", true}, Case{"hidden_act", "gelu"},
-        Case{"model_type", "gpt2"}, Case{"torch_dtype", "int8"}}) {
+       {Case{"rope_scaling", Json{{"type", "linear"}, {"factor", 2.0}}}, Case{"head_dim", 15},
+        Case{"head_dim", 0}, Case{"use_sliding_window", true}, Case{"sliding_window", 4096},
+        Case{"layer_types", Json{"full_attention", "sliding_attention"}}, Case{"mlp_bias", true},
+        Case{"hidden_act", "gelu"}, Case{"model_type", "gpt2"}, Case{"torch_dtype", "int8"}}) {
     Json j = Minimal();
     j[c.key] = c.value;
     absl::Status s = ParseError(j);
@@ -215,6 +216,174 @@ TEST(ModelConfig, ToJsonNamesTheHuggingFaceClassAndKeys) {
   EXPECT_EQ(j["num_key_value_heads"], 4);
   EXPECT_EQ(j["torch_dtype"], "float32");
   EXPECT_EQ(j["head_dim"], 16);
+}
+
+// Llama-3.2-1B's config.json (abridged only in keys this parser ignores).
+constexpr char kLlama32Config[] = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "attention_bias": false,
+  "bos_token_id": 128000,
+  "eos_token_id": 128001,
+  "head_dim": 64,
+  "hidden_act": "silu",
+  "hidden_size": 2048,
+  "initializer_range": 0.02,
+  "intermediate_size": 8192,
+  "max_position_embeddings": 131072,
+  "mlp_bias": false,
+  "model_type": "llama",
+  "num_attention_heads": 32,
+  "num_hidden_layers": 16,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "vocab_size": 128256
+})";
+
+// Qwen3-0.6B's config.json (abridged only in keys this parser ignores).
+constexpr char kQwen3Config[] = R"({
+  "architectures": ["Qwen3ForCausalLM"],
+  "attention_bias": false,
+  "bos_token_id": 151643,
+  "eos_token_id": 151645,
+  "head_dim": 128,
+  "hidden_act": "silu",
+  "hidden_size": 1024,
+  "intermediate_size": 3072,
+  "max_position_embeddings": 40960,
+  "max_window_layers": 28,
+  "model_type": "qwen3",
+  "num_attention_heads": 16,
+  "num_hidden_layers": 28,
+  "num_key_value_heads": 8,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": null,
+  "rope_theta": 1000000,
+  "sliding_window": null,
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "use_sliding_window": false,
+  "vocab_size": 151936
+})";
+
+TEST(ModelConfig, ParsesLlama32WithLlama3RopeScalingAndRoundTrips) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(kLlama32Config, "llama");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->head_dim(), 64);
+  EXPECT_FALSE(c->explicit_head_dim.has_value());  // 2048 / 32: the derived value
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_EQ(c->rope_scaling->rope_type, "llama3");
+  EXPECT_EQ(c->rope_scaling->factor, 32.0);
+  EXPECT_EQ(c->rope_scaling->low_freq_factor, 1.0);
+  EXPECT_EQ(c->rope_scaling->high_freq_factor, 4.0);
+  EXPECT_EQ(c->rope_scaling->original_max_position_embeddings, 8192);
+  EXPECT_EQ(c->max_position_embeddings, 131072);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  absl::StatusOr<ModelConfig> back = ParseModelConfig(c->ToJson(), "back");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *c);
+  EXPECT_EQ(Json::parse(c->ToJson())["rope_scaling"]["rope_type"], "llama3");
+
+  // The older spelling "type" works too; a disagreement between the two does not.
+  Json older = Json::parse(kLlama32Config);
+  older["rope_scaling"].erase("rope_type");
+  older["rope_scaling"]["type"] = "llama3";
+  absl::StatusOr<ModelConfig> o = ParseModelConfig(older.dump(), "older");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->rope_scaling, c->rope_scaling);
+  older["rope_scaling"]["rope_type"] = "yarn";
+  EXPECT_THAT(ParseError(older).message(), HasSubstr("disagree"));
+}
+
+TEST(ModelConfig, RefusesOtherRopeScalingTypesByNameAndIncompleteLlama3) {
+  for (const char* type : {"linear", "dynamic", "yarn", "longrope", "su"}) {
+    Json j = Json::parse(kLlama32Config);
+    j["rope_scaling"] = {{"rope_type", type}, {"factor", 2.0}};
+    absl::Status s = ParseError(j);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(std::string("\"") + type + "\" is not supported"));
+    EXPECT_THAT(s.message(), HasSubstr("'rope_scaling'"));
+  }
+  for (const char* missing :
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    Json j = Json::parse(kLlama32Config);
+    j["rope_scaling"].erase(missing);
+    EXPECT_THAT(ParseError(j).message(), HasSubstr(missing));
+  }
+  Json extra = Json::parse(kLlama32Config);
+  extra["rope_scaling"]["attention_factor"] = 1.0;
+  EXPECT_THAT(ParseError(extra).message(), HasSubstr("'attention_factor' is not supported"));
+  Json inverted = Json::parse(kLlama32Config);
+  inverted["rope_scaling"]["low_freq_factor"] = 8.0;
+  EXPECT_THAT(ParseError(inverted).message(), HasSubstr("low_freq_factor < high_freq_factor"));
+  // "default" is plain RoPE.
+  Json plain = Json::parse(kLlama32Config);
+  plain["rope_scaling"] = {{"rope_type", "default"}};
+  absl::StatusOr<ModelConfig> p = ParseModelConfig(plain.dump(), "plain");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->rope_scaling.has_value());
+}
+
+TEST(ModelConfig, ParsesQwen3WithAnExplicitHeadDim) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(kQwen3Config, "qwen3");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen3");
+  EXPECT_EQ(c->head_dim(), 128);  // not 1024 / 16 = 64
+  EXPECT_EQ(c->explicit_head_dim, 128);
+  EXPECT_TRUE(c->qk_norm());
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->o_proj_bias());
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{151645});
+  Json j = Json::parse(c->ToJson());
+  EXPECT_EQ(j["architectures"], Json({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(j["head_dim"], 128);
+  EXPECT_EQ(j["use_sliding_window"], false);
+  absl::StatusOr<ModelConfig> back = ParseModelConfig(c->ToJson(), "back");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *c);
+
+  // Qwen3 with attention_bias has biases on q/k/v and o; qwen2 never on o.
+  Json biased = Json::parse(kQwen3Config);
+  biased["attention_bias"] = true;
+  absl::StatusOr<ModelConfig> b = ParseModelConfig(biased.dump(), "biased");
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->o_proj_bias());
+  absl::StatusOr<ModelConfig> qwen2 = ParseModelConfig(kQwen2Config, "qwen2");
+  ASSERT_TRUE(qwen2.ok());
+  EXPECT_TRUE(qwen2->attention_bias);
+  EXPECT_FALSE(qwen2->o_proj_bias());
+  EXPECT_FALSE(qwen2->qk_norm());
+
+  // An explicit head_dim lifts the hidden_size % heads rule.
+  Json odd = Minimal();
+  odd["hidden_size"] = 62;
+  EXPECT_THAT(ParseError(odd).message(), HasSubstr("not divisible"));
+  odd["head_dim"] = 16;
+  absl::StatusOr<ModelConfig> o = ParseModelConfig(odd.dump(), "odd");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->head_dim(), 16);
+}
+
+TEST(ModelConfig, AcceptsSlidingWindowKeysOnlyWhenDisabled) {
+  Json qwen = Json::parse(kQwen2Config);  // sliding_window 32768, use_sliding_window false
+  EXPECT_TRUE(ParseModelConfig(qwen.dump(), "q").ok());
+  qwen.erase("use_sliding_window");  // Qwen2's default is false
+  EXPECT_TRUE(ParseModelConfig(qwen.dump(), "q").ok());
+  qwen["use_sliding_window"] = true;
+  EXPECT_THAT(ParseError(qwen).message(), HasSubstr("'use_sliding_window'"));
+  Json layers = Json::parse(kQwen3Config);
+  layers["layer_types"] = Json::array();
+  for (int i = 0; i < 28; ++i) layers["layer_types"].push_back("full_attention");
+  EXPECT_TRUE(ParseModelConfig(layers.dump(), "l").ok());
+  layers["layer_types"][3] = "sliding_attention";
+  EXPECT_THAT(ParseError(layers).message(), HasSubstr("'layer_types'"));
+  Json llama = Json::parse(kLlama32Config);
+  llama["sliding_window"] = 4096;
+  EXPECT_THAT(ParseError(llama).message(), HasSubstr("'sliding_window'"));
 }
 
 TEST(ModelConfig, LoadsFromAFileAndReportsAMissingFile) {

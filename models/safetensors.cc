@@ -451,8 +451,19 @@ absl::StatusOr<NamedTensors> SafetensorsReader::GetAll() const {
   return out;
 }
 
+namespace {
+
+// The dtype `t` is written as.
+at::ScalarType WrittenType(const at::Tensor& t, std::optional<at::ScalarType> as_dtype) {
+  if (as_dtype.has_value() && at::isFloatingType(t.scalar_type())) return *as_dtype;
+  return t.scalar_type();
+}
+
+}  // namespace
+
 absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+                              const std::map<std::string, std::string>& metadata,
+                              std::optional<at::ScalarType> as_dtype) {
   auto error = [&path](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   };
@@ -467,11 +478,12 @@ absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tenso
     if (name == "__metadata__") return error("'__metadata__' cannot name a tensor");
     if (header.contains(name)) return error(absl::StrCat("tensor '", name, "' appears twice"));
     if (!tensor.defined()) return error(absl::StrCat("tensor '", name, "' is undefined"));
-    absl::StatusOr<std::string> dtype = SafetensorsDTypeName(tensor.scalar_type());
+    const at::ScalarType type = WrittenType(tensor, as_dtype);
+    absl::StatusOr<std::string> dtype = SafetensorsDTypeName(type);
     if (!dtype.ok()) {
       return error(absl::StrCat("tensor '", name, "': ", dtype.status().message()));
     }
-    const int64_t nbytes = tensor.numel() * static_cast<int64_t>(tensor.element_size());
+    const int64_t nbytes = tensor.numel() * static_cast<int64_t>(c10::elementSize(type));
     header[name] = {{"dtype", *dtype},
                     {"shape", std::vector<int64_t>(tensor.sizes().begin(), tensor.sizes().end())},
                     {"data_offsets", {offset, offset + nbytes}}};
@@ -490,7 +502,7 @@ absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tenso
     for (const auto& [name, tensor] : tensors) {
       at::Tensor cpu;
       TROUPE_RETURN_IF_ERROR(CatchTorch(absl::StrCat(path, ": tensor '", name, "'"), [&] {
-        cpu = tensor.detach().to(at::kCPU).contiguous();
+        cpu = tensor.detach().to(at::kCPU).to(WrittenType(tensor, as_dtype)).contiguous();
         return absl::OkStatus();
       }));
       TROUPE_RETURN_IF_ERROR(out.Append(absl::string_view(static_cast<const char*>(cpu.data_ptr()),
@@ -502,7 +514,8 @@ absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tenso
 
 absl::StatusOr<std::vector<std::string>> WriteShardedSafetensors(
     const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes,
-    const std::map<std::string, std::string>& metadata, absl::string_view prefix) {
+    const std::map<std::string, std::string>& metadata, absl::string_view prefix,
+    std::optional<at::ScalarType> as_dtype) {
   if (max_shard_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, ": max_shard_bytes must be positive, got ", max_shard_bytes));
@@ -513,7 +526,9 @@ absl::StatusOr<std::vector<std::string>> WriteShardedSafetensors(
   int64_t total_bytes = 0;
   for (const auto& named : tensors) {
     const at::Tensor& t = named.second;
-    const int64_t nbytes = t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
+    const int64_t nbytes =
+        t.defined() ? t.numel() * static_cast<int64_t>(c10::elementSize(WrittenType(t, as_dtype)))
+                    : 0;
     if (shards.empty() || (shard_bytes > 0 && shard_bytes + nbytes > max_shard_bytes)) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -528,7 +543,8 @@ absl::StatusOr<std::vector<std::string>> WriteShardedSafetensors(
   Json weight_map = Json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
     std::string name = absl::StrFormat("%s-%05d-of-%05d.safetensors", prefix, i + 1, shards.size());
-    TROUPE_RETURN_IF_ERROR(WriteSafetensors(absl::StrCat(dir, "/", name), shards[i], metadata));
+    TROUPE_RETURN_IF_ERROR(
+        WriteSafetensors(absl::StrCat(dir, "/", name), shards[i], metadata, as_dtype));
     for (const auto& named : shards[i]) weight_map[named.first] = name;
     names.push_back(std::move(name));
   }

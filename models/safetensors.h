@@ -39,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -127,17 +128,22 @@ class SafetensorsReader {
 
 // Writes `tensors` (any device; copied to the CPU one at a time) to `path` atomically, in the given
 // order. `metadata` goes into "__metadata__"; "format": "pt" is added unless given (transformers
-// requires it). InvalidArgument for an empty or repeated name, "__metadata__" as a name, an
-// undefined tensor or an unsupported dtype; file-system errors name the path.
+// requires it). `as_dtype` converts every floating-point tensor to it, one tensor at a time as it
+// is written (integer and bool tensors keep theirs). InvalidArgument for an empty or repeated name,
+// "__metadata__" as a name, an undefined tensor or an unsupported dtype; file-system errors name
+// the path.
 absl::Status WriteSafetensors(const std::string& path, const NamedTensors& tensors,
-                              const std::map<std::string, std::string>& metadata = {});
+                              const std::map<std::string, std::string>& metadata = {},
+                              std::optional<at::ScalarType> as_dtype = std::nullopt);
 
 // Writes `tensors` into `dir` as <prefix>-0000i-of-0000n.safetensors shards of at most
-// `max_shard_bytes` tensor bytes each (a larger tensor gets a shard of its own), then the index
-// <prefix>.safetensors.index.json, each atomically. Returns the shard file names.
+// `max_shard_bytes` tensor bytes each (a larger tensor gets a shard of its own; sizes counted in
+// the written dtype), then the index <prefix>.safetensors.index.json, each atomically. Returns the
+// shard file names. `as_dtype` as for WriteSafetensors.
 absl::StatusOr<std::vector<std::string>> WriteShardedSafetensors(
     const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes,
-    const std::map<std::string, std::string>& metadata = {}, absl::string_view prefix = "model");
+    const std::map<std::string, std::string>& metadata = {}, absl::string_view prefix = "model",
+    std::optional<at::ScalarType> as_dtype = std::nullopt);
 
 // The module's parameters then buffers, recursively, with their dotted names.
 NamedTensors ModuleTensors(const torch::nn::Module& module);

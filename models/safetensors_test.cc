@@ -269,6 +269,58 @@ TEST(Safetensors, RefusesEachMalformedFileNamingTheFileAndField) {
   EXPECT_THAT(missing.status().message(), HasSubstr("absent.safetensors"));
 }
 
+// Each way a shard's header can lie about its data, reached through a sharded index: refused
+// before any tensor byte is read, naming the index and the shard. (Single files: the test above.)
+TEST(Safetensors, RefusesAShardWhoseHeaderLiesWithoutReadingOutOfBounds) {
+  const std::string four_floats(16, '\0');
+  struct Case {
+    const char* name;
+    std::string bytes;
+    const char* says;
+  };
+  std::string huge_length(8, '\xff');  // 2^64 - 1: no wrap-around in the size check
+  const Case cases[] = {
+      {"header_longer_than_file", huge_length + "{}", "header length"},
+      {"header_just_past_end", LengthPrefixed("{}").replace(0, 1, 1, '\x03'), "header length"},
+      {"offsets_past_end",
+       FileWith(R"({"dtype":"F32","shape":[1],"data_offsets":[8,1099511627776]})", four_floats),
+       "outside"},
+      {"offsets_at_int64_max",
+       FileWith(R"({"dtype":"F32","shape":[1],"data_offsets":[8,9223372036854775807]})",
+                four_floats),
+       "outside"},
+      {"offsets_overflow_int64",
+       FileWith(R"({"dtype":"F32","shape":[1],"data_offsets":[8,18446744073709551615]})",
+                four_floats),
+       "field 'data_offsets'"},
+      {"overlapping",
+       FileWith(R"({"dtype":"F32","shape":[2],"data_offsets":[4,12]})", four_floats.substr(0, 12)),
+       "overlaps"},
+      {"dtype_longer_than_span",
+       FileWith(R"({"dtype":"BF16","shape":[4],"data_offsets":[8,12]})", four_floats.substr(0, 12)),
+       "need 8"},
+      {"dtype_shorter_than_span",
+       FileWith(R"({"dtype":"F16","shape":[1],"data_offsets":[8,12]})", four_floats.substr(0, 12)),
+       "need 2"},
+      {"numel_overflow",
+       FileWith(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[8,12]})",
+                four_floats.substr(0, 12)),
+       "too large"},
+  };
+  const std::string dir = TestDir("lying_shards");
+  WriteBytes(dir + "/model.safetensors.index.json",
+             R"({"weight_map": {"a": "shard.safetensors", "b": "shard.safetensors"}})");
+  for (const Case& c : cases) {
+    WriteBytes(dir + "/shard.safetensors", c.bytes);
+    absl::StatusOr<SafetensorsReader> reader =
+        SafetensorsReader::Open(dir + "/model.safetensors.index.json");
+    EXPECT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(reader.status().message(), HasSubstr("model.safetensors.index.json")) << c.name;
+    EXPECT_THAT(reader.status().message(), HasSubstr("shard.safetensors")) << c.name;
+    EXPECT_THAT(reader.status().message(), HasSubstr(c.says)) << c.name << ": " << reader.status();
+  }
+}
+
 TEST(Safetensors, RefusesAnIndexInconsistentWithItsShards) {
   std::string dir = TestDir("bad_index");
   ASSERT_TRUE(

@@ -43,9 +43,11 @@ absl::StatusOr<at::Tensor> Guarded(absl::string_view what, F&& f) {
                       [&]() -> absl::StatusOr<at::Tensor> { return f(); });
 }
 
-// input_ids [B, T] integral with values in [0, vocab); attention_mask undefined or [B, T].
+// input_ids [B, T] integral with values in [0, vocab), T <= max_positions; attention_mask
+// undefined or [B, T].
 absl::Status CheckInputs(absl::string_view what, const at::Tensor& input_ids,
-                         const at::Tensor& attention_mask, int64_t vocab_size) {
+                         const at::Tensor& attention_mask, const ModelConfig& config) {
+  const int64_t vocab_size = config.vocab_size;
   auto error = [what](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
   };
@@ -67,6 +69,10 @@ absl::Status CheckInputs(absl::string_view what, const at::Tensor& input_ids,
   if (attention_mask.defined() && attention_mask.sizes() != input_ids.sizes()) {
     return error(absl::StrCat("attention_mask has shape ", ShapeString(attention_mask.sizes()),
                               " but input_ids has ", ShapeString(input_ids.sizes())));
+  }
+  if (input_ids.size(1) > config.max_position_embeddings) {
+    return error(absl::StrCat(input_ids.size(1), " tokens exceed max_position_embeddings ",
+                              config.max_position_embeddings, " of the model config"));
   }
   return absl::OkStatus();
 }
@@ -93,26 +99,29 @@ absl::Status MakeDirectory(const std::string& dir) {
 
 // Writes the weights and then config.json (with `config` adjusted to the weights' dtype).
 absl::Status SaveDirectory(const torch::nn::Module& module, ModelConfig config,
-                           const std::string& dir, int64_t max_shard_bytes) {
+                           const std::string& dir, int64_t max_shard_bytes,
+                           std::optional<at::ScalarType> as_dtype) {
   NamedTensors tensors = ModuleTensors(module);
   if (tensors.empty()) return absl::InvalidArgumentError("model has no parameters");
-  const char* dtype = TorchDTypeName(tensors.front().second.scalar_type());
+  const at::ScalarType saved = as_dtype.value_or(tensors.front().second.scalar_type());
+  const char* dtype = TorchDTypeName(saved);
   if (dtype == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir, ": cannot save parameters of dtype ",
-        c10::toString(tensors.front().second.scalar_type()), " (float32, float16 or bfloat16)"));
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot save parameters as dtype ",
+                                                   c10::toString(saved),
+                                                   " (float32, float16 or bfloat16)"));
   }
   config.torch_dtype = dtype;
   TROUPE_RETURN_IF_ERROR(MakeDirectory(dir));
   const std::string single = absl::StrCat(dir, "/model.safetensors");
   if (max_shard_bytes > 0) {
-    TROUPE_RETURN_IF_ERROR(WriteShardedSafetensors(dir, tensors, max_shard_bytes).status());
+    TROUPE_RETURN_IF_ERROR(
+        WriteShardedSafetensors(dir, tensors, max_shard_bytes, {}, "model", as_dtype).status());
     // Readers (ours and HF's) prefer model.safetensors: drop a stale one.
     if (::unlink(single.c_str()) != 0 && errno != ENOENT) {
       return absl::InternalError(absl::StrCat(single, ": cannot remove: ", strerror(errno)));
     }
   } else {
-    TROUPE_RETURN_IF_ERROR(WriteSafetensors(single, tensors));
+    TROUPE_RETURN_IF_ERROR(WriteSafetensors(single, tensors, {}, as_dtype));
   }
   return WriteFileAtomically(absl::StrCat(dir, "/config.json"), config.ToJson());
 }
@@ -124,17 +133,47 @@ bool IsRotaryBuffer(const std::string& name) { return absl::EndsWith(name, "rota
 // ---------------------------------------------------------------------------------------------
 // Rotary embeddings.
 
-RotaryTables ComputeRotary(const at::Tensor& positions, int64_t head_dim, double theta,
-                           at::ScalarType dtype) {
-  const at::Device device = positions.device();
-  // As HF: inv_freq = 1 / theta^(arange(0, d, 2) / d) in float32.
+namespace {
+
+// As HF: inv_freq = 1 / theta^(arange(0, d, 2) / d) in float32.
+at::Tensor PlainInverseFrequencies(int64_t head_dim, double theta, at::Device device) {
   at::Tensor exponent =
       at::arange(0, head_dim, 2, at::TensorOptions().dtype(at::kLong).device(device))
           .to(at::kFloat) /
       static_cast<double>(head_dim);
-  at::Tensor inv_freq = at::reciprocal(at::pow(theta, exponent));
-  at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;  // [B, T, d/2]
-  at::Tensor emb = at::cat({freqs, freqs}, -1);                          // [B, T, d]
+  return at::reciprocal(at::pow(theta, exponent));
+}
+
+}  // namespace
+
+at::Tensor RopeInverseFrequencies(const ModelConfig& config) {
+  at::Tensor inv_freq = PlainInverseFrequencies(config.head_dim(), config.rope_theta, at::kCPU);
+  if (!config.rope_scaling.has_value()) return inv_freq;
+  // Llama 3 (transformers' _compute_llama3_parameters), in float32 like HF.
+  const RopeScaling& r = *config.rope_scaling;
+  const double old_context = static_cast<double>(r.original_max_position_embeddings);
+  const double low_freq_wavelen = old_context / r.low_freq_factor;
+  const double high_freq_wavelen = old_context / r.high_freq_factor;
+  at::Tensor wavelen = 2 * M_PI / inv_freq;
+  at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / r.factor, inv_freq);
+  at::Tensor smooth =
+      (old_context / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  at::Tensor smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+  at::Tensor medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+RotaryTables ComputeRotary(const at::Tensor& positions, int64_t head_dim, double theta,
+                           at::ScalarType dtype) {
+  return ComputeRotary(positions, PlainInverseFrequencies(head_dim, theta, positions.device()),
+                       dtype);
+}
+
+RotaryTables ComputeRotary(const at::Tensor& positions, const at::Tensor& inv_freq,
+                           at::ScalarType dtype) {
+  at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) *
+                     inv_freq.to(positions.device(), at::kFloat);  // [B, T, d/2]
+  at::Tensor emb = at::cat({freqs, freqs}, -1);                    // [B, T, d]
   return RotaryTables{emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)};
 }
 
@@ -180,6 +219,18 @@ AttentionImpl::AttentionImpl(const ModelConfig& c)
   k_proj = register_module("k_proj", MakeLinear(c.hidden_size, kv_dim, c.attention_bias));
   v_proj = register_module("v_proj", MakeLinear(c.hidden_size, kv_dim, c.attention_bias));
   o_proj = register_module("o_proj", MakeLinear(q_dim, c.hidden_size, c.o_proj_bias()));
+  if (c.qk_norm()) {
+    q_norm = register_module("q_norm", RMSNorm(head_dim_, c.rms_norm_eps));
+    k_norm = register_module("k_norm", RMSNorm(head_dim_, c.rms_norm_eps));
+  }
+}
+
+at::Tensor AttentionImpl::PrepareQK(const torch::nn::Linear& proj, const RMSNorm& norm,
+                                    const at::Tensor& x, int64_t heads,
+                                    const RotaryTables& rope) const {
+  at::Tensor h = Project(proj, x, heads);
+  if (!norm.is_empty()) h = norm.ptr()->forward(h);  // over head_dim, per head (as HF's Qwen3)
+  return ApplyRotary(h, rope);
 }
 
 at::Tensor AttentionImpl::Project(const torch::nn::Linear& proj, const at::Tensor& x,
@@ -212,8 +263,8 @@ at::Tensor AttentionImpl::Attend(const at::Tensor& q, const at::Tensor& k, const
 
 at::Tensor AttentionImpl::forward(const at::Tensor& x, const RotaryTables& rope,
                                   const at::Tensor& allowed) {
-  at::Tensor q = ApplyRotary(Project(q_proj, x, num_heads_), rope);
-  at::Tensor k = ApplyRotary(Project(k_proj, x, num_kv_heads_), rope);
+  at::Tensor q = PrepareQK(q_proj, q_norm, x, num_heads_, rope);
+  at::Tensor k = PrepareQK(k_proj, k_norm, x, num_kv_heads_, rope);
   at::Tensor v = Project(v_proj, x, num_kv_heads_);
   return o_proj->forward(Attend(q, k, v, allowed));
 }
@@ -221,8 +272,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x, const RotaryTables& rope,
 at::Tensor AttentionImpl::forward_cached(const at::Tensor& x, const RotaryTables& rope,
                                          const CacheStep& step, at::Tensor& cache_k,
                                          at::Tensor& cache_v) {
-  at::Tensor q = ApplyRotary(Project(q_proj, x, num_heads_), rope);
-  at::Tensor k = ApplyRotary(Project(k_proj, x, num_kv_heads_), rope);
+  at::Tensor q = PrepareQK(q_proj, q_norm, x, num_heads_, rope);
+  at::Tensor k = PrepareQK(k_proj, k_norm, x, num_kv_heads_, rope);
   at::Tensor v = Project(v_proj, x, num_kv_heads_);
   if (step.write_slots.numel() > 0) {
     // [B, KV, T, d] -> real tokens [N, KV, d] -> cache[slot, :, index, :].
@@ -265,17 +316,21 @@ at::Tensor DecoderLayerImpl::forward_cached(const at::Tensor& x, const RotaryTab
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
-TransformerModelImpl::TransformerModelImpl(const ModelConfig& c) : config_(c) {
+TransformerModelImpl::TransformerModelImpl(const ModelConfig& c, at::ScalarType dtype)
+    : config_(c), inv_freq_(RopeInverseFrequencies(c)) {
   torch::nn::EmbeddingOptions embedding(c.vocab_size, c.hidden_size);
   if (c.pad_token_id.has_value()) embedding.padding_idx(*c.pad_token_id);  // as HF
   embed_tokens = register_module("embed_tokens", torch::nn::Embedding(embedding));
+  if (dtype != at::kFloat) embed_tokens->to(dtype);
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     DecoderLayer layer(c);
+    if (dtype != at::kFloat) layer->to(dtype);
     layers->push_back(layer);
     layer_list_.push_back(layer);
   }
   norm = register_module("norm", RMSNorm(c.hidden_size, c.rms_norm_eps));
+  if (dtype != at::kFloat) norm->to(dtype);
 }
 
 at::Tensor TransformerModelImpl::forward(const at::Tensor& input_ids,
@@ -297,8 +352,7 @@ at::Tensor TransformerModelImpl::forward(const at::Tensor& input_ids,
     allowed = causal.unsqueeze(0);  // [1, T, T]
   }
   at::Tensor h = embed_tokens->forward(input_ids);
-  RotaryTables rope =
-      ComputeRotary(positions, config_.head_dim(), config_.rope_theta, h.scalar_type());
+  RotaryTables rope = ComputeRotary(positions, inv_freq_, h.scalar_type());
   for (DecoderLayer& layer : layer_list_) h = layer->forward(h, rope, allowed);
   return norm->forward(h);
 }
@@ -307,8 +361,7 @@ at::Tensor TransformerModelImpl::forward_cached(const at::Tensor& input_ids,
                                                 const at::Tensor& positions, const CacheStep& step,
                                                 KVCache& cache) {
   at::Tensor h = embed_tokens->forward(input_ids);
-  RotaryTables rope =
-      ComputeRotary(positions, config_.head_dim(), config_.rope_theta, h.scalar_type());
+  RotaryTables rope = ComputeRotary(positions, inv_freq_, h.scalar_type());
   for (size_t i = 0; i < layer_list_.size(); ++i) {
     h = layer_list_[i]->forward_cached(h, rope, step, cache.keys[i], cache.values[i]);
   }
@@ -342,10 +395,11 @@ void InitModuleWeights(torch::nn::Module& module, double initializer_range, uint
 // ---------------------------------------------------------------------------------------------
 // CausalLM.
 
-CausalLMImpl::CausalLMImpl(const ModelConfig& config) : config_(config) {
-  model = register_module("model", TransformerModel(config));
+CausalLMImpl::CausalLMImpl(const ModelConfig& config, at::ScalarType dtype) : config_(config) {
+  model = register_module("model", TransformerModel(config, dtype));
   if (!config.tie_word_embeddings) {
     lm_head = register_module("lm_head", MakeLinear(config.hidden_size, config.vocab_size, false));
+    if (dtype != at::kFloat) lm_head->to(dtype);
   }
 }
 
@@ -359,15 +413,14 @@ at::Tensor CausalLMImpl::Logits(const at::Tensor& hidden) const {
 
 absl::StatusOr<at::Tensor> CausalLMImpl::Forward(const at::Tensor& input_ids,
                                                  const at::Tensor& attention_mask) {
-  TROUPE_RETURN_IF_ERROR(CheckInputs("Forward", input_ids, attention_mask, config_.vocab_size));
+  TROUPE_RETURN_IF_ERROR(CheckInputs("Forward", input_ids, attention_mask, config_));
   return Guarded("Forward",
                  [&] { return Logits(model->forward(input_ids.to(at::kLong), attention_mask)); });
 }
 
 absl::StatusOr<at::Tensor> CausalLMImpl::HiddenStates(const at::Tensor& input_ids,
                                                       const at::Tensor& attention_mask) {
-  TROUPE_RETURN_IF_ERROR(
-      CheckInputs("HiddenStates", input_ids, attention_mask, config_.vocab_size));
+  TROUPE_RETURN_IF_ERROR(CheckInputs("HiddenStates", input_ids, attention_mask, config_));
   return Guarded("HiddenStates",
                  [&] { return model->forward(input_ids.to(at::kLong), attention_mask); });
 }
@@ -402,8 +455,7 @@ absl::StatusOr<at::Tensor> CausalLMImpl::ForwardWithCache(const at::Tensor& inpu
   auto error = [](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("ForwardWithCache: ", why));
   };
-  TROUPE_RETURN_IF_ERROR(
-      CheckInputs("ForwardWithCache", input_ids, at::Tensor(), config_.vocab_size));
+  TROUPE_RETURN_IF_ERROR(CheckInputs("ForwardWithCache", input_ids, at::Tensor(), config_));
   const int64_t batch = input_ids.size(0);
   const int64_t t = input_ids.size(1);
   if (!positions.defined() || positions.sizes() != input_ids.sizes() ||
@@ -466,6 +518,21 @@ absl::StatusOr<at::Tensor> CausalLMImpl::ForwardWithCache(const at::Tensor& inpu
     read_len = std::max(read_len, lengths[b] + num_new[b]);
     if (s != slots[0] + b) contiguous = false;
   }
+  // RoPE has no table, so positions past the trained range would compute; refuse them instead.
+  {
+    at::Tensor pos = positions.to(at::kCPU).to(at::kLong).contiguous();
+    const int64_t* p = pos.data_ptr<int64_t>();
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < num_new[b]; ++i) {
+        const int64_t position = p[b * t + i];
+        if (position < 0 || position >= config_.max_position_embeddings) {
+          return absl::OutOfRangeError(absl::StrCat(
+              "ForwardWithCache: row ", b, " token ", i, " is at position ", position,
+              ", outside [0, max_position_embeddings = ", config_.max_position_embeddings, ")"));
+        }
+      }
+    }
+  }
 
   absl::StatusOr<at::Tensor> result = Guarded("ForwardWithCache", [&] {
     at::NoGradGuard no_grad;
@@ -512,14 +579,15 @@ void CausalLMImpl::InitWeights(uint64_t seed) {
 // ---------------------------------------------------------------------------------------------
 // ValueModel.
 
-ValueModelImpl::ValueModelImpl(const ModelConfig& config) : config_(config) {
-  model = register_module("model", TransformerModel(config));
+ValueModelImpl::ValueModelImpl(const ModelConfig& config, at::ScalarType dtype) : config_(config) {
+  model = register_module("model", TransformerModel(config, dtype));
   score = register_module("score", MakeLinear(config.hidden_size, 1, false));
+  if (dtype != at::kFloat) score->to(dtype);
 }
 
 absl::StatusOr<at::Tensor> ValueModelImpl::Forward(const at::Tensor& input_ids,
                                                    const at::Tensor& attention_mask) {
-  TROUPE_RETURN_IF_ERROR(CheckInputs("Forward", input_ids, attention_mask, config_.vocab_size));
+  TROUPE_RETURN_IF_ERROR(CheckInputs("Forward", input_ids, attention_mask, config_));
   return Guarded("Forward", [&] {
     at::Tensor hidden = model->forward(input_ids.to(at::kLong), attention_mask);
     return score->forward(hidden).squeeze(-1);
@@ -528,8 +596,7 @@ absl::StatusOr<at::Tensor> ValueModelImpl::Forward(const at::Tensor& input_ids,
 
 absl::StatusOr<at::Tensor> ValueModelImpl::HiddenStates(const at::Tensor& input_ids,
                                                         const at::Tensor& attention_mask) {
-  TROUPE_RETURN_IF_ERROR(
-      CheckInputs("HiddenStates", input_ids, attention_mask, config_.vocab_size));
+  TROUPE_RETURN_IF_ERROR(CheckInputs("HiddenStates", input_ids, attention_mask, config_));
   return Guarded("HiddenStates",
                  [&] { return model->forward(input_ids.to(at::kLong), attention_mask); });
 }
@@ -541,39 +608,49 @@ void ValueModelImpl::InitWeights(uint64_t seed) {
 // ---------------------------------------------------------------------------------------------
 // Construction, save, load.
 
-absl::StatusOr<CausalLM> CreateCausalLM(const ModelConfig& config) {
-  TROUPE_RETURN_IF_ERROR(config.Validate("model config"));
-  return CatchTorchAs(absl::StatusCode::kResourceExhausted, absl::StatusCode::kResourceExhausted,
-                      "CreateCausalLM",
-                      [&]() -> absl::StatusOr<CausalLM> { return CausalLM(config); });
+absl::Status CheckModelDType(at::ScalarType dtype) {
+  if (TorchDTypeName(dtype) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot build a model of dtype ", c10::toString(dtype), " (float32, float16 or bfloat16)"));
+  }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<ValueModel> CreateValueModel(const ModelConfig& config) {
+template <typename M>
+absl::StatusOr<M> CreateModel(const char* what, const ModelConfig& config, at::ScalarType dtype) {
   TROUPE_RETURN_IF_ERROR(config.Validate("model config"));
+  TROUPE_RETURN_IF_ERROR(CheckModelDType(dtype));
   return CatchTorchAs(absl::StatusCode::kResourceExhausted, absl::StatusCode::kResourceExhausted,
-                      "CreateValueModel",
-                      [&]() -> absl::StatusOr<ValueModel> { return ValueModel(config); });
+                      what, [&]() -> absl::StatusOr<M> { return M(config, dtype); });
+}
+
+absl::StatusOr<CausalLM> CreateCausalLM(const ModelConfig& config, at::ScalarType dtype) {
+  return CreateModel<CausalLM>("CreateCausalLM", config, dtype);
+}
+
+absl::StatusOr<ValueModel> CreateValueModel(const ModelConfig& config, at::ScalarType dtype) {
+  return CreateModel<ValueModel>("CreateValueModel", config, dtype);
 }
 
 absl::Status SavePretrained(const CausalLMImpl& model, const std::string& dir,
-                            int64_t max_shard_bytes) {
+                            int64_t max_shard_bytes, std::optional<at::ScalarType> dtype) {
   ModelConfig config = model.config();
   config.architectures.clear();  // -> *ForCausalLM
   config.num_labels.reset();
-  return SaveDirectory(model, std::move(config), dir, max_shard_bytes);
+  return SaveDirectory(model, std::move(config), dir, max_shard_bytes, dtype);
 }
 
 absl::Status SavePretrained(const ValueModelImpl& model, const std::string& dir,
-                            int64_t max_shard_bytes) {
+                            int64_t max_shard_bytes, std::optional<at::ScalarType> dtype) {
   ModelConfig config = model.config();
   config.architectures.clear();  // -> *ForSequenceClassification
   config.num_labels = 1;
-  return SaveDirectory(model, std::move(config), dir, max_shard_bytes);
+  return SaveDirectory(model, std::move(config), dir, max_shard_bytes, dtype);
 }
 
-absl::StatusOr<CausalLM> LoadCausalLM(const std::string& dir) {
+absl::StatusOr<CausalLM> LoadCausalLM(const std::string& dir, at::ScalarType dtype) {
   TROUPE_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(absl::StrCat(dir, "/config.json")));
-  TROUPE_ASSIGN_OR_RETURN(CausalLM model, CreateCausalLM(config));
+  TROUPE_ASSIGN_OR_RETURN(CausalLM model, CreateCausalLM(config, dtype));
   TROUPE_ASSIGN_OR_RETURN(SafetensorsReader reader, SafetensorsReader::Open(dir));
   const bool tied = config.tie_word_embeddings;
   LoadOptions options;

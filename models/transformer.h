@@ -1,17 +1,22 @@
-// A Llama / Qwen2 style decoder-only transformer in the LibTorch C++ frontend.
+// A Llama / Qwen2 / Qwen3 style decoder-only transformer in the LibTorch C++ frontend.
 //
-// Architecture (matching Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM, so checkpoints load
-// one to one): token embedding; N pre-norm decoder layers of
-//   h = x + o_proj(attention(rope(q_proj(rmsnorm(x))), rope(k_proj(..)), v_proj(..)))
+// Architecture (matching Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM,
+// so checkpoints load one to one): token embedding; N pre-norm decoder layers of
+//   h = x + o_proj(attention(rope(qn(q_proj(rmsnorm(x)))), rope(kn(k_proj(..))), v_proj(..)))
 //   y = h + down_proj(silu(gate_proj(rmsnorm(h))) * up_proj(rmsnorm(h)))
+// where q/k/v project to heads * head_dim (head_dim explicit or hidden_size / heads), and qn / kn
+// are Qwen3's q_norm / k_norm (an RMSNorm over head_dim applied to every head; identity for llama
+// and qwen2),
 // with grouped-query attention (query head i reads key/value head i / (heads / kv_heads), as HF's
-// repeat_kv), rotary embeddings in HF's rotate_half convention, causal masking; a final RMSNorm;
+// repeat_kv), rotary embeddings in HF's rotate_half convention (optionally with Llama-3 frequency
+// scaling, RopeInverseFrequencies), causal masking; a final RMSNorm;
 // then either the LM head (CausalLM, optionally tied to the embedding) or a scalar value head
 // (ValueModel, `score.weight` [1, hidden] like HF's *ForSequenceClassification with one label).
 //
 // Parameter names (named_parameters()) equal HF's state-dict keys, e.g.
 //   model.embed_tokens.weight
 //   model.layers.0.self_attn.{q,k,v,o}_proj.weight   (+ q/k/v .bias when attention_bias)
+//   model.layers.0.self_attn.{q,k}_norm.weight        (qwen3)
 //   model.layers.0.mlp.{gate,up,down}_proj.weight
 //   model.layers.0.{input,post_attention}_layernorm.weight
 //   model.norm.weight
@@ -19,7 +24,11 @@
 // Rotary frequencies are recomputed, not stored (HF's inv_freq buffer is non-persistent).
 //
 // Numerics follow HF: RMSNorm and softmax run in float32 and cast back to the parameter dtype.
-// Parameters are created float32 on the CPU; use module->to(dtype / device) to change that.
+// Parameters are created float32 on the CPU unless CreateCausalLM is given a dtype; use
+// module->to(dtype / device) to change that.
+//
+// Positions: a forward over more than max_position_embeddings tokens, or a cached step at a
+// position >= max_position_embeddings, is refused (InvalidArgument / OutOfRange), never computed.
 //
 // Example (training):
 //   TROUPE_ASSIGN_OR_RETURN(CausalLM model, CreateCausalLM(config));
@@ -49,6 +58,8 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,6 +127,14 @@ struct RotaryTables {
 // i < head_dim / 2, repeated for both halves; computed in float32, returned as `dtype`.
 RotaryTables ComputeRotary(const at::Tensor& positions, int64_t head_dim, double theta,
                            at::ScalarType dtype);
+// The same with given inverse frequencies `inv_freq` [head_dim / 2] (float32, angle = p *
+// inv_freq).
+RotaryTables ComputeRotary(const at::Tensor& positions, const at::Tensor& inv_freq,
+                           at::ScalarType dtype);
+
+// The model's inverse frequencies [head_dim / 2] float32 on the CPU: theta^(-2i / head_dim), then
+// config.rope_scaling's Llama-3 scaling (see RopeScaling in model_config.h) if it has one.
+at::Tensor RopeInverseFrequencies(const ModelConfig& config);
 
 // x * cos + rotate_half(x) * sin for x [B, heads, T, head_dim], rotate_half(x) = [-x2, x1].
 at::Tensor ApplyRotary(const at::Tensor& x, const RotaryTables& rope);
@@ -175,9 +194,15 @@ class AttentionImpl : public torch::nn::Module {
   torch::nn::Linear k_proj{nullptr};
   torch::nn::Linear v_proj{nullptr};
   torch::nn::Linear o_proj{nullptr};
+  // Qwen3's per-head RMSNorms over head_dim ("q_norm", "k_norm"); null for llama / qwen2.
+  RMSNorm q_norm{nullptr};
+  RMSNorm k_norm{nullptr};
 
  private:
   at::Tensor Project(const torch::nn::Linear& proj, const at::Tensor& x, int64_t heads) const;
+  // q or k [B, heads, T, d] after the optional norm and rotary.
+  at::Tensor PrepareQK(const torch::nn::Linear& proj, const RMSNorm& norm, const at::Tensor& x,
+                       int64_t heads, const RotaryTables& rope) const;
   at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& allowed) const;
 
@@ -205,7 +230,9 @@ TORCH_MODULE(DecoderLayer);
 // The backbone, HF's LlamaModel / Qwen2Model ("model." in checkpoints): embedding, layers, norm.
 class TransformerModelImpl : public torch::nn::Module {
  public:
-  explicit TransformerModelImpl(const ModelConfig& config);
+  // Parameters in `dtype`: each submodule is converted as soon as it is built, so the float32
+  // copy never exceeds one layer (or the embedding).
+  explicit TransformerModelImpl(const ModelConfig& config, at::ScalarType dtype = at::kFloat);
   // Final-norm hidden states [B, T, hidden] for input_ids [B, T] (int64) and an optional
   // attention_mask [B, T] (1 = token, 0 = padding; left or right padding). Positions come from the
   // mask (cumsum - 1, as HF), or 0..T-1 without one.
@@ -225,6 +252,7 @@ class TransformerModelImpl : public torch::nn::Module {
  private:
   ModelConfig config_;
   std::vector<DecoderLayer> layer_list_;
+  at::Tensor inv_freq_;  // RopeInverseFrequencies(config), on the CPU; not a buffer (as HF's)
 };
 TORCH_MODULE(TransformerModel);
 
@@ -239,11 +267,12 @@ void InitModuleWeights(torch::nn::Module& module, double initializer_range, uint
 class CausalLMImpl : public torch::nn::Module {
  public:
   // `config` must be valid (config.Validate() OK); CreateCausalLM checks that for you.
-  explicit CausalLMImpl(const ModelConfig& config);
+  explicit CausalLMImpl(const ModelConfig& config, at::ScalarType dtype = at::kFloat);
 
   // Logits [B, T, V] for input_ids [B, T] (int64 or int32) and an optional attention_mask [B, T]
   // (1 = token, 0 = padding, left or right). Records autograd (the training path); outputs at
-  // padded positions are garbage. InvalidArgument on malformed input.
+  // padded positions are garbage. InvalidArgument on malformed input, and for T greater than
+  // max_position_embeddings.
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& input_ids,
                                      const at::Tensor& attention_mask = at::Tensor());
   // Final-norm hidden states [B, T, hidden] (same contract as Forward, without the LM head).
@@ -264,7 +293,7 @@ class CausalLMImpl : public torch::nn::Module {
   // lengths[slots[b]] grows by num_new[b] and the logits are [B, T_new, V] (or [B, 1, V] with
   // last_token_only). Errors, which leave `cache.lengths` unchanged: InvalidArgument for shapes,
   // dtypes, a cache of another model, bad or repeated slots, bad num_new; OutOfRange when a slot
-  // would exceed max_len.
+  // would exceed max_len or a real token's position is negative or >= max_position_embeddings.
   absl::StatusOr<at::Tensor> ForwardWithCache(const at::Tensor& input_ids,
                                               const at::Tensor& positions, KVCache& cache,
                                               absl::Span<const int64_t> slots,
@@ -294,7 +323,7 @@ TORCH_MODULE(CausalLM);
 class ValueModelImpl : public torch::nn::Module {
  public:
   // `config` must be valid; CreateValueModel checks that.
-  explicit ValueModelImpl(const ModelConfig& config);
+  explicit ValueModelImpl(const ModelConfig& config, at::ScalarType dtype = at::kFloat);
 
   // Per-token values [B, T] (parameter dtype); same input contract as CausalLMImpl::Forward.
   absl::StatusOr<at::Tensor> Forward(const at::Tensor& input_ids,
@@ -313,25 +342,34 @@ class ValueModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ValueModel);
 
-// Validated constructors: InvalidArgument (from ModelConfig::Validate) for a bad config.
-absl::StatusOr<CausalLM> CreateCausalLM(const ModelConfig& config);
-absl::StatusOr<ValueModel> CreateValueModel(const ModelConfig& config);
+// Validated constructors: InvalidArgument (from ModelConfig::Validate) for a bad config, or for a
+// dtype other than float32 / float16 / bfloat16. Parameters are converted to `dtype` module by
+// module as they are built, so the peak is the `dtype` model plus one float32 layer or embedding.
+absl::StatusOr<CausalLM> CreateCausalLM(const ModelConfig& config,
+                                        at::ScalarType dtype = at::kFloat);
+absl::StatusOr<ValueModel> CreateValueModel(const ModelConfig& config,
+                                            at::ScalarType dtype = at::kFloat);
 
 // ---------------------------------------------------------------------------------------------
 // Hugging Face model directories: config.json + model.safetensors (or shards + index).
 
-// Writes `dir`/config.json (torch_dtype = the parameters' dtype, architectures = *ForCausalLM or
+// Writes `dir`/config.json (torch_dtype = the saved dtype, architectures = *ForCausalLM or
 // *ForSequenceClassification) and the weights, each file atomically; `dir` is created if missing
 // (not its parents). max_shard_bytes > 0 writes model-0000i-of-0000n.safetensors shards + index.
+// `dtype` (float32 / float16 / bfloat16) converts the floating weights while writing; unset keeps
+// the parameters' dtype. (models/hf_checkpoint.h writes a whole directory atomically.)
 absl::Status SavePretrained(const CausalLMImpl& model, const std::string& dir,
-                            int64_t max_shard_bytes = 0);
+                            int64_t max_shard_bytes = 0,
+                            std::optional<at::ScalarType> dtype = std::nullopt);
 absl::Status SavePretrained(const ValueModelImpl& model, const std::string& dir,
-                            int64_t max_shard_bytes = 0);
+                            int64_t max_shard_bytes = 0,
+                            std::optional<at::ScalarType> dtype = std::nullopt);
 
-// Builds a float32 CPU model from `dir`/config.json and loads every weight (single file or
-// sharded). A tied model ignores a stored lm_head.weight; stored rotary inv_freq buffers are
-// ignored. Any missing, mis-shaped or extra tensor is an InvalidArgument naming it.
-absl::StatusOr<CausalLM> LoadCausalLM(const std::string& dir);
+// Builds a CPU model of `dtype` from `dir`/config.json and loads every weight (single file or
+// sharded; F32 / F16 / BF16 converted to `dtype`). A tied model ignores a stored lm_head.weight;
+// stored rotary inv_freq buffers are ignored. Any missing, mis-shaped or extra tensor is an
+// InvalidArgument naming it.
+absl::StatusOr<CausalLM> LoadCausalLM(const std::string& dir, at::ScalarType dtype = at::kFloat);
 
 // As LoadCausalLM for a critic. If the checkpoint has no score.weight (e.g. initializing a PPO
 // critic from the SFT policy), the backbone is loaded from it, lm_head.weight is ignored, and the

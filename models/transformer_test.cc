@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "base/atomic_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -447,6 +448,230 @@ TEST(Transformer, ValueModelStartsFromAPolicyCheckpointAndRoundTrips) {
   absl::StatusOr<ValueModel> again = LoadValueModel(critic_dir, /*score_seed=*/999);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(at::equal(*(*again)->Forward(ids), *(*critic)->Forward(ids)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// head_dim, Llama-3 RoPE scaling, Qwen3 q/k norms, max_position_embeddings.
+
+// x / sqrt(mean(x^2) + eps) * w over the last dimension, in float32.
+at::Tensor ReferenceRmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+}
+
+// One attention layer computed from its weights with plain tensor ops, HF's way: project, view
+// as [B, T, heads, head_dim], q/k norm (qwen3), rotate_half RoPE with `inv_freq`, repeat_kv,
+// causal softmax(q k^T / sqrt(d)) v, o_proj.
+at::Tensor ReferenceAttention(AttentionImpl& attn, const ModelConfig& c, const at::Tensor& x,
+                              const at::Tensor& inv_freq) {
+  const int64_t b = x.size(0), t = x.size(1), h = c.num_attention_heads, kv = c.num_key_value_heads,
+                d = c.head_dim();
+  auto proj = [&](torch::nn::Linear& l, int64_t heads) {
+    at::Tensor y = at::matmul(x, l->weight.t());
+    if (l->bias.defined()) y = y + l->bias;
+    return y.view({b, t, heads, d});
+  };
+  at::Tensor q = proj(attn.q_proj, h), k = proj(attn.k_proj, kv), v = proj(attn.v_proj, kv);
+  if (c.qk_norm()) {
+    q = ReferenceRmsNorm(q, attn.q_norm->weight, c.rms_norm_eps);
+    k = ReferenceRmsNorm(k, attn.k_norm->weight, c.rms_norm_eps);
+  }
+  at::Tensor pos = at::arange(t, at::kFloat);
+  at::Tensor angles = at::outer(pos, inv_freq);  // [T, d/2]
+  at::Tensor cos = at::cat({angles, angles}, -1).cos().view({1, t, 1, d});
+  at::Tensor sin = at::cat({angles, angles}, -1).sin().view({1, t, 1, d});
+  auto rot = [&](const at::Tensor& z) {
+    at::Tensor z1 = z.narrow(-1, 0, d / 2), z2 = z.narrow(-1, d / 2, d / 2);
+    return z * cos + at::cat({-z2, z1}, -1) * sin;
+  };
+  q = rot(q).transpose(1, 2);                               // [B, H, T, d]
+  k = rot(k).transpose(1, 2).repeat_interleave(h / kv, 1);  // [B, H, T, d]
+  v = v.transpose(1, 2).repeat_interleave(h / kv, 1);
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+  at::Tensor causal = at::ones({t, t}, at::kBool).tril();
+  scores = scores.masked_fill(causal.logical_not(), -1e30);
+  at::Tensor out = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({b, t, h * d});
+  return at::matmul(out, attn.o_proj->weight.t()) +
+         (attn.o_proj->bias.defined() ? attn.o_proj->bias : at::zeros({1}));
+}
+
+TEST(Transformer, ExplicitHeadDimSetsTheProjectionShapesAndTheMath) {
+  ModelConfig c = TinyConfig("llama");
+  c.explicit_head_dim = 12;  // 4 heads * 12 = 48 != hidden 32
+  CausalLM model = MakeModel(c, 3);
+  auto params = model->named_parameters();
+  EXPECT_EQ(params["model.layers.0.self_attn.q_proj.weight"].sizes(), at::IntArrayRef({48, 32}));
+  EXPECT_EQ(params["model.layers.0.self_attn.k_proj.weight"].sizes(), at::IntArrayRef({24, 32}));
+  EXPECT_EQ(params["model.layers.0.self_attn.v_proj.weight"].sizes(), at::IntArrayRef({24, 32}));
+  EXPECT_EQ(params["model.layers.0.self_attn.o_proj.weight"].sizes(), at::IntArrayRef({32, 48}));
+  at::NoGradGuard no_grad;
+  at::manual_seed(4);
+  at::Tensor x = at::randn({2, 5, 32});
+  AttentionImpl& attn = *model->model->layer(0)->self_attn;
+  at::Tensor got = attn.forward(x,
+                                ComputeRotary(at::arange(5).unsqueeze(0).expand({2, 5}),
+                                              RopeInverseFrequencies(c), at::kFloat),
+                                at::ones({5, 5}, at::kBool).tril().unsqueeze(0));
+  EXPECT_TRUE(AllClose(got, ReferenceAttention(attn, c, x, RopeInverseFrequencies(c))));
+  absl::StatusOr<KVCache> cache = model->CreateKVCache(1, 8);
+  ASSERT_TRUE(cache.ok());
+  EXPECT_EQ(cache->keys[0].size(3), 12);
+}
+
+TEST(Transformer, Llama3RopeScalingMatchesTheFormulaWorkedOutIndependently) {
+  ModelConfig c = TinyConfig("llama");
+  c.explicit_head_dim = 16;
+  c.rope_theta = 500000.0;
+  RopeScaling r;
+  r.factor = 8.0;
+  r.low_freq_factor = 1.0;
+  r.high_freq_factor = 4.0;
+  r.original_max_position_embeddings = 64;  // wavelengths: high 64 / 4 = 16, low 64 / 1 = 64
+  c.rope_scaling = r;
+  at::Tensor got = RopeInverseFrequencies(c);
+  ASSERT_EQ(got.numel(), 8);
+  int unchanged = 0, divided = 0, smoothed = 0;
+  for (int i = 0; i < 8; ++i) {
+    const double inv = std::pow(500000.0, -2.0 * i / 16.0);
+    const double wavelen = 2 * M_PI / inv;
+    double want;
+    if (wavelen < 16.0) {
+      want = inv;
+      ++unchanged;
+    } else if (wavelen > 64.0) {
+      want = inv / 8.0;
+      ++divided;
+    } else {
+      const double s = (64.0 / wavelen - 1.0) / (4.0 - 1.0);
+      want = (1 - s) * inv / 8.0 + s * inv;
+      ++smoothed;
+    }
+    EXPECT_NEAR(got[i].item<double>(), want, 1e-6 * want) << "i = " << i;
+  }
+  // The case split exercised every branch: i = 0 (2π) high, i = 1 (~32.4) medium, rest low.
+  EXPECT_EQ(unchanged, 1);
+  EXPECT_EQ(smoothed, 1);
+  EXPECT_EQ(divided, 6);
+  // A hand-worked value: i = 1, inv = 500000^(-1/8), wavelen = 2π / inv.
+  const double inv1 = 1.0 / std::pow(500000.0, 0.125);
+  const double s1 = (64.0 * inv1 / (2 * M_PI) - 1.0) / 3.0;
+  EXPECT_NEAR(got[1].item<double>(), inv1 * (s1 + (1 - s1) / 8.0), 1e-7);
+
+  // The model uses it: scaled and unscaled models with the same weights disagree, and the cached
+  // path agrees with the full forward.
+  ModelConfig plain = c;
+  plain.rope_scaling.reset();
+  CausalLM scaled_model = MakeModel(c, 5), plain_model = MakeModel(plain, 5);
+  at::Tensor ids = RandomIds(1, 12, 37, 6);
+  at::Tensor scaled_logits = Logits(scaled_model, ids);
+  EXPECT_FALSE(AllClose(scaled_logits, Logits(plain_model, ids)));
+  absl::StatusOr<KVCache> cache = scaled_model->CreateKVCache(1, 12);
+  ASSERT_TRUE(cache.ok());
+  absl::StatusOr<at::Tensor> cached =
+      scaled_model->ForwardWithCache(ids, at::arange(12, at::kLong).unsqueeze(0), *cache, {0});
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_TRUE(AllClose(*cached, scaled_logits));
+}
+
+TEST(Transformer, Qwen3NormalizesEveryHeadOfQueriesAndKeysBeforeRope) {
+  ModelConfig c = TinyConfig("qwen3");
+  c.explicit_head_dim = 16;  // as Qwen3: heads * head_dim (64) != hidden (32)
+  CausalLM model = MakeModel(c, 8);
+  auto params = model->named_parameters();
+  ASSERT_TRUE(params.contains("model.layers.1.self_attn.q_norm.weight"));
+  EXPECT_EQ(params["model.layers.1.self_attn.q_norm.weight"].sizes(), at::IntArrayRef({16}));
+  EXPECT_EQ(params["model.layers.1.self_attn.k_norm.weight"].sizes(), at::IntArrayRef({16}));
+  EXPECT_FALSE(params.contains("model.layers.0.self_attn.q_proj.bias"));
+  EXPECT_FALSE(params.contains("model.layers.0.self_attn.o_proj.bias"));
+  // Norm gains away from 1, so a skipped or misplaced norm shows.
+  {
+    at::NoGradGuard no_grad;
+    at::manual_seed(9);
+    for (auto& item : model->named_parameters()) {
+      if (absl::EndsWith(item.key(), "_norm.weight")) item.value().uniform_(0.5, 2.0);
+    }
+  }
+  at::NoGradGuard no_grad;
+  at::manual_seed(10);
+  at::Tensor x = at::randn({2, 6, 32});
+  AttentionImpl& attn = *model->model->layer(1)->self_attn;
+  at::Tensor got = attn.forward(x,
+                                ComputeRotary(at::arange(6).unsqueeze(0).expand({2, 6}),
+                                              RopeInverseFrequencies(c), at::kFloat),
+                                at::ones({6, 6}, at::kBool).tril().unsqueeze(0));
+  EXPECT_TRUE(AllClose(got, ReferenceAttention(attn, c, x, RopeInverseFrequencies(c))));
+  // Without the norms the reference disagrees: they matter.
+  ModelConfig no_norm = c;
+  no_norm.model_type = "llama";
+  EXPECT_FALSE(AllClose(got, ReferenceAttention(attn, no_norm, x, RopeInverseFrequencies(c))));
+
+  // Cached decoding agrees with the full forward for qwen3 too.
+  at::Tensor ids = RandomIds(1, 7, 37, 11);
+  at::Tensor full = Logits(model, ids);
+  absl::StatusOr<KVCache> cache = model->CreateKVCache(1, 8);
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(
+      model->ForwardWithCache(ids.narrow(1, 0, 3), at::arange(3).unsqueeze(0), *cache, {0}).ok());
+  for (int64_t t = 3; t < 7; ++t) {
+    absl::StatusOr<at::Tensor> step =
+        model->ForwardWithCache(ids.narrow(1, t, 1), at::full({1, 1}, t, at::kLong), *cache, {0});
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_TRUE(AllClose(*step, full.narrow(1, t, 1))) << t;
+  }
+}
+
+TEST(Transformer, RefusesPositionsBeyondMaxPositionEmbeddings) {
+  ModelConfig c = TinyConfig();
+  c.max_position_embeddings = 8;
+  CausalLM model = MakeModel(c, 12);
+  EXPECT_TRUE(model->Forward(RandomIds(1, 8, 37, 1)).ok());
+  absl::StatusOr<at::Tensor> too_long = model->Forward(RandomIds(1, 9, 37, 1));
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.status().message(), HasSubstr("max_position_embeddings 8"));
+  EXPECT_FALSE(model->HiddenStates(RandomIds(1, 9, 37, 1)).ok());
+
+  absl::StatusOr<KVCache> cache = model->CreateKVCache(1, 16);  // room in the cache, not in RoPE
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(
+      model->ForwardWithCache(RandomIds(1, 8, 37, 2), at::arange(8).unsqueeze(0), *cache, {0})
+          .ok());
+  absl::StatusOr<at::Tensor> past =
+      model->ForwardWithCache(RandomIds(1, 1, 37, 3), at::full({1, 1}, 8, at::kLong), *cache, {0});
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(past.status().message(), HasSubstr("max_position_embeddings = 8"));
+  EXPECT_EQ(cache->lengths[0], 8);  // unchanged
+  // Padding beyond num_new is not a real token: its position is not checked.
+  cache->ResetSlot(0);
+  CacheForwardOptions options;
+  options.num_new = {1};
+  at::Tensor pos = at::tensor({6, 99}, at::kLong).unsqueeze(0);
+  EXPECT_TRUE(model->ForwardWithCache(RandomIds(1, 2, 37, 4), pos, *cache, {0}, options).ok());
+}
+
+TEST(Transformer, CreatesAndLoadsModelsInTheRequestedDtype) {
+  absl::StatusOr<CausalLM> bf16 = CreateCausalLM(TinyConfig("qwen3"), at::kBFloat16);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  for (const auto& p : (*bf16)->parameters()) EXPECT_EQ(p.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(CreateCausalLM(TinyConfig(), at::kInt).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // F32 file -> bf16 / f16 model: the same conversion as Tensor::to.
+  const std::string dir = TestDir("dtype_load");
+  CausalLM model = MakeModel(TinyConfig(), 13);
+  ASSERT_TRUE(SavePretrained(*model, dir).ok());
+  for (at::ScalarType type : {at::kBFloat16, at::kHalf}) {
+    absl::StatusOr<CausalLM> loaded = LoadCausalLM(dir, type);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_TRUE(at::equal((*loaded)->output_embedding(), model->output_embedding().to(type)));
+  }
+  // Saved as bf16 from a float32 model: config says so and the weights are rounded once.
+  const std::string as_bf16 = TestDir("dtype_save");
+  ASSERT_TRUE(SavePretrained(*model, as_bf16, 0, at::kBFloat16).ok());
+  absl::StatusOr<ModelConfig> config = LoadModelConfig(as_bf16 + "/config.json");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->torch_dtype, "bfloat16");
+  absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(as_bf16);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->Find("lm_head.weight")->dtype, at::kBFloat16);
 }
 
 }  // namespace

@@ -73,8 +73,9 @@ bool UsableAsIs(const JobSpec& spec) {
 }
 
 // <logging.dir>/init assembled for model.init's path: links to its weights (the .safetensors
-// file, or the directory's shards and index), to model.config or the directory's config.json and
-// to the directory's tokenizer.json, or model.tokenizer's text. Rewritten on every start (links
+// file, or the directory's shards and index) and generation_config.json, to model.config or the
+// directory's config.json and to the directory's tokenizer.json (+ tokenizer_config.json), or
+// model.tokenizer's text. Rewritten on every start (links
 // cost nothing), so a resumed run reads the same files. Called after CheckInitialPolicy, which
 // checks the tokenizer against the model.
 absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::Tokenizer* tokenizer,
@@ -95,7 +96,10 @@ absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::To
   } else {
     for (const fs::directory_entry& e : fs::directory_iterator(from, ec)) {
       const std::string leaf = e.path().filename().string();
-      if (absl::EndsWith(leaf, ".safetensors") || leaf == "model.safetensors.index.json") {
+      // generation_config.json carries the EOS ids generation stops at (LoadPolicy).
+      if (absl::EndsWith(leaf, ".safetensors") || leaf == "model.safetensors.index.json" ||
+          leaf == "generation_config.json" ||
+          (tokenizer == nullptr && leaf == "tokenizer_config.json")) {
         links.push_back({e.path(), leaf});
       }
     }

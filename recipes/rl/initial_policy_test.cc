@@ -74,6 +74,7 @@ TEST(InitialPolicy, AModelPathTakesModelTokenizerThroughLinks) {
   const std::string dir = TestDir("path");
   const std::string model = dir + "/model";
   ASSERT_TRUE(actors::WriteRandomPolicy(model, actors::TinyModelConfig(), 1).ok());
+  std::ofstream(model + "/generation_config.json") << R"({"eos_token_id": [2, 5]})";
   RunResult result;
   // As it is: its own directory.
   absl::StatusOr<std::string> policy =
@@ -92,6 +93,9 @@ TEST(InitialPolicy, AModelPathTakesModelTokenizerThroughLinks) {
   absl::StatusOr<actors::PolicyModel> loaded = actors::LoadPolicy(*policy);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(*loaded->tokenizer->Encode("="), std::vector<int32_t>{3});
+  // generation_config.json comes along: both of its EOS ids stop generation.
+  EXPECT_TRUE(fs::is_symlink(*policy + "/generation_config.json"));
+  EXPECT_EQ(loaded->stop_token_ids, (std::vector<int32_t>{2, 5}));
   // The model's own tokenizer file is untouched.
   EXPECT_FALSE(fs::is_symlink(model + "/tokenizer.json"));
   EXPECT_NE(ReadAll(model + "/tokenizer.json"), ReadAll(reversed));
