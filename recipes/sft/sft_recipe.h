@@ -24,7 +24,7 @@
 // examples; a caller with its own supplies an SftExamples (sft_examples.h).
 //
 // Progress goes to the `log` callback as lines ("step 120/2000  loss 0.4123  12.3k tok/s  ETA
-// 1m50s", "eval step 200: held-out exact match 73.4% (367/500)").
+// 1m50s", "eval step 200: held-out accuracy 73.4% (367/500)").
 //
 // Thread-safety: RunSft is self-contained (its own model, trainer and engine) but sets LibTorch's
 // and OpenBLAS's thread counts and seeds its global generator: run one at a time per process.
@@ -92,7 +92,7 @@ struct SftOptions {
   double max_grad_norm = 1.0;
   int64_t eval_every = 100;      // > 0.
   int64_t eval_size = 500;       // > 0: held-out problems evaluated (at most the split).
-  double target_accuracy = 1.0;  // Stop once held-out exact match >= this (in [0, 1]).
+  double target_accuracy = 1.0;  // Stop once held-out accuracy >= this (in [0, 1]).
   int64_t pass_at_k = 0;         // > 0: final pass@k at temperature 1 (k samples per problem).
   int64_t eval_slots = 64;       // Generation engine slots.
   // > 0: most tokens generated per held-out prompt (stop token included). 0 = the longest

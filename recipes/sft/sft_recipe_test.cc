@@ -19,6 +19,7 @@
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
+#include "recipes/sft/jsonl_sft_examples.h"
 #include "recipes/sft/sft_examples.h"
 
 namespace troupe::recipes {
@@ -183,17 +184,38 @@ std::string WriteBpeTokenizer(const std::string& dir) {
   return dir;
 }
 
-TEST(RunSft, LearnsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesTheTokenizerFiles) {
+TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesItsFiles) {
   const std::string tokenizer_dir = WriteBpeTokenizer(TempDir("bpe_tok"));
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer =
       models::LoadTokenizer(tokenizer_dir);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   ASSERT_EQ((*tokenizer)->eos_id(), 8);
   ASSERT_THAT((*tokenizer)->Encode("cab=").value(), ElementsAre(2, 7, 6));
+  // The shift words as JSONL records, the last 36 held out. Responses end with the template's
+  // <|im_end|>, then the recipe's <|endoftext|>; generation stops at <|im_end|>, whose text the
+  // judge does not see.
+  const std::shared_ptr<SftExamples> words = ShiftExamples(/*heldout=*/36, "");
+  const std::string jsonl = TempDir("shift.jsonl");
+  {
+    std::ofstream out(jsonl);
+    for (int64_t i = 0; i < words->num_train(); ++i) {
+      out << nlohmann::json{{"prompt", words->Train(i).prompt},
+                            {"response", words->Train(i).response}}
+                 .dump()
+          << "\n";
+    }
+    for (const SftHeldOut& h : words->HeldOut()) {
+      out << nlohmann::json{{"prompt", h.prompt}, {"response", h.reference}}.dump() << "\n";
+    }
+  }
+  JsonlSftOptions jsonl_options;
+  jsonl_options.heldout_size = 36;
+  jsonl_options.response_suffix = "<|im_end|>";
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+      JsonlSftExamples::Load(jsonl, jsonl_options);
+  ASSERT_TRUE(examples.ok()) << examples.status();
   SftInputs inputs;
-  // Responses end with the template's <|im_end|>, then the recipe's <|endoftext|>; generation
-  // stops at <|im_end|>, whose text the judge does not see.
-  inputs.examples = ShiftExamples(/*heldout=*/36, "<|im_end|>");
+  inputs.examples = std::move(*examples);
   inputs.tokenizer = std::move(*tokenizer);
   inputs.tokenizer_path = tokenizer_dir;
   inputs.extra_stop_ids = {9};
