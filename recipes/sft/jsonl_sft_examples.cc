@@ -79,22 +79,38 @@ absl::StatusOr<std::vector<JsonlRecord>> ReadJsonlRecords(const std::string& pat
     return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   }
   std::vector<JsonlRecord> records;
-  std::string text;
-  for (int64_t line = 1; std::getline(in, text); ++line) {
-    if (text.size() > max_line_bytes) {
+  // Room for one byte more than allowed, and the terminating NUL: a longer line is cut, not read.
+  std::vector<char> buffer(max_line_bytes + 2);
+  for (int64_t line = 1;; ++line) {
+    in.getline(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const std::streamsize extracted = in.gcount();
+    if (in.bad()) break;
+    if (in.fail() && in.eof() && extracted == 0) break;  // the end
+    if (in.fail() && !in.eof()) {
       return RecordError(path, line, absl::StrCat("line longer than ", max_line_bytes, " bytes"));
     }
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    // The newline counts as extracted unless the last line has none.
+    const size_t length = static_cast<size_t>(in.eof() ? extracted : extracted - 1);
+    if (length > max_line_bytes) {
+      return RecordError(path, line, absl::StrCat("line longer than ", max_line_bytes, " bytes"));
+    }
+    const absl::string_view text(buffer.data(), length);
+    if (text.find_first_not_of(" \t\r") == absl::string_view::npos) {
+      if (in.eof()) break;
+      continue;
+    }
     if (static_cast<int64_t>(records.size()) >= max_records) {
       return RecordError(path, line, absl::StrCat("more than ", max_records, " records"));
     }
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json value = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                                 /*allow_exceptions=*/false);
     if (value.is_discarded()) return RecordError(path, line, "not valid JSON");
     if (!value.is_object()) {
       return RecordError(path, line,
                          absl::StrCat("expected a JSON object, got ", value.type_name()));
     }
     records.push_back(JsonlRecord{line, std::move(value)});
+    if (in.eof()) break;
   }
   if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read error"));
   return records;

@@ -128,6 +128,18 @@ TEST(JsonlSftExamples, BoundsWhatItReads) {
   short_lines.max_line_bytes = 10;
   EXPECT_THAT(LoadError("long.jsonl", good, short_lines),
               HasSubstr(":1: line longer than 10 bytes"));
+  // At the limit exactly, with and without a final newline: read.
+  JsonlSftOptions exact;
+  exact.max_line_bytes = good.size() - 1;
+  exact.heldout_size = 1;
+  for (const std::string& contents : {good + good, good + good.substr(0, good.size() - 1)}) {
+    const std::string path = WriteFile("exact.jsonl", contents);
+    absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+        JsonlSftExamples::Load(path, exact);
+    ASSERT_TRUE(examples.ok()) << examples.status();
+    EXPECT_EQ((*examples)->num_train(), 1);
+  }
+  EXPECT_THAT(LoadError("over.jsonl", good + " " + good, exact), HasSubstr(":2: line longer than"));
 }
 
 TEST(JsonlSftExamples, RefusesAMissingFileAndAnEmptySplit) {
