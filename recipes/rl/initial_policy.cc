@@ -17,7 +17,7 @@
 #include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/rl/task_prompts.h"
-#include "recipes/sft/sft_recipe.h"
+#include "recipes/sft/arithmetic_sft.h"
 #include "tasks/arithmetic/arithmetic.h"
 #include "tasks/task.h"
 
@@ -230,9 +230,10 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
     }
     return dir;
   }
-  SftOptions o;
   // The SFT recipe trains on the arithmetic task's supervised data (the only task with any yet).
-  o.task = tasks::ArithmeticOptionsFromConfig(TaskConfigOf(spec));
+  ArithmeticSftOptions arithmetic;
+  arithmetic.task = tasks::ArithmeticOptionsFromConfig(TaskConfigOf(spec));
+  SftOptions& o = arithmetic.sft;
   TROUPE_ASSIGN_OR_RETURN(o.model, models::LoadModelConfig(spec.model.config));
   o.steps = spec.sft.steps;
   o.batch_size = spec.sft.batch_size;
@@ -248,8 +249,9 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
   o.out_dir = dir;
   log(absl::StrCat("SFT warm start: training ", spec.model.config, " for up to ", o.steps,
                    " steps into ", dir));
-  TROUPE_ASSIGN_OR_RETURN(SftResult sft,
-                          RunSft(o, [&log](const std::string& l) { log("  sft: " + l); }));
+  TROUPE_ASSIGN_OR_RETURN(SftResult sft, RunArithmeticSft(arithmetic, [&log](const std::string& l) {
+                            log("  sft: " + l);
+                          }));
   result->sft_accuracy = sft.final_accuracy;
   log(absl::StrFormat("SFT done: held-out exact match %.1f%% after %d steps",
                       100 * sft.final_accuracy, sft.steps));

@@ -1,6 +1,6 @@
 // sft_demo: supervised fine-tuning of the tiny Llama-style model on synthetic addition, with
 // held-out exact match measured by greedy generation (rollout::GenerationEngine), and an SFT
-// checkpoint for the GRPO stage. See recipes/sft/sft_recipe.h for what a run does.
+// checkpoint for the GRPO stage. See recipes/sft/arithmetic_sft.h for what a run does.
 //
 //   bazel run //recipes/sft:sft_demo -- [--preset easy|plateau] [--steps N] [--seed S] [--out DIR]
 //
@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/model_config.h"
-#include "recipes/sft/sft_recipe.h"
+#include "recipes/sft/arithmetic_sft.h"
 
 namespace {
 
@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   CLI::App app{"SFT of the tiny model on synthetic addition (see recipes/sft/sft_recipe.h)"};
   std::string preset = "easy";
   std::string model_config = "examples/models/tiny.json";
-  troupe::recipes::SftOptions o;
+  troupe::recipes::ArithmeticSftOptions a;
+  troupe::recipes::SftOptions& o = a.sft;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t layers = 0;
@@ -56,11 +57,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "Step budget");
   app.add_option("--seed", o.seed, "Seed of the model init and the batches");
   app.add_option("--out", o.out_dir, "Checkpoint directory to write (parent must exist)");
-  app.add_option("--digits", o.task.digits, "Operand digits (1..3)");
-  app.add_option("--train_examples", o.task.num_train, "Training problems (0 = all not held out)");
-  app.add_option("--heldout", o.task.num_heldout, "Held-out problems");
-  app.add_option("--task_seed", o.task.seed, "Seed of the train / held-out split");
-  app.add_option("--dropped_carry_rate", o.task.dropped_carry_rate,
+  app.add_option("--digits", a.task.digits, "Operand digits (1..3)");
+  app.add_option("--train_examples", a.task.num_train, "Training problems (0 = all not held out)");
+  app.add_option("--heldout", a.task.num_heldout, "Held-out problems");
+  app.add_option("--task_seed", a.task.seed, "Seed of the train / held-out split");
+  app.add_option("--dropped_carry_rate", a.task.dropped_carry_rate,
                  "Share of overflowing training answers written without the final carry");
   app.add_option("--batch_size", o.batch_size, "Sequences per step");
   app.add_option("--lr", o.learning_rate, "Peak learning rate");
@@ -81,10 +82,10 @@ int main(int argc, char** argv) {
   const bool easy = preset == "easy";
   if (unset("--steps")) o.steps = easy ? 1500 : 1600;
   if (unset("--batch_size")) o.batch_size = 128;
-  if (unset("--digits")) o.task.digits = 2;
-  if (unset("--train_examples")) o.task.num_train = 0;
-  if (unset("--heldout")) o.task.num_heldout = 500;
-  if (unset("--dropped_carry_rate")) o.task.dropped_carry_rate = easy ? 0.0 : 0.7;
+  if (unset("--digits")) a.task.digits = 2;
+  if (unset("--train_examples")) a.task.num_train = 0;
+  if (unset("--heldout")) a.task.num_heldout = 500;
+  if (unset("--dropped_carry_rate")) a.task.dropped_carry_rate = easy ? 0.0 : 0.7;
   if (unset("--lr")) o.learning_rate = 5e-3;
   if (unset("--eval_every")) o.eval_every = 100;
   if (unset("--target_accuracy")) o.target_accuracy = easy ? 0.98 : 1.0;
@@ -98,12 +99,12 @@ int main(int argc, char** argv) {
   if (layers > 0) config->num_hidden_layers = layers;
   o.model = *config;
   o.out_dir = Resolve(o.out_dir);
-  if (absl::Status valid = troupe::recipes::ValidateSftOptions(o); !valid.ok()) {
+  if (absl::Status valid = troupe::recipes::ValidateArithmeticSftOptions(a); !valid.ok()) {
     return Fail(std::string(valid.message()));
   }
 
   absl::StatusOr<troupe::recipes::SftResult> result =
-      troupe::recipes::RunSft(o, [](const std::string& line) {
+      troupe::recipes::RunArithmeticSft(a, [](const std::string& line) {
         std::fprintf(stderr, "%s\n", line.c_str());
         std::fflush(stderr);
       });

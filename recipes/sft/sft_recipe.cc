@@ -7,16 +7,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <optional>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/atomic_file.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "kernels/token_logprobs.h"
 #include "models/compute_threads.h"
 #include "models/tokenizers/char_tokenizer.h"
+#include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
 #include "rollout/generation_engine.h"
@@ -25,9 +30,6 @@
 
 namespace troupe::recipes {
 
-using tasks::ArithmeticProblem;
-using tasks::ArithmeticTask;
-using tasks::TaskSplit;
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -41,55 +43,70 @@ std::string Duration(double seconds) {
   return s >= 60 ? absl::StrFormat("%dm%02ds", s / 60, s % 60) : absl::StrFormat("%ds", s);
 }
 
-// One training sequence "<bos>23+58=81<eos>"; the loss covers the answer and <eos>.
+// One training sequence "[<bos>]prompt response<eos>"; the loss covers the response and <eos>.
 struct Example {
   std::vector<int64_t> tokens;
-  int64_t prompt_length = 0;  // <bos> + "23+58="
+  int64_t prompt_length = 0;  // [<bos>] + prompt
 };
 
-class TaskCodec {
+// Text <-> tokens as the recipe's header describes.
+class TextCodec {
  public:
-  explicit TaskCodec(std::unique_ptr<models::CharTokenizer> tokenizer)
-      : tokenizer_(std::move(tokenizer)),
-        bos_(*tokenizer_->bos_id()),
-        eos_(*tokenizer_->eos_id()),
-        pad_(*tokenizer_->pad_id()) {}
+  explicit TextCodec(const SftInputs& inputs)
+      : tokenizer_(inputs.tokenizer),
+        bos_(inputs.add_bos ? inputs.tokenizer->bos_id() : std::nullopt),
+        eos_(*inputs.tokenizer->eos_id()),
+        pad_(inputs.tokenizer->pad_id().value_or(eos_)),
+        skip_special_tokens_(inputs.skip_special_tokens) {
+    stop_ids_.push_back(eos_);
+    for (int32_t id : inputs.extra_stop_ids) {
+      if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) {
+        stop_ids_.push_back(id);
+      }
+    }
+  }
 
-  absl::StatusOr<std::vector<int32_t>> Prompt(const ArithmeticProblem& problem) const {
-    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_->Encode(problem.prompt));
-    ids.insert(ids.begin(), bos_);
+  absl::StatusOr<std::vector<int32_t>> Prompt(const std::string& prompt) const {
+    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_->Encode(prompt));
+    if (bos_.has_value()) ids.insert(ids.begin(), *bos_);
     return ids;
   }
 
-  absl::StatusOr<Example> TrainingExample(const ArithmeticProblem& problem) const {
-    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, Prompt(problem));
-    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> answer, tokenizer_->Encode(problem.target));
+  absl::StatusOr<Example> TrainingExample(const SftExample& pair) const {
+    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, Prompt(pair.prompt));
+    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> response, tokenizer_->Encode(pair.response));
     Example example;
     example.tokens.assign(prompt.begin(), prompt.end());
-    example.tokens.insert(example.tokens.end(), answer.begin(), answer.end());
+    example.tokens.insert(example.tokens.end(), response.begin(), response.end());
     example.tokens.push_back(eos_);
     example.prompt_length = static_cast<int64_t>(prompt.size());
     return example;
   }
 
-  // The completion's text if it ended with <eos>; nullopt otherwise (ran out of length).
+  // The response's text without its stop token if it stopped; nullopt otherwise (ran out of
+  // length, or did not decode).
   std::optional<std::string> Completion(const rollout::GeneratedSample& sample) const {
     if (sample.finish_reason != rollout::FinishReason::kStop) return std::nullopt;
     absl::StatusOr<std::string> text =
-        tokenizer_->Decode(absl::MakeConstSpan(sample.tokens).subspan(0, sample.tokens.size() - 1));
+        tokenizer_->Decode(absl::MakeConstSpan(sample.tokens).subspan(0, sample.tokens.size() - 1),
+                           {.skip_special_tokens = skip_special_tokens_});
     if (!text.ok()) return std::nullopt;
     return *text;
   }
 
-  const models::CharTokenizer& tokenizer() const { return *tokenizer_; }
+  const models::Tokenizer& tokenizer() const { return *tokenizer_; }
+  std::optional<int32_t> bos() const { return bos_; }
   int32_t eos() const { return eos_; }
   int32_t pad() const { return pad_; }
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
 
  private:
-  std::unique_ptr<models::CharTokenizer> tokenizer_;
-  int32_t bos_;
+  std::shared_ptr<const models::Tokenizer> tokenizer_;
+  std::optional<int32_t> bos_;
   int32_t eos_;
   int32_t pad_;
+  bool skip_special_tokens_;
+  std::vector<int32_t> stop_ids_;  // eos first
 };
 
 struct Batch {
@@ -129,43 +146,72 @@ struct Evaluation {
   double accuracy() const { return total == 0 ? 0.0 : static_cast<double>(correct) / total; }
 };
 
-// Exact match of `params.n` samples per problem: a problem counts if any sample is correct.
-absl::StatusOr<Evaluation> Evaluate(rollout::GenerationEngine& engine, const TaskCodec& codec,
-                                    const std::vector<ArithmeticProblem>& problems,
-                                    const rollout::SamplingParams& params, int64_t num_examples) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (const ArithmeticProblem& problem : problems) {
-    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, codec.Prompt(problem));
-    prompts.push_back(std::move(prompt));
-  }
+// A problem counts as solved if any of its `params.n` samples stopped and the judge accepts it.
+absl::StatusOr<Evaluation> Evaluate(rollout::GenerationEngine& engine, const TextCodec& codec,
+                                    const std::vector<SftHeldOut>& problems,
+                                    const std::vector<std::vector<int32_t>>& prompts,
+                                    const SftJudge& judge, const rollout::SamplingParams& params,
+                                    int64_t num_examples) {
   TROUPE_ASSIGN_OR_RETURN(std::vector<rollout::GeneratedSample> samples,
                           engine.Generate(prompts, params));
   Evaluation evaluation;
   evaluation.total = static_cast<int64_t>(problems.size());
   std::vector<bool> solved(problems.size(), false);
   for (const rollout::GeneratedSample& sample : samples) {
-    const ArithmeticProblem& problem = problems[sample.prompt_index];
+    const SftHeldOut& problem = problems[sample.prompt_index];
     std::optional<std::string> completion = codec.Completion(sample);
-    const bool ok = completion.has_value() && ArithmeticTask::IsCorrect(problem, *completion);
+    const bool ok = completion.has_value() && judge(*completion, problem.reference);
     solved[sample.prompt_index] = solved[sample.prompt_index] || ok;
     if (sample.sample_index == 0 && sample.prompt_index < num_examples) {
       evaluation.examples.push_back(
-          absl::StrCat(problem.prompt, " -> ", completion.value_or("(no <eos>)"),
-                       ok ? "  ok" : absl::StrCat("  wrong, expected ", problem.answer)));
+          absl::StrCat(problem.prompt, " -> ", completion.value_or("(no stop token)"),
+                       ok ? "  ok" : absl::StrCat("  wrong, expected ", problem.reference)));
     }
   }
   evaluation.correct = std::count(solved.begin(), solved.end(), true);
   return evaluation;
 }
 
-absl::Status WriteCheckpoint(const SftOptions& options, const models::CausalLMImpl& model,
-                             const TaskCodec& codec, const ArithmeticTask& task,
-                             const SftResult& result) {
+// The tokenizer files of the checkpoint, read before training: leaf name -> contents.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TokenizerFiles(
+    const SftInputs& inputs) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> files;
+  if (inputs.tokenizer_path.empty()) {
+    const auto* chars = dynamic_cast<const models::CharTokenizer*>(inputs.tokenizer.get());
+    if (chars != nullptr) files.push_back({"tokenizer.json", chars->ToJson()});
+    return files;
+  }
+  std::error_code ec;
+  const fs::path path(inputs.tokenizer_path);
+  const fs::path json = fs::is_directory(path, ec) ? path / "tokenizer.json" : path;
+  absl::StatusOr<std::string> text = ReadFileToString(json.string());
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sft inputs: tokenizer_path: ", text.status().message()));
+  }
+  files.push_back({"tokenizer.json", *std::move(text)});
+  const fs::path config = json.parent_path() / "tokenizer_config.json";
+  if (fs::exists(config, ec)) {
+    absl::StatusOr<std::string> config_text = ReadFileToString(config.string());
+    if (!config_text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sft inputs: tokenizer_path: ", config_text.status().message()));
+    }
+    files.push_back({"tokenizer_config.json", *std::move(config_text)});
+  }
+  return files;
+}
+
+absl::Status WriteCheckpoint(
+    const SftOptions& options, const models::CausalLMImpl& model,
+    const std::vector<std::pair<std::string, std::string>>& tokenizer_files,
+    const SftResult& result) {
   const std::string& dir = options.out_dir;
   TROUPE_RETURN_IF_ERROR(models::SavePretrained(model, dir));
-  TROUPE_RETURN_IF_ERROR(
-      WriteFileAtomically(absl::StrCat(dir, "/tokenizer.json"), codec.tokenizer().ToJson()));
-  TROUPE_RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/task.json"), task.ToJson()));
+  for (const auto& [leaf, contents] : tokenizer_files) {
+    TROUPE_RETURN_IF_ERROR(WriteFileAtomically(absl::StrCat(dir, "/", leaf), contents));
+  }
   nlohmann::json metrics = {{"steps", result.steps},
                             {"reached_target", result.reached_target},
                             {"final_heldout_accuracy", result.final_accuracy},
@@ -185,27 +231,47 @@ absl::Status WriteCheckpoint(const SftOptions& options, const models::CausalLMIm
   return WriteFileAtomically(absl::StrCat(dir, "/sft_metrics.json"), metrics.dump(2) + "\n");
 }
 
-absl::StatusOr<SftResult> RunSftImpl(const SftOptions& options,
+absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& options,
                                      const std::function<void(const std::string&)>& log) {
+  TROUPE_ASSIGN_OR_RETURN(auto tokenizer_files, TokenizerFiles(inputs));
   models::SetComputeThreads(options.threads);
-  TROUPE_ASSIGN_OR_RETURN(ArithmeticTask task, ArithmeticTask::Create(options.task));
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::CharTokenizer> tokenizer,
-                          models::CharTokenizer::Create(ArithmeticTask::kAlphabet));
+  const SftExamples& examples = *inputs.examples;
+  const SftJudge judge = inputs.judge ? inputs.judge : ExactMatchJudge();
+  const TextCodec codec(inputs);
   models::ModelConfig config = options.model;
-  config.vocab_size = tokenizer->vocab_size();
-  config.bos_token_id = *tokenizer->bos_id();
-  config.eos_token_ids = {*tokenizer->eos_id()};
-  config.pad_token_id = *tokenizer->pad_id();
-  const TaskCodec codec(std::move(tokenizer));
+  config.vocab_size = codec.tokenizer().vocab_size();
+  config.bos_token_id.reset();
+  if (codec.tokenizer().bos_id().has_value()) config.bos_token_id = *codec.tokenizer().bos_id();
+  config.eos_token_ids.assign(codec.stop_ids().begin(), codec.stop_ids().end());
+  config.pad_token_id = codec.pad();
 
   std::vector<Example> train;
-  for (int64_t i = 0; i < task.size(TaskSplit::kTrain); ++i) {
-    TROUPE_ASSIGN_OR_RETURN(Example e, codec.TrainingExample(task.Problem(TaskSplit::kTrain, i)));
-    train.push_back(std::move(e));
+  int64_t longest_response = 0;  // tokens, with <eos>
+  for (int64_t i = 0; i < examples.num_train(); ++i) {
+    absl::StatusOr<Example> e = codec.TrainingExample(examples.Train(i));
+    if (!e.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("train example ", i, ": ", e.status().message()));
+    }
+    longest_response = std::max<int64_t>(longest_response, e->tokens.size() - e->prompt_length);
+    train.push_back(*std::move(e));
   }
-  std::vector<ArithmeticProblem> heldout;
-  for (int64_t i = 0; i < std::min(options.eval_size, task.size(TaskSplit::kHeldout)); ++i) {
-    heldout.push_back(task.Problem(TaskSplit::kHeldout, i));
+  std::vector<SftHeldOut> heldout = examples.HeldOut();
+  if (heldout.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sft inputs: examples (", examples.Describe(), ") have no held-out problems"));
+  }
+  if (static_cast<int64_t>(heldout.size()) > options.eval_size) heldout.resize(options.eval_size);
+  std::vector<std::vector<int32_t>> heldout_prompts;
+  int64_t longest_prompt = 0;
+  for (size_t i = 0; i < heldout.size(); ++i) {
+    absl::StatusOr<std::vector<int32_t>> prompt = codec.Prompt(heldout[i].prompt);
+    if (!prompt.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("held-out example ", i, ": ", prompt.status().message()));
+    }
+    longest_prompt = std::max<int64_t>(longest_prompt, prompt->size());
+    heldout_prompts.push_back(*std::move(prompt));
   }
 
   TROUPE_ASSIGN_OR_RETURN(models::CausalLM model, models::CreateCausalLM(config));
@@ -222,34 +288,32 @@ absl::StatusOr<SftResult> RunSftImpl(const SftOptions& options,
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<trainers::Trainer> trainer,
                           trainers::Trainer::Create(*model, trainer_options));
 
-  rollout::GenerationEngineOptions engine_options;
-  engine_options.num_slots = options.eval_slots;
-  engine_options.max_seq_len = 2 * options.task.digits + 3 + options.task.digits + 2;
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<rollout::GenerationEngine> engine,
-                          rollout::GenerationEngine::Create(model.ptr(), engine_options));
   rollout::SamplingParams greedy;
   greedy.temperature = 0.0;
-  greedy.stop_token_ids = {codec.eos()};
-  greedy.max_new_tokens = options.task.digits + 2;  // up to digits + 1 answer digits, <eos>
+  greedy.stop_token_ids = codec.stop_ids();
+  greedy.max_new_tokens = options.max_new_tokens > 0 ? options.max_new_tokens : longest_response;
+  rollout::GenerationEngineOptions engine_options;
+  engine_options.num_slots = options.eval_slots;
+  engine_options.max_seq_len =
+      options.max_seq_len > 0 ? options.max_seq_len : longest_prompt + greedy.max_new_tokens;
+  if (engine_options.max_seq_len <= longest_prompt) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sft options: max_seq_len = ", options.max_seq_len,
+                     " leaves no room to generate after the longest held-out prompt (",
+                     longest_prompt, " tokens)"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<rollout::GenerationEngine> engine,
+                          rollout::GenerationEngine::Create(model.ptr(), engine_options));
 
   int64_t num_params = 0;
   for (const at::Tensor& p : model->parameters()) num_params += p.numel();
+  log(examples.Describe());
   log(absl::StrFormat(
-      "%d-digit addition, %d train / %d held-out problems (of %d); model %d params "
-      "(hidden %d, %d layers, vocab %d); batch %d, lr %g, %d steps max, target %.1f%%, %d threads",
-      options.task.digits, task.size(TaskSplit::kTrain), heldout.size(), task.num_problems(),
-      num_params, config.hidden_size, config.num_hidden_layers, config.vocab_size,
-      options.batch_size, options.learning_rate, options.steps, 100 * options.target_accuracy,
-      at::get_num_threads()));
-  if (options.task.dropped_carry_rate > 0) {
-    int64_t overflowing = 0;
-    for (const ArithmeticProblem& p : heldout) overflowing += task.Overflows(p);
-    log(absl::StrFormat(
-        "careless teacher: %.0f%% of the train targets whose sum overflows %d digits drop the "
-        "final carry; %.1f%% of the held-out problems overflow",
-        100 * options.task.dropped_carry_rate, options.task.digits,
-        100.0 * overflowing / heldout.size()));
-  }
+      "%d train / %d held-out examples; model %d params (hidden %d, %d layers, vocab %d); batch "
+      "%d, lr %g, %d steps max, target %.1f%%, %d threads",
+      train.size(), heldout.size(), num_params, config.hidden_size, config.num_hidden_layers,
+      config.vocab_size, options.batch_size, options.learning_rate, options.steps,
+      100 * options.target_accuracy, at::get_num_threads()));
 
   SftResult result;
   const Clock::time_point start = Clock::now();
@@ -257,15 +321,15 @@ absl::StatusOr<SftResult> RunSftImpl(const SftOptions& options,
   int64_t loss_count = 0;
   int64_t tokens = 0;
   auto evaluate = [&](int64_t step) -> absl::StatusOr<double> {
-    TROUPE_ASSIGN_OR_RETURN(Evaluation eval,
-                            Evaluate(*engine, codec, heldout, greedy, options.num_examples));
+    TROUPE_ASSIGN_OR_RETURN(Evaluation eval, Evaluate(*engine, codec, heldout, heldout_prompts,
+                                                      judge, greedy, options.num_examples));
     result.examples = eval.examples;  // the last evaluation's are shown at the end
     EvalPoint point{step, loss_count > 0 ? loss_sum / loss_count : 0.0, eval.accuracy(),
                     SecondsSince(start)};
     result.curve.push_back(point);
     loss_sum = 0;
     loss_count = 0;
-    log(absl::StrFormat("eval step %d: held-out exact match %.1f%% (%d/%d)  [%s]", step,
+    log(absl::StrFormat("eval step %d: held-out accuracy %.1f%% (%d/%d)  [%s]", step,
                         100 * eval.accuracy(), eval.correct, eval.total, Duration(point.seconds)));
     return eval.accuracy();
   };
@@ -320,13 +384,14 @@ absl::StatusOr<SftResult> RunSftImpl(const SftOptions& options,
     sampled.temperature = 1.0;
     sampled.n = options.pass_at_k;
     sampled.seed = options.seed;
-    TROUPE_ASSIGN_OR_RETURN(Evaluation pass, Evaluate(*engine, codec, heldout, sampled, 0));
+    TROUPE_ASSIGN_OR_RETURN(Evaluation pass,
+                            Evaluate(*engine, codec, heldout, heldout_prompts, judge, sampled, 0));
     result.pass_at_k = pass.accuracy();
     log(absl::StrFormat("held-out pass@%d at temperature 1: %.1f%% (%d/%d)", options.pass_at_k,
                         100 * pass.accuracy(), pass.correct, pass.total));
   }
   if (!options.out_dir.empty()) {
-    TROUPE_RETURN_IF_ERROR(WriteCheckpoint(options, *model, codec, task, result));
+    TROUPE_RETURN_IF_ERROR(WriteCheckpoint(options, *model, tokenizer_files, result));
     log(absl::StrCat("saved the SFT checkpoint to ", options.out_dir));
   }
   return result;
@@ -357,6 +422,12 @@ absl::Status ValidateSftOptions(const SftOptions& options) {
   }
   if (options.pass_at_k < 0) return error("pass_at_k", options.pass_at_k, "must be >= 0");
   if (options.eval_slots <= 0) return error("eval_slots", options.eval_slots, "must be > 0");
+  if (options.max_new_tokens < 0) {
+    return error("max_new_tokens", options.max_new_tokens, "must be >= 0");
+  }
+  if (options.max_seq_len < 0 || options.max_seq_len == 1) {
+    return error("max_seq_len", options.max_seq_len, "must be 0 (derived) or > 1");
+  }
   if (options.log_every <= 0) return error("log_every", options.log_every, "must be > 0");
   if (options.num_examples < 0) return error("num_examples", options.num_examples, "must be >= 0");
   if (options.threads < 0) return error("threads", options.threads, "must be >= 0");
@@ -372,20 +443,54 @@ absl::Status ValidateSftOptions(const SftOptions& options) {
                    absl::StrCat("needs an existing parent directory '", parent, "'"));
     }
   }
-  TROUPE_RETURN_IF_ERROR(ArithmeticTask::Create(options.task).status());
+  // The tokenizer supplies the vocabulary and the special ids: check the rest.
   models::ModelConfig config = options.model;
-  config.vocab_size = static_cast<int64_t>(3 + ArithmeticTask::kAlphabet.size());
-  config.bos_token_id = 1;
-  config.eos_token_ids = {2};
-  config.pad_token_id = 0;
+  config.vocab_size = 1;
+  config.bos_token_id.reset();
+  config.eos_token_ids.clear();
+  config.pad_token_id.reset();
   return config.Validate("sft options: model");
 }
 
-absl::StatusOr<SftResult> RunSft(const SftOptions& options,
+absl::Status ValidateSftInputs(const SftInputs& inputs, const SftOptions& options) {
+  auto error = [](absl::string_view field, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("sft inputs: ", field, ": ", why));
+  };
+  if (inputs.examples == nullptr) return error("examples", "not set");
+  if (inputs.examples->num_train() <= 0) {
+    return error("examples", absl::StrCat(inputs.examples->Describe(), " has no training pairs"));
+  }
+  if (inputs.tokenizer == nullptr) return error("tokenizer", "not set");
+  const models::Tokenizer& tokenizer = *inputs.tokenizer;
+  if (!tokenizer.eos_id().has_value()) {
+    return error("tokenizer", "has no eos token: every response ends with one");
+  }
+  if (inputs.add_bos && !tokenizer.bos_id().has_value()) {
+    return error("add_bos", "is set but the tokenizer has no bos token");
+  }
+  for (size_t i = 0; i < inputs.extra_stop_ids.size(); ++i) {
+    const int32_t id = inputs.extra_stop_ids[i];
+    if (id < 0 || id >= tokenizer.vocab_size()) {
+      return error(absl::StrCat("extra_stop_ids[", i, "]"),
+                   absl::StrCat(id, " is outside the tokenizer's vocabulary [0, ",
+                                tokenizer.vocab_size(), ")"));
+    }
+  }
+  if (!options.out_dir.empty() && inputs.tokenizer_path.empty() &&
+      dynamic_cast<const models::CharTokenizer*>(&tokenizer) == nullptr) {
+    return error("tokenizer_path",
+                 "is empty: the checkpoint needs the tokenizer's files (only a character "
+                 "tokenizer can be written without them)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SftResult> RunSft(const SftInputs& inputs, const SftOptions& options,
                                  const std::function<void(const std::string&)>& log) {
   TROUPE_RETURN_IF_ERROR(ValidateSftOptions(options));
+  TROUPE_RETURN_IF_ERROR(ValidateSftInputs(inputs, options));
   try {
-    return RunSftImpl(options, log);
+    return RunSftImpl(inputs, options, log);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("sft: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {

@@ -1,30 +1,31 @@
 #include "recipes/sft/sft_recipe.h"
 
-#include <ATen/ATen.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/tokenizers/bpe_tokenizer.h"
+#include "models/tokenizers/char_tokenizer.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
-#include "rollout/generation_engine.h"
-#include "tasks/arithmetic/arithmetic_task.h"
+#include "recipes/sft/jsonl_sft_examples.h"
+#include "recipes/sft/sft_examples.h"
 
 namespace troupe::recipes {
-
-using tasks::ArithmeticProblem;
-using tasks::ArithmeticTask;
-using tasks::TaskSplit;
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string ReadAll(const std::string& path) {
@@ -39,161 +40,272 @@ std::string TempDir(const std::string& name) {
   return absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ::getpid());
 }
 
-// 1-digit addition on a very small model: a few seconds of work at most.
+// A "shift" task over the letters a-f: prompt "cab=", response "dbc" (each letter's successor,
+// f wraps to a). Every 3-letter word, in a fixed shuffled order; the last `heldout` are held out.
+std::shared_ptr<SftExamples> ShiftExamples(int heldout, const std::string& response_suffix) {
+  const std::string letters = "abcdef";
+  std::vector<std::pair<std::string, std::string>> words;
+  for (int i = 0; i < 216; ++i) {
+    // 101 is coprime with 216: a fixed permutation of the words.
+    const int w = (i * 101) % 216;
+    std::string word;
+    std::string shifted;
+    for (int d : {w / 36, (w / 6) % 6, w % 6}) {
+      word += letters[d];
+      shifted += letters[(d + 1) % 6];
+    }
+    words.push_back({word, shifted});
+  }
+  std::vector<SftExample> train;
+  std::vector<SftHeldOut> held;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i + heldout < words.size()) {
+      train.push_back({words[i].first + "=", words[i].second + response_suffix});
+    } else {
+      held.push_back({words[i].first + "=", words[i].second});
+    }
+  }
+  return std::make_shared<VectorSftExamples>(std::move(train), std::move(held), "shift words");
+}
+
 SftOptions SmallOptions() {
   SftOptions o;
-  o.task = {.digits = 1, .num_train = 0, .num_heldout = 20, .seed = 2};
-  o.model.vocab_size = 15;
   o.model.hidden_size = 32;
   o.model.intermediate_size = 64;
-  o.model.num_hidden_layers = 1;
+  o.model.num_hidden_layers = 2;
   o.model.num_attention_heads = 4;
   o.model.num_key_value_heads = 2;
   o.model.max_position_embeddings = 64;
-  o.steps = 60;
+  o.steps = 400;  // stops at the target accuracy well before
   o.batch_size = 32;
   o.learning_rate = 1e-2;
-  o.warmup_steps = 5;
-  o.eval_every = 20;
-  o.eval_slots = 8;
-  o.log_every = 20;
+  o.warmup_steps = 10;
+  o.eval_every = 50;
+  o.eval_slots = 16;
+  o.log_every = 50;
+  o.target_accuracy = 0.95;
   o.threads = 1;
-  o.seed = 3;
+  o.seed = 5;
   return o;
 }
 
-std::vector<std::string> Lines(const SftOptions& options, absl::StatusOr<SftResult>* result) {
+// One id per letter a-f and "=", and no bos or pad: pad falls back to eos.
+std::shared_ptr<models::Tokenizer> LetterTokenizer() {
+  models::CharTokenizerOptions specials;
+  specials.special_tokens = {"<eos>"};
+  specials.pad_token = "";
+  specials.bos_token = "";
+  absl::StatusOr<std::unique_ptr<models::CharTokenizer>> tokenizer =
+      models::CharTokenizer::Create("abcdef=", specials);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return std::move(*tokenizer);
+}
+
+absl::StatusOr<SftResult> Train(const SftInputs& inputs, const SftOptions& options,
+                                std::vector<std::string>* lines = nullptr) {
+  return RunSft(inputs, options, [lines](const std::string& line) {
+    if (lines != nullptr) lines->push_back(line);
+  });
+}
+
+TEST(RunSft, LearnsStringPromptsWithACharacterTokenizerWithoutBosOrPad) {
+  SftInputs inputs;
+  inputs.examples = ShiftExamples(/*heldout=*/36, "");
+  inputs.tokenizer = LetterTokenizer();
+  SftOptions options = SmallOptions();
+  options.out_dir = TempDir("shift_char");
   std::vector<std::string> lines;
-  *result = RunSft(options, [&](const std::string& line) { lines.push_back(line); });
-  return lines;
-}
-
-TEST(RunSft, TrainsEvaluatesAndLogsProgressOnTheCurve) {
-  absl::StatusOr<SftResult> result;
-  std::vector<std::string> lines = Lines(SmallOptions(), &result);
+  absl::StatusOr<SftResult> result = Train(inputs, options, &lines);
   ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->curve.size(), 3u);
-  EXPECT_EQ(result->curve[0].step, 20);
-  EXPECT_EQ(result->curve[2].step, 60);
-  EXPECT_EQ(result->steps, 60);
-  EXPECT_LT(result->curve[2].train_loss, result->curve[0].train_loss);
-  EXPECT_EQ(result->final_accuracy, result->curve[2].accuracy);
-  EXPECT_GT(result->tokens_per_second, 0);
-  EXPECT_EQ(result->pass_at_k, -1);
-  int progress = 0;
-  int evals = 0;
-  for (const std::string& line : lines) {
-    if (line.rfind("step ", 0) == 0) {
-      ++progress;
-      EXPECT_THAT(line, HasSubstr("loss"));
-      EXPECT_THAT(line, HasSubstr("tok/s"));
-      EXPECT_THAT(line, HasSubstr("ETA"));
-    }
-    if (line.rfind("eval step ", 0) == 0) ++evals;
-  }
-  EXPECT_EQ(progress, 3);
-  EXPECT_EQ(evals, 3);
-  EXPECT_EQ(result->examples.size(), 6u);
-  EXPECT_THAT(result->examples[0], HasSubstr("+"));
+  EXPECT_TRUE(result->reached_target) << result->final_accuracy << " after " << result->steps;
+  EXPECT_EQ(lines.front(), "shift words");
+  EXPECT_THAT(lines[1], HasSubstr("180 train / 36 held-out examples"));
+  ASSERT_FALSE(result->examples.empty());
+  EXPECT_THAT(result->examples[0], HasSubstr("= -> "));
+
+  // The checkpoint's config takes the tokenizer's ids; its tokenizer file reloads as the same.
+  absl::StatusOr<models::ModelConfig> config =
+      models::LoadModelConfig(options.out_dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->vocab_size, 8);
+  EXPECT_FALSE(config->bos_token_id.has_value());
+  EXPECT_THAT(config->eos_token_ids, ElementsAre(0));
+  EXPECT_EQ(config->pad_token_id, 0);
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> reloaded =
+      models::LoadTokenizer(options.out_dir);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ((*reloaded)->Encode("fab=").value(), inputs.tokenizer->Encode("fab=").value());
+  nlohmann::json metrics = nlohmann::json::parse(ReadAll(options.out_dir + "/sft_metrics.json"));
+  EXPECT_EQ(metrics["final_heldout_accuracy"], result->final_accuracy);
 }
 
-TEST(RunSft, SameSeedGivesTheSameCurve) {
+TEST(RunSft, JudgesWithTheCallersFunction) {
+  SftInputs inputs;
+  inputs.examples = ShiftExamples(/*heldout=*/20, "");
+  inputs.tokenizer = LetterTokenizer();
+  inputs.judge = [](const std::string&, const std::string&) { return true; };  // any stopped
   SftOptions options = SmallOptions();
   options.steps = 20;
-  absl::StatusOr<SftResult> a;
-  absl::StatusOr<SftResult> b;
-  Lines(options, &a);
-  Lines(options, &b);
-  ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(a->curve[0].train_loss, b->curve[0].train_loss);
-  EXPECT_EQ(a->curve[0].accuracy, b->curve[0].accuracy);
+  options.eval_every = 20;
+  options.target_accuracy = 1.0;
+  absl::StatusOr<SftResult> lenient = Train(inputs, options);
+  inputs.judge = [](const std::string&, const std::string&) { return false; };
+  absl::StatusOr<SftResult> strict = Train(inputs, options);
+  ASSERT_TRUE(lenient.ok() && strict.ok());
+  EXPECT_GT(lenient->final_accuracy, 0.0);
+  EXPECT_EQ(strict->final_accuracy, 0.0);
 }
 
-TEST(RunSft, StopsAtTheTargetAccuracy) {
-  SftOptions options = SmallOptions();
-  options.target_accuracy = 0.0;  // any accuracy reaches it
-  absl::StatusOr<SftResult> result;
-  Lines(options, &result);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_TRUE(result->reached_target);
-  EXPECT_EQ(result->steps, 20);
-  EXPECT_EQ(result->curve.size(), 1u);
+// A byte-level BPE tokenizer.json: the letters a-f, "=", the merge "a b", the special tokens
+// <|endoftext|> (eos, in tokenizer_config.json) and <|im_end|> (a chat template's end of turn).
+std::string WriteBpeTokenizer(const std::string& dir) {
+  nlohmann::json vocab = {{"a", 0}, {"b", 1}, {"c", 2}, {"d", 3},
+                          {"e", 4}, {"f", 5}, {"=", 6}, {"ab", 7}};
+  nlohmann::json added = nlohmann::json::array();
+  int id = 8;
+  for (const char* token : {"<|endoftext|>", "<|im_end|>"}) {
+    added.push_back({{"id", id++},
+                     {"content", token},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
+  }
+  nlohmann::json tokenizer = {
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b"}}}}};
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"eos_token": "<|endoftext|>"})";
+  return dir;
 }
 
-TEST(RunSft, SavesACheckpointThatReloadsAndReproducesTheReportedAccuracy) {
-  SftOptions options = SmallOptions();
-  options.out_dir = TempDir("sft_ckpt");
-  options.pass_at_k = 2;
-  absl::StatusOr<SftResult> result;
-  Lines(options, &result);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_GE(result->pass_at_k, 0.0);
-
-  absl::StatusOr<models::CausalLM> model = models::LoadCausalLM(options.out_dir);
-  ASSERT_TRUE(model.ok()) << model.status();
+TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesItsFiles) {
+  const std::string tokenizer_dir = WriteBpeTokenizer(TempDir("bpe_tok"));
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer =
-      models::LoadTokenizer(options.out_dir);
+      models::LoadTokenizer(tokenizer_dir);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  EXPECT_EQ((*model)->config().vocab_size, (*tokenizer)->vocab_size());
-  EXPECT_EQ((*model)->config().eos_token_ids, std::vector<int64_t>{*(*tokenizer)->eos_id()});
-  absl::StatusOr<ArithmeticTask> task =
-      ArithmeticTask::FromJson(ReadAll(options.out_dir + "/task.json"), "task.json");
-  ASSERT_TRUE(task.ok()) << task.status();
-  EXPECT_EQ(task->size(TaskSplit::kHeldout), 20);
-  nlohmann::json metrics = nlohmann::json::parse(ReadAll(options.out_dir + "/sft_metrics.json"));
-  EXPECT_EQ(metrics["curve"].size(), result->curve.size());
-  EXPECT_EQ(metrics["pass_at_k"]["k"], 2);
+  ASSERT_EQ((*tokenizer)->eos_id(), 8);
+  ASSERT_THAT((*tokenizer)->Encode("cab=").value(), ElementsAre(2, 7, 6));
+  // The shift words as JSONL records, the last 36 held out. Responses end with the template's
+  // <|im_end|>, then the recipe's <|endoftext|>; generation stops at <|im_end|>, whose text the
+  // judge does not see.
+  const std::shared_ptr<SftExamples> words = ShiftExamples(/*heldout=*/36, "");
+  const std::string jsonl = TempDir("shift.jsonl");
+  {
+    std::ofstream out(jsonl);
+    for (int64_t i = 0; i < words->num_train(); ++i) {
+      out << nlohmann::json{{"prompt", words->Train(i).prompt},
+                            {"response", words->Train(i).response}}
+                 .dump()
+          << "\n";
+    }
+    for (const SftHeldOut& h : words->HeldOut()) {
+      out << nlohmann::json{{"prompt", h.prompt}, {"response", h.reference}}.dump() << "\n";
+    }
+  }
+  JsonlSftOptions jsonl_options;
+  jsonl_options.heldout_size = 36;
+  jsonl_options.response_suffix = "<|im_end|>";
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+      JsonlSftExamples::Load(jsonl, jsonl_options);
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  SftInputs inputs;
+  inputs.examples = std::move(*examples);
+  inputs.tokenizer = std::move(*tokenizer);
+  inputs.tokenizer_path = tokenizer_dir;
+  inputs.extra_stop_ids = {9};
+  inputs.skip_special_tokens = false;  // a response cut at <|endoftext|> would end "<|im_end|>"
+  SftOptions options = SmallOptions();
+  options.out_dir = TempDir("shift_bpe");
+  // Words with "ab" in them are one token shorter: the few of them teach the model less well.
+  options.target_accuracy = 0.85;
+  std::vector<std::string> lines;
+  absl::StatusOr<SftResult> result = Train(inputs, options, &lines);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->reached_target) << absl::StrJoin(lines, "\n") << "\n"
+                                      << absl::StrJoin(result->examples, "\n");
 
-  // Greedy exact match of the reloaded model on the held-out split equals the reported one.
-  absl::StatusOr<std::unique_ptr<rollout::GenerationEngine>> engine =
-      rollout::GenerationEngine::Create(model->ptr(), {.num_slots = 4, .max_seq_len = 16});
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<ArithmeticProblem> problems = task->Problems(TaskSplit::kHeldout);
-  for (const ArithmeticProblem& p : problems) {
-    absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(p.prompt);
-    ASSERT_TRUE(ids.ok());
-    ids->insert(ids->begin(), *(*tokenizer)->bos_id());
-    prompts.push_back(*ids);
-  }
-  rollout::SamplingParams greedy;
-  greedy.temperature = 0;
-  greedy.max_new_tokens = 3;
-  greedy.stop_token_ids = {*(*tokenizer)->eos_id()};
-  absl::StatusOr<std::vector<rollout::GeneratedSample>> samples =
-      (*engine)->Generate(prompts, greedy);
-  ASSERT_TRUE(samples.ok()) << samples.status();
-  int correct = 0;
-  for (const rollout::GeneratedSample& s : *samples) {
-    if (s.finish_reason != rollout::FinishReason::kStop) continue;
-    std::vector<int32_t> answer(s.tokens.begin(), s.tokens.end() - 1);
-    absl::StatusOr<std::string> text = (*tokenizer)->Decode(answer);
-    ASSERT_TRUE(text.ok());
-    correct += ArithmeticTask::IsCorrect(problems[s.prompt_index], *text);
-  }
-  EXPECT_DOUBLE_EQ(correct / 20.0, result->final_accuracy);
+  EXPECT_EQ(ReadAll(options.out_dir + "/tokenizer.json"),
+            ReadAll(tokenizer_dir + "/tokenizer.json"));
+  EXPECT_EQ(ReadAll(options.out_dir + "/tokenizer_config.json"),
+            ReadAll(tokenizer_dir + "/tokenizer_config.json"));
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> reloaded =
+      models::LoadTokenizer(options.out_dir);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ((*reloaded)->eos_id(), 8);
+  absl::StatusOr<models::ModelConfig> config =
+      models::LoadModelConfig(options.out_dir + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->vocab_size, 10);
+  EXPECT_THAT(config->eos_token_ids, ElementsAre(8, 9));
+  EXPECT_EQ(config->pad_token_id, 8);
+}
+
+TEST(RunSft, RefusesInputsItCannotUseNamingTheField) {
+  SftInputs inputs;
+  inputs.examples = ShiftExamples(10, "");
+  inputs.tokenizer = LetterTokenizer();
+  const SftOptions options = SmallOptions();
+  auto message = [&](const SftInputs& in, const SftOptions& o) {
+    return std::string(ValidateSftInputs(in, o).message());
+  };
+  SftInputs no_examples = inputs;
+  no_examples.examples = nullptr;
+  EXPECT_THAT(message(no_examples, options), HasSubstr("sft inputs: examples: not set"));
+  SftInputs bos = inputs;
+  bos.add_bos = true;
+  EXPECT_THAT(message(bos, options), HasSubstr("add_bos: is set but the tokenizer has no bos"));
+  SftInputs stop = inputs;
+  stop.extra_stop_ids = {0, 8};
+  EXPECT_THAT(message(stop, options),
+              HasSubstr("extra_stop_ids[1]: 8 is outside the tokenizer's vocabulary [0, 8)"));
+  absl::StatusOr<std::unique_ptr<models::CharTokenizer>> no_eos = models::CharTokenizer::Create(
+      "abcdef=", {.special_tokens = {"<pad>"}, .bos_token = "", .eos_token = ""});
+  ASSERT_TRUE(no_eos.ok()) << no_eos.status();
+  SftInputs eos = inputs;
+  eos.tokenizer = std::move(*no_eos);
+  EXPECT_THAT(message(eos, options), HasSubstr("tokenizer: has no eos token"));
+
+  const std::string tokenizer_dir = WriteBpeTokenizer(TempDir("bpe_unsaved"));
+  SftInputs bpe = inputs;
+  bpe.tokenizer = std::move(*models::LoadTokenizer(tokenizer_dir));
+  SftOptions saving = options;
+  saving.out_dir = TempDir("unsaved");
+  EXPECT_THAT(message(bpe, saving), HasSubstr("tokenizer_path: is empty"));
+  bpe.tokenizer_path = tokenizer_dir + "/missing";
+  absl::StatusOr<SftResult> missing = Train(bpe, saving);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("tokenizer_path"));
+  EXPECT_FALSE(std::filesystem::exists(saving.out_dir));
+
+  // Text the tokenizer cannot write names the example.
+  SftInputs unwritable = inputs;
+  unwritable.examples =
+      std::make_shared<VectorSftExamples>(std::vector<SftExample>{{"ab=", "bc"}, {"ab=", "xyz"}},
+                                          std::vector<SftHeldOut>{{"ab=", "bc"}}, "bad");
+  absl::StatusOr<SftResult> bad = Train(unwritable, options);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("train example 1: "));
+  unwritable.examples = std::make_shared<VectorSftExamples>(
+      std::vector<SftExample>{{"ab=", "bc"}}, std::vector<SftHeldOut>{}, "no held-out");
+  bad = Train(unwritable, options);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("have no held-out problems"));
 }
 
 TEST(RunSft, RejectsBadOptionsNamingTheField) {
   SftOptions steps = SmallOptions();
   steps.steps = 0;
   EXPECT_THAT(std::string(ValidateSftOptions(steps).message()), HasSubstr("steps = 0"));
-  SftOptions target = SmallOptions();
-  target.target_accuracy = 1.5;
-  EXPECT_THAT(std::string(ValidateSftOptions(target).message()), HasSubstr("target_accuracy"));
-  SftOptions digits = SmallOptions();
-  digits.task.digits = 7;
-  EXPECT_THAT(std::string(ValidateSftOptions(digits).message()), HasSubstr("digits = 7"));
+  SftOptions seq = SmallOptions();
+  seq.max_seq_len = 1;
+  EXPECT_THAT(std::string(ValidateSftOptions(seq).message()), HasSubstr("max_seq_len = 1"));
   SftOptions heads = SmallOptions();
-  heads.model.hidden_size = 30;  // not divisible by 4 heads
+  heads.model.hidden_size = 30;
   EXPECT_THAT(std::string(ValidateSftOptions(heads).message()), HasSubstr("sft options: model"));
-  SftOptions out = SmallOptions();
-  out.out_dir = "/nonexistent-parent/ckpt";
-  EXPECT_THAT(std::string(ValidateSftOptions(out).message()),
-              HasSubstr("needs an existing parent directory '/nonexistent-parent'"));
-  absl::StatusOr<SftResult> result;
-  Lines(steps, &result);
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,0 +1,162 @@
+#include "recipes/sft/jsonl_sft_examples.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace troupe::recipes {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string WriteFile(const std::string& name, const std::string& contents) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ::getpid());
+  std::ofstream(path) << contents;
+  return path;
+}
+
+// "<user>content" for each message, then "<assistant>".
+ChatRenderer FakeTemplate() {
+  return [](const nlohmann::json& messages) -> absl::StatusOr<std::string> {
+    std::string text;
+    for (const nlohmann::json& m : messages) {
+      if (!m.contains("content")) return absl::InvalidArgumentError("message without content");
+      text += absl::StrCat("<", m.value("role", "?"), ">", m["content"].get<std::string>());
+    }
+    return text + "<assistant>";
+  };
+}
+
+TEST(JsonlSftExamples, HoldsOutTheLastRecordsOfTheTrainingFile) {
+  const std::string path = WriteFile("tail.jsonl",
+                                     "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n"
+                                     "\n"
+                                     "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
+                                     "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
+  JsonlSftOptions options;
+  options.heldout_size = 1;
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+      JsonlSftExamples::Load(path, options);
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  ASSERT_EQ((*examples)->num_train(), 2);
+  EXPECT_EQ((*examples)->Train(1).prompt, "2+2=");
+  EXPECT_EQ((*examples)->Train(1).response, "4");
+  ASSERT_EQ((*examples)->HeldOut().size(), 1u);
+  EXPECT_EQ((*examples)->HeldOut()[0].prompt, "3+3=");
+  EXPECT_EQ((*examples)->HeldOut()[0].reference, "6");
+  EXPECT_THAT((*examples)->Describe(), HasSubstr("2 train / 1 held-out records"));
+}
+
+TEST(JsonlSftExamples, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFile) {
+  const std::string train = WriteFile(
+      "chat_train.jsonl", R"({"messages": [{"role": "user", "content": "hi"}], "answer": "hello"})"
+                          "\n");
+  const std::string heldout = WriteFile(
+      "chat_heldout.jsonl", R"({"messages": [{"role": "system", "content": "be brief"}, )"
+                            R"({"role": "user", "content": "7*6"}], "answer": "The answer is 42", )"
+                            R"("reward_model": {"ground_truth": "42"}})"
+                            "\n");
+  JsonlSftOptions options;
+  options.prompt_key = "messages";
+  options.response_key = "answer";
+  options.reference_key = "reward_model.ground_truth";
+  options.response_suffix = "<end>";
+  options.heldout_path = heldout;
+  options.renderer = FakeTemplate();
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+      JsonlSftExamples::Load(train, options);
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  EXPECT_EQ((*examples)->Train(0).prompt, "<user>hi<assistant>");
+  EXPECT_EQ((*examples)->Train(0).response, "hello<end>");
+  EXPECT_EQ((*examples)->HeldOut()[0].prompt, "<system>be brief<user>7*6<assistant>");
+  EXPECT_EQ((*examples)->HeldOut()[0].reference, "42");
+}
+
+// The error of loading `contents` (one held-out record appended) with `options`.
+std::string LoadError(const std::string& name, const std::string& contents,
+                      JsonlSftOptions options = JsonlSftOptions()) {
+  options.heldout_path = WriteFile(name + "_heldout", "{\"prompt\": \"q\", \"response\": \"a\"}\n");
+  const std::string path = WriteFile(name, contents);
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+      JsonlSftExamples::Load(path, options);
+  EXPECT_FALSE(examples.ok());
+  return examples.ok() ? "" : std::string(examples.status().message());
+}
+
+TEST(JsonlSftExamples, NamesTheFileLineAndKeyOfABadRecord) {
+  const std::string good = "{\"prompt\": \"q\", \"response\": \"a\"}\n";
+  EXPECT_THAT(LoadError("missing.jsonl", good + "{\"prompt\": \"q\"}\n"),
+              HasSubstr("missing.jsonl_" + std::to_string(::getpid()) + ":2: no key 'response'"));
+  EXPECT_THAT(LoadError("number.jsonl", good + good + "{\"prompt\": 3, \"response\": \"a\"}\n"),
+              HasSubstr(":3: key 'prompt': expected a string or an array of chat messages, got "
+                        "number"));
+  EXPECT_THAT(LoadError("response.jsonl", "{\"prompt\": \"q\", \"response\": [1]}\n"),
+              HasSubstr(":1: key 'response': expected a string, got array"));
+  EXPECT_THAT(LoadError("json.jsonl", good + "{\"prompt\": \n"), HasSubstr(":2: not valid JSON"));
+  EXPECT_THAT(LoadError("array.jsonl", "[1, 2]\n"), HasSubstr(":1: expected a JSON object"));
+  EXPECT_THAT(LoadError("norender.jsonl",
+                        "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], "
+                        "\"response\": \"a\"}\n"),
+              HasSubstr(":1: key 'prompt': chat messages need a chat template to render them"));
+  JsonlSftOptions with_template;
+  with_template.renderer = FakeTemplate();
+  EXPECT_THAT(
+      LoadError("render.jsonl", "{\"prompt\": [{\"role\": \"user\"}], \"response\": \"a\"}\n",
+                with_template),
+      HasSubstr(":1: key 'prompt': rendering the messages: message without content"));
+  EXPECT_THAT(
+      LoadError("message.jsonl", "{\"prompt\": [\"hi\"], \"response\": \"a\"}\n", with_template),
+      HasSubstr(":1: key 'prompt': message 0 is a string, not an object"));
+}
+
+TEST(JsonlSftExamples, BoundsWhatItReads) {
+  JsonlSftOptions few;
+  few.max_records = 2;
+  const std::string good = "{\"prompt\": \"q\", \"response\": \"a\"}\n";
+  EXPECT_THAT(LoadError("many.jsonl", good + good + good, few),
+              HasSubstr(":3: more than 2 records"));
+  JsonlSftOptions short_lines;
+  short_lines.max_line_bytes = 10;
+  EXPECT_THAT(LoadError("long.jsonl", good, short_lines),
+              HasSubstr(":1: line longer than 10 bytes"));
+  // At the limit exactly, with and without a final newline: read.
+  JsonlSftOptions exact;
+  exact.max_line_bytes = good.size() - 1;
+  exact.heldout_size = 1;
+  for (const std::string& contents : {good + good, good + good.substr(0, good.size() - 1)}) {
+    const std::string path = WriteFile("exact.jsonl", contents);
+    absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+        JsonlSftExamples::Load(path, exact);
+    ASSERT_TRUE(examples.ok()) << examples.status();
+    EXPECT_EQ((*examples)->num_train(), 1);
+  }
+  EXPECT_THAT(LoadError("over.jsonl", good + " " + good, exact), HasSubstr(":2: line longer than"));
+}
+
+TEST(JsonlSftExamples, RefusesAMissingFileAndAnEmptySplit) {
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> missing =
+      JsonlSftExamples::Load("/nonexistent/train.jsonl", JsonlSftOptions());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/train.jsonl"));
+  const std::string one = WriteFile("one.jsonl", "{\"prompt\": \"q\", \"response\": \"a\"}\n");
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_heldout =
+      JsonlSftExamples::Load(one, JsonlSftOptions());
+  EXPECT_THAT(std::string(no_heldout.status().message()), HasSubstr("heldout_size"));
+  JsonlSftOptions all_heldout;
+  all_heldout.heldout_size = 1;
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_train =
+      JsonlSftExamples::Load(one, all_heldout);
+  EXPECT_THAT(std::string(no_train.status().message()), HasSubstr("leaves no training records"));
+}
+
+}  // namespace
+}  // namespace troupe::recipes

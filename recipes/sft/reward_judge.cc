@@ -1,0 +1,26 @@
+#include "recipes/sft/reward_judge.h"
+
+#include <exception>
+#include <utility>
+
+namespace troupe::recipes {
+
+SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward, std::string component,
+                     double threshold) {
+  return [reward = std::move(reward), component = std::move(component), threshold](
+             const std::string& response, const std::string& reference) {
+    reward::RewardInput input;
+    input.response_text = response;
+    input.reference_answer = reference;
+    input.stopped = true;  // RunSft judges only responses that ended with a stop token
+    try {
+      const reward::RewardOutput output = reward->Score(input);
+      auto it = output.components.find(component);
+      return (it != output.components.end() ? it->second : output.reward) >= threshold;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+}
+
+}  // namespace troupe::recipes

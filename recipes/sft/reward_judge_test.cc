@@ -1,0 +1,44 @@
+#include "recipes/sft/reward_judge.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace troupe::recipes {
+namespace {
+
+// "correct" when the response contains the reference; the total reward is the response length;
+// a reference "throw" throws.
+class ContainsReward final : public reward::RewardFunction {
+ public:
+  reward::RewardOutput Score(const reward::RewardInput& in) const override {
+    if (in.reference_answer == "throw") throw std::invalid_argument("bad reference");
+    reward::RewardOutput out;
+    out.reward = static_cast<double>(in.response_text.size());
+    out.components["correct"] =
+        in.stopped && in.response_text.find(in.reference_answer) != std::string::npos ? 1.0 : 0.0;
+    return out;
+  }
+};
+
+TEST(RewardJudge, JudgesByTheCorrectComponentOfAStoppedResponse) {
+  SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
+  EXPECT_TRUE(judge("the answer is 42", "42"));
+  EXPECT_FALSE(judge("the answer is 41", "42"));
+}
+
+TEST(RewardJudge, FallsBackToTheTotalRewardWithoutTheComponent) {
+  SftJudge judge = RewardJudge(std::make_shared<ContainsReward>(), "missing", 3.0);
+  EXPECT_TRUE(judge("abc", "zzz"));
+  EXPECT_FALSE(judge("ab", "zzz"));
+}
+
+TEST(RewardJudge, JudgesAThrowingScoreWrong) {
+  SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
+  EXPECT_FALSE(judge("throw", "throw"));
+}
+
+}  // namespace
+}  // namespace troupe::recipes
