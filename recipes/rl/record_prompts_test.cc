@@ -49,7 +49,8 @@ TEST(RecordPrompts, ARecordBecomesBosPlusItsEncodingWithItsAnswerAndSource) {
   EXPECT_EQ(p->data_source(), "arithmetic");
   const std::shared_ptr<const models::Tokenizer> tok = Tokenizer();
   std::vector<int32_t> expected = {*tok->bos_id()};
-  for (int32_t t : *tok->Encode("2+1=")) expected.push_back(t);
+  const std::vector<int32_t> ids = *tok->Encode("2+1=");
+  expected.insert(expected.end(), ids.begin(), ids.end());
   EXPECT_EQ(std::vector<int32_t>(p->tokens().begin(), p->tokens().end()), expected);
 }
 
