@@ -1,6 +1,8 @@
 #include "recipes/rl/record_prompts.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -64,6 +66,62 @@ absl::StatusOr<std::unique_ptr<RecordSource>> OpenJsonlRecords(
 std::unique_ptr<RecordSource> InMemoryRecords(std::vector<data::Record> records,
                                               nlohmann::json identity) {
   return std::make_unique<MemoryRecords>(std::move(records), std::move(identity));
+}
+
+std::string DataCacheDir() {
+  if (const char* dir = std::getenv("TROUPE_DATA_CACHE"); dir != nullptr && *dir != '\0') {
+    return dir;
+  }
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  return ((ec ? std::filesystem::path("/tmp") : tmp) / "troupe-data-cache").string();
+}
+
+int64_t DatasetBytes(const JobSpec& spec) {
+  int64_t total = 0;
+  for (const auto* files : {&spec.data.train_files, &spec.data.val_files}) {
+    for (const std::string& f : *files) {
+      std::error_code ec;
+      const uintmax_t size = std::filesystem::file_size(f, ec);
+      if (!ec) total += static_cast<int64_t>(size);
+    }
+  }
+  return total;
+}
+
+absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec, bool can_render) {
+  const data::RecordKeys keys = RecordKeysOf(spec);
+  const bool whole = DatasetBytes(spec) <= kFullScanBytes;
+  std::set<std::string> sources;
+  std::vector<std::string> errors;
+  int64_t bad = 0;
+  for (const auto* files : {&spec.data.train_files, &spec.data.val_files}) {
+    if (files->empty()) continue;
+    TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlDataset> ds,
+                            data::JsonlDataset::Open(*files, {.cache_dir = DataCacheDir()}));
+    const int64_t n = whole ? ds->size() : std::min(ds->size(), kCheckedRecords);
+    for (int64_t i = 0; i < n; ++i) {
+      absl::StatusOr<data::Record> r = ds->Read(i, keys);
+      absl::Status s = r.status();
+      if (s.ok()) {
+        sources.insert(r->data_source);
+        if (r->prompt.is_array() && !can_render) {
+          s = absl::InvalidArgumentError(absl::StrCat(
+              r->where, ": '", keys.prompt_key,
+              "' is a list of chat messages, and no chat template renders them (give the prompt "
+              "as a string)"));
+        }
+      }
+      if (s.ok()) continue;
+      if (++bad <= kMaxReportedRecords) errors.emplace_back(s.message());
+    }
+    if (files == &spec.data.train_files && ds->size() == 0) {
+      errors.push_back(absl::StrCat(files->front(), ": no records"));
+    }
+  }
+  if (bad > kMaxReportedRecords) errors.push_back(absl::StrCat("... ", bad, " bad records in all"));
+  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  return sources;
 }
 
 RecordPromptsOptions RecordPromptsOptionsOf(const JobSpec& spec) {

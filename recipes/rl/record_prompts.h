@@ -89,6 +89,23 @@ RecordPromptsOptions RecordPromptsOptionsOf(const JobSpec& spec);
 // The record keys of spec.data.
 data::RecordKeys RecordKeysOf(const JobSpec& spec);
 
+// Where .gz datasets are decompressed: $TROUPE_DATA_CACHE, else <temp dir>/troupe-data-cache
+// (cache files are keyed by path, size and mtime, so runs may share it).
+std::string DataCacheDir();
+// The bytes of data.train_files and data.val_files on disk (compressed size for .gz).
+int64_t DatasetBytes(const JobSpec& spec);
+// Datasets up to this size are read whole before the run (CheckDatasetRecords, Scan); larger
+// ones are checked record by record as they are drawn (and the first kCheckedRecords up front).
+inline constexpr int64_t kFullScanBytes = int64_t{1} << 30;
+inline constexpr int64_t kCheckedRecords = 100000;
+
+// What the driver checks of a dataset job (data.train_files) before any actor starts: every
+// file opens and indexes; every record (or, past kFullScanBytes, the first kCheckedRecords of
+// each source) parses with the job's keys and has a prompt the job can render (a messages prompt
+// needs `can_render`). The data sources seen, or INVALID_ARGUMENT listing the first bad records
+// ("FILE:LINE: no key 'prompt'").
+absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec, bool can_render);
+
 class RecordPrompts : public PromptDataset {
  public:
   // `val` may be null (no held-out prompts). INVALID_ARGUMENT if `train` has no records.
@@ -111,7 +128,7 @@ class RecordPrompts : public PromptDataset {
   const std::set<std::string>& data_sources() const { return data_sources_; }
   // {"train": .., "val": .., "seed", "shuffle", "filter_overlong", "kept"}: what a resumed run
   // must find unchanged for its cursor to mean the same records.
-  nlohmann::json Identity() const;
+  nlohmann::json Identity() const override;
   // The record behind training draw `index` (tests and logs).
   int64_t RecordIndex(int64_t index) const;
 
