@@ -80,7 +80,7 @@ class GrpoRecipe : public Recipe {
   absl::Status PreparePrompts() {
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tok,
                             models::LoadTokenizer(policy_dir_ + "/tokenizer.json"));
-    TROUPE_ASSIGN_OR_RETURN(auto dataset, MakeTaskPrompts(spec_, std::move(tok)));
+    TROUPE_ASSIGN_OR_RETURN(auto dataset, MakeJobPrompts(spec_, std::move(tok), options_.log));
     prompts_ = std::make_unique<PromptSource>(std::move(dataset));
     if (!state_.resumed_state().contains("prompts")) return absl::OkStatus();
     return prompts_->Restore(state_.resumed_state()["prompts"]);
@@ -102,7 +102,7 @@ class GrpoRecipe : public Recipe {
                             spawn(RoleOptions(prefix_, "replay", a.replay_buffer, 1, {})));
     TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards,
                             spawn(RoleOptions(prefix_, "reward", a.reward, a.reward.replicas,
-                                              {{"task", spec_.data.task}}, /*indexed=*/true)));
+                                              GrpoRewardConfig(spec_), /*indexed=*/true)));
     if (kl) {
       TROUPE_ASSIGN_OR_RETURN(
           reference_group_,
