@@ -36,6 +36,9 @@ void CheckDataset(const JobSpec& spec, Refuse& refuse) {
     refuse("data.train_files", sources.status().message());
     return;
   }
+  if (spec.data.val_files.empty() && spec.trainer.eval_every > 0) {
+    refuse("trainer.eval_every", "a dataset job evaluates on data.val_files, which is not set");
+  }
   if (!spec.reward.names.empty()) return;
   const std::vector<std::string> registered = reward::RewardNames();
   for (const std::string& source : *sources) {

@@ -151,6 +151,7 @@ class GrpoRecipe : public Recipe {
   absl::Status Evaluate(std::map<std::string, double>* m) {
     const absl::Time start = absl::Now();
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> heldout, prompts_->dataset().HeldOut());
+    if (heldout.empty()) return absl::OkStatus();  // a dataset job without data.val_files
     TROUPE_ASSIGN_OR_RETURN(auto c, pool_->Evaluate(std::move(heldout), state_.version(),
                                                     static_cast<int>(spec_.rollout.max_new_tokens),
                                                     &state_.result().call_retries));
