@@ -147,7 +147,7 @@ class GrpoRecipe : public Recipe {
     return absl::OkStatus();
   }
 
-  // Held-out exact match with the current weights, into the curve (and `m`, else its own record).
+  // Held-out accuracy (the reward's "correct") at the current weights, into the curve (and `m`).
   absl::Status Evaluate(std::map<std::string, double>* m) {
     const absl::Time start = absl::Now();
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> heldout, prompts_->dataset().HeldOut());
@@ -155,6 +155,8 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(auto c, pool_->Evaluate(std::move(heldout), state_.version(),
                                                     static_cast<int>(spec_.rollout.max_new_tokens),
                                                     &state_.result().call_retries));
+    TROUPE_ASSIGN_OR_RETURN(
+        c.correct, scoring_->CountCorrect(std::move(c.groups), &state_.result().call_retries));
     const double acc = 1.0 * c.correct / c.total, took = SecondsSince(start);
     state_.Log(
         absl::StrFormat("eval at step %d (weights %s): held-out exact match %.1f%% (%d/%d) "
