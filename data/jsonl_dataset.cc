@@ -25,7 +25,7 @@ namespace troupe::data {
 namespace {
 
 constexpr int64_t kReadChunk = int64_t{1} << 20;
-constexpr int64_t kLineBlock = 4096;
+constexpr int64_t kLineBlock = 64;
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -291,12 +291,12 @@ std::string JsonlDataset::Where(int64_t index) const {
   int64_t line = f.block_lines[block];
   const int64_t from = static_cast<int64_t>(offsets_[f.first_record + block * kLineBlock]);
   const int64_t to = static_cast<int64_t>(offsets_[index]);
-  std::vector<char> buf(kReadChunk);
+  char buf[16384];
   for (int64_t pos = from; pos < to;) {
-    const ssize_t got = ::pread(f.fd, buf.data(),
-                                static_cast<size_t>(std::min<int64_t>(kReadChunk, to - pos)), pos);
+    const ssize_t got =
+        ::pread(f.fd, buf, static_cast<size_t>(std::min<int64_t>(sizeof(buf), to - pos)), pos);
     if (got <= 0) break;
-    line += std::count(buf.data(), buf.data() + got, '\n');
+    line += std::count(buf, buf + got, '\n');
     pos += got;
   }
   return absl::StrCat(f.name, ":", line);

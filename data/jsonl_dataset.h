@@ -10,11 +10,11 @@
 //   (seed, 12345)
 //
 // The index. Open scans each file once, in 1 MiB reads, and keeps the byte offset of every
-// non-blank line (8 bytes a record) plus the line number of every 4096th record, so a record's
-// "FILE:LINE" is found by counting newlines over at most 4096 lines, and only when a message
-// needs it. A line holding only whitespace is blank: skipped, but counted in line numbers. A line
-// longer than max_line_bytes is refused while indexing ("FILE:LINE: line longer than 16 MiB").
-// Records are numbered across the files in the order given.
+// non-blank line (8 bytes a record) plus the line number of every 64th record (1/8 byte a
+// record), so a record's "FILE:LINE" is found by counting newlines over at most 64 lines. A line
+// holding only whitespace is blank: skipped, but counted in line numbers. A line longer than
+// max_line_bytes is refused while indexing ("FILE:LINE: line longer than 16 MiB"). Records are
+// numbered across the files in the order given.
 //
 // Gzip. A `.gz` file is decompressed once, streaming, into cache_dir (required then) as a file
 // named after a hash of the path, size and mtime of the .gz; the index is built over that file
