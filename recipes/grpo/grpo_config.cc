@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,59 @@
 #include "google/protobuf/util/json_util.h"
 #include "recipes/rl/actor_group.h"
 #include "recipes/rl/initial_policy.h"
+#include "recipes/rl/record_prompts.h"
 #include "reward/reward_function.h"
 #include "runtime/actor_registry.h"
 #include "tasks/task.h"
 
 namespace troupe::recipes {
+namespace {
+
+// A dataset job's records, read before any actor starts (CheckDatasetRecords), and the rewards
+// their data sources name when reward.name does not choose one.
+template <typename Refuse>
+void CheckDataset(const JobSpec& spec, Refuse& refuse) {
+  if (!spec.data.chat_template.empty()) {
+    refuse("data.chat_template",
+           "rendering chat messages is not linked into this build yet (models/chat); give "
+           "prompts as strings");
+    return;
+  }
+  absl::StatusOr<std::set<std::string>> sources = CheckDatasetRecords(spec, /*can_render=*/false);
+  if (!sources.ok()) {
+    refuse("data.train_files", sources.status().message());
+    return;
+  }
+  if (spec.data.val_files.empty() && spec.trainer.eval_every > 0) {
+    refuse("trainer.eval_every", "a dataset job evaluates on data.val_files, which is not set");
+  }
+  if (!spec.reward.names.empty()) return;
+  const std::vector<std::string> registered = reward::RewardNames();
+  for (const std::string& source : *sources) {
+    if (std::find(registered.begin(), registered.end(), source) != registered.end()) continue;
+    refuse(spec.locations.contains("data.default_data_source") ? "data.default_data_source"
+                                                               : "data.train_files",
+           absl::StrCat("records of data source \"", source,
+                        "\" have no reward of that name, and reward.name is not set (registered "
+                        "rewards: ",
+                        absl::StrJoin(registered, ", "), ")"));
+  }
+}
+
+}  // namespace
+
+nlohmann::json GrpoRewardConfig(const JobSpec& spec) {
+  const RewardSpec& r = spec.reward;
+  const bool plain_weights = r.weights.empty() || (r.weights.size() == 1 && r.weights[0] == 1);
+  if (r.names.empty() && !spec.data.task.empty()) return {{"task", spec.data.task}};
+  if (r.names.size() == 1 && plain_weights && !r.config.contains(r.names[0])) {
+    return {{"task", r.names[0]}};
+  }
+  std::vector<double> weights = r.weights;
+  if (weights.empty()) weights.assign(r.names.size(), 1.0);
+  return {{"reward", {{"name", r.names}, {"weights", weights}, {"config", r.config}}}};
+}
+
 absl::Status CheckGrpoSpec(const JobSpec& spec) {
   std::vector<std::string> problems;
   auto refuse = [&](absl::string_view key, absl::string_view why) {
@@ -86,7 +135,13 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
     }
   }
   // The built-in reward server's config is its task's reward function's.
-  for (size_t i = 0; i < kinds.size(); ++i) {
+  for (size_t i = 0; i < kinds.size() && spec.data.task.empty(); ++i) {
+    const ActorGroupSpec& group = *kinds[i].second;
+    if (kinds[i].first == "reward" && !group.config.empty()) {
+      refuse("actors.reward.config", "a dataset job configures its rewards in reward.config");
+    }
+  }
+  for (size_t i = 0; i < kinds.size() && !spec.data.task.empty(); ++i) {
     const ActorGroupSpec& group = *kinds[i].second;
     if (kinds[i].first != "reward" || group.type != default_kinds[i].second->type) continue;
     absl::StatusOr<std::unique_ptr<reward::RewardFunction>> fn =
@@ -103,8 +158,16 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
   if (absl::Status s = CheckInitialPolicy(spec); !s.ok()) {
     problems.push_back(std::string(s.message()));
   }
-  if (const tasks::TaskDefinition* task = tasks::FindTask(spec.data.task);
-      task == nullptr || task->make_problems == nullptr) {
+  for (const std::string& name : spec.reward.names) {
+    const nlohmann::json config = spec.reward.config.value(name, nlohmann::json::object());
+    absl::StatusOr<std::unique_ptr<reward::RewardFunction>> fn =
+        reward::MakeRewardFunction(name, config);
+    if (!fn.ok()) refuse("reward.config", absl::StrCat(name, ": ", fn.status().message()));
+  }
+  if (!spec.data.train_files.empty()) {
+    CheckDataset(spec, refuse);
+  } else if (const tasks::TaskDefinition* task = tasks::FindTask(spec.data.task);
+             task == nullptr || task->make_problems == nullptr) {
     refuse("data.task", absl::StrCat("recipe grpo needs a task with prompts of its own; ",
                                      spec.data.task, " has none"));
   }

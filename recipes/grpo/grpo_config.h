@@ -25,8 +25,17 @@ namespace troupe::recipes {
 // override that is not a field of its config message (or, for the reward server, of its task's
 // reward function), what CheckInitialPolicy refuses about model.init and model.tokenizer, a
 // task without prompts of its own (tasks/task.h: make_problems) or, with the built-in reward
-// server, without a verifier (a reward registered under the task's name).
+// server, without a verifier (a reward registered under the task's name); for a dataset job,
+// a record CheckDatasetRecords refuses (recipes/rl/record_prompts.h), a data source that names no
+// registered reward when reward.name is not set, data.chat_template (no renderer linked yet), a
+// reward.config its reward refuses, or actors.reward.config (reward.config is the place).
 absl::Status CheckGrpoSpec(const JobSpec& spec);
+
+// The reward servers' config: {"task": NAME} (score every sample with the registered reward
+// NAME: the task's own verifier for a task job without reward.name, or the one reward.name with
+// weight 1 and no config), else {"reward": {"name": [...], "weights": [...], "config": {...}}}
+// (an empty name list = each record's reward chosen by its data_source).
+nlohmann::json GrpoRewardConfig(const JobSpec& spec);
 
 // The built-in actors' configs (proto/actor_config.proto), every field the recipe decides set.
 // The trainer's: the model, the optimizer and schedule (trainer.*), the loss (algorithm.*), where

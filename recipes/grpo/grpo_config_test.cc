@@ -1,8 +1,11 @@
 #include "recipes/grpo/grpo_config.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -332,6 +335,68 @@ TEST(GrpoSpec, GenerationRequestsAreSeededByTheFirstPrompt) {
   EXPECT_EQ(r1.prompts_size(), 2);
   EXPECT_EQ(r1.seed(), r2.seed());
   EXPECT_NE(r1.seed(), r3.seed());
+}
+
+// A dataset job over a JSONL file written into the test's temp dir.
+absl::StatusOr<JobSpec> DatasetJob(const std::string& records, const std::string& extra = "") {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/train.jsonl";
+  std::ofstream(path) << records;
+  return ParseJobSpec(absl::StrCat("name: g\nmodel: {config: examples/models/tiny.json, init: "
+                                   "random, tokenizer: t.json}\ndata: {train_files: ",
+                                   path, "}\ntrainer: {total_steps: 2}\n", extra),
+                      "job.yaml");
+}
+
+constexpr char kArithmeticRecords[] =
+    R"({"data_source": "arithmetic", "prompt": "1+2=", "reward_model": {"ground_truth": "3"}})"
+    "\n";
+
+TEST(GrpoSpec, TheRewardServersGetTheTaskFormOrTheRewardForm) {
+  EXPECT_EQ(GrpoRewardConfig(*Parse("")), nlohmann::json({{"task", "arithmetic"}}));
+  absl::StatusOr<JobSpec> one = DatasetJob(kArithmeticRecords, "reward: {name: arithmetic}\n");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(GrpoRewardConfig(*one), nlohmann::json({{"task", "arithmetic"}}));
+  absl::StatusOr<JobSpec> per_record = DatasetJob(kArithmeticRecords);
+  EXPECT_EQ(GrpoRewardConfig(*per_record), nlohmann::json::parse(R"(
+      {"reward": {"name": [], "weights": [], "config": {}}})"));
+  absl::StatusOr<JobSpec> weighted = DatasetJob(
+      kArithmeticRecords,
+      "reward: {name: [arithmetic], weights: [0.5], config: {arithmetic: {format_weight: 0}}}\n");
+  ASSERT_TRUE(weighted.ok()) << weighted.status();
+  EXPECT_EQ(GrpoRewardConfig(*weighted), nlohmann::json::parse(R"(
+      {"reward": {"name": ["arithmetic"], "weights": [0.5],
+                  "config": {"arithmetic": {"format_weight": 0}}}})"));
+}
+
+TEST(GrpoSpec, ReadsADatasetsRecordsBeforeAnyActorStarts) {
+  absl::StatusOr<JobSpec> good = DatasetJob(kArithmeticRecords);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_TRUE(CheckGrpoSpec(*good).ok()) << CheckGrpoSpec(*good);
+  absl::StatusOr<JobSpec> bad = DatasetJob(std::string(kArithmeticRecords) + "\n{\"prompt\": 1\n");
+  EXPECT_THAT(CheckGrpoSpec(*bad).message(),
+              HasSubstr("job.yaml:3:21: data.train_files: " + good->data.train_files[0] +
+                        ":3: not valid JSON ("));
+  absl::StatusOr<JobSpec> chat = DatasetJob(
+      R"({"data_source": "arithmetic", "prompt": [{"role": "user", "content": "1+2="}], )"
+      R"("reward_model": {"ground_truth": "3"}})");
+  EXPECT_THAT(CheckGrpoSpec(*chat).message(),
+              HasSubstr(":1: 'prompt' is a list of chat messages, and no chat template"));
+}
+
+TEST(GrpoSpec, ADataSourceWithoutARegisteredRewardIsRefusedUnlessRewardNameIsSet) {
+  const std::string records =
+      R"({"data_source": "openai/gsm8k", "prompt": "1+2=", "reward_model": {"ground_truth": "3"}})";
+  absl::StatusOr<JobSpec> spec = DatasetJob(records);
+  EXPECT_THAT(CheckGrpoSpec(*spec).message(),
+              HasSubstr("records of data source \"openai/gsm8k\" have no reward of that name, "
+                        "and reward.name is not set (registered rewards: "));
+  absl::StatusOr<JobSpec> named = DatasetJob(records, "reward: {name: arithmetic}\n");
+  EXPECT_TRUE(CheckGrpoSpec(*named).ok()) << CheckGrpoSpec(*named);
+  absl::StatusOr<JobSpec> bad_config =
+      DatasetJob(records, "reward: {name: arithmetic, config: {arithmetic: {nope: 1}}}\n");
+  EXPECT_THAT(CheckGrpoSpec(*bad_config).message(),
+              HasSubstr("reward.config: arithmetic: reward config: unknown key 'nope'"));
 }
 
 }  // namespace

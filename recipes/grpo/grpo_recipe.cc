@@ -80,7 +80,7 @@ class GrpoRecipe : public Recipe {
   absl::Status PreparePrompts() {
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tok,
                             models::LoadTokenizer(policy_dir_ + "/tokenizer.json"));
-    TROUPE_ASSIGN_OR_RETURN(auto dataset, MakeTaskPrompts(spec_, std::move(tok)));
+    TROUPE_ASSIGN_OR_RETURN(auto dataset, MakeJobPrompts(spec_, std::move(tok), options_.log));
     prompts_ = std::make_unique<PromptSource>(std::move(dataset));
     if (!state_.resumed_state().contains("prompts")) return absl::OkStatus();
     return prompts_->Restore(state_.resumed_state()["prompts"]);
@@ -102,7 +102,7 @@ class GrpoRecipe : public Recipe {
                             spawn(RoleOptions(prefix_, "replay", a.replay_buffer, 1, {})));
     TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards,
                             spawn(RoleOptions(prefix_, "reward", a.reward, a.reward.replicas,
-                                              {{"task", spec_.data.task}}, /*indexed=*/true)));
+                                              GrpoRewardConfig(spec_), /*indexed=*/true)));
     if (kl) {
       TROUPE_ASSIGN_OR_RETURN(
           reference_group_,
@@ -147,13 +147,16 @@ class GrpoRecipe : public Recipe {
     return absl::OkStatus();
   }
 
-  // Held-out exact match with the current weights, into the curve (and `m`, else its own record).
+  // Held-out accuracy (the reward's "correct") at the current weights, into the curve (and `m`).
   absl::Status Evaluate(std::map<std::string, double>* m) {
     const absl::Time start = absl::Now();
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> heldout, prompts_->dataset().HeldOut());
+    if (heldout.empty()) return absl::OkStatus();  // a dataset job without data.val_files
     TROUPE_ASSIGN_OR_RETURN(auto c, pool_->Evaluate(std::move(heldout), state_.version(),
                                                     static_cast<int>(spec_.rollout.max_new_tokens),
                                                     &state_.result().call_retries));
+    TROUPE_ASSIGN_OR_RETURN(
+        c.correct, scoring_->CountCorrect(std::move(c.groups), &state_.result().call_retries));
     const double acc = 1.0 * c.correct / c.total, took = SecondsSince(start);
     state_.Log(
         absl::StrFormat("eval at step %d (weights %s): held-out exact match %.1f%% (%d/%d) "

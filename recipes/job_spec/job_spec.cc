@@ -30,6 +30,7 @@
 #include "recipes/job_spec/job_tasks.h"
 #include "recipes/job_spec/key_docs.h"
 #include "recipes/job_spec/spec_tree.h"
+#include "reward/reward_function.h"
 
 namespace troupe::recipes {
 namespace {
@@ -77,6 +78,11 @@ const NameTable<KlType>& KlTypes() { return Spellings<KlType>(); }
 const NameTable<LossAggMode>& LossAggModes() { return Spellings<LossAggMode>(); }
 const NameTable<OffPolicyMode>& OffPolicyModes() { return Spellings<OffPolicyMode>(); }
 const NameTable<LrSchedule>& LrSchedules() { return Spellings<LrSchedule>(); }
+const NameTable<Truncation>& Truncations() {
+  static const NameTable<Truncation> table = {
+      {"error", Truncation::kError}, {"left", Truncation::kLeft}, {"right", Truncation::kRight}};
+  return table;
+}
 
 template <typename E>
 absl::string_view NameOf(const NameTable<E>& table, E value) {
@@ -455,6 +461,81 @@ class Section {
     return v;
   }
 
+  // A non-empty string or a non-empty list of them (`train.jsonl` or `[a.jsonl, b.jsonl]`).
+  const SpecNode* StringList(absl::string_view key, std::vector<std::string>* out) {
+    Note(key, "a path or a list of paths", out->empty() ? "[]" : absl::StrJoin(*out, ", "));
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    std::vector<std::string> values;
+    bool ok = v->kind == Kind::kScalar && !v->scalar.empty();
+    if (ok) values.push_back(v->scalar);
+    if (v->kind == Kind::kList && !v->items.empty()) {
+      ok = true;
+      for (const SpecNode& item : v->items) {
+        ok = ok && item.kind == Kind::kScalar && !item.scalar.empty();
+        values.push_back(item.scalar);
+      }
+    }
+    if (!ok) {
+      Error(*v, key,
+            absl::StrCat("expected a path or a non-empty list of paths, got ",
+                         v->kind == Kind::kScalar ? Quote(v->scalar) : Got(*v)));
+      return nullptr;
+    }
+    *out = std::move(values);
+    return v;
+  }
+
+  // The same for names; `name: x` is `name: [x]`.
+  const SpecNode* NameList(absl::string_view key, std::vector<std::string>* out) {
+    Note(key, "a name or a list of names", "[]");
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    std::vector<std::string> values;
+    bool ok = v->kind == Kind::kScalar && !v->scalar.empty();
+    if (ok) values.push_back(v->scalar);
+    if (v->kind == Kind::kList && !v->items.empty()) {
+      ok = true;
+      for (const SpecNode& item : v->items) {
+        ok = ok && item.kind == Kind::kScalar && !item.scalar.empty();
+        values.push_back(item.scalar);
+      }
+    }
+    if (!ok) {
+      Error(*v, key, absl::StrCat("expected a name or a non-empty list of names, got ", Got(*v)));
+      return nullptr;
+    }
+    *out = std::move(values);
+    return v;
+  }
+
+  // A list of numbers >= 0 (or one number).
+  const SpecNode* NumberList(absl::string_view key, std::vector<double>* out) {
+    Note(key, "a list of numbers >= 0", "1 each");
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    std::vector<const SpecNode*> items;
+    if (v->kind == Kind::kScalar) items.push_back(v);
+    if (v->kind == Kind::kList) {
+      for (const SpecNode& item : v->items) items.push_back(&item);
+    }
+    std::vector<double> values;
+    bool ok = !items.empty();
+    for (const SpecNode* item : items) {
+      const ScalarValue sv = ClassifyScalar(*item);
+      const bool numeric = item->kind == Kind::kScalar && (sv.type == ScalarValue::Type::kInt ||
+                                                           sv.type == ScalarValue::Type::kFloat);
+      ok = ok && numeric && sv.float_value >= 0 && std::isfinite(sv.float_value);
+      values.push_back(sv.float_value);
+    }
+    if (!ok) {
+      Error(*v, key, absl::StrCat("expected a non-empty list of numbers >= 0, got ", Got(*v)));
+      return nullptr;
+    }
+    *out = std::move(values);
+    return v;
+  }
+
   // One of the names in `table`; `hints` add advice for likely mistakes ("ppo" -> "gae").
   template <typename E>
   const SpecNode* Enum(
@@ -553,6 +634,11 @@ class Section {
       for (const SpecEntry& entry : node_->entries) keys.push_back(entry.key);
     }
     return keys;
+  }
+
+  // Reports `key` missing (unless the section itself was wrong).
+  void Missing(absl::string_view key, absl::string_view message) {
+    if (!silent_) ctx_->diag.Add(loc_, ChildPath(path_, key), message);
   }
 
   // Treat every written key as known (when they cannot be checked, e.g. under an unknown task).
@@ -674,6 +760,8 @@ class JobSpecReader {
     ReadModel(model);
     Section data = top.Sub("data");
     ReadData(data);
+    Section reward = top.Sub("reward");
+    ReadReward(reward);
     Section algorithm = top.Sub("algorithm");
     ReadAlgorithm(algorithm);
     Section async = top.Sub("async");
@@ -714,6 +802,7 @@ class JobSpecReader {
   // Rules between keys; run only when every key was valid on its own.
   void CrossCheck() {
     const JobSpec& s = *spec_;
+    CheckDataAndReward();
     const AlgorithmSpec& a = s.algorithm;
     if (a.adv_estimator == proto::ADV_ESTIMATOR_GRPO && a.n < 2) {
       Add("algorithm.n", absl::StrCat("adv_estimator grpo needs at least 2 responses per prompt "
@@ -756,7 +845,11 @@ class JobSpecReader {
                                              "), got ", s.sft.warmup_steps));
       }
       std::optional<TaskDefinition> task = FindJobTask(s.data.task);
-      if (task.has_value() && !task->supports_sft) {
+      if (!s.data.train_files.empty()) {
+        Add("model.init",
+            "the sft warm start needs a task's supervised data, and data.train_files has none; "
+            "use init: random or a checkpoint path");
+      } else if (task.has_value() && !task->supports_sft) {
         Add("model.init",
             absl::StrCat("the sft warm start needs supervised data, which task ", s.data.task,
                          " has not; use init: random or a checkpoint path"));
@@ -765,6 +858,57 @@ class JobSpecReader {
   }
 
  private:
+  void CheckDataAndReward() {
+    const DataSpec& d = spec_->data;
+    const RewardSpec& r = spec_->reward;
+    if (!d.task.empty() && !d.train_files.empty()) {
+      Add("data.train_files", "give data.task or data.train_files, not both");
+    }
+    if (d.train_files.empty()) {
+      for (const char* key :
+           {"data.val_files", "data.prompt_key", "data.answer_key", "data.data_source_key",
+            "data.default_data_source", "data.shuffle", "data.filter_overlong_prompts",
+            "data.truncation", "data.chat_template"}) {
+        if (ctx_->locs.contains(key)) {
+          Add(key,
+              "reads records of data.train_files, which is not set (a task's prompts are "
+              "its own)");
+        }
+      }
+    }
+    const std::vector<std::string> registered = reward::RewardNames();
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      const std::string& name = r.names[i];
+      if (std::find(registered.begin(), registered.end(), name) != registered.end()) continue;
+      std::string message = absl::StrCat("unknown reward ", Quote(name));
+      const std::string close = Closest(name, registered);
+      if (!close.empty()) absl::StrAppend(&message, " (did you mean ", Quote(close), "?)");
+      absl::StrAppend(&message, "; registered rewards: ", absl::StrJoin(registered, ", "));
+      Add("reward.name", message);
+    }
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (r.names[i] == r.names[j])
+          Add("reward.name", absl::StrCat(r.names[i], " is named twice"));
+      }
+    }
+    if (!r.weights.empty() && r.weights.size() != r.names.size()) {
+      Add("reward.weights", absl::StrCat(r.weights.size(), " weights for ", r.names.size(),
+                                         " reward names; give one per name"));
+    }
+    for (const auto& [name, value] : r.config.items()) {
+      if (std::find(r.names.begin(), r.names.end(), name) == r.names.end() &&
+          !(r.names.empty() &&
+            std::find(registered.begin(), registered.end(), name) != registered.end())) {
+        Add("reward.config",
+            absl::StrCat("config for ", Quote(name), ", which is not ",
+                         r.names.empty() ? "a registered reward" : "in reward.name"));
+      } else if (!value.is_object()) {
+        Add("reward.config", absl::StrCat("the config of ", name, " must be a map"));
+      }
+    }
+  }
+
   void Add(absl::string_view path, absl::string_view message) {
     ctx_->diag.Add(ctx_->LocOf(path), path, message);
   }
@@ -791,14 +935,31 @@ class JobSpecReader {
 
   void ReadData(Section& d) {
     DataSpec& data = spec_->data;
-    const SpecNode* task_node = d.String("task", &data.task, /*required=*/true);
+    const SpecNode* task_node = d.String("task", &data.task);
+    d.StringList("train_files", &data.train_files);
+    d.StringList("val_files", &data.val_files);
+    d.String("prompt_key", &data.prompt_key);
+    d.String("answer_key", &data.answer_key);
+    d.String("data_source_key", &data.data_source_key);
+    d.String("default_data_source", &data.default_data_source, false, /*allow_empty=*/true);
+    d.Bool("shuffle", &data.shuffle);
+    d.Bool("filter_overlong_prompts", &data.filter_overlong_prompts);
+    d.Enum("truncation", &data.truncation, Truncations());
+    d.String("chat_template", &data.chat_template, false, /*allow_empty=*/true);
     d.Int("train_batch_size", &data.train_batch_size, Positive());
     d.Int("max_prompt_length", &data.max_prompt_length, Positive());
     d.Int("max_response_length", &data.max_response_length, Positive());
     d.Int("heldout_size", &data.heldout_size, Positive());
     d.Int("seed", &data.seed, NonNegative());
     if (task_node == nullptr) {
-      d.AcceptRest();  // Task-specific keys cannot be checked without a valid task.
+      if (data.train_files.empty()) {
+        d.Missing("task", "missing required key (or data.train_files for a dataset)");
+      }
+      if (data.train_files.empty()) {
+        d.AcceptRest();  // Task-specific keys cannot be checked without a valid task.
+      } else {
+        d.Finish();
+      }
       return;
     }
     std::optional<TaskDefinition> task = FindJobTask(data.task);
@@ -845,6 +1006,14 @@ class JobSpecReader {
       data.task_params[param.name] = value;
     }
     d.Finish();
+  }
+
+  void ReadReward(Section& r) {
+    RewardSpec& reward = spec_->reward;
+    r.NameList("name", &reward.names);
+    r.NumberList("weights", &reward.weights);
+    r.Json("config", &reward.config);
+    r.Finish();
   }
 
   void ReadAlgorithm(Section& a) {
@@ -1023,7 +1192,20 @@ ordered_json ToJsonValue(const JobSpec& s) {
   j["model"] = std::move(model);
 
   ordered_json data;
-  data["task"] = s.data.task;
+  const DataSpec& d = s.data;
+  if (!d.task.empty()) data["task"] = d.task;
+  if (!d.train_files.empty()) {
+    data["train_files"] = d.train_files;
+    if (!d.val_files.empty()) data["val_files"] = d.val_files;
+    data["prompt_key"] = d.prompt_key;
+    data["answer_key"] = d.answer_key;
+    data["data_source_key"] = d.data_source_key;
+    data["default_data_source"] = d.default_data_source;
+    data["shuffle"] = d.shuffle;
+    data["filter_overlong_prompts"] = d.filter_overlong_prompts;
+    data["truncation"] = TruncationName(d.truncation);
+    data["chat_template"] = d.chat_template;
+  }
   data["train_batch_size"] = s.data.train_batch_size;
   data["max_prompt_length"] = s.data.max_prompt_length;
   data["max_response_length"] = s.data.max_response_length;
@@ -1038,6 +1220,13 @@ ordered_json ToJsonValue(const JobSpec& s) {
     }
   }
   j["data"] = std::move(data);
+  if (!s.reward.names.empty() || !s.reward.config.empty()) {
+    ordered_json reward;
+    if (!s.reward.names.empty()) reward["name"] = s.reward.names;
+    if (!s.reward.weights.empty()) reward["weights"] = s.reward.weights;
+    reward["config"] = ordered_json::parse(s.reward.config.dump());
+    j["reward"] = std::move(reward);
+  }
 
   const AlgorithmSpec& a = s.algorithm;
   ordered_json algorithm;
@@ -1294,6 +1483,7 @@ absl::string_view KlTypeName(KlType v) { return NameOf(KlTypes(), v); }
 absl::string_view LossAggModeName(LossAggMode v) { return NameOf(LossAggModes(), v); }
 absl::string_view OffPolicyModeName(OffPolicyMode v) { return NameOf(OffPolicyModes(), v); }
 absl::string_view LrScheduleName(LrSchedule v) { return NameOf(LrSchedules(), v); }
+absl::string_view TruncationName(Truncation v) { return NameOf(Truncations(), v); }
 
 std::map<std::string, double> ActorResources::AsMap() const {
   std::map<std::string, double> amounts;
@@ -1518,6 +1708,22 @@ absl::Status ValidateFiles(const JobSpec& spec) {
     }
   }
 
+  auto check_data_file = [&](absl::string_view key, const std::string& path) {
+    const std::string shown = AbbreviatePath(path);
+    if (!fs::exists(path, ec)) {
+      add(key, absl::StrCat("file not found: ", shown));
+    } else if (fs::is_directory(path, ec)) {
+      add(key, absl::StrCat("expected a file, got a directory: ", shown));
+    } else if (!std::ifstream(path).good()) {
+      add(key, absl::StrCat("cannot read ", shown));
+    }
+  };
+  for (const std::string& path : spec.data.train_files) check_data_file("data.train_files", path);
+  for (const std::string& path : spec.data.val_files) check_data_file("data.val_files", path);
+  if (!spec.data.chat_template.empty()) {
+    check_data_file("data.chat_template", spec.data.chat_template);
+  }
+
   if (errors.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
 }
@@ -1531,6 +1737,13 @@ std::vector<std::pair<std::string, std::string>> PathKeys(const JobSpec& spec) {
       {"model.init", spec.model.init == ModelInit::kPath ? spec.model.init_path : ""},
       {"model.tokenizer", spec.model.tokenizer},
   };
+  for (size_t i = 0; i < spec.data.train_files.size(); ++i) {
+    keys.push_back({absl::StrCat("data.train_files[", i, "]"), spec.data.train_files[i]});
+  }
+  for (size_t i = 0; i < spec.data.val_files.size(); ++i) {
+    keys.push_back({absl::StrCat("data.val_files[", i, "]"), spec.data.val_files[i]});
+  }
+  keys.push_back({"data.chat_template", spec.data.chat_template});
   CollectConfigPaths(spec.data.task_params, "data", &keys);
   for (const auto& [kind, group] : ActorGroups(spec)) {
     keys.push_back({absl::StrCat("actors.", kind, ".library"), group->library});

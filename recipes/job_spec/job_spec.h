@@ -53,7 +53,10 @@
 // (actors.reference.replicas >= 1) when algorithm.kl.coef > 0; rollout.max_new_tokens <=
 // data.max_response_length; warmup steps < total steps (trainer and sft);
 // trainer.micro_batch_size <= data.train_batch_size x algorithm.n; model.init: sft only for a
-// task with supervised data. Which keys a recipe runs is the recipe's own check
+// task with supervised data; exactly one of data.task and data.train_files; data.val_files,
+// the key mappings, shuffle, filter_overlong_prompts, truncation and chat_template only with
+// train_files; reward.name registered rewards (reward/reward_function.h), reward.weights as many
+// as names, reward.config keyed by those names. Which keys a recipe runs is the recipe's own check
 // (recipes/recipe.h; recipes/grpo/grpo_config.h).
 //
 // Thread-safety: JobSpec is a plain value; all functions are thread-safe (the task registry they
@@ -112,8 +115,25 @@ struct ModelSpec {
   std::string tokenizer;
 };
 
+// What data.truncation does with a prompt longer than data.max_prompt_length tokens.
+enum class Truncation { kError, kLeft, kRight };
+absl::string_view TruncationName(Truncation truncation);
+
+// Exactly one of `task` (a registered task's generated problems) and `train_files` (JSONL
+// datasets, data/jsonl_dataset.h) is set.
 struct DataSpec {
   std::string task;
+  std::vector<std::string> train_files;
+  std::vector<std::string> val_files;
+  // Where a record's fields are (dotted paths; verl's names by default, OpenRLHF's by mapping).
+  std::string prompt_key = "prompt";
+  std::string answer_key = "reward_model.ground_truth";
+  std::string data_source_key = "data_source";
+  std::string default_data_source;  // "" = every record names its own
+  bool shuffle = true;
+  bool filter_overlong_prompts = false;
+  Truncation truncation = Truncation::kError;
+  std::string chat_template;  // "" = none (a messages prompt is then refused)
   int64_t train_batch_size = 1024;
   int64_t max_prompt_length = 512;
   int64_t max_response_length = TrainerDefaults().max_response_length();
@@ -121,6 +141,14 @@ struct DataSpec {
   int64_t seed = 0;
   // The task's own keys (job_tasks.h), every one present, defaults filled in.
   nlohmann::json task_params = nlohmann::json::object();
+};
+
+// The rewards that score the job's samples. Empty `names` = the task's own verifier (data.task),
+// or for a dataset the reward named by each record's data_source.
+struct RewardSpec {
+  std::vector<std::string> names;
+  std::vector<double> weights;                       // Empty = 1 each; else one per name.
+  nlohmann::json config = nlohmann::json::object();  // name -> that reward's config object
 };
 
 struct KlSpec {
@@ -240,6 +268,7 @@ struct JobSpec {
   std::string recipe = "grpo";
   ModelSpec model;
   DataSpec data;
+  RewardSpec reward;
   AlgorithmSpec algorithm;
   AsyncSpec async;
   RolloutSpec rollout;
@@ -282,13 +311,15 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
 // The checks that need the filesystem: model.config exists and is a valid model config whose
 // max_position_embeddings holds max_prompt_length + max_response_length; an init path exists and
 // is a .safetensors file or a directory holding one (or an index) and, when model.config is empty,
-// a config.json; model.tokenizer exists. InvalidArgument listing every problem, located. Messages
-// never echo a file's contents: a model config that is binary, over 1 MiB or not JSON is refused
-// as such.
+// a config.json; model.tokenizer exists; every data.train_files / data.val_files entry and
+// data.chat_template is a readable regular file (their records are checked by the recipe).
+// InvalidArgument listing every problem, located. Messages never echo a file's contents: a model
+// config that is binary, over 1 MiB or not JSON is refused as such.
 absl::Status ValidateFiles(const JobSpec& spec);
 
 // The spec's path-valued keys with their values (empty ones left out): logging.dir,
 // actors.checkpointer.dir, sft.dir, model.config, model.init (when a path), model.tokenizer,
+// data.train_files[i], data.val_files[i], data.chat_template,
 // actors.<kind>.library, and
 // every string under data.<param> and actors.<kind>.config (nested too) whose key is dir, path or
 // file or ends in _dir, _path or _file (the actors read "dir", "model_dir", "resume_dir" as

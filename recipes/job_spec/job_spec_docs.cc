@@ -28,12 +28,45 @@ const std::vector<KeyDoc>& KeyDocs() {
        "tokenizer.json replacing the initial policy's (init: random or a path; must fit the "
        "model's vocab_size and write the task's text); \"\" = the init directory's, else the "
        "task's own"},
-      {"data.task", "a registered task (recipes/job_spec/job_tasks.h)"},
+      {"data.task",
+       "a registered task (recipes/job_spec/job_tasks.h); exactly one of data.task and "
+       "data.train_files"},
+      {"data.train_files",
+       "JSONL dataset files (.jsonl.gz too) in verl's record shape (data/jsonl_dataset.h); "
+       "indexed, never loaded whole"},
+      {"data.val_files",
+       "JSONL held-out records: evaluations score the first data.heldout_size of them, in file "
+       "order; none = no evaluation"},
+      {"data.prompt_key",
+       "the record's prompt: a string, or a list of chat messages (OpenRLHF: "
+       "prompt_key)"},
+      {"data.answer_key",
+       "dotted path of the ground truth the reward checks (a non-string is passed as JSON text)"},
+      {"data.data_source_key",
+       "the record's data source: the reward that scores it unless "
+       "reward.name is set"},
+      {"data.default_data_source", "data source of records without one; \"\" = they are refused"},
+      {"data.shuffle",
+       "draw records in a per-epoch permutation of (data.seed, epoch) instead of file order"},
+      {"data.filter_overlong_prompts",
+       "drop prompts longer than data.max_prompt_length tokens (a full scan before the run; the "
+       "count is logged and in summary.json)"},
+      {"data.truncation",
+       "a prompt longer than data.max_prompt_length: error refuses the run naming FILE:LINE; "
+       "left / right cut tokens from that side"},
+      {"data.chat_template",
+       "chat template file rendering messages prompts; \"\" = a messages prompt is refused"},
+      {"reward.name",
+       "registered reward(s) scoring every sample, summed with reward.weights; [] = the task's "
+       "own, or per record by data_source"},
+      {"reward.weights", "one weight per reward.name"},
+      {"reward.config", "reward name -> that reward's config map"},
       {"data.train_batch_size", "prompts per step"},
       {"data.max_prompt_length", "prompt tokens"},
       {"data.max_response_length", "response tokens"},
-      {"data.heldout_size", "held-out problems for evaluations"},
-      {"data.seed", "chooses the task's splits"},
+      {"data.heldout_size", "held-out problems for evaluations (of a task, or of data.val_files)"},
+      {"data.seed",
+       "chooses the task's splits, or seeds a dataset's shuffle (as verl's data.seed)"},
       {"algorithm.adv_estimator", "advantage estimator: grpo, or gae (PPO with a critic)"},
       {"algorithm.n", "responses per prompt (verl: rollout.n); grpo needs >= 2"},
       {"algorithm.norm_adv_by_std", "GRPO: divide by the group's std; false = Dr. GRPO"},

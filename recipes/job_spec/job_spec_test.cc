@@ -266,13 +266,13 @@ actors:
 TEST(JobSpec, MissingRequiredKeysAreNamed) {
   EXPECT_EQ(ParseError("model: {init: random}\n"),
             "job.yaml: name: missing required key\n"
-            "job.yaml: data.task: missing required key\n"
+            "job.yaml: data.task: missing required key (or data.train_files for a dataset)\n"
             "job.yaml: trainer.total_steps: missing required key\n"
             "job.yaml:1:1: model.config: missing required key");
   EXPECT_EQ(ParseError(""),
             "job.yaml: name: missing required key\n"
             "job.yaml: model.config: missing required key\n"
-            "job.yaml: data.task: missing required key\n"
+            "job.yaml: data.task: missing required key (or data.train_files for a dataset)\n"
             "job.yaml: trainer.total_steps: missing required key");
 }
 
@@ -465,6 +465,101 @@ trainer: {total_steps: 10}
   EXPECT_TRUE(ParseJobSpec(out, "resolved.yaml", {"model.config="}).ok());
   EXPECT_EQ(ParseError(kBase, {"model.config=\"\""}),
             "override model.config=\"\": model.config: expected a non-empty string, got \"\"");
+}
+
+// A dataset job: data.train_files instead of data.task, and a reward section.
+constexpr char kDatasetJob[] = R"(name: d
+model: {config: m.json, init: random}
+data:
+  train_files: [a.jsonl, b.jsonl.gz]
+  val_files: v.jsonl
+  prompt_key: question
+  answer_key: meta.answer
+  default_data_source: arithmetic
+  shuffle: false
+  filter_overlong_prompts: true
+  truncation: left
+reward: {name: arithmetic, weights: [0.5], config: {arithmetic: {}}}
+trainer: {total_steps: 10}
+)";
+
+TEST(JobSpecData, ReadsDatasetKeysAndTheRewardSection) {
+  const JobSpec spec = Parse(kDatasetJob);
+  EXPECT_EQ(spec.data.task, "");
+  EXPECT_EQ(spec.data.train_files, (std::vector<std::string>{"a.jsonl", "b.jsonl.gz"}));
+  EXPECT_EQ(spec.data.val_files, std::vector<std::string>{"v.jsonl"});
+  EXPECT_EQ(spec.data.prompt_key, "question");
+  EXPECT_EQ(spec.data.answer_key, "meta.answer");
+  EXPECT_EQ(spec.data.data_source_key, "data_source");
+  EXPECT_EQ(spec.data.default_data_source, "arithmetic");
+  EXPECT_FALSE(spec.data.shuffle);
+  EXPECT_TRUE(spec.data.filter_overlong_prompts);
+  EXPECT_EQ(spec.data.truncation, Truncation::kLeft);
+  EXPECT_EQ(spec.reward.names, std::vector<std::string>{"arithmetic"});
+  EXPECT_EQ(spec.reward.weights, std::vector<double>{0.5});
+  EXPECT_EQ(spec.reward.config, nlohmann::json::parse(R"({"arithmetic": {}})"));
+  // Defaults of a task job: verl's keys, shuffle, errors for overlong prompts.
+  const JobSpec task = Parse(kBase);
+  EXPECT_TRUE(task.data.shuffle);
+  EXPECT_EQ(task.data.truncation, Truncation::kError);
+  EXPECT_EQ(task.data.answer_key, "reward_model.ground_truth");
+  EXPECT_TRUE(task.reward.names.empty());
+}
+
+TEST(JobSpecData, ADatasetJobRoundTripsThroughToYaml) {
+  JobSpec spec = Parse(kDatasetJob);
+  const std::string out = ToYaml(spec);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(out, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << out;
+  EXPECT_EQ(again->data.train_files, spec.data.train_files);
+  EXPECT_EQ(again->data.truncation, Truncation::kLeft);
+  EXPECT_EQ(again->reward.weights, spec.reward.weights);
+  EXPECT_EQ(ToYaml(*again).substr(ToYaml(*again).find('\n')), out.substr(out.find('\n')));
+}
+
+TEST(JobSpecData, ExactlyOneOfTaskAndTrainFiles) {
+  EXPECT_THAT(ParseError("name: t\nmodel: {config: m.json, init: random}\n"
+                         "data: {task: arithmetic, train_files: a.jsonl}\n"
+                         "trainer: {total_steps: 10}\n"),
+              HasSubstr("job.yaml:3:39: data.train_files: give data.task or data.train_files, "
+                        "not both"));
+  EXPECT_THAT(ParseError("name: t\nmodel: {config: m.json, init: random}\n"
+                         "data: {train_batch_size: 4}\ntrainer: {total_steps: 10}\n"),
+              HasSubstr("data.task: missing required key (or data.train_files for a dataset)"));
+  // Dataset keys are refused for a task job, which has no records.
+  EXPECT_THAT(ParseError(kBase, {"data.truncation=left"}),
+              HasSubstr("override data.truncation=left: data.truncation: reads records of "
+                        "data.train_files"));
+  EXPECT_THAT(ParseError(absl::StrCat(kDatasetJob), {"model.init=sft"}),
+              HasSubstr("model.init: the sft warm start needs a task's supervised data"));
+}
+
+TEST(JobSpecData, BadDatasetAndRewardValuesAreNamed) {
+  EXPECT_THAT(ParseError(kDatasetJob, {"data.train_files=[]"}),
+              HasSubstr("data.train_files: expected a path or a non-empty list of paths"));
+  EXPECT_THAT(ParseError(kDatasetJob, {"data.truncation=middle"}),
+              HasSubstr("data.truncation: expected one of error, left, right, got \"middle\""));
+  const std::string unknown = ParseError(kDatasetJob, {"reward.name=[arithmetik]"});
+  EXPECT_THAT(unknown, HasSubstr("reward.name: unknown reward \"arithmetik\" (did you mean "
+                                 "\"arithmetic\"?); registered rewards: arithmetic"));
+  EXPECT_THAT(ParseError(kDatasetJob, {"reward.weights=[1, 2]"}),
+              HasSubstr("reward.weights: 2 weights for 1 reward names"));
+  EXPECT_THAT(ParseError(kDatasetJob, {"reward.weights=[-1]"}),
+              HasSubstr("reward.weights: expected a non-empty list of numbers >= 0"));
+  EXPECT_THAT(ParseError(kDatasetJob, {"reward.config={other: {}}"}),
+              HasSubstr("reward.config: config for \"other\", which is not in reward.name"));
+}
+
+TEST(JobSpecData, ValidateFilesNamesAMissingDataFile) {
+  JobSpec spec = Parse(kDatasetJob);
+  spec.model.config.clear();
+  absl::Status s = ValidateFiles(spec);
+  EXPECT_THAT(s.message(), HasSubstr("job.yaml:4:3: data.train_files: file not found: a.jsonl"));
+  EXPECT_THAT(s.message(), HasSubstr("data.val_files: file not found: v.jsonl"));
+  const std::vector<std::pair<std::string, std::string>> keys = PathKeys(spec);
+  EXPECT_NE(std::find(keys.begin(), keys.end(),
+                      std::pair<std::string, std::string>("data.train_files[1]", "b.jsonl.gz")),
+            keys.end());
 }
 
 TEST(JobSpec, ToJsonHasEveryKeyWithTypedValues) {

@@ -140,10 +140,12 @@ absl::Status CheckInitialPolicy(const JobSpec& spec) {
   }
   if (spec.model.init == ModelInit::kRandom && spec.model.tokenizer.empty() &&
       TaskAlphabet(spec).empty()) {
-    return spec.ErrorAt("model.tokenizer",
-                        absl::StrCat("task ", spec.data.task,
-                                     " has no character alphabet of its own: set model.tokenizer "
-                                     "for init: random"));
+    return spec.ErrorAt(
+        "model.tokenizer",
+        absl::StrCat(spec.data.task.empty() ? std::string("a dataset (data.train_files)")
+                                            : absl::StrCat("task ", spec.data.task),
+                     " has no character alphabet of its own: set model.tokenizer "
+                     "for init: random"));
   }
   if (spec.model.tokenizer.empty()) {
     const fs::path from(spec.model.init_path);

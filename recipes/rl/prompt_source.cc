@@ -1,9 +1,11 @@
 #include "recipes/rl/prompt_source.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace troupe::recipes {
 
@@ -50,7 +52,9 @@ nlohmann::json PromptSource::State(const std::vector<int64_t>& out) const {
   std::vector<int64_t> sorted_out = out;
   std::sort(sorted_out.begin(), sorted_out.end());
   again.insert(again.begin(), sorted_out.begin(), sorted_out.end());
-  return {{"cursor", cursor_}, {"again", again}};
+  nlohmann::json state = {{"cursor", cursor_}, {"again", again}};
+  if (nlohmann::json id = dataset_->Identity(); !id.is_null()) state["dataset"] = std::move(id);
+  return state;
 }
 
 absl::Status PromptSource::Restore(const nlohmann::json& state) {
@@ -71,6 +75,30 @@ absl::Status PromptSource::Restore(const nlohmann::json& state) {
       }
       again.push_back(id.get<int64_t>());
     }
+  }
+  const nlohmann::json id = dataset_->Identity();
+  if (state.contains("dataset") && state["dataset"] != id) {
+    std::vector<std::string> changes;
+    for (const nlohmann::json& op : nlohmann::json::diff(state["dataset"], id)) {
+      const nlohmann::json::json_pointer at(op["path"].get<std::string>());
+      std::string what = op["path"].get<std::string>();
+      // For a file's size or mtime, name the file.
+      if (at.parent_pointer().empty() == false && state["dataset"].contains(at.parent_pointer()) &&
+          state["dataset"][at.parent_pointer()].is_object() &&
+          state["dataset"][at.parent_pointer()].contains("path")) {
+        what = absl::StrCat(state["dataset"][at.parent_pointer()]["path"].get<std::string>(), " ",
+                            at.back());
+      }
+      const std::string before =
+          state["dataset"].contains(at) ? state["dataset"][at].dump() : "(none)";
+      const std::string after = id.contains(at) ? id[at].dump() : "(none)";
+      changes.push_back(absl::StrCat(what, ": ", before, " -> ", after));
+      if (changes.size() == 4) break;
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the dataset changed since the checkpoint, so its prompt cursor would draw other "
+        "records: ",
+        absl::StrJoin(changes, "; ")));
   }
   cursor_ = state["cursor"].get<int64_t>();
   given_back_ = std::move(again);

@@ -6,7 +6,7 @@
 // the ids given back — goes into a checkpoint together with the ids that were out (generating or
 // being scored) at that moment, which a resumed run draws again first: across a crash and
 // --resume no prompt is skipped or drawn twice (ids already in the replay buffer are saved with
-// it).
+// it). The dataset's Identity() is saved with the cursor and compared on Restore.
 //
 //   PromptSource prompts(std::move(dataset));
 //   proto::Prompt p = *prompts.Next();
@@ -40,6 +40,9 @@ class PromptDataset {
   virtual int64_t size() const = 0;
   // The held-out prompts evaluations score (prompt_id = position).
   virtual absl::StatusOr<std::vector<proto::Prompt>> HeldOut() const = 0;
+  // What makes index i mean the same prompt in another run (files with sizes and mtimes, seed,
+  // shuffle, ...); null = nothing to compare. Checkpointed with the cursor.
+  virtual nlohmann::json Identity() const { return nullptr; }
 };
 
 class PromptSource {
@@ -58,7 +61,9 @@ class PromptSource {
   // The state to checkpoint; `out` are the ids drawn and not yet in the replay buffer (in flight),
   // which a resumed run draws again first.
   nlohmann::json State(const std::vector<int64_t>& out) const;
-  // Restores a State (INVALID_ARGUMENT naming the field if malformed).
+  // Restores a State (INVALID_ARGUMENT naming the field if malformed; FAILED_PRECONDITION naming
+  // what differs if the state's dataset identity is not this dataset's: a cursor into other
+  // files would draw other records).
   absl::Status Restore(const nlohmann::json& state);
 
   const PromptDataset& dataset() const { return *dataset_; }

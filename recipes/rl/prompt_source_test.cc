@@ -81,5 +81,35 @@ TEST(PromptSource, RestoreRefusesAMalformedState) {
   EXPECT_EQ(s.Next()->prompt_id(), 1);
 }
 
+// FiveTexts with an identity, as a file dataset has.
+class Identified : public FiveTexts {
+ public:
+  explicit Identified(int64_t size) : size_(size) {}
+  nlohmann::json Identity() const override {
+    return {{"train", {{{"path", "t.jsonl"}, {"size", size_}}}}, {"seed", 1}};
+  }
+
+ private:
+  int64_t size_;
+};
+
+TEST(PromptSource, RefusesAStateCheckpointedWithAnotherDatasetNamingTheFile) {
+  PromptSource before(std::make_unique<Identified>(100));
+  Draw(before, 3);
+  const nlohmann::json state = before.State({});
+  EXPECT_EQ(state["dataset"]["train"][0]["size"], 100);
+  PromptSource same(std::make_unique<Identified>(100));
+  EXPECT_TRUE(same.Restore(state).ok());
+  EXPECT_EQ(same.Next()->prompt_id(), 3);
+  PromptSource changed(std::make_unique<Identified>(120));
+  absl::Status s = changed.Restore(state);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("t.jsonl size: 100 -> 120"), absl::string_view::npos) << s;
+  // A state without an identity (saved before datasets had one) still restores.
+  nlohmann::json old = state;
+  old.erase("dataset");
+  EXPECT_TRUE(changed.Restore(old).ok());
+}
+
 }  // namespace
 }  // namespace troupe::recipes

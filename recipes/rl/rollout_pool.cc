@@ -326,6 +326,7 @@ absl::StatusOr<RolloutPool::EvalCounts> RolloutPool::Evaluate(std::vector<proto:
         continue;
       }
       for (const auto& g : r->groups()) {
+        counts.groups.push_back(g);
         for (const auto& s : g.samples()) {
           ++counts.total;
           counts.correct +=

@@ -128,6 +128,8 @@ class RolloutPool {
   // again.
   struct EvalCounts {
     int64_t correct = 0;
+    // The evaluated samples, for a reward to judge (ScoringPool::CountCorrect).
+    std::vector<proto::SampleGroup> groups;
     int64_t total = 0;
     // The weight versions the workers used: both `version` unless a worker had applied newer
     // weights before its share arrived.

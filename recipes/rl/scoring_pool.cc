@@ -40,6 +40,40 @@ int ScoringPool::NextReplica() {
   return -1;
 }
 
+absl::StatusOr<int64_t> ScoringPool::CountCorrect(std::vector<proto::SampleGroup> groups,
+                                                  int64_t* retries) {
+  proto::ScoreRequest request;
+  for (proto::SampleGroup& g : groups) *request.add_groups() = std::move(g);
+  absl::Status last = absl::FailedPreconditionError("scoring: no reward server is left");
+  for (size_t tried = 0; tried < handles_.size(); ++tried) {
+    const int replica = NextReplica();
+    if (replica < 0) break;
+    absl::StatusOr<proto::ScoreReply> reply =
+        CallWithRetry(cluster_, handles_[replica], &actors::RewardServer::Score, request, retry_,
+                      absl::StrCat(group_.name(replica), " Score (evaluation)"), log_, retries);
+    if (!reply.ok()) {
+      last = reply.status();
+      dead_[replica] = true;
+      continue;
+    }
+    int64_t correct = 0;
+    for (const proto::SampleGroup& g : reply->groups()) {
+      for (const proto::Sample& s : g.samples()) {
+        auto it = s.reward_components().find("correct");
+        if (it == s.reward_components().end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "evaluation: the reward of data source \"", s.data_source(),
+              "\" sets no \"correct\" component, so held-out accuracy cannot be counted",
+              s.reward_error().empty() ? "" : absl::StrCat(" (", s.reward_error(), ")")));
+        }
+        correct += s.finish_reason() == "stop" && it->second >= 0.5f;
+      }
+    }
+    return correct;
+  }
+  return last;
+}
+
 void ScoringPool::Submit(proto::ScoreRequest request) {
   auto req = std::make_shared<const proto::ScoreRequest>(std::move(request));
   auto replica = std::make_shared<int>(-1);

@@ -40,6 +40,12 @@ class ScoringPool {
   // Blocks (waking on the Wakeup) until every submitted request is scored; returns them.
   absl::StatusOr<std::vector<proto::ScoreReply>> Drain();
 
+  // Evaluation: scores `groups` now (blocking; retried on the live replicas as CallWithRetry
+  // does) and counts the samples that stopped and whose reward's "correct" component is >= 0.5
+  // (every verifier sets it; for arithmetic it is exact match, so a task's numbers keep their
+  // meaning). INVALID_ARGUMENT naming the data source if a reward sets no "correct" component.
+  absl::StatusOr<int64_t> CountCorrect(std::vector<proto::SampleGroup> groups, int64_t* retries);
+
   bool empty() const { return calls_.empty(); }
   // When the earliest retry is due (InfiniteFuture if none waits).
   absl::Time next_retry() const;

@@ -4,44 +4,36 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 
 namespace troupe::recipes {
 namespace {
 
-class TaskPrompts : public PromptDataset {
- public:
-  TaskPrompts(std::unique_ptr<tasks::TaskProblems> problems,
-              std::shared_ptr<const models::Tokenizer> tokenizer)
-      : problems_(std::move(problems)), tokenizer_(std::move(tokenizer)) {}
+data::Record TaskRecord(const std::string& task, const tasks::TaskProblem& problem,
+                        absl::string_view split, int64_t i) {
+  return {.where = absl::StrCat("task ", task, " ", split, " problem ", i),
+          .data_source = task,
+          .prompt = problem.prompt,
+          .ground_truth = problem.reference_answer,
+          .extra_info_json = ""};
+}
 
-  absl::StatusOr<proto::Prompt> Get(int64_t index) const override {
-    return Encode(problems_->Train(index % problems_->num_train()));
-  }
+// A task's training problems as records, made on demand (a task may have millions).
+class TaskRecords : public RecordSource {
+ public:
+  TaskRecords(std::string task, std::unique_ptr<tasks::TaskProblems> problems)
+      : task_(std::move(task)), problems_(std::move(problems)) {}
   int64_t size() const override { return problems_->num_train(); }
-  absl::StatusOr<std::vector<proto::Prompt>> HeldOut() const override {
-    std::vector<proto::Prompt> out;
-    for (const tasks::TaskProblem& problem : problems_->HeldOut()) {
-      TROUPE_ASSIGN_OR_RETURN(proto::Prompt p, Encode(problem));
-      p.set_prompt_id(static_cast<int64_t>(out.size()));
-      out.push_back(std::move(p));
-    }
-    return out;
+  absl::StatusOr<data::Record> Read(int64_t index) const override {
+    return TaskRecord(task_, problems_->Train(index), "training", index);
   }
+  nlohmann::json Identity() const override { return {{"task", task_}}; }
+  const tasks::TaskProblems& problems() const { return *problems_; }
 
  private:
-  absl::StatusOr<proto::Prompt> Encode(const tasks::TaskProblem& problem) const {
-    proto::Prompt p;
-    p.set_text(problem.prompt);
-    p.set_reference_answer(problem.reference_answer);
-    p.add_tokens(tokenizer_->bos_id().value_or(1));
-    TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_->Encode(problem.prompt));
-    for (int32_t t : ids) p.add_tokens(t);
-    return p;
-  }
-
+  std::string task_;
   std::unique_ptr<tasks::TaskProblems> problems_;
-  std::shared_ptr<const models::Tokenizer> tokenizer_;
 };
 
 }  // namespace
@@ -63,8 +55,64 @@ absl::StatusOr<std::unique_ptr<PromptDataset>> MakeTaskPrompts(
         absl::StrCat("data.task: the RL recipes cannot run it: ", problems.status().message()));
   }
   if (!problems.ok()) return problems.status();
-  return std::unique_ptr<PromptDataset>(
-      std::make_unique<TaskPrompts>(std::move(*problems), std::move(tokenizer)));
+  std::vector<data::Record> heldout;
+  for (const tasks::TaskProblem& problem : (*problems)->HeldOut()) {
+    heldout.push_back(
+        TaskRecord(spec.data.task, problem, "held-out", static_cast<int64_t>(heldout.size())));
+  }
+  RecordPromptsOptions options = RecordPromptsOptionsOf(spec);
+  options.shuffle = false;  // the task's own order
+  options.heldout_size = static_cast<int64_t>(heldout.size());
+  TROUPE_ASSIGN_OR_RETURN(
+      std::unique_ptr<RecordPrompts> prompts,
+      RecordPrompts::Create(std::make_unique<TaskRecords>(spec.data.task, std::move(*problems)),
+                            InMemoryRecords(std::move(heldout), nullptr), std::move(tokenizer),
+                            std::move(options)));
+  return std::unique_ptr<PromptDataset>(std::move(prompts));
+}
+
+absl::StatusOr<std::unique_ptr<PromptDataset>> MakeJobPrompts(
+    const JobSpec& spec, std::shared_ptr<const models::Tokenizer> tokenizer,
+    const std::function<void(const std::string&)>& log, PromptRenderer renderer) {
+  if (spec.data.train_files.empty()) return MakeTaskPrompts(spec, std::move(tokenizer));
+  const data::RecordKeys keys = RecordKeysOf(spec);
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> train,
+                          OpenJsonlRecords(spec.data.train_files, keys, DataCacheDir()));
+  std::unique_ptr<RecordSource> val;
+  if (!spec.data.val_files.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(val, OpenJsonlRecords(spec.data.val_files, keys, DataCacheDir()));
+  }
+  RecordPromptsOptions options = RecordPromptsOptionsOf(spec);
+  options.renderer = std::move(renderer);
+  const int64_t records = train->size();
+  TROUPE_ASSIGN_OR_RETURN(
+      std::unique_ptr<RecordPrompts> prompts,
+      RecordPrompts::Create(std::move(train), std::move(val), std::move(tokenizer), options));
+  auto say = [&](const std::string& line) {
+    if (log) log(line);
+  };
+  if (spec.data.filter_overlong_prompts || DatasetBytes(spec) <= kFullScanBytes) {
+    say(absl::StrCat("data: checking ", records, " training records of data.train_files",
+                     spec.data.filter_overlong_prompts ? " (and filtering overlong prompts)" : ""));
+    TROUPE_RETURN_IF_ERROR(prompts->Scan([&](int64_t done, int64_t total) {
+      if (done < total) say(absl::StrFormat("data: %d/%d records scanned", done, total));
+    }));
+  } else {
+    say(absl::StrCat("data: ", records,
+                     " training records, more than a pre-run scan reads: "
+                     "each is checked when drawn"));
+  }
+  if (spec.data.filter_overlong_prompts) {
+    say(absl::StrCat("data: filtered ", prompts->filtered(), " of ", records,
+                     " training prompts longer than data.max_prompt_length = ",
+                     spec.data.max_prompt_length, " tokens; ", prompts->size(), " remain"));
+    if (!spec.data.val_files.empty()) {
+      TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> heldout, prompts->HeldOut());
+      say(absl::StrCat("data: filtered ", prompts->heldout_filtered(),
+                       " overlong held-out prompts; ", heldout.size(), " remain"));
+    }
+  }
+  return std::unique_ptr<PromptDataset>(std::move(prompts));
 }
 
 }  // namespace troupe::recipes

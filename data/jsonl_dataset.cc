@@ -1,0 +1,396 @@
+#include "data/jsonl_dataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/splitmix64.h"
+#include "base/status_macros.h"
+
+namespace troupe::data {
+namespace {
+
+constexpr int64_t kReadChunk = int64_t{1} << 20;
+constexpr int64_t kLineBlock = 64;
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+std::string Errno() { return std::strerror(errno); }
+
+std::string Mib(int64_t bytes) {
+  if (bytes % (int64_t{1} << 20) == 0) return absl::StrCat(bytes >> 20, " MiB");
+  return absl::StrCat(bytes, " bytes");
+}
+
+// Decompresses `gz` into `cache_dir` once (keyed by path, size and mtime); the cache file's path.
+absl::StatusOr<std::string> DecompressToCache(const std::string& gz, const FileIdentity& id,
+                                              const std::string& cache_dir) {
+  namespace fs = std::filesystem;
+  if (cache_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(gz, ": a gzip'd file needs a cache directory to decompress into"));
+  }
+  std::error_code ec;
+  fs::create_directories(cache_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create the data cache ", cache_dir, ": ", ec.message()));
+  }
+  const std::string absolute = fs::absolute(gz, ec).string();
+  uint64_t h =
+      SplitMix64(static_cast<uint64_t>(id.size) ^ SplitMix64(static_cast<uint64_t>(id.mtime_ns)));
+  for (char c : absolute) h = SplitMix64(h ^ static_cast<unsigned char>(c));
+  const std::string leaf = fs::path(gz).filename().string();
+  const std::string target =
+      (fs::path(cache_dir) / absl::StrFormat("%016x-%s.jsonl", h, leaf.substr(0, 64))).string();
+  if (fs::exists(target, ec)) return target;
+  const std::string tmp = absl::StrCat(target, ".tmp", getpid());
+  gzFile in = gzopen(gz.c_str(), "rb");
+  if (in == nullptr) return absl::NotFoundError(absl::StrCat(gz, ": cannot open (", Errno(), ")"));
+  gzbuffer(in, 1 << 17);
+  const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (out < 0) {
+    gzclose(in);
+    return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", Errno()));
+  }
+  std::vector<char> buf(kReadChunk);
+  absl::Status status;
+  while (true) {
+    const int n = gzread(in, buf.data(), static_cast<unsigned>(buf.size()));
+    if (n < 0) {
+      int code = 0;
+      const char* msg = gzerror(in, &code);
+      status = absl::InvalidArgumentError(absl::StrCat(gz, ": not gzip data (", msg, ")"));
+      break;
+    }
+    if (n == 0) break;
+    for (int done = 0; done < n;) {
+      const ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n - done));
+      if (w < 0) {
+        status = absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", Errno()));
+        break;
+      }
+      done += static_cast<int>(w);
+    }
+    if (!status.ok()) break;
+  }
+  gzclose(in);
+  if (::close(out) != 0 && status.ok()) {
+    status = absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", Errno()));
+  }
+  if (status.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
+    status = absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", Errno()));
+  }
+  if (!status.ok()) {
+    fs::remove(tmp, ec);
+    return status;
+  }
+  return target;
+}
+
+// The value at dotted `path` in `j`: the literal key first, then a walk through objects.
+const nlohmann::json* Lookup(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) return nullptr;
+  if (auto it = j.find(path); it != j.end()) return &*it;
+  const nlohmann::json* at = &j;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(std::string(part));
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at;
+}
+
+}  // namespace
+
+absl::StatusOr<Record> ParseRecord(absl::string_view line, absl::string_view where,
+                                   const RecordKeys& keys) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line.begin(), line.end());
+  } catch (const nlohmann::json::exception& e) {
+    std::string what = e.what();
+    if (const size_t close = what.find("] "); close != std::string::npos) what.erase(0, close + 2);
+    return absl::InvalidArgumentError(absl::StrCat(where, ": not valid JSON (", what, ")"));
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": expected a JSON object, got a ", j.type_name()));
+  }
+  Record r;
+  r.where = std::string(where);
+  auto no_key = [&](const std::string& key, absl::string_view more = "") {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": no key '", key, "'", more));
+  };
+  const nlohmann::json* prompt = Lookup(j, keys.prompt_key);
+  if (prompt == nullptr) return no_key(keys.prompt_key);
+  if (prompt->is_array()) {
+    if (prompt->empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": '", keys.prompt_key, "' is an empty list of messages"));
+    }
+    for (size_t i = 0; i < prompt->size(); ++i) {
+      const nlohmann::json& m = (*prompt)[i];
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+          !m.contains("content") || !m["content"].is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": '", keys.prompt_key, "'[", i,
+                         "] is not a chat message {\"role\": string, \"content\": string}"));
+      }
+    }
+  } else if (!prompt->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": '", keys.prompt_key,
+                     "' must be a string or a list of chat messages, got a ", prompt->type_name()));
+  }
+  r.prompt = *prompt;
+  const nlohmann::json* answer = Lookup(j, keys.answer_key);
+  if (answer == nullptr) return no_key(keys.answer_key);
+  r.ground_truth = answer->is_string() ? answer->get<std::string>() : answer->dump();
+  const nlohmann::json* source = Lookup(j, keys.data_source_key);
+  if (source == nullptr || source->is_null()) {
+    if (keys.default_data_source.empty()) {
+      return no_key(keys.data_source_key, " (and no default data source is set)");
+    }
+    r.data_source = keys.default_data_source;
+  } else if (source->is_string() && !source->get<std::string>().empty()) {
+    r.data_source = source->get<std::string>();
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": '", keys.data_source_key, "' must be a non-empty string"));
+  }
+  if (!keys.extra_info_key.empty()) {
+    if (const nlohmann::json* extra = Lookup(j, keys.extra_info_key);
+        extra != nullptr && !extra->is_null()) {
+      if (!extra->is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": '", keys.extra_info_key, "' must be an object, got a ", extra->type_name()));
+      }
+      r.extra_info_json = extra->dump();
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<JsonlDataset>> JsonlDataset::Open(
+    const std::vector<std::string>& files, const JsonlOptions& options) {
+  if (files.empty()) return absl::InvalidArgumentError("no dataset files given");
+  std::unique_ptr<JsonlDataset> ds(new JsonlDataset());
+  ds->max_line_bytes_ = options.max_line_bytes;
+  for (const std::string& name : files) {
+    struct stat st;
+    if (::stat(name.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat(name, ": cannot read (", Errno(), ")"));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": is a directory, not a JSONL file"));
+    }
+    FileIdentity id{name, static_cast<int64_t>(st.st_size),
+                    static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+    std::string indexed = name;
+    if (absl::EndsWith(name, ".gz")) {
+      TROUPE_ASSIGN_OR_RETURN(indexed, DecompressToCache(name, id, options.cache_dir));
+    }
+    ds->identity_.push_back(id);
+    File file;
+    file.name = name;
+    file.first_record = ds->size();
+    file.fd = ::open(indexed.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file.fd < 0) {
+      return absl::NotFoundError(absl::StrCat(name, ": cannot read (", Errno(), ")"));
+    }
+    ds->files_.push_back(std::move(file));
+    TROUPE_RETURN_IF_ERROR(ds->Index(ds->files_.back(), options));
+  }
+  return ds;
+}
+
+JsonlDataset::~JsonlDataset() {
+  for (File& f : files_) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+}
+
+absl::Status JsonlDataset::Index(File& file, const JsonlOptions& options) {
+  std::vector<char> buf(kReadChunk);
+  int64_t pos = 0;         // file offset of buf[0]
+  int64_t line_start = 0;  // offset of the current line
+  int64_t line = 1;
+  bool content = false;  // the current line has a non-space byte
+  auto end_line = [&](int64_t end) -> absl::Status {
+    if (end - line_start > max_line_bytes_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file.name, ":", line, ": line longer than ", Mib(max_line_bytes_)));
+    }
+    if (content) {
+      const int64_t n = size() - file.first_record;
+      if (n % kLineBlock == 0) file.block_lines.push_back(line);
+      offsets_.push_back(static_cast<uint64_t>(line_start));
+    }
+    return absl::OkStatus();
+  };
+  while (true) {
+    const ssize_t got = ::pread(file.fd, buf.data(), buf.size(), pos);
+    if (got < 0) return absl::InternalError(absl::StrCat(file.name, ": read error: ", Errno()));
+    if (got == 0) break;
+    const char* p = buf.data();
+    const char* end = p + got;
+    while (p < end) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', end - p));
+      const char* stop = nl == nullptr ? end : nl;
+      for (const char* q = p; !content && q < stop; ++q) content = !IsSpace(*q);
+      if (nl == nullptr) {
+        const int64_t length = pos + got - line_start;
+        if (length > max_line_bytes_) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(file.name, ":", line, ": line longer than ", Mib(max_line_bytes_)));
+        }
+        break;
+      }
+      const int64_t nl_offset = pos + (nl - buf.data());
+      TROUPE_RETURN_IF_ERROR(end_line(nl_offset));
+      line_start = nl_offset + 1;
+      ++line;
+      content = false;
+      p = nl + 1;
+    }
+    pos += got;
+  }
+  TROUPE_RETURN_IF_ERROR(end_line(pos));  // a last line without a newline
+  bytes_ += pos;
+  (void)options;
+  return absl::OkStatus();
+}
+
+const JsonlDataset::File& JsonlDataset::FileOf(int64_t index) const {
+  auto it = std::upper_bound(files_.begin(), files_.end(), index,
+                             [](int64_t i, const File& f) { return i < f.first_record; });
+  return *(it - 1);
+}
+
+std::string JsonlDataset::Where(int64_t index) const {
+  if (index < 0 || index >= size()) return absl::StrCat("record ", index);
+  const File& f = FileOf(index);
+  const int64_t local = index - f.first_record;
+  const int64_t block = local / kLineBlock;
+  int64_t line = f.block_lines[block];
+  const int64_t from = static_cast<int64_t>(offsets_[f.first_record + block * kLineBlock]);
+  const int64_t to = static_cast<int64_t>(offsets_[index]);
+  char buf[16384];
+  for (int64_t pos = from; pos < to;) {
+    const ssize_t got =
+        ::pread(f.fd, buf, static_cast<size_t>(std::min<int64_t>(sizeof(buf), to - pos)), pos);
+    if (got <= 0) break;
+    line += std::count(buf, buf + got, '\n');
+    pos += got;
+  }
+  return absl::StrCat(f.name, ":", line);
+}
+
+absl::StatusOr<std::string> JsonlDataset::Line(int64_t index) const {
+  if (index < 0 || index >= size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("record ", index, " of a dataset of ", size(), " records"));
+  }
+  const File& f = FileOf(index);
+  int64_t pos = static_cast<int64_t>(offsets_[index]);
+  std::string out;
+  char buf[8192];
+  while (true) {
+    const ssize_t got = ::pread(f.fd, buf, sizeof(buf), pos);
+    if (got < 0) return absl::InternalError(absl::StrCat(f.name, ": read error: ", Errno()));
+    if (got == 0) break;
+    const char* nl = static_cast<const char*>(std::memchr(buf, '\n', static_cast<size_t>(got)));
+    out.append(buf, nl == nullptr ? static_cast<size_t>(got) : static_cast<size_t>(nl - buf));
+    if (static_cast<int64_t>(out.size()) > max_line_bytes_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(index), ": line longer than ", Mib(max_line_bytes_)));
+    }
+    if (nl != nullptr) break;
+    pos += got;
+  }
+  if (!out.empty() && out.back() == '\r') out.pop_back();
+  return out;
+}
+
+absl::StatusOr<Record> JsonlDataset::Read(int64_t index, const RecordKeys& keys) const {
+  TROUPE_ASSIGN_OR_RETURN(std::string line, Line(index));
+  return ParseRecord(line, Where(index), keys);
+}
+
+absl::Status JsonlDataset::Validate(const RecordKeys& keys,
+                                    const std::function<void(int64_t, int64_t)>& progress,
+                                    int max_errors) const {
+  std::vector<std::string> errors;
+  int64_t count = 0;
+  for (int64_t i = 0; i < size(); ++i) {
+    if (progress && i > 0 && i % 65536 == 0) progress(i, size());
+    absl::StatusOr<std::string> line = Line(i);
+    absl::Status s = line.status();
+    if (s.ok()) {
+      // The location is computed only for a bad record.
+      absl::StatusOr<Record> r = ParseRecord(*line, "", keys);
+      if (!r.ok()) s = absl::InvalidArgumentError(absl::StrCat(Where(i), r.status().message()));
+    }
+    if (s.ok()) continue;
+    ++count;
+    if (static_cast<int>(errors.size()) < max_errors) errors.emplace_back(s.message());
+  }
+  if (progress) progress(size(), size());
+  if (count == 0) return absl::OkStatus();
+  if (count > static_cast<int64_t>(errors.size())) {
+    errors.push_back(absl::StrCat("... ", count, " bad records in all"));
+  }
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+}
+
+// ------------------------------------------------------------------------------------------------
+
+ShuffledOrder::ShuffledOrder(int64_t n, uint64_t seed, bool shuffle)
+    : n_(n), seed_(seed), shuffle_(shuffle) {
+  while ((uint64_t{1} << (2 * half_bits_)) < static_cast<uint64_t>(std::max<int64_t>(n, 1))) {
+    ++half_bits_;
+  }
+}
+
+uint64_t ShuffledOrder::Permute(uint64_t x, uint64_t epoch) const {
+  const uint64_t mask = (uint64_t{1} << half_bits_) - 1;
+  uint64_t left = x >> half_bits_, right = x & mask;
+  const uint64_t key = SplitMix64(seed_ * 0x9e3779b97f4a7c15ULL ^ SplitMix64(epoch));
+  for (uint64_t round = 0; round < 4; ++round) {
+    const uint64_t f = SplitMix64(key + round * 0x632be59bd9b4e019ULL + right) & mask;
+    const uint64_t next = left ^ f;
+    left = right;
+    right = next;
+  }
+  return (left << half_bits_) | right;
+}
+
+int64_t ShuffledOrder::RecordAt(int64_t i) const {
+  if (n_ <= 0) return 0;
+  const uint64_t epoch = static_cast<uint64_t>(i / n_);
+  uint64_t pos = static_cast<uint64_t>(i % n_);
+  if (!shuffle_) return static_cast<int64_t>(pos);
+  // Cycle walking: the permutation of the power-of-4 domain, restricted to [0, n).
+  do {
+    pos = Permute(pos, epoch);
+  } while (pos >= static_cast<uint64_t>(n_));
+  return static_cast<int64_t>(pos);
+}
+
+}  // namespace troupe::data

@@ -1,0 +1,154 @@
+#include "recipes/rl/record_prompts.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/tokenizers/char_tokenizer.h"
+#include "recipes/rl/prompt_source.h"
+#include "tasks/arithmetic/arithmetic_task.h"
+
+namespace troupe::recipes {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<const models::Tokenizer> Tokenizer() {
+  return std::shared_ptr<const models::Tokenizer>(
+      *models::CharTokenizer::Create(tasks::ArithmeticTask::kAlphabet));
+}
+
+data::Record Rec(const std::string& prompt, const std::string& answer, int line) {
+  return {.where = "t.jsonl:" + std::to_string(line),
+          .data_source = "arithmetic",
+          .prompt = prompt,
+          .ground_truth = answer,
+          .extra_info_json = ""};
+}
+
+std::unique_ptr<RecordSource> Records(int n) {
+  std::vector<data::Record> records;
+  for (int i = 0; i < n; ++i) {
+    records.push_back(Rec(std::to_string(i) + "+1=", std::to_string(i + 1), i + 1));
+  }
+  return InMemoryRecords(std::move(records), "mem");
+}
+
+TEST(RecordPrompts, ARecordBecomesBosPlusItsEncodingWithItsAnswerAndSource) {
+  auto prompts = RecordPrompts::Create(Records(5), nullptr, Tokenizer(), {.shuffle = false});
+  ASSERT_TRUE(prompts.ok()) << prompts.status();
+  absl::StatusOr<proto::Prompt> p = (*prompts)->Get(7);  // epoch 1, record 2
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->text(), "2+1=");
+  EXPECT_EQ(p->reference_answer(), "3");
+  EXPECT_EQ(p->data_source(), "arithmetic");
+  const std::shared_ptr<const models::Tokenizer> tok = Tokenizer();
+  std::vector<int32_t> expected = {*tok->bos_id()};
+  const std::vector<int32_t> ids = *tok->Encode("2+1=");
+  expected.insert(expected.end(), ids.begin(), ids.end());
+  EXPECT_EQ(std::vector<int32_t>(p->tokens().begin(), p->tokens().end()), expected);
+}
+
+TEST(RecordPrompts, ShuffledDrawsAreAPureFunctionOfSeedAndIndex) {
+  auto a = RecordPrompts::Create(Records(50), nullptr, Tokenizer(), {.seed = 3});
+  auto b = RecordPrompts::Create(Records(50), nullptr, Tokenizer(), {.seed = 3});
+  std::set<std::string> epoch;
+  for (int64_t i = 0; i < 50; ++i) {
+    EXPECT_EQ((*a)->Get(i)->text(), (*b)->Get(i)->text());
+    epoch.insert((*a)->Get(i)->text());
+  }
+  EXPECT_EQ(epoch.size(), 50u);
+  // A PromptSource restored at a cursor draws what the uninterrupted one draws.
+  PromptSource whole(std::move(*a)), resumed(std::move(*b));
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(whole.Next().ok());
+  ASSERT_TRUE(resumed.Restore(whole.State({})).ok());
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(whole.Next()->text(), resumed.Next()->text());
+}
+
+TEST(RecordPrompts, AnOverlongPromptIsRefusedCutOrFilteredAsConfigured) {
+  std::vector<data::Record> records = {Rec("1+1=", "2", 1), Rec("1234+5678=", "6912", 2)};
+  auto strict = RecordPrompts::Create(InMemoryRecords(records, ""), nullptr, Tokenizer(),
+                                      {.max_prompt_length = 6, .shuffle = false});
+  EXPECT_EQ((*strict)->Scan().message(),
+            "t.jsonl:2: prompt of 11 tokens, more than data.max_prompt_length = 6 (set "
+            "data.truncation: left or right, or data.filter_overlong_prompts)");
+  auto left = RecordPrompts::Create(
+      InMemoryRecords(records, ""), nullptr, Tokenizer(),
+      {.max_prompt_length = 6, .truncation = Truncation::kLeft, .shuffle = false});
+  ASSERT_TRUE((*left)->Scan().ok());
+  proto::Prompt cut = *(*left)->Get(1);
+  ASSERT_EQ(cut.tokens_size(), 6);
+  EXPECT_EQ(cut.tokens(0), *Tokenizer()->bos_id());
+  EXPECT_EQ(
+      *Tokenizer()->Decode(std::vector<int32_t>(cut.tokens().begin() + 1, cut.tokens().end())),
+      "5678=");
+  auto right = RecordPrompts::Create(
+      InMemoryRecords(records, ""), nullptr, Tokenizer(),
+      {.max_prompt_length = 6, .truncation = Truncation::kRight, .shuffle = false});
+  proto::Prompt head = *(*right)->Get(1);
+  EXPECT_EQ(
+      *Tokenizer()->Decode(std::vector<int32_t>(head.tokens().begin() + 1, head.tokens().end())),
+      "1234+");
+  auto filtered =
+      RecordPrompts::Create(InMemoryRecords(records, ""), InMemoryRecords(records, ""), Tokenizer(),
+                            {.max_prompt_length = 6, .filter_overlong = true});
+  ASSERT_TRUE((*filtered)->Scan().ok());
+  EXPECT_EQ((*filtered)->filtered(), 1);
+  EXPECT_EQ((*filtered)->size(), 1);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ((*filtered)->Get(i)->text(), "1+1=");
+  EXPECT_EQ((*filtered)->HeldOut()->size(), 1u);
+  EXPECT_EQ((*filtered)->heldout_filtered(), 1);
+}
+
+TEST(RecordPrompts, AMessagesPromptNeedsARenderer) {
+  data::Record chat = Rec("", "2", 4);
+  chat.prompt = nlohmann::json::parse(R"([{"role": "user", "content": "1+1="}])");
+  auto none =
+      RecordPrompts::Create(InMemoryRecords({chat}, ""), nullptr, Tokenizer(), {.shuffle = false});
+  EXPECT_THAT((*none)->Scan().message(),
+              HasSubstr("t.jsonl:4: the prompt is a list of chat messages, and no chat template"));
+  RecordPromptsOptions o{.shuffle = false};
+  o.renderer = [](const nlohmann::json& messages) -> absl::StatusOr<std::string> {
+    return messages[0]["content"].get<std::string>();
+  };
+  auto rendered = RecordPrompts::Create(InMemoryRecords({chat}, ""), nullptr, Tokenizer(), o);
+  ASSERT_TRUE((*rendered)->Scan().ok());
+  EXPECT_EQ((*rendered)->Get(0)->text(), "1+1=");
+  EXPECT_EQ((*rendered)->data_sources(), std::set<std::string>{"arithmetic"});
+}
+
+TEST(RecordPrompts, HeldOutIsTheFirstHeldoutSizeValidationRecordsInOrder) {
+  auto prompts = RecordPrompts::Create(Records(5), Records(30), Tokenizer(), {.heldout_size = 10});
+  absl::StatusOr<std::vector<proto::Prompt>> heldout = (*prompts)->HeldOut();
+  ASSERT_TRUE(heldout.ok());
+  ASSERT_EQ(heldout->size(), 10u);
+  EXPECT_EQ((*heldout)[9].text(), "9+1=");
+  EXPECT_EQ((*heldout)[9].prompt_id(), 9);
+}
+
+TEST(RecordPrompts, ReadsAJsonlFileThroughOpenJsonlRecords) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/r.jsonl";
+  std::ofstream(path) << R"({"question": "3+4=", "answer": 7, "extra": {"k": "v"}})"
+                      << "\n";
+  data::RecordKeys keys{.prompt_key = "question",
+                        .answer_key = "answer",
+                        .extra_info_key = "extra",
+                        .default_data_source = "arithmetic"};
+  auto train = OpenJsonlRecords({path}, keys, "");
+  ASSERT_TRUE(train.ok()) << train.status();
+  auto prompts = RecordPrompts::Create(*std::move(train), nullptr, Tokenizer(), {});
+  proto::Prompt p = *(*prompts)->Get(0);
+  EXPECT_EQ(p.text(), "3+4=");
+  EXPECT_EQ(p.reference_answer(), "7");
+  EXPECT_EQ(p.extra_info_json(), R"({"k":"v"})");
+  EXPECT_EQ((*prompts)->Identity()["train"][0]["path"], path);
+}
+
+}  // namespace
+}  // namespace troupe::recipes
