@@ -12,6 +12,7 @@
 #include "base/splitmix64.h"
 #include "google/protobuf/util/json_util.h"
 #include "recipes/rl/actor_group.h"
+#include "recipes/rl/chat_prompts.h"
 #include "recipes/rl/initial_policy.h"
 #include "recipes/rl/record_prompts.h"
 #include "reward/reward_function.h"
@@ -25,13 +26,13 @@ namespace {
 // their data sources name when reward.name does not choose one.
 template <typename Refuse>
 void CheckDataset(const JobSpec& spec, Refuse& refuse) {
-  if (!spec.data.chat_template.empty()) {
-    refuse("data.chat_template",
-           "rendering chat messages is not linked into this build yet (models/chat); give "
-           "prompts as strings");
+  absl::StatusOr<JobChatTemplate> chat = LoadJobChatTemplate(spec);
+  if (!chat.ok()) {
+    // LoadJobChatTemplate's message already names the key and its location.
+    refuse("", chat.status().message());
     return;
   }
-  absl::StatusOr<std::set<std::string>> sources = CheckDatasetRecords(spec, /*can_render=*/false);
+  absl::StatusOr<std::set<std::string>> sources = CheckDatasetRecords(spec, chat->renderer);
   if (!sources.ok()) {
     refuse("data.train_files", sources.status().message());
     return;
@@ -68,8 +69,10 @@ nlohmann::json GrpoRewardConfig(const JobSpec& spec) {
 
 absl::Status CheckGrpoSpec(const JobSpec& spec) {
   std::vector<std::string> problems;
+  // An empty key: `why` is a message that already names its key and location.
   auto refuse = [&](absl::string_view key, absl::string_view why) {
-    problems.push_back(std::string(spec.ErrorAt(key, why).message()));
+    problems.push_back(key.empty() ? std::string(why)
+                                   : std::string(spec.ErrorAt(key, why).message()));
   };
   if (spec.algorithm.adv_estimator != proto::ADV_ESTIMATOR_GRPO) {
     refuse("algorithm.adv_estimator",

@@ -249,8 +249,9 @@ TEST(GrpoSpec, TakesAnotherTokenizerExceptForTheSftWarmStart) {
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
   spec->model.init = ModelInit::kSft;
   const std::string m(CheckGrpoSpec(*spec).message());
-  EXPECT_THAT(m, HasSubstr("model.tokenizer: the sft warm start trains with the task's own "
-                           "character tokenizer"));
+  EXPECT_THAT(m,
+              HasSubstr("model.tokenizer: the sft warm start of a task trains with the task's own "
+                        "character tokenizer"));
 }
 
 // Fake tasks, registered the way tasks/ register theirs: one the recipe can run (prompts and a

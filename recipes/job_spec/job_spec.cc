@@ -846,9 +846,21 @@ class JobSpecReader {
       }
       std::optional<TaskDefinition> task = FindJobTask(s.data.task);
       if (!s.data.train_files.empty()) {
-        Add("model.init",
-            "the sft warm start needs a task's supervised data, and data.train_files has none; "
-            "use init: random or a checkpoint path");
+        if (s.sft.train_files.empty()) {
+          Add("model.init",
+              "the sft warm start of a dataset job trains on sft.train_files (JSONL prompt + "
+              "response records), which is not set; set it, or use init: random or a "
+              "checkpoint path");
+        }
+        if (s.model.tokenizer.empty()) {
+          Add("model.init",
+              "the sft warm start of a dataset job needs model.tokenizer (a tokenizer.json; "
+              "`troupe tokenizer train` makes one)");
+        }
+        if (s.data.val_files.empty()) {
+          Add("model.init",
+              "the sft warm start of a dataset job evaluates on data.val_files, which is not set");
+        }
       } else if (task.has_value() && !task->supports_sft) {
         Add("model.init",
             absl::StrCat("the sft warm start needs supervised data, which task ", s.data.task,
@@ -861,6 +873,20 @@ class JobSpecReader {
   void CheckDataAndReward() {
     const DataSpec& d = spec_->data;
     const RewardSpec& r = spec_->reward;
+    const SftSpec& sft = spec_->sft;
+    if (!d.train_files.empty() ? spec_->model.init != ModelInit::kSft : !d.task.empty()) {
+      for (const char* key : {"sft.train_files", "sft.prompt_key", "sft.response_key"}) {
+        if (!ctx_->locs.contains(key)) continue;
+        Add(key, d.train_files.empty()
+                     ? "a task's sft warm start trains on the task's own supervised data"
+                     : "read by the sft warm start only, and model.init is not sft");
+      }
+    } else if (sft.train_files.empty()) {
+      for (const char* key : {"sft.prompt_key", "sft.response_key"}) {
+        if (ctx_->locs.contains(key))
+          Add(key, "reads records of sft.train_files, which is not set");
+      }
+    }
     if (!d.task.empty() && !d.train_files.empty()) {
       Add("data.train_files", "give data.task or data.train_files, not both");
     }
@@ -1080,6 +1106,9 @@ class JobSpecReader {
     s.Int("eval_every", &sft.eval_every, Positive());
     s.Double("target_accuracy", &sft.target_accuracy, Closed(0, 1));
     written_.sft_dir = s.String("dir", &sft.dir) != nullptr;
+    s.StringList("train_files", &sft.train_files);
+    s.String("prompt_key", &sft.prompt_key);
+    s.String("response_key", &sft.response_key);
     s.Finish();
   }
 
@@ -1289,6 +1318,11 @@ ordered_json ToJsonValue(const JobSpec& s) {
   sft["eval_every"] = s.sft.eval_every;
   sft["target_accuracy"] = s.sft.target_accuracy;
   sft["dir"] = s.sft.dir;
+  if (!s.sft.train_files.empty()) {
+    sft["train_files"] = s.sft.train_files;
+    sft["prompt_key"] = s.sft.prompt_key;
+    sft["response_key"] = s.sft.response_key;
+  }
   j["sft"] = std::move(sft);
 
   ordered_json actors;
@@ -1720,6 +1754,7 @@ absl::Status ValidateFiles(const JobSpec& spec) {
   };
   for (const std::string& path : spec.data.train_files) check_data_file("data.train_files", path);
   for (const std::string& path : spec.data.val_files) check_data_file("data.val_files", path);
+  for (const std::string& path : spec.sft.train_files) check_data_file("sft.train_files", path);
   if (!spec.data.chat_template.empty()) {
     check_data_file("data.chat_template", spec.data.chat_template);
   }
@@ -1742,6 +1777,9 @@ std::vector<std::pair<std::string, std::string>> PathKeys(const JobSpec& spec) {
   }
   for (size_t i = 0; i < spec.data.val_files.size(); ++i) {
     keys.push_back({absl::StrCat("data.val_files[", i, "]"), spec.data.val_files[i]});
+  }
+  for (size_t i = 0; i < spec.sft.train_files.size(); ++i) {
+    keys.push_back({absl::StrCat("sft.train_files[", i, "]"), spec.sft.train_files[i]});
   }
   keys.push_back({"data.chat_template", spec.data.chat_template});
   CollectConfigPaths(spec.data.task_params, "data", &keys);

@@ -211,6 +211,10 @@ struct SftSpec {
   int64_t eval_every = 100;
   double target_accuracy = 1.0;
   std::string dir;  // Resolved: <logging.dir>/sft unless given.
+  // A dataset job's supervised records (JSONL: prompt + response); a task's are its own.
+  std::vector<std::string> train_files;
+  std::string prompt_key = "prompt";
+  std::string response_key = "response";
 };
 
 struct ActorResources {

@@ -111,7 +111,12 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"sft.weight_decay", "SFT AdamW weight decay"},
       {"sft.grad_clip", "SFT max global gradient norm"},
       {"sft.eval_every", "SFT held-out evaluation every K steps"},
-      {"sft.target_accuracy", "SFT stops at this held-out exact match"},
+      {"sft.target_accuracy", "SFT stops at this held-out accuracy (the reward's correct)"},
+      {"sft.train_files",
+       "a dataset job's SFT records (JSONL, .gz too): prompt (string or chat messages, rendered "
+       "like data's) and response; held out: data.val_files judged by the job's reward"},
+      {"sft.prompt_key", "dotted path of an SFT record's prompt"},
+      {"sft.response_key", "dotted path of an SFT record's response (EOS appended)"},
       {"sft.dir", "SFT checkpoint directory (reused when it holds one)", nullptr,
        "<logging.dir>/sft"},
       {"actors.<kind>.type",

@@ -530,8 +530,17 @@ TEST(JobSpecData, ExactlyOneOfTaskAndTrainFiles) {
   EXPECT_THAT(ParseError(kBase, {"data.truncation=left"}),
               HasSubstr("override data.truncation=left: data.truncation: reads records of "
                         "data.train_files"));
-  EXPECT_THAT(ParseError(absl::StrCat(kDatasetJob), {"model.init=sft"}),
-              HasSubstr("model.init: the sft warm start needs a task's supervised data"));
+  // A dataset job's sft warm start needs its own records, a tokenizer and validation records.
+  const std::string sft_error = ParseError(absl::StrCat(kDatasetJob), {"model.init=sft"});
+  EXPECT_THAT(sft_error, HasSubstr("model.init: the sft warm start of a dataset job trains on "
+                                   "sft.train_files"));
+  EXPECT_THAT(sft_error, HasSubstr("needs model.tokenizer"));
+  // sft.train_files belongs to a dataset job's sft warm start only.
+  EXPECT_THAT(ParseError(kBase, {"sft.train_files=[s.jsonl]"}),
+              HasSubstr("sft.train_files: a task's sft warm start trains on the task's own "
+                        "supervised data"));
+  EXPECT_THAT(ParseError(kDatasetJob, {"sft.response_key=answer"}),
+              HasSubstr("sft.response_key: read by the sft warm start only"));
 }
 
 TEST(JobSpecData, BadDatasetAndRewardValuesAreNamed) {

@@ -16,8 +16,14 @@
 #include "models/model_config.h"
 #include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "recipes/rl/chat_prompts.h"
+#include "recipes/rl/record_prompts.h"
 #include "recipes/rl/task_prompts.h"
 #include "recipes/sft/arithmetic_sft.h"
+#include "recipes/sft/jsonl_sft_examples.h"
+#include "recipes/sft/reward_judge.h"
+#include "recipes/sft/sft_recipe.h"
+#include "reward/reward_set.h"
 #include "tasks/arithmetic/arithmetic.h"
 #include "tasks/task.h"
 
@@ -127,12 +133,71 @@ absl::StatusOr<std::string> AssemblePolicy(const JobSpec& spec, const models::To
   return dir.string();
 }
 
+// The job's reward as one function (RewardSet): reward.name with its weights and config, or,
+// with no name, each record's data_source choosing.
+absl::StatusOr<std::shared_ptr<const reward::RewardFunction>> JobReward(const JobSpec& spec) {
+  nlohmann::json config = {{"config", spec.reward.config}};
+  if (!spec.reward.names.empty()) {
+    config["name"] = spec.reward.names;
+    config["weights"] = spec.reward.weights.empty()
+                            ? std::vector<double>(spec.reward.names.size(), 1.0)
+                            : spec.reward.weights;
+  }
+  absl::StatusOr<std::unique_ptr<reward::RewardSet>> rewards = reward::RewardSet::Create(config);
+  if (!rewards.ok()) return spec.ErrorAt("reward", rewards.status().message());
+  return std::shared_ptr<const reward::RewardFunction>(*std::move(rewards));
+}
+
+// A dataset job's SFT examples: sft.train_files' records (prompt rendered with the job's chat
+// template, as the RL prompts are) and, held out, data.val_files' records as the RL evaluation
+// reads them (data.prompt_key, data.answer_key, data.data_source_key).
+absl::StatusOr<std::shared_ptr<const SftExamples>> DatasetSftExamples(const JobSpec& spec) {
+  TROUPE_ASSIGN_OR_RETURN(JobChatTemplate chat, LoadJobChatTemplate(spec));
+  JsonlSftOptions o;
+  o.prompt_key = spec.sft.prompt_key;
+  o.response_key = spec.sft.response_key;
+  o.heldout_prompt_key = spec.data.prompt_key;
+  o.reference_key = spec.data.answer_key;
+  o.data_source_key = spec.data.data_source_key;
+  o.default_data_source = spec.data.default_data_source;
+  o.heldout_paths = spec.data.val_files;
+  o.renderer = chat.renderer;
+  o.cache_dir = DataCacheDir();
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+      JsonlSftExamples::Load(spec.sft.train_files, o);
+  if (!examples.ok()) return spec.ErrorAt("sft.train_files", examples.status().message());
+  return std::shared_ptr<const SftExamples>(*std::move(examples));
+}
+
+// SFT on a dataset job's records with model.tokenizer (BOS before every prompt, as the RL
+// prompts have), judged by the job's reward on the held-out records.
+absl::StatusOr<SftResult> RunDatasetSft(const JobSpec& spec, const SftOptions& options,
+                                        std::shared_ptr<const models::Tokenizer> tokenizer,
+                                        const std::function<void(const std::string&)>& log) {
+  if (tokenizer == nullptr) {
+    return spec.ErrorAt("model.init", "the sft warm start of a dataset job needs model.tokenizer");
+  }
+  SftInputs inputs;
+  TROUPE_ASSIGN_OR_RETURN(inputs.examples, DatasetSftExamples(spec));
+  TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<const reward::RewardFunction> reward, JobReward(spec));
+  inputs.judge = RewardJudge(std::move(reward));
+  inputs.tokenizer = std::move(tokenizer);
+  inputs.tokenizer_path = spec.model.tokenizer;
+  inputs.add_bos = true;
+  SftOptions o = options;
+  o.eval_size = spec.data.heldout_size;
+  log(inputs.examples->Describe());
+  return RunSft(inputs, o, log);
+}
+
 }  // namespace
 
 absl::Status CheckInitialPolicy(const JobSpec& spec) {
   std::error_code ec;
   const bool is_path = spec.model.init == ModelInit::kPath;
-  if (spec.model.init == ModelInit::kSft && spec.data.task != tasks::kArithmeticTaskName) {
+  const bool dataset = !spec.data.train_files.empty();
+  if (spec.model.init == ModelInit::kSft && !dataset &&
+      spec.data.task != tasks::kArithmeticTaskName) {
     return spec.ErrorAt(
         "model.init", absl::StrCat("the sft warm start trains on the ", tasks::kArithmeticTaskName,
                                    " task's supervised data only, not task ", spec.data.task,
@@ -156,10 +221,11 @@ absl::Status CheckInitialPolicy(const JobSpec& spec) {
     }
     return absl::OkStatus();
   }
-  if (spec.model.init == ModelInit::kSft) {
+  if (spec.model.init == ModelInit::kSft && !dataset) {
     return spec.ErrorAt("model.tokenizer",
-                        "the sft warm start trains with the task's own character tokenizer; "
-                        "model.tokenizer applies to init: random or a model path");
+                        "the sft warm start of a task trains with the task's own character "
+                        "tokenizer; model.tokenizer applies to a dataset job, init: random or a "
+                        "model path");
   }
   if (!fs::is_regular_file(spec.model.tokenizer, ec)) return absl::OkStatus();  // ValidateFiles'
   std::string json;
@@ -232,10 +298,7 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
     }
     return dir;
   }
-  // The SFT recipe trains on the arithmetic task's supervised data (the only task with any yet).
-  ArithmeticSftOptions arithmetic;
-  arithmetic.task = tasks::ArithmeticOptionsFromConfig(TaskConfigOf(spec));
-  SftOptions& o = arithmetic.sft;
+  SftOptions o;
   TROUPE_ASSIGN_OR_RETURN(o.model, models::LoadModelConfig(spec.model.config));
   o.steps = spec.sft.steps;
   o.batch_size = spec.sft.batch_size;
@@ -251,12 +314,21 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
   o.out_dir = dir;
   log(absl::StrCat("SFT warm start: training ", spec.model.config, " for up to ", o.steps,
                    " steps into ", dir));
-  TROUPE_ASSIGN_OR_RETURN(SftResult sft, RunArithmeticSft(arithmetic, [&log](const std::string& l) {
-                            log("  sft: " + l);
-                          }));
+  auto sft_log = [&log](const std::string& l) { log("  sft: " + l); };
+  SftResult sft;
+  if (!spec.data.train_files.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(sft, RunDatasetSft(spec, o, std::move(tokenizer), sft_log));
+  } else {
+    // A task's warm start trains on the arithmetic task's supervised data (the only task with
+    // any yet; CheckInitialPolicy refuses the others).
+    ArithmeticSftOptions arithmetic;
+    arithmetic.task = tasks::ArithmeticOptionsFromConfig(TaskConfigOf(spec));
+    arithmetic.sft = o;
+    TROUPE_ASSIGN_OR_RETURN(sft, RunArithmeticSft(arithmetic, sft_log));
+  }
   result->sft_accuracy = sft.final_accuracy;
-  log(absl::StrFormat("SFT done: held-out exact match %.1f%% after %d steps",
-                      100 * sft.final_accuracy, sft.steps));
+  log(absl::StrFormat("SFT done: held-out accuracy %.1f%% after %d steps", 100 * sft.final_accuracy,
+                      sft.steps));
   return dir;
 }
 

@@ -154,7 +154,7 @@ TEST(InitialPolicy, RefusesATokenizerThatDoesNotFitTheModelOrTheTask) {
                              WriteCharTokenizer(dir, "=+9876543210"), "}")),
       {}, &result);
   EXPECT_THAT(std::string(policy.status().message()),
-              HasSubstr("model.tokenizer: the sft warm start trains with the task's own "
+              HasSubstr("model.tokenizer: the sft warm start of a task trains with the task's own "
                         "character tokenizer"));
   EXPECT_FALSE(fs::exists(dir + "/run/sft"));
 }

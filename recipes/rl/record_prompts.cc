@@ -89,7 +89,8 @@ int64_t DatasetBytes(const JobSpec& spec) {
   return total;
 }
 
-absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec, bool can_render) {
+absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
+                                                          const PromptRenderer& renderer) {
   const data::RecordKeys keys = RecordKeysOf(spec);
   const bool whole = DatasetBytes(spec) <= kFullScanBytes;
   std::set<std::string> sources;
@@ -105,11 +106,17 @@ absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec, b
       absl::Status s = r.status();
       if (s.ok()) {
         sources.insert(r->data_source);
-        if (r->prompt.is_array() && !can_render) {
-          s = absl::InvalidArgumentError(absl::StrCat(
-              r->where, ": '", keys.prompt_key,
-              "' is a list of chat messages, and no chat template renders them (give the prompt "
-              "as a string)"));
+        if (r->prompt.is_array() && !renderer) {
+          s = absl::InvalidArgumentError(
+              absl::StrCat(r->where, ": '", keys.prompt_key,
+                           "' is a list of chat messages, and no chat template renders them (set "
+                           "data.chat_template, or give the prompt as a string)"));
+        } else if (r->prompt.is_array()) {
+          absl::StatusOr<std::string> text = renderer(r->prompt);
+          if (!text.ok()) {
+            s = absl::InvalidArgumentError(
+                absl::StrCat(r->where, ": rendering the chat messages: ", text.status().message()));
+          }
         }
       }
       if (s.ok()) continue;

@@ -102,9 +102,11 @@ inline constexpr int64_t kCheckedRecords = 100000;
 // What the driver checks of a dataset job (data.train_files) before any actor starts: every
 // file opens and indexes; every record (or, past kFullScanBytes, the first kCheckedRecords of
 // each source) parses with the job's keys and has a prompt the job can render (a messages prompt
-// needs `can_render`). The data sources seen, or INVALID_ARGUMENT listing the first bad records
-// ("FILE:LINE: no key 'prompt'").
-absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec, bool can_render);
+// is rendered with `renderer`; null refuses it). The data sources seen, or INVALID_ARGUMENT
+// listing the first bad records ("FILE:LINE: no key 'prompt'", "FILE:LINE: rendering the chat
+// messages: ...").
+absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
+                                                          const PromptRenderer& renderer);
 
 class RecordPrompts : public PromptDataset {
  public:

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "recipes/rl/chat_prompts.h"
 
 namespace troupe::recipes {
 namespace {
@@ -73,8 +74,13 @@ absl::StatusOr<std::unique_ptr<PromptDataset>> MakeTaskPrompts(
 
 absl::StatusOr<std::unique_ptr<PromptDataset>> MakeJobPrompts(
     const JobSpec& spec, std::shared_ptr<const models::Tokenizer> tokenizer,
-    const std::function<void(const std::string&)>& log, PromptRenderer renderer) {
+    const std::function<void(const std::string&)>& log) {
   if (spec.data.train_files.empty()) return MakeTaskPrompts(spec, std::move(tokenizer));
+  auto say = [&](const std::string& line) {
+    if (log) log(line);
+  };
+  TROUPE_ASSIGN_OR_RETURN(JobChatTemplate chat, LoadJobChatTemplate(spec));
+  if (chat.renderer) say(absl::StrCat("data: chat messages rendered with ", chat.source));
   const data::RecordKeys keys = RecordKeysOf(spec);
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> train,
                           OpenJsonlRecords(spec.data.train_files, keys, DataCacheDir()));
@@ -83,14 +89,11 @@ absl::StatusOr<std::unique_ptr<PromptDataset>> MakeJobPrompts(
     TROUPE_ASSIGN_OR_RETURN(val, OpenJsonlRecords(spec.data.val_files, keys, DataCacheDir()));
   }
   RecordPromptsOptions options = RecordPromptsOptionsOf(spec);
-  options.renderer = std::move(renderer);
+  options.renderer = std::move(chat.renderer);
   const int64_t records = train->size();
   TROUPE_ASSIGN_OR_RETURN(
       std::unique_ptr<RecordPrompts> prompts,
       RecordPrompts::Create(std::move(train), std::move(val), std::move(tokenizer), options));
-  auto say = [&](const std::string& line) {
-    if (log) log(line);
-  };
   if (spec.data.filter_overlong_prompts || DatasetBytes(spec) <= kFullScanBytes) {
     say(absl::StrCat("data: checking ", records, " training records of data.train_files",
                      spec.data.filter_overlong_prompts ? " (and filtering overlong prompts)" : ""));

@@ -34,12 +34,12 @@ absl::StatusOr<std::unique_ptr<PromptDataset>> MakeTaskPrompts(
     const JobSpec& spec, std::shared_ptr<const models::Tokenizer> tokenizer);
 
 // The job's prompts: MakeTaskPrompts for data.task; for data.train_files, RecordPrompts over the
-// files (and data.val_files), scanned before the run when the files total at most
-// kFullScanBytes (or always, with filter_overlong_prompts), with a progress line and the count of
-// filtered prompts in `log`. `renderer` renders messages prompts (null: refused).
+// files (and data.val_files) with the job's chat template (chat_prompts.h) rendering messages
+// prompts, scanned before the run when the files total at most kFullScanBytes (or always, with
+// filter_overlong_prompts), with a progress line and the count of filtered prompts in `log`.
 absl::StatusOr<std::unique_ptr<PromptDataset>> MakeJobPrompts(
     const JobSpec& spec, std::shared_ptr<const models::Tokenizer> tokenizer,
-    const std::function<void(const std::string&)>& log, PromptRenderer renderer = nullptr);
+    const std::function<void(const std::string&)>& log);
 
 }  // namespace troupe::recipes
 

@@ -45,7 +45,7 @@ TEST(JsonlSftExamples, HoldsOutTheLastRecordsOfTheTrainingFile) {
   JsonlSftOptions options;
   options.heldout_size = 1;
   absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load(path, options);
+      JsonlSftExamples::Load({path}, options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   ASSERT_EQ((*examples)->num_train(), 2);
   EXPECT_EQ((*examples)->Train(1).prompt, "2+2=");
@@ -70,10 +70,10 @@ TEST(JsonlSftExamples, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFi
   options.response_key = "answer";
   options.reference_key = "reward_model.ground_truth";
   options.response_suffix = "<end>";
-  options.heldout_path = heldout;
+  options.heldout_paths = {heldout};
   options.renderer = FakeTemplate();
   absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load(train, options);
+      JsonlSftExamples::Load({train}, options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   EXPECT_EQ((*examples)->Train(0).prompt, "<user>hi<assistant>");
   EXPECT_EQ((*examples)->Train(0).response, "hello<end>");
@@ -81,13 +81,48 @@ TEST(JsonlSftExamples, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFi
   EXPECT_EQ((*examples)->HeldOut()[0].reference, "42");
 }
 
+TEST(JsonlSftExamples, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
+  const std::string a = WriteFile("multi_a.jsonl", "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n");
+  const std::string b = WriteFile("multi_b.jsonl",
+                                  "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
+                                  "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
+  ASSERT_EQ(std::system(("gzip -f " + b).c_str()), 0);
+  JsonlSftOptions options;
+  options.heldout_paths = {WriteFile("multi_val.jsonl",
+                                     "{\"question\": \"4+4=\", \"response\": \"8\", "
+                                     "\"data_source\": \"arith\"}\n"
+                                     "{\"question\": \"5+5=\", \"response\": \"10\"}\n")};
+  options.heldout_prompt_key = "question";
+  options.data_source_key = "data_source";
+  options.default_data_source = "plain";
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_cache =
+      JsonlSftExamples::Load({a, b + ".gz"}, options);
+  EXPECT_FALSE(no_cache.ok());  // a .gz needs somewhere to be decompressed
+  options.cache_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/cache");
+  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
+      JsonlSftExamples::Load({a, b + ".gz"}, options);
+  ASSERT_TRUE(examples.ok()) << examples.status();
+  ASSERT_EQ((*examples)->num_train(), 3);
+  EXPECT_EQ((*examples)->Train(0).prompt, "1+1=");
+  EXPECT_EQ((*examples)->Train(2).prompt, "3+3=");
+  EXPECT_EQ((*examples)->Train(2).response, "6");
+  const std::vector<SftHeldOut> heldout = (*examples)->HeldOut();
+  ASSERT_EQ(heldout.size(), 2u);
+  EXPECT_EQ(heldout[0].data_source, "arith");
+  EXPECT_EQ(heldout[1].data_source, "plain");
+  EXPECT_EQ(heldout[1].prompt, "5+5=");
+  EXPECT_THAT((*examples)->Describe(), HasSubstr("multi_b.jsonl_"));
+  EXPECT_THAT((*examples)->Describe(), HasSubstr("3 train / 2 held-out records"));
+}
+
 // The error of loading `contents` (one held-out record appended) with `options`.
 std::string LoadError(const std::string& name, const std::string& contents,
                       JsonlSftOptions options = JsonlSftOptions()) {
-  options.heldout_path = WriteFile(name + "_heldout", "{\"prompt\": \"q\", \"response\": \"a\"}\n");
+  options.heldout_paths = {
+      WriteFile(name + "_heldout", "{\"prompt\": \"q\", \"response\": \"a\"}\n")};
   const std::string path = WriteFile(name, contents);
   absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load(path, options);
+      JsonlSftExamples::Load({path}, options);
   EXPECT_FALSE(examples.ok());
   return examples.ok() ? "" : std::string(examples.status().message());
 }
@@ -135,7 +170,7 @@ TEST(JsonlSftExamples, BoundsWhatItReads) {
   for (const std::string& contents : {good + good, good + good.substr(0, good.size() - 1)}) {
     const std::string path = WriteFile("exact.jsonl", contents);
     absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-        JsonlSftExamples::Load(path, exact);
+        JsonlSftExamples::Load({path}, exact);
     ASSERT_TRUE(examples.ok()) << examples.status();
     EXPECT_EQ((*examples)->num_train(), 1);
   }
@@ -144,17 +179,17 @@ TEST(JsonlSftExamples, BoundsWhatItReads) {
 
 TEST(JsonlSftExamples, RefusesAMissingFileAndAnEmptySplit) {
   absl::StatusOr<std::unique_ptr<JsonlSftExamples>> missing =
-      JsonlSftExamples::Load("/nonexistent/train.jsonl", JsonlSftOptions());
+      JsonlSftExamples::Load({"/nonexistent/train.jsonl"}, JsonlSftOptions());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/train.jsonl"));
   const std::string one = WriteFile("one.jsonl", "{\"prompt\": \"q\", \"response\": \"a\"}\n");
   absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_heldout =
-      JsonlSftExamples::Load(one, JsonlSftOptions());
+      JsonlSftExamples::Load({one}, JsonlSftOptions());
   EXPECT_THAT(std::string(no_heldout.status().message()), HasSubstr("heldout_size"));
   JsonlSftOptions all_heldout;
   all_heldout.heldout_size = 1;
   absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_train =
-      JsonlSftExamples::Load(one, all_heldout);
+      JsonlSftExamples::Load({one}, all_heldout);
   EXPECT_THAT(std::string(no_train.status().message()), HasSubstr("leaves no training records"));
 }
 

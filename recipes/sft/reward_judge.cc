@@ -8,10 +8,11 @@ namespace troupe::recipes {
 SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward, std::string component,
                      double threshold) {
   return [reward = std::move(reward), component = std::move(component), threshold](
-             const std::string& response, const std::string& reference) {
+             const std::string& response, const SftHeldOut& problem) {
     reward::RewardInput input;
     input.response_text = response;
-    input.reference_answer = reference;
+    input.reference_answer = problem.reference;
+    input.data_source = problem.data_source;
     input.stopped = true;  // RunSft judges only responses that ended with a stop token
     try {
       const reward::RewardOutput output = reward->Score(input);

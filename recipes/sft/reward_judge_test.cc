@@ -25,19 +25,35 @@ class ContainsReward final : public reward::RewardFunction {
 
 TEST(RewardJudge, JudgesByTheCorrectComponentOfAStoppedResponse) {
   SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
-  EXPECT_TRUE(judge("the answer is 42", "42"));
-  EXPECT_FALSE(judge("the answer is 41", "42"));
+  EXPECT_TRUE(judge("the answer is 42", SftHeldOut{.reference = "42"}));
+  EXPECT_FALSE(judge("the answer is 41", SftHeldOut{.reference = "42"}));
 }
 
 TEST(RewardJudge, FallsBackToTheTotalRewardWithoutTheComponent) {
   SftJudge judge = RewardJudge(std::make_shared<ContainsReward>(), "missing", 3.0);
-  EXPECT_TRUE(judge("abc", "zzz"));
-  EXPECT_FALSE(judge("ab", "zzz"));
+  EXPECT_TRUE(judge("abc", SftHeldOut{.reference = "zzz"}));
+  EXPECT_FALSE(judge("ab", SftHeldOut{.reference = "zzz"}));
 }
 
 TEST(RewardJudge, JudgesAThrowingScoreWrong) {
   SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
-  EXPECT_FALSE(judge("throw", "throw"));
+  EXPECT_FALSE(judge("throw", SftHeldOut{.reference = "throw"}));
+}
+
+// "correct" when the sample's data source is "b" (a reward routing by data source).
+class SourceReward final : public reward::RewardFunction {
+ public:
+  reward::RewardOutput Score(const reward::RewardInput& in) const override {
+    reward::RewardOutput out;
+    out.components["correct"] = in.data_source == "b" ? 1.0 : 0.0;
+    return out;
+  }
+};
+
+TEST(RewardJudge, PassesTheProblemsDataSource) {
+  SftJudge judge = RewardJudge(std::make_shared<SourceReward>());
+  EXPECT_TRUE(judge("x", SftHeldOut{.reference = "x", .data_source = "b"}));
+  EXPECT_FALSE(judge("x", SftHeldOut{.reference = "x", .data_source = "a"}));
 }
 
 }  // namespace

@@ -33,18 +33,19 @@ struct SftExample {
 
 // One held-out problem.
 struct SftHeldOut {
-  std::string prompt;     // As SftExample::prompt.
-  std::string reference;  // What the judge compares a generated response with, e.g. "81".
+  std::string prompt;       // As SftExample::prompt.
+  std::string reference;    // What the judge compares a generated response with, e.g. "81".
+  std::string data_source;  // The record's data source ("" if none), for a judge that routes.
 };
 
 // Whether a generated response (decoded text without its final stop token) is correct for a
-// held-out reference. Must be callable from the recipe's thread; may not throw.
-using SftJudge = std::function<bool(const std::string& response, const std::string& reference)>;
+// held-out problem. Must be callable from the recipe's thread; may not throw.
+using SftJudge = std::function<bool(const std::string& response, const SftHeldOut& problem)>;
 
-// response == reference.
+// response == problem.reference.
 inline SftJudge ExactMatchJudge() {
-  return [](const std::string& response, const std::string& reference) {
-    return response == reference;
+  return [](const std::string& response, const SftHeldOut& problem) {
+    return response == problem.reference;
   };
 }
 

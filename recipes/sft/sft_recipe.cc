@@ -160,7 +160,7 @@ absl::StatusOr<Evaluation> Evaluate(rollout::GenerationEngine& engine, const Tex
   for (const rollout::GeneratedSample& sample : samples) {
     const SftHeldOut& problem = problems[sample.prompt_index];
     std::optional<std::string> completion = codec.Completion(sample);
-    const bool ok = completion.has_value() && judge(*completion, problem.reference);
+    const bool ok = completion.has_value() && judge(*completion, problem);
     solved[sample.prompt_index] = solved[sample.prompt_index] || ok;
     if (sample.sample_index == 0 && sample.prompt_index < num_examples) {
       evaluation.examples.push_back(

@@ -143,13 +143,13 @@ TEST(RunSft, JudgesWithTheCallersFunction) {
   SftInputs inputs;
   inputs.examples = ShiftExamples(/*heldout=*/20, "");
   inputs.tokenizer = LetterTokenizer();
-  inputs.judge = [](const std::string&, const std::string&) { return true; };  // any stopped
+  inputs.judge = [](const std::string&, const SftHeldOut&) { return true; };  // any stopped
   SftOptions options = SmallOptions();
   options.steps = 20;
   options.eval_every = 20;
   options.target_accuracy = 1.0;
   absl::StatusOr<SftResult> lenient = Train(inputs, options);
-  inputs.judge = [](const std::string&, const std::string&) { return false; };
+  inputs.judge = [](const std::string&, const SftHeldOut&) { return false; };
   absl::StatusOr<SftResult> strict = Train(inputs, options);
   ASSERT_TRUE(lenient.ok() && strict.ok());
   EXPECT_GT(lenient->final_accuracy, 0.0);
@@ -212,7 +212,7 @@ TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesI
   jsonl_options.heldout_size = 36;
   jsonl_options.response_suffix = "<|im_end|>";
   absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load(jsonl, jsonl_options);
+      JsonlSftExamples::Load({jsonl}, jsonl_options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   SftInputs inputs;
   inputs.examples = std::move(*examples);
