@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "models/config_json.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe {
@@ -14,13 +15,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-absl::Status KeyError(absl::string_view source, absl::string_view key, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(source, ": key '", key, "': ", why));
-}
-
 absl::StatusOr<int64_t> TokenId(absl::string_view source, absl::string_view key, const Json& v) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-    return KeyError(source, key, absl::StrCat("must be a non-negative integer, got ", v.dump()));
+    return ConfigKeyError(source, key,
+                          absl::StrCat("must be a non-negative integer, got ", v.dump()));
   }
   return v.get<int64_t>();
 }
@@ -30,13 +28,7 @@ absl::StatusOr<int64_t> TokenId(absl::string_view source, absl::string_view key,
 std::string GenerationConfig::ToJson() const {
   Json j = Json::object();
   for (const auto& [key, text] : other_keys) j[key] = Json::parse(text);
-  if (bos_token_id.has_value()) j["bos_token_id"] = *bos_token_id;
-  if (pad_token_id.has_value()) j["pad_token_id"] = *pad_token_id;
-  if (eos_token_ids.size() == 1) {
-    j["eos_token_id"] = eos_token_ids[0];
-  } else if (!eos_token_ids.empty()) {
-    j["eos_token_id"] = eos_token_ids;
-  }
+  WriteTokenIds(bos_token_id, pad_token_id, eos_token_ids, &j);
   return j.dump(2) + "\n";
 }
 
@@ -47,16 +39,7 @@ bool operator==(const GenerationConfig& a, const GenerationConfig& b) {
 
 absl::StatusOr<GenerationConfig> ParseGenerationConfig(absl::string_view json_text,
                                                        absl::string_view source_name) {
-  Json root;
-  try {
-    root = Json::parse(json_text.begin(), json_text.end());
-  } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ": malformed JSON: ", e.what()));
-  }
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ": the top level must be a JSON object, got ", root.type_name()));
-  }
+  TROUPE_ASSIGN_OR_RETURN(const Json root, ParseConfigObject(json_text, source_name));
   GenerationConfig g;
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string& key = it.key();
@@ -92,9 +75,9 @@ absl::Status CheckGenerationConfigIds(const GenerationConfig& generation, const 
                                       absl::string_view source_name) {
   auto check = [&](absl::string_view key, int64_t id) -> absl::Status {
     if (id < 0 || id >= config.vocab_size) {
-      return KeyError(source_name, key,
-                      absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
-                                   config.vocab_size, ") of the model config"));
+      return ConfigKeyError(source_name, key,
+                            absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                         config.vocab_size, ") of the model config"));
     }
     return absl::OkStatus();
   };

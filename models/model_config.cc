@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "models/config_json.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe {
@@ -17,86 +18,12 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Typed access to the keys of one config object; every error names the source and the key.
-class KeyReader {
- public:
-  KeyReader(const Json& object, absl::string_view source) : object_(object), source_(source) {}
-
-  absl::Status Error(absl::string_view key, absl::string_view why) const {
-    return absl::InvalidArgumentError(absl::StrCat(source_, ": key '", key, "': ", why));
-  }
-
-  // The value of `key`, or nullptr when absent or null.
-  const Json* Find(absl::string_view key) const {
-    auto it = object_.find(std::string(key));
-    if (it == object_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  absl::Status Missing(absl::string_view key) const {
-    return Error(key, "required key is missing (or null)");
-  }
-
-  absl::StatusOr<std::optional<int64_t>> Int(absl::string_view key) const {
-    const Json* v = Find(key);
-    if (v == nullptr) return std::optional<int64_t>();
-    if (!v->is_number_integer()) {
-      return Error(key, absl::StrCat("must be an integer, got ", v->dump()));
-    }
-    return std::optional<int64_t>(v->get<int64_t>());
-  }
-
-  absl::StatusOr<int64_t> RequiredInt(absl::string_view key) const {
-    TROUPE_ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
-    if (!v.has_value()) return Missing(key);
-    return *v;
-  }
-
-  absl::Status OptionalInt(absl::string_view key, int64_t* out) const {
-    TROUPE_ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
-    if (v.has_value()) *out = *v;
-    return absl::OkStatus();
-  }
-
-  absl::Status OptionalDouble(absl::string_view key, double* out) const {
-    const Json* v = Find(key);
-    if (v == nullptr) return absl::OkStatus();
-    if (!v->is_number()) return Error(key, absl::StrCat("must be a number, got ", v->dump()));
-    *out = v->get<double>();
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::optional<bool>> Bool(absl::string_view key) const {
-    const Json* v = Find(key);
-    if (v == nullptr) return std::optional<bool>();
-    if (!v->is_boolean()) return Error(key, absl::StrCat("must be true or false, got ", v->dump()));
-    return std::optional<bool>(v->get<bool>());
-  }
-
-  absl::Status OptionalBool(absl::string_view key, bool* out) const {
-    TROUPE_ASSIGN_OR_RETURN(std::optional<bool> v, Bool(key));
-    if (v.has_value()) *out = *v;
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::optional<std::string>> String(absl::string_view key) const {
-    const Json* v = Find(key);
-    if (v == nullptr) return std::optional<std::string>();
-    if (!v->is_string()) return Error(key, absl::StrCat("must be a string, got ", v->dump()));
-    return std::optional<std::string>(v->get<std::string>());
-  }
-
- private:
-  const Json& object_;
-  absl::string_view source_;
-};
-
-absl::Status CheckPositive(const KeyReader& keys, absl::string_view key, int64_t value) {
+absl::Status CheckPositive(const ConfigKeys& keys, absl::string_view key, int64_t value) {
   if (value <= 0) return keys.Error(key, absl::StrCat("must be positive, got ", value));
   return absl::OkStatus();
 }
 
-absl::Status CheckTokenId(const KeyReader& keys, absl::string_view key, int64_t id,
+absl::Status CheckTokenId(const ConfigKeys& keys, absl::string_view key, int64_t id,
                           int64_t vocab_size) {
   if (id < 0 || id >= vocab_size) {
     return keys.Error(key, absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
@@ -120,7 +47,7 @@ std::string DefaultArchitecture(const std::string& model_type, bool classifier) 
 }
 
 // rope_scaling: null is handled by the caller; {"rope_type"|"type": "default"} means none.
-absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const KeyReader& keys,
+absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const ConfigKeys& keys,
                                                             const Json& scaling) {
   if (!scaling.is_object()) {
     return keys.Error("rope_scaling",
@@ -184,7 +111,7 @@ absl::StatusOr<std::optional<RopeScaling>> ParseRopeScaling(const KeyReader& key
 
 absl::Status ModelConfig::Validate(absl::string_view source_name) const {
   Json empty = Json::object();
-  KeyReader keys(empty, source_name);
+  ConfigKeys keys(empty, source_name);
   if (!SupportedModelType(model_type)) {
     return keys.Error("model_type", UnsupportedModelType(model_type));
   }
@@ -306,13 +233,7 @@ std::string ModelConfig::ToJson() const {
   j["use_cache"] = true;
   j["mlp_bias"] = false;
   if (model_type != "llama") j["use_sliding_window"] = false;
-  if (bos_token_id.has_value()) j["bos_token_id"] = *bos_token_id;
-  if (pad_token_id.has_value()) j["pad_token_id"] = *pad_token_id;
-  if (eos_token_ids.size() == 1) {
-    j["eos_token_id"] = eos_token_ids[0];
-  } else if (!eos_token_ids.empty()) {
-    j["eos_token_id"] = eos_token_ids;
-  }
+  WriteTokenIds(bos_token_id, pad_token_id, eos_token_ids, &j);
   if (num_labels.has_value()) j["num_labels"] = *num_labels;
   return j.dump(2) + "\n";
 }
@@ -340,17 +261,8 @@ bool operator==(const ModelConfig& a, const ModelConfig& b) {
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                                              absl::string_view source_name) {
-  Json root;
-  try {
-    root = Json::parse(json_text.begin(), json_text.end());
-  } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source_name, ": malformed JSON: ", e.what()));
-  }
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ": the top level must be a JSON object, got ", root.type_name()));
-  }
-  KeyReader keys(root, source_name);
+  TROUPE_ASSIGN_OR_RETURN(const Json root, ParseConfigObject(json_text, source_name));
+  ConfigKeys keys(root, source_name);
   ModelConfig c;
 
   TROUPE_ASSIGN_OR_RETURN(std::optional<std::string> model_type, keys.String("model_type"));

@@ -1,21 +1,17 @@
 #include "recipes/sft/arithmetic_sft.h"
 
 #include <ATen/ATen.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/sft/sft_recipe.h"
+#include "recipes/sft/sft_test_util.h"
 #include "rollout/generation_engine.h"
 #include "tasks/arithmetic/arithmetic_task.h"
 
@@ -28,38 +24,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ::getpid());
-}
-
 // 1-digit addition on a very small model: a few seconds of work at most.
 ArithmeticSftOptions SmallOptions() {
   ArithmeticSftOptions a;
   a.task = {.digits = 1, .num_train = 0, .num_heldout = 20, .seed = 2};
   SftOptions& o = a.sft;
+  o = TinySftOptions();
   o.model.vocab_size = 15;
-  o.model.hidden_size = 32;
-  o.model.intermediate_size = 64;
   o.model.num_hidden_layers = 1;
-  o.model.num_attention_heads = 4;
-  o.model.num_key_value_heads = 2;
-  o.model.max_position_embeddings = 64;
   o.steps = 60;
-  o.batch_size = 32;
-  o.learning_rate = 1e-2;
   o.warmup_steps = 5;
   o.eval_every = 20;
   o.eval_slots = 8;
   o.log_every = 20;
-  o.threads = 1;
   o.seed = 3;
   return a;
 }
@@ -67,7 +44,7 @@ ArithmeticSftOptions SmallOptions() {
 std::vector<std::string> Lines(const ArithmeticSftOptions& options,
                                absl::StatusOr<SftResult>* result) {
   std::vector<std::string> lines;
-  *result = RunArithmeticSft(options, [&](const std::string& line) { lines.push_back(line); });
+  *result = RunArithmeticSft(options, CollectLines(&lines));
   return lines;
 }
 

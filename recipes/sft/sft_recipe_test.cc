@@ -1,16 +1,11 @@
 #include "recipes/sft/sft_recipe.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -21,24 +16,13 @@
 #include "nlohmann/json.hpp"
 #include "recipes/sft/jsonl_sft_examples.h"
 #include "recipes/sft/sft_examples.h"
+#include "recipes/sft/sft_test_util.h"
 
 namespace troupe::recipes {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ::getpid());
-}
 
 // A "shift" task over the letters a-f: prompt "cab=", response "dbc" (each letter's successor,
 // f wraps to a). Every 3-letter word, in a fixed shuffled order; the last `heldout` are held out.
@@ -69,22 +53,14 @@ std::shared_ptr<SftExamples> ShiftExamples(int heldout, const std::string& respo
 }
 
 SftOptions SmallOptions() {
-  SftOptions o;
-  o.model.hidden_size = 32;
-  o.model.intermediate_size = 64;
+  SftOptions o = TinySftOptions();
   o.model.num_hidden_layers = 2;
-  o.model.num_attention_heads = 4;
-  o.model.num_key_value_heads = 2;
-  o.model.max_position_embeddings = 64;
   o.steps = 400;  // stops at the target accuracy well before
-  o.batch_size = 32;
-  o.learning_rate = 1e-2;
   o.warmup_steps = 10;
   o.eval_every = 50;
   o.eval_slots = 16;
   o.log_every = 50;
   o.target_accuracy = 0.95;
-  o.threads = 1;
   o.seed = 5;
   return o;
 }
@@ -103,9 +79,7 @@ std::shared_ptr<models::Tokenizer> LetterTokenizer() {
 
 absl::StatusOr<SftResult> Train(const SftInputs& inputs, const SftOptions& options,
                                 std::vector<std::string>* lines = nullptr) {
-  return RunSft(inputs, options, [lines](const std::string& line) {
-    if (lines != nullptr) lines->push_back(line);
-  });
+  return RunSft(inputs, options, CollectLines(lines));
 }
 
 TEST(RunSft, LearnsStringPromptsWithACharacterTokenizerWithoutBosOrPad) {

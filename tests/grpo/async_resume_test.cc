@@ -3,53 +3,21 @@
 // with --resume, neither skips nor repeats a prompt, and its sample accounting adds up over the
 // two runs: the checkpoint carries the prompt cursor, the prompts that were out (generating or
 // being scored), the replay buffer's groups and the counters.
-#include <signal.h>
-
-#include <cstdlib>
-#include <filesystem>
+#include <cstdint>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/cluster/process.h"
+#include "tests/grpo/resume_harness.h"
 
 namespace troupe::tests {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr char kTroupe[] = "cli/troupe";
-
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int Checkpoints(const std::string& dir) {
-  int n = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    n += e.path().filename().string().rfind("step_", 0) == 0;
-  }
-  return n;
-}
-
 TEST(AsyncResume, AKilledRunResumedUsesEveryPromptOnceAndItsAccountingAddsUp) {
-  const std::string dir = TestDir("async-resume");
+  const std::string dir = FreshTestDir("async-resume");
   const std::string job = dir + "/job.yaml";
   std::ofstream(job) << absl::StrCat(R"(name: resume
 model: {config: examples/models/tiny.json, init: sft}
@@ -71,24 +39,14 @@ logging: {dir: )",
 )");
   // The first run, killed with SIGKILL once it has made a few checkpoints (the process and, by
   // their parent-death signal, every worker of its embedded cluster).
-  {
-    Process run = Process::Start({kTroupe, "run", job, "--dashboard-port", "-1"}, dir + "/a.log");
-    ASSERT_TRUE(WaitUntil([&] { return Checkpoints(dir + "/run/ckpt") >= 3 || !run.Running(); },
-                          absl::Minutes(4)))
-        << run.Output();
-    ASSERT_TRUE(run.Running()) << "the first run ended before it was killed:\n" << run.Output();
-    run.Signal(SIGKILL);
-    ASSERT_TRUE(run.Wait(absl::Seconds(30)).has_value());
-  }
-  ASSERT_FALSE(fs::exists(dir + "/run/summary.json")) << "the run finished before the kill";
-  const int before = Checkpoints(dir + "/run/ckpt");
+  ASSERT_TRUE(KillRunAfterCheckpoints(job, dir + "/run", dir + "/a.log", 3, absl::Minutes(4)));
+  const int before = CheckpointNames(dir + "/run/ckpt").size();
 
-  auto [rc, out] = RunCommand({kTroupe, "run", job, "--resume", "--dashboard-port", "-1"},
-                              dir + "/b.log", absl::Minutes(5));
+  auto [rc, out] = ResumeRun(job, dir + "/b.log", absl::Minutes(5));
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("resuming from"), std::string::npos) << out;
 
-  nlohmann::json s = nlohmann::json::parse(Read(dir + "/run/summary.json"));
+  nlohmann::json s = ReadJson(dir + "/run/summary.json");
   SCOPED_TRACE(s.dump(2));
   EXPECT_EQ(s["steps"], 16);
   EXPECT_GE(before, 3);

@@ -2,50 +2,22 @@
 // checkpoints and resumed with --resume: the checkpoint carries the dataset's identity with the
 // prompt cursor, the resumed run uses every prompt once (drawn = added groups, no duplicate), and
 // a resume after the file changed is refused, naming the file, before any actor starts.
-#include <signal.h>
-
-#include <cstdlib>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/cluster/process.h"
+#include "tests/grpo/resume_harness.h"
 
 namespace troupe::tests {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr char kTroupe[] = "cli/troupe";
-
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int Checkpoints(const std::string& dir) {
-  int n = 0;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    n += e.path().filename().string().rfind("step_", 0) == 0;
-  }
-  return n;
-}
 
 // Two-digit additions as verl-shaped records: {"data_source", "prompt", "reward_model"}.
 void WriteRecords(const std::string& path, int n, int salt) {
@@ -63,7 +35,7 @@ void WriteRecords(const std::string& path, int n, int salt) {
 }
 
 TEST(DatasetResume, AKilledDatasetRunResumesItsCursorAndRefusesChangedFiles) {
-  const std::string dir = TestDir("dataset-resume");
+  const std::string dir = FreshTestDir("dataset-resume");
   WriteRecords(dir + "/train.jsonl", 300, 1);
   WriteRecords(dir + "/val.jsonl", 12, 2);
   std::ofstream(dir + "/tok.json") << R"({"type": "char", "alphabet": "0123456789+="})";
@@ -86,23 +58,11 @@ actors:
 logging: {dir: )",
                                      dir, R"(/run, tensorboard: false}
 )");
-  {
-    Process run = Process::Start({kTroupe, "run", job, "--dashboard-port", "-1"}, dir + "/a.log");
-    ASSERT_TRUE(WaitUntil([&] { return Checkpoints(dir + "/run/ckpt") >= 2 || !run.Running(); },
-                          absl::Minutes(3)))
-        << run.Output();
-    ASSERT_TRUE(run.Running()) << "the first run ended before it was killed:\n" << run.Output();
-    run.Signal(SIGKILL);
-    ASSERT_TRUE(run.Wait(absl::Seconds(30)).has_value());
-  }
-  ASSERT_FALSE(fs::exists(dir + "/run/summary.json")) << "the run finished before the kill";
-  std::string first;  // the earliest checkpoint
-  for (const auto& e : fs::directory_iterator(dir + "/run/ckpt")) {
-    const std::string leaf = e.path().filename().string();
-    if (leaf.rfind("step_", 0) == 0 && (first.empty() || leaf < first)) first = leaf;
-  }
-  const nlohmann::json state =
-      nlohmann::json::parse(Read(dir + "/run/ckpt/" + first + "/driver_state.json"));
+  ASSERT_TRUE(KillRunAfterCheckpoints(job, dir + "/run", dir + "/a.log", 2, absl::Minutes(3)));
+  const std::vector<std::string> checkpoints = CheckpointNames(dir + "/run/ckpt");
+  ASSERT_FALSE(checkpoints.empty());
+  const nlohmann::json state =  // the earliest checkpoint's
+      ReadJson(dir + "/run/ckpt/" + checkpoints.front() + "/driver_state.json");
   const nlohmann::json& prompts = state["recipe"]["prompts"];
   SCOPED_TRACE(prompts.dump());
   EXPECT_EQ(prompts["dataset"]["train"][0]["path"], dir + "/train.jsonl");
@@ -112,11 +72,10 @@ logging: {dir: )",
   // Synchronous steps of 4 prompts: nothing is out at a checkpoint.
   EXPECT_EQ(prompts["cursor"], state["step"].get<int64_t>() * 4);
 
-  auto [rc, out] = RunCommand({kTroupe, "run", job, "--resume", "--dashboard-port", "-1"},
-                              dir + "/b.log", absl::Minutes(3));
+  auto [rc, out] = ResumeRun(job, dir + "/b.log", absl::Minutes(3));
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("resuming from"), std::string::npos) << out;
-  nlohmann::json s = nlohmann::json::parse(Read(dir + "/run/summary.json"));
+  nlohmann::json s = ReadJson(dir + "/run/summary.json");
   SCOPED_TRACE(s.dump(2));
   EXPECT_EQ(s["steps"], 10);
   const nlohmann::json& a = s["accounting"];
@@ -128,9 +87,7 @@ logging: {dir: )",
   std::ofstream(dir + "/train.jsonl", std::ios::app)
       << R"({"data_source": "arithmetic", "prompt": "1+1=", "reward_model": {"ground_truth": "2"}})"
       << "\n";
-  auto [rc2, out2] = RunCommand(
-      {kTroupe, "run", job, "--resume", "--dashboard-port", "-1", "trainer.total_steps=12"},
-      dir + "/c.log", absl::Minutes(2));
+  auto [rc2, out2] = ResumeRun(job, dir + "/c.log", absl::Minutes(2), {"trainer.total_steps=12"});
   EXPECT_NE(rc2, 0) << out2;
   EXPECT_NE(out2.find("the dataset changed since the checkpoint"), std::string::npos) << out2;
   EXPECT_NE(out2.find(dir + "/train.jsonl size: "), std::string::npos) << out2;
