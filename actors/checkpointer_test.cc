@@ -13,9 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
+#include "actors/trainer_core.h"
 #include "gtest/gtest.h"
 #include "models/hf_checkpoint.h"
 #include "models/tensor_proto.h"
+#include "models/tokenizers/test_tokenizer_files.h"
+#include "models/tokenizers/tokenizer.h"
+#include "nlohmann/json.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -157,6 +161,66 @@ TEST(Checkpointer, LatestCheckpointSaysWhichDirectoryHasNone) {
   absl::StatusOr<std::string> latest = LatestCheckpoint(dir);
   EXPECT_EQ(latest.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(latest.status().message().find(dir), std::string::npos) << latest.status();
+}
+
+// The trainer's snapshot carries its tokenizer written out from the loaded object: the policy's
+// tokenizer.json is formatted otherwise (test_tokenizer_files.h), the checkpoint's is the
+// serialization, and it loads back to the same encoding with the chat template kept.
+TEST(Checkpointer, WritesTheTrainersTokenizerSerializedSoItLoadsBackToTheSameEncoding) {
+  const std::string dir = TestDir("serialized_tokenizer");
+  absl::StatusOr<std::string> source = models::WriteTestBpeTokenizer(dir + "/source");
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer = models::LoadTokenizer(*source);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::string policy = dir + "/policy";
+  const std::string source_json = Read(*source + "/tokenizer.json");
+  ASSERT_TRUE(
+      WriteRandomPolicy(policy, MicroModelConfig(), /*seed=*/5, **tokenizer, source_json).ok());
+  fs::copy_file(*source + "/tokenizer_config.json", policy + "/tokenizer_config.json");
+
+  proto::TrainerConfig config;
+  config.set_model_dir(policy);
+  absl::StatusOr<std::unique_ptr<TrainerCore>> core = TrainerCore::Create(config);
+  ASSERT_TRUE(core.ok()) << core.status();
+  absl::StatusOr<proto::CheckpointRequest> snapshot = (*core)->Snapshot(Request(1, "{}"));
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  absl::StatusOr<std::string> path = WriteCheckpoint(dir + "/ckpt", 0, *snapshot);
+  ASSERT_TRUE(path.ok()) << path.status();
+
+  const std::string written = Read(*path + "/tokenizer.json");
+  // Whole files: compared as booleans so a failure does not print 300 vocabulary entries.
+  EXPECT_TRUE(written != source_json) << "the policy's tokenizer.json was copied";
+  EXPECT_TRUE(written == (*tokenizer)->ToTokenizerJson().value()) << "not the serialization";
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> back = models::LoadTokenizer(*path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  for (const std::string& text : models::TokenizerTestTexts()) {
+    EXPECT_EQ((*back)->Encode(text).value(), (*tokenizer)->Encode(text).value()) << text;
+  }
+  EXPECT_EQ((*back)->bos_id(), (*tokenizer)->bos_id());
+  EXPECT_EQ((*back)->eos_id(), (*tokenizer)->eos_id());
+  EXPECT_EQ((*back)->pad_id(), (*tokenizer)->pad_id());
+  const nlohmann::json written_config =
+      nlohmann::json::parse(Read(*path + "/tokenizer_config.json"));
+  EXPECT_EQ(written_config["chat_template"], std::string(models::kTestChatTemplate));
+  EXPECT_EQ(written_config["model_max_length"], 512);
+  EXPECT_EQ(written_config["eos_token"], std::string("<|im_end|>"));  // was the object form
+}
+
+// A character tokenizer has no tokenizer_config.json of its own: the policy's (if any) is kept.
+TEST(Checkpointer, KeepsTheTokenizerConfigBesideACharacterTokenizerAsItIs) {
+  const std::string dir = TestDir("char_tokenizer");
+  const std::string policy = dir + "/policy";
+  ASSERT_TRUE(WriteRandomPolicy(policy, MicroModelConfig(), /*seed=*/5).ok());
+  const std::string config_text = R"({"chat_template": "{{ messages[0].content }}"})";
+  std::ofstream(policy + "/tokenizer_config.json") << config_text;
+  proto::TrainerConfig config;
+  config.set_model_dir(policy);
+  absl::StatusOr<std::unique_ptr<TrainerCore>> core = TrainerCore::Create(config);
+  ASSERT_TRUE(core.ok()) << core.status();
+  absl::StatusOr<proto::CheckpointRequest> snapshot = (*core)->Snapshot(Request(1, "{}"));
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  EXPECT_EQ(snapshot->tokenizer_config_json(), config_text);
+  EXPECT_EQ(snapshot->tokenizer_json(), Read(policy + "/tokenizer.json"));
 }
 
 }  // namespace

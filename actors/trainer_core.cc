@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "models/catch_torch.h"
 #include "models/safetensors.h"
+#include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::actors {
@@ -87,7 +88,6 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   policy_.model->train();
   pad_id_ = policy_.tokenizer->pad_id().value_or(0);
   TROUPE_ASSIGN_OR_RETURN(model_config_json_, ReadFileToString(model_dir + "/config.json"));
-  TROUPE_ASSIGN_OR_RETURN(tokenizer_json_, ReadFileToString(model_dir + "/tokenizer.json"));
   for (auto [file, text] : {std::pair{"/generation_config.json", &generation_config_json_},
                             std::pair{"/tokenizer_config.json", &tokenizer_config_json_}}) {
     absl::StatusOr<std::string> read = ReadFileToString(model_dir + file);
@@ -97,6 +97,7 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
       return read.status();
     }
   }
+  TROUPE_RETURN_IF_ERROR(SerializeTokenizer());
   if (c.checkpoint_attempts() < 1) return ConfigError("checkpoint_attempts must be at least 1");
 
   trainers::TrainerOptions to;
@@ -297,6 +298,27 @@ absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
   m["train/micro_batches"] = static_cast<double>(num_micro);
   m["train/skipped"] = metrics->skipped ? 1 : 0;
   return metrics->skipped;
+}
+
+absl::Status TrainerCore::SerializeTokenizer() {
+  const models::Tokenizer& tokenizer = *policy_.tokenizer;
+  const std::string& model_dir = config_.model_dir();
+  // A kind that cannot be written out (Unimplemented) is the one case that copies the text.
+  absl::StatusOr<std::string> json = tokenizer.ToTokenizerJson();
+  if (absl::IsUnimplemented(json.status())) {
+    json = ReadFileToString(model_dir + "/tokenizer.json");
+  }
+  TROUPE_RETURN_IF_ERROR(json.status());
+  tokenizer_json_ = *std::move(json);
+  // tokenizer_config_json_ holds the directory's file here: the base of the written one.
+  absl::StatusOr<std::string> config = tokenizer.ToTokenizerConfigJson(tokenizer_config_json_);
+  if (config.ok()) {
+    tokenizer_config_json_ = *std::move(config);
+  } else if (!absl::IsUnimplemented(config.status())) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat(model_dir, "/", config.status().message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<proto::CheckpointRequest> TrainerCore::Snapshot(

@@ -76,8 +76,9 @@ class TrainerCore {
   absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req,
                                                bool* skipped = nullptr);
 
-  // A snapshot of the current weights, optimizer and RNG state, model config and tokenizer, as
-  // the checkpointer writes it (the request's step and fields kept; weight_version set).
+  // A snapshot of the current weights, optimizer and RNG state, model config and tokenizer (written
+  // out from the loaded tokenizer, not copied), as the checkpointer writes it (the request's step
+  // and fields kept; weight_version set).
   absl::StatusOr<proto::CheckpointRequest> Snapshot(const proto::CheckpointRequest& req);
 
   // The current parameters (shared storage, not copies) and their version.
@@ -96,6 +97,12 @@ class TrainerCore {
                             const std::vector<const proto::Sample*>& samples,
                             const std::vector<float>& rewards, int group_size,
                             proto::TrainStepReply& reply);
+  // Sets tokenizer_json_ and tokenizer_config_json_ (which holds the policy directory's
+  // tokenizer_config.json text on entry) from the loaded tokenizer: Tokenizer::ToTokenizerJson,
+  // and ToTokenizerConfigJson over the directory's file (its chat_template and other keys kept).
+  // A tokenizer kind that cannot be written (Unimplemented) falls back to the directory's
+  // tokenizer.json and tokenizer_config.json text as they are; other errors are returned.
+  absl::Status SerializeTokenizer();
 
   proto::TrainerConfig config_;
   PolicyModel policy_;
@@ -105,7 +112,9 @@ class TrainerCore {
   bool norm_adv_by_std_ = true;
   int64_t pad_id_ = 0;
   int64_t version_ = 0;
-  // The policy directory's files, handed to every checkpoint (the optional ones "" if absent).
+  // What every checkpoint gets besides the weights: the policy directory's config.json and
+  // generation_config.json as read, and its tokenizer written out from the loaded tokenizer
+  // (SerializeTokenizer); the optional ones "" if absent.
   std::string model_config_json_, tokenizer_json_, generation_config_json_, tokenizer_config_json_;
 };
 

@@ -687,7 +687,21 @@ std::string BpeTokenizer::ToJson() const {
 }
 
 std::string BpeTokenizer::ConfigJson(const TokenizerConfigOptions& options) const {
-  json config = config_json_.empty() ? json::object() : json::parse(config_json_);
+  return ConfigJsonOver(config_json_.empty() ? json::object() : json::parse(config_json_), options);
+}
+
+absl::StatusOr<std::string> BpeTokenizer::ToTokenizerConfigJson(
+    absl::string_view base_config_json) const {
+  if (base_config_json.empty()) return ConfigJson({});
+  TROUPE_ASSIGN_OR_RETURN(json config,
+                          internal::ParseJson(base_config_json, "tokenizer_config.json"));
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError("tokenizer_config.json: expected a JSON object at top level");
+  }
+  return ConfigJsonOver(std::move(config), {});
+}
+
+std::string BpeTokenizer::ConfigJsonOver(json config, const TokenizerConfigOptions& options) const {
   json decoder = json::object();
   for (const AddedToken& token : added_.tokens()) {
     const auto normalized = added_normalized_.find(token.id);

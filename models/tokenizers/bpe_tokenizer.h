@@ -29,6 +29,8 @@
 // so a checkpoint can write its tokenizer out rather than copy files:
 //   WriteFileAtomically(dir + "/tokenizer.json", tokenizer->ToJson());
 //   WriteFileAtomically(dir + "/tokenizer_config.json", tokenizer->ConfigJson({}));
+// Through the Tokenizer interface: ToTokenizerJson() is ToJson(), and ToTokenizerConfigJson(base)
+// is ConfigJson({}) over `base` (or, when `base` is empty, over the configuration last applied).
 //
 // Thread-safety: after loading (and ApplyTokenizerConfig), all const methods may be called
 // concurrently. Encode memoizes the merge result per piece in a bounded cache guarded by a mutex.
@@ -103,6 +105,10 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<int32_t> bos_id() const override { return bos_id_; }
   std::optional<int32_t> eos_id() const override { return eos_id_; }
   std::optional<int32_t> pad_id() const override { return pad_id_; }
+  absl::string_view kind() const override { return "bpe"; }
+  absl::StatusOr<std::string> ToTokenizerJson() const override { return ToJson(); }
+  absl::StatusOr<std::string> ToTokenizerConfigJson(
+      absl::string_view base_config_json) const override;
 
   // The pieces that BPE runs on for `text` (no added-token matching; normalizer and
   // add_prefix_space applied), for inspection and tests. Fails only as Encode can.
@@ -180,6 +186,8 @@ class BpeTokenizer final : public Tokenizer {
   // "normalized" flags (absent: !special, Hugging Face's default), the merges' form, and the
   // tokenizer_config.json last applied ("" if none).
   void KeepSourceNodes(const nlohmann::json& root);
+  // ConfigJson with `config` (an object) in place of the configuration last applied.
+  std::string ConfigJsonOver(nlohmann::json config, const TokenizerConfigOptions& options) const;
   std::string normalizer_json_ = "null";
   std::string pre_tokenizer_json_ = "null";
   std::string post_processor_json_ = "null";

@@ -197,6 +197,17 @@ std::string CharTokenizer::ToJson() const {
   return root.dump(2);
 }
 
+absl::StatusOr<std::string> CharTokenizer::ToTokenizerConfigJson(
+    absl::string_view base_config_json) const {
+  if (base_config_json.empty()) return std::string();
+  TROUPE_ASSIGN_OR_RETURN(json config,
+                          internal::ParseJson(base_config_json, "tokenizer_config.json"));
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError("tokenizer_config.json: expected a JSON object at top level");
+  }
+  return std::string(base_config_json);
+}
+
 absl::StatusOr<std::vector<int32_t>> CharTokenizer::Encode(absl::string_view text,
                                                            const EncodeOptions& options) const {
   std::vector<int32_t> ids;

@@ -75,6 +75,14 @@ class CharTokenizer final : public Tokenizer {
   std::optional<int32_t> bos_id() const override { return bos_id_; }
   std::optional<int32_t> eos_id() const override { return eos_id_; }
   std::optional<int32_t> pad_id() const override { return pad_id_; }
+  absl::string_view kind() const override { return "char"; }
+  // ToJson(): the file holds everything, special tokens included.
+  absl::StatusOr<std::string> ToTokenizerJson() const override { return ToJson(); }
+  // `base_config_json` unchanged ("" stays ""): a character tokenizer reads no
+  // tokenizer_config.json, so a file beside it (say, with a chat_template) is carried as it is.
+  // InvalidArgument if it is not a JSON object.
+  absl::StatusOr<std::string> ToTokenizerConfigJson(
+      absl::string_view base_config_json) const override;
 
   const std::string& alphabet() const { return alphabet_; }
 

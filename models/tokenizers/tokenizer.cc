@@ -12,6 +12,17 @@
 
 namespace troupe::models {
 
+absl::StatusOr<std::string> Tokenizer::ToTokenizerJson() const {
+  return absl::UnimplementedError(
+      absl::StrCat("a ", kind(), " tokenizer cannot be written as a tokenizer.json"));
+}
+
+absl::StatusOr<std::string> Tokenizer::ToTokenizerConfigJson(
+    absl::string_view /*base_config_json*/) const {
+  return absl::UnimplementedError(
+      absl::StrCat("a ", kind(), " tokenizer cannot be written as a tokenizer_config.json"));
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
   std::string file = path;
   if (internal::IsDirectory(path)) {

@@ -15,6 +15,14 @@
 // Encode never adds BOS/EOS by itself (Hugging Face post-processors are not applied): callers add
 // bos_id()/eos_id() where their prompt format needs them.
 //
+// Saving: a checkpoint writes its tokenizer out from the loaded object, not by copying the files
+// it came from, so what it saves is what it used:
+//   TROUPE_ASSIGN_OR_RETURN(std::string json, tok->ToTokenizerJson());
+//   // loaded_config: the tokenizer_config.json text that came with it, or "".
+//   TROUPE_ASSIGN_OR_RETURN(std::string config, tok->ToTokenizerConfigJson(loaded_config));
+//   // write json as dir/tokenizer.json and, when non-empty, config as dir/tokenizer_config.json:
+//   // LoadTokenizer(dir) then encodes every text as `tok` does.
+//
 // Ownership: LoadTokenizer returns a tokenizer owned by the caller.
 // Thread-safety: every const method of every implementation may be called concurrently.
 #ifndef TROUPE_MODELS_TOKENIZERS_TOKENIZER_H_
@@ -84,6 +92,24 @@ class Tokenizer {
   virtual std::optional<int32_t> bos_id() const = 0;
   virtual std::optional<int32_t> eos_id() const = 0;
   virtual std::optional<int32_t> pad_id() const = 0;
+
+  // The kind of tokenizer ("bpe", "char"), for messages.
+  virtual absl::string_view kind() const = 0;
+
+  // This tokenizer as a tokenizer.json: LoadTokenizer of it (with ToTokenizerConfigJson's file
+  // beside it) gives a tokenizer whose Encode, Decode and special ids equal this one's.
+  // Unimplemented, naming kind(), for a kind that cannot be written out (the default).
+  virtual absl::StatusOr<std::string> ToTokenizerJson() const;
+
+  // The tokenizer_config.json to write beside ToTokenizerJson(): `base_config_json` (the
+  // tokenizer_config.json that came with the tokenizer; when empty, the one this tokenizer was
+  // loaded with if its kind keeps one) with every key kept (chat_template, model_max_length, ...)
+  // except the fields the tokenizer itself defines (its special tokens), which are written from
+  // this object. "" when there is no base and the kind needs no tokenizer_config.json.
+  // InvalidArgument if `base_config_json` is not a JSON object; Unimplemented, naming kind(), for
+  // a kind that cannot be written out (the default).
+  virtual absl::StatusOr<std::string> ToTokenizerConfigJson(
+      absl::string_view base_config_json) const;
 };
 
 // Loads a tokenizer from `path`, dispatching on the content:

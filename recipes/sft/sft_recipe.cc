@@ -20,7 +20,6 @@
 #include "base/status_macros.h"
 #include "kernels/token_logprobs.h"
 #include "models/compute_threads.h"
-#include "models/tokenizers/char_tokenizer.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
@@ -172,34 +171,43 @@ absl::StatusOr<Evaluation> Evaluate(rollout::GenerationEngine& engine, const Tex
   return evaluation;
 }
 
-// The tokenizer files of the checkpoint, read before training: leaf name -> contents.
+// The tokenizer files of the checkpoint, made before training: leaf name -> contents. Written
+// from the tokenizer object (SftInputs' comment); the tokenizer_config.json beside
+// inputs.tokenizer_path, when there is one, is the base of the written one.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TokenizerFiles(
     const SftInputs& inputs) {
   namespace fs = std::filesystem;
-  std::vector<std::pair<std::string, std::string>> files;
-  if (inputs.tokenizer_path.empty()) {
-    const auto* chars = dynamic_cast<const models::CharTokenizer*>(inputs.tokenizer.get());
-    if (chars != nullptr) files.push_back({"tokenizer.json", chars->ToJson()});
-    return files;
-  }
-  std::error_code ec;
-  const fs::path path(inputs.tokenizer_path);
-  const fs::path json = fs::is_directory(path, ec) ? path / "tokenizer.json" : path;
-  absl::StatusOr<std::string> text = ReadFileToString(json.string());
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sft inputs: tokenizer_path: ", text.status().message()));
-  }
-  files.push_back({"tokenizer.json", *std::move(text)});
-  const fs::path config = json.parent_path() / "tokenizer_config.json";
-  if (fs::exists(config, ec)) {
-    absl::StatusOr<std::string> config_text = ReadFileToString(config.string());
-    if (!config_text.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sft inputs: tokenizer_path: ", config_text.status().message()));
+  auto error = [](absl::string_view field, absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("sft inputs: ", field, ": ", why));
+  };
+  std::string base_config;
+  if (!inputs.tokenizer_path.empty()) {
+    std::error_code ec;
+    const fs::path path(inputs.tokenizer_path);
+    const fs::path json = fs::is_directory(path, ec) ? path / "tokenizer.json" : path;
+    if (!fs::is_regular_file(json, ec)) {
+      return error("tokenizer_path", absl::StrCat("'", inputs.tokenizer_path,
+                                                  "' is neither a tokenizer.json nor a directory "
+                                                  "holding one"));
     }
-    files.push_back({"tokenizer_config.json", *std::move(config_text)});
+    const fs::path config = json.parent_path() / "tokenizer_config.json";
+    if (fs::exists(config, ec)) {
+      absl::StatusOr<std::string> text = ReadFileToString(config.string());
+      if (!text.ok()) return error("tokenizer_path", text.status().message());
+      base_config = *std::move(text);
+    }
   }
+  absl::StatusOr<std::string> tokenizer_json = inputs.tokenizer->ToTokenizerJson();
+  if (!tokenizer_json.ok()) {
+    return error("tokenizer", absl::StrCat("cannot be saved: ", tokenizer_json.status().message()));
+  }
+  absl::StatusOr<std::string> config_json = inputs.tokenizer->ToTokenizerConfigJson(base_config);
+  if (!config_json.ok()) {
+    return error("tokenizer", absl::StrCat("cannot be saved: ", config_json.status().message()));
+  }
+  std::vector<std::pair<std::string, std::string>> files;
+  files.push_back({"tokenizer.json", *std::move(tokenizer_json)});
+  if (!config_json->empty()) files.push_back({"tokenizer_config.json", *std::move(config_json)});
   return files;
 }
 
@@ -233,7 +241,10 @@ absl::Status WriteCheckpoint(
 
 absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& options,
                                      const std::function<void(const std::string&)>& log) {
-  TROUPE_ASSIGN_OR_RETURN(auto tokenizer_files, TokenizerFiles(inputs));
+  std::vector<std::pair<std::string, std::string>> tokenizer_files;
+  if (!options.out_dir.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(tokenizer_files, TokenizerFiles(inputs));
+  }
   models::SetComputeThreads(options.threads);
   const SftExamples& examples = *inputs.examples;
   const SftJudge judge = inputs.judge ? inputs.judge : ExactMatchJudge();
@@ -475,12 +486,6 @@ absl::Status ValidateSftInputs(const SftInputs& inputs, const SftOptions& option
                    absl::StrCat(id, " is outside the tokenizer's vocabulary [0, ",
                                 tokenizer.vocab_size(), ")"));
     }
-  }
-  if (!options.out_dir.empty() && inputs.tokenizer_path.empty() &&
-      dynamic_cast<const models::CharTokenizer*>(&tokenizer) == nullptr) {
-    return error("tokenizer_path",
-                 "is empty: the checkpoint needs the tokenizer's files (only a character "
-                 "tokenizer can be written without them)");
   }
   return absl::OkStatus();
 }

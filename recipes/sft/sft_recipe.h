@@ -63,10 +63,15 @@ struct SftInputs {
   // Required; must have an eos token. Encode runs with special tokens matched (a chat template's
   // "<|im_start|>" becomes its id).
   std::shared_ptr<const models::Tokenizer> tokenizer;
-  // Where `tokenizer` was loaded from: a tokenizer.json, or a directory holding one. Its
-  // tokenizer.json and the tokenizer_config.json beside it (when there is one) are copied into
-  // the checkpoint (read before training, so a missing file fails early). Empty: a CharTokenizer
-  // is written as its ToJson(); another tokenizer cannot be saved (InvalidArgument with out_dir).
+  // Optional: where `tokenizer` was loaded from (a tokenizer.json, or a directory holding one).
+  // The checkpoint's tokenizer files are written from `tokenizer` itself, not copied:
+  // tokenizer.json is its ToTokenizerJson(), and tokenizer_config.json (when not "") its
+  // ToTokenizerConfigJson(base), where base is the tokenizer_config.json beside this path if
+  // there is one, else "" (a BpeTokenizer then starts from the configuration it was loaded with).
+  // Either way the configuration's other keys (chat_template, ...) are kept and its special
+  // tokens are the tokenizer's, so models::LoadTokenizer(out_dir) encodes as `tokenizer` does.
+  // The files are made before training, so a tokenizer that cannot be written, or a path whose
+  // tokenizer.json is missing, fails early (InvalidArgument naming the field).
   std::string tokenizer_path;
   // Held-out correctness; null = ExactMatchJudge().
   SftJudge judge;
@@ -136,8 +141,9 @@ struct SftResult {
 absl::Status ValidateSftOptions(const SftOptions& options);
 
 // InvalidArgument naming the field for inputs RunSft cannot use: no examples or tokenizer, a
-// tokenizer without eos (or without bos when add_bos is set), a stop id outside the vocabulary,
-// or (with options.out_dir) a tokenizer it cannot save. Cheap: reads no files.
+// tokenizer without eos (or without bos when add_bos is set), a stop id outside the vocabulary.
+// Cheap: reads no files (whether the tokenizer can be saved to options.out_dir is found by RunSft
+// before training, see SftInputs::tokenizer_path).
 absl::Status ValidateSftInputs(const SftInputs& inputs, const SftOptions& options);
 
 // Runs the recipe (CANCELLED when options.cancelled says so). InvalidArgument as the Validate

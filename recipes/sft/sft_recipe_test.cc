@@ -9,8 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/chat/chat_template.h"
 #include "models/tokenizers/bpe_tokenizer.h"
 #include "models/tokenizers/char_tokenizer.h"
+#include "models/tokenizers/test_tokenizer_files.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
@@ -204,10 +206,13 @@ TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesI
   EXPECT_TRUE(result->reached_target) << absl::StrJoin(lines, "\n") << "\n"
                                       << absl::StrJoin(result->examples, "\n");
 
-  EXPECT_EQ(ReadAll(options.out_dir + "/tokenizer.json"),
-            ReadAll(tokenizer_dir + "/tokenizer.json"));
+  // The tokenizer is written from the object (the source file is compact JSON; this is not).
+  EXPECT_TRUE(ReadAll(options.out_dir + "/tokenizer.json") ==
+              inputs.tokenizer->ToTokenizerJson().value());
+  EXPECT_TRUE(ReadAll(options.out_dir + "/tokenizer.json") !=
+              ReadAll(tokenizer_dir + "/tokenizer.json"));
   EXPECT_EQ(ReadAll(options.out_dir + "/tokenizer_config.json"),
-            ReadAll(tokenizer_dir + "/tokenizer_config.json"));
+            inputs.tokenizer->ToTokenizerConfigJson("").value());
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> reloaded =
       models::LoadTokenizer(options.out_dir);
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
@@ -218,6 +223,74 @@ TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesI
   EXPECT_EQ(config->vocab_size, 10);
   EXPECT_THAT(config->eos_token_ids, ElementsAre(8, 9));
   EXPECT_EQ(config->pad_token_id, 8);
+}
+
+// A tokenizer with a normalizer, a Split + Digits + ByteLevel pre-tokenizer, special and added
+// tokens and a chat template (models/tokenizers/test_tokenizer_files.h), through a one-step run.
+TEST(RunSft, SavesTheTokenizerWrittenFromTheObjectSoItReloadsToTheSameEncodingAndChatTemplate) {
+  absl::StatusOr<std::string> source = models::WriteTestBpeTokenizer(TempDir("rich_tok"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> loaded = models::LoadTokenizer(*source);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::shared_ptr<const models::Tokenizer> tokenizer = std::move(*loaded);
+  SftInputs inputs;
+  inputs.examples = std::make_shared<VectorSftExamples>(
+      std::vector<SftExample>{{"<|im_start|>user\n12+34=<|im_end|>\n", "46"},
+                              {"Caf\xC3\xA9 \xE4\xB8\xAD=", "the \xF0\x9F\x98\x80"}},
+      std::vector<SftHeldOut>{{"1+1=", "2"}}, "two pairs");
+  inputs.tokenizer = tokenizer;
+  SftOptions options = SmallOptions();
+  options.steps = 1;
+  options.batch_size = 2;
+  options.eval_every = 1;
+  options.eval_size = 1;
+  options.eval_slots = 1;
+  options.max_new_tokens = 2;
+
+  const nlohmann::ordered_json messages = nlohmann::ordered_json::parse(
+      R"([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}])");
+  absl::StatusOr<models::ChatTemplate> source_chat =
+      models::ChatTemplate::FromTokenizerConfigFile(*source + "/tokenizer_config.json");
+  ASSERT_TRUE(source_chat.ok()) << source_chat.status();
+  const std::string rendered = source_chat->Render(messages, true).value();
+  ASSERT_THAT(rendered, HasSubstr("<|im_end|>"));
+
+  // With tokenizer_path (its tokenizer_config.json is the base) and without (the configuration
+  // the tokenizer was loaded with is): the same files.
+  std::vector<std::string> saved;
+  for (const std::string& path : {*source, std::string()}) {
+    inputs.tokenizer_path = path;
+    options.out_dir = TempDir(path.empty() ? "rich_saved_pathless" : "rich_saved");
+    absl::StatusOr<SftResult> result = Train(inputs, options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const std::string& dir = options.out_dir;
+    saved.push_back(ReadAll(dir + "/tokenizer.json") + ReadAll(dir + "/tokenizer_config.json"));
+
+    // Written from the object, not copied.
+    EXPECT_TRUE(ReadAll(dir + "/tokenizer.json") != ReadAll(*source + "/tokenizer.json"));
+    absl::StatusOr<std::unique_ptr<models::Tokenizer>> back = models::LoadTokenizer(dir);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ((*back)->vocab_size(), tokenizer->vocab_size());
+    EXPECT_EQ((*back)->bos_id(), tokenizer->bos_id());
+    EXPECT_EQ((*back)->eos_id(), tokenizer->eos_id());
+    EXPECT_EQ((*back)->pad_id(), tokenizer->pad_id());
+    for (int32_t id = 0; id < tokenizer->vocab_size(); ++id) {
+      EXPECT_EQ((*back)->IsSpecialToken(id), tokenizer->IsSpecialToken(id)) << id;
+    }
+    for (const std::string& text : models::TokenizerTestTexts()) {
+      EXPECT_EQ((*back)->Encode(text).value(), tokenizer->Encode(text).value()) << text;
+      EXPECT_EQ((*back)->Encode(text, {.match_special_tokens = false}).value(),
+                tokenizer->Encode(text, {.match_special_tokens = false}).value())
+          << text;
+    }
+    absl::StatusOr<models::ChatTemplate> chat =
+        models::ChatTemplate::FromTokenizerConfigFile(dir + "/tokenizer_config.json");
+    ASSERT_TRUE(chat.ok()) << chat.status();
+    EXPECT_EQ(chat->Render(messages, true).value(), rendered);
+    EXPECT_EQ(chat->special_tokens(), source_chat->special_tokens());
+  }
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_TRUE(saved[0] == saved[1]) << "the files differ with and without tokenizer_path";
 }
 
 TEST(RunSft, RefusesInputsItCannotUseNamingTheField) {
@@ -250,7 +323,7 @@ TEST(RunSft, RefusesInputsItCannotUseNamingTheField) {
   bpe.tokenizer = std::move(*models::LoadTokenizer(tokenizer_dir));
   SftOptions saving = options;
   saving.out_dir = TempDir("unsaved");
-  EXPECT_THAT(message(bpe, saving), HasSubstr("tokenizer_path: is empty"));
+  EXPECT_TRUE(ValidateSftInputs(bpe, saving).ok());  // a BPE tokenizer writes itself
   bpe.tokenizer_path = tokenizer_dir + "/missing";
   absl::StatusOr<SftResult> missing = Train(bpe, saving);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
