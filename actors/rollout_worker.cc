@@ -107,8 +107,8 @@ absl::StatusOr<proto::GenerateReply> RolloutWorkerCore::Generate(
     if (gs.finish_reason == rollout::FinishReason::kStop && !text_tokens.empty()) {
       text_tokens.pop_back();  // the stop id
     }
-    absl::StatusOr<std::string> text =
-        policy_.tokenizer->Decode(text_tokens, {.skip_special_tokens = true});
+    absl::StatusOr<std::string> text = policy_.tokenizer->Decode(
+        text_tokens, {.skip_special_tokens = true, .replace_invalid_utf8 = true});
     s->set_response_text(text.ok() ? *text : "");
     s->set_reference_answer(prompt.reference_answer());
     s->set_data_source(prompt.data_source());

@@ -10,6 +10,7 @@ in \\boxed{}. Three files go to OUT_DIR (default runs/arith-jsonl/data):
                  "reward_model": {"style": "rule", "ground_truth": "81"},
                  "extra_info": {"split": "train", "index": 0}}
   val.jsonl     the held-out problems, same shape (never in train.jsonl or sft.jsonl)
+  corpus.txt    text to train a tokenizer on (troupe tokenizer train), one word per line
   sft.jsonl     supervised warm-start records {"prompt": [...], "response": "\\boxed{81}"} from a
                 careless teacher: a share (--dropped-carry-rate) of the answers that need a third
                 digit lose the final carry ("93+21=" -> "\\boxed{14}"), as the built-in demo's SFT
@@ -79,6 +80,13 @@ def main():
     write_jsonl(os.path.join(args.out, "val.jsonl"),
                 (record(a, b, a + b, "val", i) for i, (a, b) in enumerate(heldout)))
     write_jsonl(os.path.join(args.out, "sft.jsonl"), sft)
+    # Tokenizer training text (`troupe tokenizer train --vocab-size N --out DIR corpus.txt`): the
+    # words a ChatML conversation of these records is made of, one document per line.
+    corpus = os.path.join(args.out, "corpus.txt")
+    with open(corpus + ".tmp", "w", encoding="utf-8") as f:
+        for r in sft:
+            f.write(f"user\n{r['prompt'][0]['content']}\nassistant\n{r['response']}\n")
+    os.replace(corpus + ".tmp", corpus)
     print(f"make_arith_jsonl: {len(train)} train, {len(heldout)} held-out, {len(sft)} sft records "
           f"in {args.out}")
 

@@ -575,6 +575,9 @@ absl::StatusOr<std::string> BpeTokenizer::Decode(absl::Span<const int32_t> ids,
     if (options.skip_special_tokens && id_special_[id]) continue;
     text += id_bytes_[id];
   }
+  if (options.replace_invalid_utf8 && !unicode::IsValidUtf8(text)) {
+    return unicode::ReplaceInvalidUtf8(text);
+  }
   return text;
 }
 

@@ -50,6 +50,10 @@ struct EncodeOptions {
 struct DecodeOptions {
   // When true, special-token ids are dropped from the output.
   bool skip_special_tokens = false;
+  // When true, bytes that are not part of valid UTF-8 become U+FFFD (as Hugging Face's decode
+  // does), so the text fits a protobuf string field; otherwise byte-level tokenizers return the
+  // raw bytes.
+  bool replace_invalid_utf8 = false;
 };
 
 class Tokenizer {

@@ -165,6 +165,24 @@ TEST_F(LoadTokenizerTest, ABpeTokenizerWrittenOutLoadsBackEncodingEveryTextIdent
   EXPECT_EQ((*back)->ToTokenizerConfigJson("").value(), *config_json);
 }
 
+TEST_F(LoadTokenizerTest, ByteLevelDecodeCanReplaceACutCharacterForProtobufStrings) {
+  absl::StatusOr<std::string> source = WriteTestBpeTokenizer(Dir("cut_utf8"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = LoadTokenizer(*source);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode("x\xC3\xA9");  // x é
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_GE(ids->size(), 2u);
+  // Without the last byte's token the text ends inside "é": raw bytes by default (not UTF-8),
+  // U+FFFD for each stray byte when asked.
+  const std::vector<int32_t> cut(ids->begin(), ids->end() - 1);
+  absl::StatusOr<std::string> raw = (*tok)->Decode(cut);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_EQ(*raw, "x\xC3");
+  EXPECT_EQ((*tok)->Decode(cut, {.replace_invalid_utf8 = true}).value(), "x\xEF\xBF\xBD");
+  EXPECT_EQ((*tok)->Decode(*ids, {.replace_invalid_utf8 = true}).value(), "x\xC3\xA9");
+}
+
 TEST_F(LoadTokenizerTest, ABpeConfigIsWrittenOverTheGivenBaseWithItsOwnSpecialTokens) {
   absl::StatusOr<std::string> source = WriteTestBpeTokenizer(Dir("rich_base"));
   ASSERT_TRUE(source.ok()) << source.status();

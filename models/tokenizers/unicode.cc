@@ -131,6 +131,22 @@ void AppendUtf8(char32_t cp, std::string* out) {
   }
 }
 
+std::string ReplaceInvalidUtf8(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const DecodedChar c = DecodeUtf8(text, pos);
+    if (c.code_point == kInvalidCodePoint) {
+      AppendUtf8(0xFFFD, &out);
+      pos += 1;
+    } else {
+      out.append(text.data() + pos, c.length);
+      pos += c.length;
+    }
+  }
+  return out;
+}
+
 bool IsValidUtf8(absl::string_view text) {
   for (size_t pos = 0; pos < text.size();) {
     const DecodedChar c = DecodeUtf8(text, pos);

@@ -59,6 +59,10 @@ void AppendUtf8(char32_t cp, std::string* out);
 // True when `text` is entirely valid UTF-8.
 bool IsValidUtf8(absl::string_view text);
 
+// `text` with every byte that is not part of a valid sequence (DecodeUtf8's rule) replaced by
+// U+FFFD; valid text is returned unchanged.
+std::string ReplaceInvalidUtf8(absl::string_view text);
+
 }  // namespace troupe::models::unicode
 
 #endif  // TROUPE_MODELS_TOKENIZERS_UNICODE_H_

@@ -40,6 +40,17 @@ TEST(Unicode, PunctuationSymbolsMarksAndEmojiAreOther) {
   EXPECT_EQ(Classify(kInvalidCodePoint), CharClass::kOther);
 }
 
+TEST(Unicode, ReplacesEachInvalidByteWithTheReplacementCharacter) {
+  EXPECT_EQ(ReplaceInvalidUtf8("a\xC3\xA9z"), "a\xC3\xA9z");  // valid: unchanged
+  // A cut two-byte sequence, a stray continuation byte, and 0xFF.
+  EXPECT_EQ(ReplaceInvalidUtf8("a\xC3"), "a\xEF\xBF\xBD");
+  EXPECT_EQ(ReplaceInvalidUtf8("\xA9" "b" "\xFF"),
+            "\xEF\xBF\xBD"
+            "b"
+            "\xEF\xBF\xBD");
+  EXPECT_TRUE(IsValidUtf8(ReplaceInvalidUtf8("\xE4\xB8x\xF0\x9F\x98")));
+}
+
 TEST(Unicode, DecodesOneToFourByteSequences) {
   const std::string text = "a\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80";  // a é 中 😀
   DecodedChar c = DecodeUtf8(text, 0);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/splitmix64.h"
 #include "google/protobuf/util/json_util.h"
+#include "models/tokenizers/tokenizer.h"
 #include "recipes/rl/actor_group.h"
 #include "recipes/rl/chat_prompts.h"
 #include "recipes/rl/initial_policy.h"
@@ -32,7 +33,15 @@ void CheckDataset(const JobSpec& spec, Refuse& refuse) {
     refuse("", chat.status().message());
     return;
   }
-  absl::StatusOr<std::set<std::string>> sources = CheckDatasetRecords(spec, chat->renderer);
+  // The tokenizer the prompts will be encoded with, for their lengths (one that does not load is
+  // CheckInitialPolicy's to report).
+  std::unique_ptr<models::Tokenizer> tokenizer;
+  if (const std::string path = JobTokenizerPath(spec); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<models::Tokenizer>> loaded = models::LoadTokenizer(path);
+    if (loaded.ok()) tokenizer = *std::move(loaded);
+  }
+  absl::StatusOr<std::set<std::string>> sources =
+      CheckDatasetRecords(spec, chat->renderer, tokenizer.get());
   if (!sources.ok()) {
     refuse("data.train_files", sources.status().message());
     return;

@@ -385,6 +385,65 @@ TEST(GrpoSpec, ReadsADatasetsRecordsBeforeAnyActorStarts) {
               HasSubstr(":1: 'prompt' is a list of chat messages, and no chat template"));
 }
 
+// A dataset job with a character tokenizer the checks can load, and `data` keys added.
+absl::StatusOr<JobSpec> TokenizedDatasetJob(const std::string& records, const std::string& data) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  std::ofstream(tmp + "/train2.jsonl") << records;
+  std::ofstream(tmp + "/chars.json") << R"({"type": "char", "alphabet": "0123456789+=<>|"})";
+  return ParseJobSpec(
+      absl::StrCat("name: g\nmodel: {config: examples/models/tiny.json, init: "
+                   "random, tokenizer: ",
+                   tmp, "/chars.json}\ndata: {train_files: ", tmp,
+                   "/train2.jsonl, max_prompt_length: 8", data, "}\ntrainer: {total_steps: 2}\n"),
+      "job.yaml");
+}
+
+TEST(GrpoSpec, PromptLengthsAndChatTemplatesAreCheckedBeforeAnythingStarts) {
+  const std::string records =
+      R"({"data_source": "arithmetic", "prompt": "1+2=", "reward_model": {"ground_truth": "3"}})"
+      "\n"
+      R"({"data_source": "arithmetic", "prompt": "1111111111+2=", )"
+      R"("reward_model": {"ground_truth": "1111111113"}})"
+      "\n";
+  absl::StatusOr<JobSpec> spec = TokenizedDatasetJob(records, "");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(
+      CheckGrpoSpec(*spec).message(),
+      HasSubstr("train2.jsonl:2: prompt of 14 tokens, more than data.max_prompt_length = 8"));
+  for (const char* fix : {", truncation: left", ", filter_overlong_prompts: true"}) {
+    absl::StatusOr<JobSpec> fixed = TokenizedDatasetJob(records, fix);
+    EXPECT_TRUE(CheckGrpoSpec(*fixed).ok()) << fix << ": " << CheckGrpoSpec(*fixed);
+  }
+  // Filtering that leaves nothing to train on.
+  absl::StatusOr<JobSpec> none = TokenizedDatasetJob(records.substr(records.find('\n') + 1),
+                                                     ", filter_overlong_prompts: true");
+  EXPECT_THAT(CheckGrpoSpec(*none).message(),
+              HasSubstr("data.train_files: no prompt fits data.max_prompt_length = 8 tokens"));
+
+  // Messages prompts: rendered by data.chat_template; a template that does not parse is refused,
+  // naming its file and line; one that renders too long a prompt is refused by length.
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string chat =
+      R"({"data_source": "arithmetic", "prompt": [{"role": "user", "content": "1+2="}], )"
+      R"("reward_model": {"ground_truth": "3"}})"
+      "\n";
+  std::ofstream(tmp + "/plain.jinja") << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  absl::StatusOr<JobSpec> rendered =
+      TokenizedDatasetJob(chat, absl::StrCat(", chat_template: ", tmp, "/plain.jinja"));
+  EXPECT_TRUE(CheckGrpoSpec(*rendered).ok()) << CheckGrpoSpec(*rendered);
+  std::ofstream(tmp + "/long.jinja") << "<|<|<|{{ messages[0].content }}|>|>|>";
+  absl::StatusOr<JobSpec> long_prompt =
+      TokenizedDatasetJob(chat, absl::StrCat(", chat_template: ", tmp, "/long.jinja"));
+  EXPECT_THAT(CheckGrpoSpec(*long_prompt).message(), HasSubstr(":1: prompt of 17 tokens"));
+  std::ofstream(tmp + "/broken.jinja") << "ok\n{% for m in messages %}";
+  absl::StatusOr<JobSpec> broken =
+      TokenizedDatasetJob(chat, absl::StrCat(", chat_template: ", tmp, "/broken.jinja"));
+  const std::string message(CheckGrpoSpec(*broken).message());
+  EXPECT_THAT(message, HasSubstr("data.chat_template: "));
+  EXPECT_THAT(message, HasSubstr("broken.jinja"));
+  EXPECT_THAT(message, HasSubstr(":2: "));
+}
+
 TEST(GrpoSpec, ADataSourceWithoutARegisteredRewardIsRefusedUnlessRewardNameIsSet) {
   const std::string records =
       R"({"data_source": "openai/gsm8k", "prompt": "1+2=", "reward_model": {"ground_truth": "3"}})";

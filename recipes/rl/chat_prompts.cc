@@ -41,6 +41,15 @@ std::string JobTokenizerConfigPath(const JobSpec& spec) {
   return "";
 }
 
+std::string JobTokenizerPath(const JobSpec& spec) {
+  std::error_code ec;
+  if (!spec.model.tokenizer.empty()) return spec.model.tokenizer;
+  if (spec.model.init == ModelInit::kPath && fs::is_directory(spec.model.init_path, ec)) {
+    return (fs::path(spec.model.init_path) / "tokenizer.json").string();
+  }
+  return "";
+}
+
 absl::StatusOr<JobChatTemplate> LoadJobChatTemplate(const JobSpec& spec) {
   const std::string config_path = JobTokenizerConfigPath(spec);
   const std::string config_key = spec.model.tokenizer.empty() ? "model.init" : "model.tokenizer";

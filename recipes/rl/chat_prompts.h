@@ -45,6 +45,9 @@ absl::StatusOr<JobChatTemplate> LoadJobChatTemplate(const JobSpec& spec);
 // tokenizer is not a file the spec names (init: random or sft without model.tokenizer). The
 // file need not exist.
 std::string JobTokenizerConfigPath(const JobSpec& spec);
+// The tokenizer.json the job's prompts are encoded with, when the spec names it: model.tokenizer,
+// else model.init's tokenizer.json when it is a model directory; "" otherwise.
+std::string JobTokenizerPath(const JobSpec& spec);
 
 }  // namespace troupe::recipes
 

@@ -186,7 +186,6 @@ absl::StatusOr<SftResult> RunDatasetSft(const JobSpec& spec, const SftOptions& o
   inputs.add_bos = true;
   SftOptions o = options;
   o.eval_size = spec.data.heldout_size;
-  log(inputs.examples->Describe());
   return RunSft(inputs, o, log);
 }
 

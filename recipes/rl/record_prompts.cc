@@ -90,12 +90,30 @@ int64_t DatasetBytes(const JobSpec& spec) {
 }
 
 absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
-                                                          const PromptRenderer& renderer) {
+                                                          const PromptRenderer& renderer,
+                                                          const models::Tokenizer* tokenizer) {
   const data::RecordKeys keys = RecordKeysOf(spec);
   const bool whole = DatasetBytes(spec) <= kFullScanBytes;
+  const int64_t max = spec.data.max_prompt_length;
   std::set<std::string> sources;
   std::vector<std::string> errors;
-  int64_t bad = 0;
+  int64_t bad = 0, train_fit = 0;
+  // The prompt's text, as RecordPrompts::Convert makes it.
+  auto text_of = [&](const data::Record& r) -> absl::StatusOr<std::string> {
+    if (r.prompt.is_string()) return r.prompt.get<std::string>();
+    if (!renderer) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.where, ": '", keys.prompt_key,
+                       "' is a list of chat messages, and no chat template renders them (set "
+                       "data.chat_template, or give the prompt as a string)"));
+    }
+    absl::StatusOr<std::string> text = renderer(r.prompt);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.where, ": rendering the chat messages: ", text.status().message()));
+    }
+    return text;
+  };
   for (const auto* files : {&spec.data.train_files, &spec.data.val_files}) {
     if (files->empty()) continue;
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlDataset> ds,
@@ -106,16 +124,23 @@ absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
       absl::Status s = r.status();
       if (s.ok()) {
         sources.insert(r->data_source);
-        if (r->prompt.is_array() && !renderer) {
-          s = absl::InvalidArgumentError(
-              absl::StrCat(r->where, ": '", keys.prompt_key,
-                           "' is a list of chat messages, and no chat template renders them (set "
-                           "data.chat_template, or give the prompt as a string)"));
-        } else if (r->prompt.is_array()) {
-          absl::StatusOr<std::string> text = renderer(r->prompt);
-          if (!text.ok()) {
+        absl::StatusOr<std::string> text = text_of(*r);
+        s = text.status();
+        if (s.ok() && tokenizer != nullptr) {
+          // BOS + the encoding, as RecordPrompts::Convert counts it.
+          absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(*text);
+          if (!ids.ok()) {
             s = absl::InvalidArgumentError(
-                absl::StrCat(r->where, ": rendering the chat messages: ", text.status().message()));
+                absl::StrCat(r->where, ": cannot tokenize the prompt: ", ids.status().message()));
+          } else if (const int64_t length = 1 + static_cast<int64_t>(ids->size()); length <= max) {
+            if (files == &spec.data.train_files) ++train_fit;
+          } else if (!spec.data.filter_overlong_prompts &&
+                     spec.data.truncation == Truncation::kError) {
+            s = absl::InvalidArgumentError(absl::StrCat(
+                r->where, ": prompt of ", length, " tokens, more than data.max_prompt_length = ",
+                max, " (set data.truncation: left or right, or data.filter_overlong_prompts)"));
+          } else if (!spec.data.filter_overlong_prompts && files == &spec.data.train_files) {
+            ++train_fit;  // truncated
           }
         }
       }
@@ -127,6 +152,10 @@ absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
     }
   }
   if (bad > kMaxReportedRecords) errors.push_back(absl::StrCat("... ", bad, " bad records in all"));
+  if (errors.empty() && tokenizer != nullptr && train_fit == 0) {
+    errors.push_back(
+        absl::StrCat("data.train_files: no prompt fits data.max_prompt_length = ", max, " tokens"));
+  }
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
   return sources;
 }

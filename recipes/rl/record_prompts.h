@@ -99,14 +99,17 @@ int64_t DatasetBytes(const JobSpec& spec);
 inline constexpr int64_t kFullScanBytes = int64_t{1} << 30;
 inline constexpr int64_t kCheckedRecords = 100000;
 
-// What the driver checks of a dataset job (data.train_files) before any actor starts: every
-// file opens and indexes; every record (or, past kFullScanBytes, the first kCheckedRecords of
-// each source) parses with the job's keys and has a prompt the job can render (a messages prompt
-// is rendered with `renderer`; null refuses it). The data sources seen, or INVALID_ARGUMENT
-// listing the first bad records ("FILE:LINE: no key 'prompt'", "FILE:LINE: rendering the chat
-// messages: ...").
+// What the driver checks of a dataset job (data.train_files) before any actor starts (and before
+// anything is written): every file opens and indexes; every record (or, past kFullScanBytes, the
+// first kCheckedRecords of each source) parses with the job's keys and has a prompt the job can
+// render (a messages prompt is rendered with `renderer`; null refuses it). With the job's
+// `tokenizer` (null: skipped), prompt lengths too: an overlong prompt under truncation: error is
+// refused, and some training prompt must fit (after filter_overlong_prompts). The data sources
+// seen, or INVALID_ARGUMENT listing the first bad records ("FILE:LINE: no key 'prompt'",
+// "FILE:LINE: rendering the chat messages: ...", "FILE:LINE: prompt of N tokens, more than ...").
 absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
-                                                          const PromptRenderer& renderer);
+                                                          const PromptRenderer& renderer,
+                                                          const models::Tokenizer* tokenizer);
 
 class RecordPrompts : public PromptDataset {
  public:
