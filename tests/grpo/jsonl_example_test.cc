@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Runs `command` with its output in `log`; (exit code, output).
-std::pair<int, std::string> Run(const std::string& command, const std::string& log) {
+std::pair<int, std::string> RunShell(const std::string& command, const std::string& log) {
   const int status = std::system(absl::StrCat(command, " > ", log, " 2>&1").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(log)};
 }
@@ -32,12 +32,13 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
   const std::string dir = FreshTestDir("jsonl-example");
   const std::string data = dir + "/data", tok = dir + "/tok";
   auto [py_rc, py_out] =
-      Run(absl::StrCat("python3 examples/make_arith_jsonl.py --out ", data, " --heldout 40"),
-          dir + "/data.log");
+      RunShell(absl::StrCat("python3 examples/make_arith_jsonl.py --out ", data, " --heldout 40"),
+               dir + "/data.log");
   ASSERT_EQ(py_rc, 0) << py_out;
-  auto [tok_rc, tok_out] = Run(absl::StrCat(kTroupe, " tokenizer train --vocab-size 300 --out ",
-                                            tok, " ", data, "/corpus.txt"),
-                               dir + "/tok.log");
+  auto [tok_rc, tok_out] =
+      RunShell(absl::StrCat(kTroupe, " tokenizer train --vocab-size 300 --out ", tok, " ", data,
+                            "/corpus.txt"),
+               dir + "/tok.log");
   ASSERT_EQ(tok_rc, 0) << tok_out;
   ASSERT_NE(ReadFile(tok + "/tokenizer_config.json").find("<|im_start|>assistant"),
             std::string::npos);
@@ -48,18 +49,20 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
                                               "data.heldout_size=40",
                                               "sft.train_files=[" + data + "/sft.jsonl]",
                                               "sft.steps=40",
+      "sft.warmup_steps=5",
                                               "sft.eval_every=40",
                                               "trainer.total_steps=4",
+      "trainer.warmup_steps=1",
                                               "trainer.eval_every=2",
                                               "actors.checkpointer.every_steps=2",
                                               "logging.dir=" + dir + "/run",
                                               "logging.tensorboard=false"};
   const std::string run = absl::StrCat(
       kTroupe, " run examples/grpo_jsonl.yaml --dashboard-port -1 ", absl::StrJoin(overrides, " "));
-  auto [rc, out] = Run(run, dir + "/run.log");
+  auto [rc, out] = RunShell(run, dir + "/run.log");
   ASSERT_EQ(rc, 0) << out;
   // The SFT stage: the JSONL records, evaluated on the validation file by the job's reward.
-  EXPECT_NE(out.find("sft.jsonl: 7600 train / 40 held-out records"), std::string::npos) << out;
+  EXPECT_NE(out.find("sft.jsonl: 8060 train / 40 held-out records"), std::string::npos) << out;
   EXPECT_NE(out.find("SFT done: held-out accuracy"), std::string::npos) << out;
   // Its checkpoint carries the tokenizer with the template, as GRPO's policy directory.
   const nlohmann::json sft_config = ReadJson(dir + "/run/sft/tokenizer_config.json");
@@ -83,9 +86,9 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
 
   // A template that does not parse: refused before the run writes anything, naming file:line.
   std::ofstream(dir + "/bad.jinja") << "{{ bos_token }}\n{% for m in messages %}{{ m.content }}";
-  auto [bad_rc, bad_out] =
-      Run(absl::StrCat(run, " data.chat_template=", dir, "/bad.jinja logging.dir=", dir, "/run2"),
-          dir + "/bad.log");
+  auto [bad_rc, bad_out] = RunShell(
+      absl::StrCat(run, " data.chat_template=", dir, "/bad.jinja logging.dir=", dir, "/run2"),
+      dir + "/bad.log");
   EXPECT_NE(bad_rc, 0) << bad_out;
   EXPECT_NE(bad_out.find("data.chat_template"), std::string::npos) << bad_out;
   EXPECT_NE(bad_out.find("bad.jinja"), std::string::npos) << bad_out;
