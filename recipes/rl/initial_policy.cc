@@ -230,6 +230,11 @@ absl::Status CheckInitialPolicy(const JobSpec& spec) {
   std::string json;
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tokenizer,
                           LoadRunTokenizer(spec, &json));
+  if (spec.model.init == ModelInit::kSft && dataset &&
+      !fs::exists(fs::path(spec.sft.dir) / "model.safetensors", ec)) {
+    // Every SFT record read, checked and rendered now, before the run writes anything.
+    return DatasetSftExamples(spec).status();
+  }
   if (!is_path) return absl::OkStatus();
   const fs::path config = spec.model.config.empty() ? fs::path(spec.model.init_path) / "config.json"
                                                     : fs::path(spec.model.config);

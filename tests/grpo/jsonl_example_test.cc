@@ -49,10 +49,10 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
                                               "data.heldout_size=40",
                                               "sft.train_files=[" + data + "/sft.jsonl]",
                                               "sft.steps=40",
-      "sft.warmup_steps=5",
+                                              "sft.warmup_steps=5",
                                               "sft.eval_every=40",
                                               "trainer.total_steps=4",
-      "trainer.warmup_steps=1",
+                                              "trainer.warmup_steps=1",
                                               "trainer.eval_every=2",
                                               "actors.checkpointer.every_steps=2",
                                               "logging.dir=" + dir + "/run",
@@ -94,6 +94,20 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
   EXPECT_NE(bad_out.find("bad.jinja"), std::string::npos) << bad_out;
   EXPECT_NE(bad_out.find(":2: "), std::string::npos) << bad_out;
   EXPECT_FALSE(fs::exists(dir + "/run2")) << bad_out;
+
+  // An SFT record without its response: refused naming FILE:LINE, before anything is written.
+  fs::copy_file(data + "/sft.jsonl", dir + "/sft_bad.jsonl");
+  std::ofstream(dir + "/sft_bad.jsonl", std::ios::app)
+      << R"({"prompt": [{"role": "user", "content": "1+1="}]})"
+      << "\n";
+  auto [sft_rc, sft_out] = RunShell(
+      absl::StrCat(run, " sft.train_files=[", dir, "/sft_bad.jsonl] logging.dir=", dir, "/run3"),
+      dir + "/sft_bad.log");
+  EXPECT_NE(sft_rc, 0) << sft_out;
+  EXPECT_NE(sft_out.find("sft.train_files: " + dir + "/sft_bad.jsonl:8061: no key 'response'"),
+            std::string::npos)
+      << sft_out;
+  EXPECT_FALSE(fs::exists(dir + "/run3")) << sft_out;
 }
 
 }  // namespace
