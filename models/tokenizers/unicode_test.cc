@@ -44,7 +44,9 @@ TEST(Unicode, ReplacesEachInvalidByteWithTheReplacementCharacter) {
   EXPECT_EQ(ReplaceInvalidUtf8("a\xC3\xA9z"), "a\xC3\xA9z");  // valid: unchanged
   // A cut two-byte sequence, a stray continuation byte, and 0xFF.
   EXPECT_EQ(ReplaceInvalidUtf8("a\xC3"), "a\xEF\xBF\xBD");
-  EXPECT_EQ(ReplaceInvalidUtf8("\xA9" "b" "\xFF"),
+  EXPECT_EQ(ReplaceInvalidUtf8("\xA9"
+                               "b"
+                               "\xFF"),
             "\xEF\xBF\xBD"
             "b"
             "\xEF\xBF\xBD");
