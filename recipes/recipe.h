@@ -121,6 +121,8 @@ struct RunResult {
   // a run unless a prompt was lost.
   int64_t prompts_drawn = 0;
   int64_t prompts_regenerated = 0;  // after a rollout worker failure
+  // Training prompts dropped as overlong before the run (data.filter_overlong_prompts).
+  int64_t prompts_filtered = 0;
   // Calls to reward servers, the reference and rollout workers (evaluation) made again after the
   // actor died under them.
   int64_t call_retries = 0;

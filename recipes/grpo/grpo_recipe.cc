@@ -81,6 +81,7 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tok,
                             models::LoadTokenizer(policy_dir_ + "/tokenizer.json"));
     TROUPE_ASSIGN_OR_RETURN(auto dataset, MakeJobPrompts(spec_, std::move(tok), options_.log));
+    state_.result().prompts_filtered = dataset->filtered();
     prompts_ = std::make_unique<PromptSource>(std::move(dataset));
     if (!state_.resumed_state().contains("prompts")) return absl::OkStatus();
     return prompts_->Restore(state_.resumed_state()["prompts"]);

@@ -43,6 +43,9 @@ class PromptDataset {
   // What makes index i mean the same prompt in another run (files with sizes and mtimes, seed,
   // shuffle, ...); null = nothing to compare. Checkpointed with the cursor.
   virtual nlohmann::json Identity() const { return nullptr; }
+  // Training prompts dropped before the run as longer than data.max_prompt_length
+  // (data.filter_overlong_prompts); 0 for a dataset that drops none.
+  virtual int64_t filtered() const { return 0; }
 };
 
 class PromptSource {

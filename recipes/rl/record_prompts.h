@@ -127,7 +127,7 @@ class RecordPrompts : public PromptDataset {
   absl::StatusOr<std::vector<proto::Prompt>> HeldOut() const override;
 
   // Records dropped as overlong by Scan (training) and by the last HeldOut (held-out).
-  int64_t filtered() const { return filtered_; }
+  int64_t filtered() const override { return filtered_; }
   int64_t heldout_filtered() const { return heldout_filtered_.load(); }
   // The data sources Scan saw (training and held-out records).
   const std::set<std::string>& data_sources() const { return data_sources_; }

@@ -99,6 +99,8 @@ TEST(RecordPrompts, AnOverlongPromptIsRefusedCutOrFilteredAsConfigured) {
                             {.max_prompt_length = 6, .filter_overlong = true});
   ASSERT_TRUE((*filtered)->Scan().ok());
   EXPECT_EQ((*filtered)->filtered(), 1);
+  // What the recipe reads through the PromptDataset interface (summary.json's prompts_filtered).
+  EXPECT_EQ(static_cast<const PromptDataset&>(**filtered).filtered(), 1);
   EXPECT_EQ((*filtered)->size(), 1);
   for (int i = 0; i < 4; ++i) EXPECT_EQ((*filtered)->Get(i)->text(), "1+1=");
   EXPECT_EQ((*filtered)->HeldOut()->size(), 1u);

@@ -297,6 +297,7 @@ absl::Status RunState::Finish() {
                       {"samples_lost", result_.samples_lost},
                       {"prompts_drawn", result_.prompts_drawn},
                       {"prompts_regenerated", result_.prompts_regenerated},
+                      {"prompts_filtered", result_.prompts_filtered},
                       {"call_retries", result_.call_retries},
                       {"checkpoints",
                        {{"written", result_.checkpoints_written},

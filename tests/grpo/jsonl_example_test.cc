@@ -75,6 +75,7 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
   SCOPED_TRACE(summary.dump(2));
   EXPECT_EQ(summary["steps"], 4);
   EXPECT_EQ(summary["samples_lost"], 0);
+  EXPECT_EQ(summary["prompts_filtered"], 0);  // every prompt fits data.max_prompt_length
   // Held-out evaluations ran (before, during and after), each of the 40 validation prompts.
   std::ifstream metrics(dir + "/run/metrics.jsonl");
   int evaluations = 0;
