@@ -1,6 +1,6 @@
 // The `troupe` command: one binary for every process and user command.
 //
-//   troupe version                  troupe's version
+//   troupe version, --version       troupe's version
 //   troupe doctor [--json]          what this machine gives troupe (cli/doctor.h)
 //   troupe start --head ...         a cluster head (+ a node agent and the dashboard), Ray-style
 //                                   (cli/cluster_commands.h)
@@ -13,21 +13,98 @@
 //   troupe tokenizer train|encode   registered by cli/tokenizer_commands.cc (//cli:troupe)
 //   --log-level LEVEL               (any command) debug | info | warning | error (base/log.h)
 //
+// A mistyped command or flag is named with the closest known one, and troupe exits with 2:
+//   troupe: unknown command "statsu" (did you mean "status"?); commands: version, doctor, ...
+//   troupe run: unknown option --resme (did you mean --resume?)
+//
 // The actor types a cluster can run are those linked into this binary (see //cli:troupe).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/log.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
+#include "cli/did_you_mean.h"
 #include "cli/doctor.h"
 #include "cli/job_commands.h"
 #include "cli/version.h"
 #include "runtime/cluster/worker_main.h"
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/malloc_tuning.h"
+
+namespace {
+
+// The subcommand the command line reached: the deepest one parsed (`app` itself if none).
+const CLI::App* DeepestParsed(const CLI::App& app) {
+  const CLI::App* leaf = &app;
+  while (!leaf->get_subcommands().empty()) leaf = leaf->get_subcommands().front();
+  return leaf;
+}
+
+// "troupe job submit" for the `submit` subcommand of `job`.
+std::string CommandPath(const CLI::App* leaf) {
+  std::vector<std::string> names;
+  for (const CLI::App* a = leaf; a->get_parent() != nullptr; a = a->get_parent()) {
+    names.push_back(a->get_name());
+  }
+  names.push_back("troupe");
+  std::reverse(names.begin(), names.end());
+  return absl::StrJoin(names, " ");
+}
+
+// After a parse error: the command or flag that was not understood, with the closest known one
+// (did_you_mean.h). nullopt if nothing was left unparsed (a missing argument, a bad value).
+std::optional<std::string> ExplainUnknownArgument(const CLI::App& app) {
+  const std::vector<std::string> remaining = app.remaining(/*recurse=*/true);
+  if (remaining.empty()) return std::nullopt;
+  const CLI::App* leaf = DeepestParsed(app);
+  const std::string path = CommandPath(leaf);
+  auto is_flag = [](const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; };
+
+  // Commands hidden from --help (group "", e.g. `worker`) are neither listed nor suggested.
+  std::vector<std::string> commands;
+  for (const CLI::App* sub :
+       leaf->get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
+    commands.push_back(sub->get_name());
+  }
+  if (!commands.empty() && !is_flag(remaining.front())) {
+    const std::string& typed = remaining.front();
+    std::string message = absl::StrCat(path, ": unknown command \"", typed, "\"");
+    if (std::optional<std::string> near = troupe::DidYouMean(typed, commands)) {
+      absl::StrAppend(&message, " (did you mean \"", *near, "\"?)");
+    }
+    absl::StrAppend(&message, "; commands: ", absl::StrJoin(commands, ", "));
+    return message;
+  }
+
+  const auto flag = std::find_if(remaining.begin(), remaining.end(), is_flag);
+  if (flag == remaining.end()) return std::nullopt;
+  const std::string typed = flag->substr(0, flag->find('='));
+  // The flags of this command and of the commands above it (--log-level is taken anywhere).
+  std::vector<std::string> flags;
+  for (const CLI::App* a = leaf; a != nullptr; a = a->get_parent()) {
+    for (const CLI::Option* option : a->get_options()) {
+      if (option->get_group().empty()) continue;  // hidden from --help
+      for (const std::string& name : option->get_lnames()) flags.push_back("--" + name);
+    }
+  }
+  std::string message = absl::StrCat(path, ": unknown option ", typed);
+  if (std::optional<std::string> near = troupe::DidYouMean(typed, flags)) {
+    absl::StrAppend(&message, " (did you mean ", *near, "?)");
+  } else {
+    absl::StrAppend(&message, "; see ", path, " --help");
+  }
+  return message;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Every troupe process (workers, `troupe run`, head, node) reuses the memory its steps free.
@@ -48,8 +125,10 @@ int main(int argc, char** argv) {
         ::setenv("TROUPE_LOG_LEVEL", std::string(troupe::LogLevelName(*level)).c_str(), 1);
       });
 
+  const std::string version_line = absl::StrCat("troupe ", troupe::kTroupeVersion);
+  app.set_version_flag("--version", version_line, "Print troupe's version and exit");
   CLI::App* version = app.add_subcommand("version", "Print troupe's version");
-  version->callback([] { std::printf("troupe %s\n", troupe::kTroupeVersion); });
+  version->callback([&] { std::printf("%s\n", version_line.c_str()); });
 
   bool doctor_json = false;
   CLI::App* doctor = app.add_subcommand(
@@ -131,6 +210,20 @@ int main(int argc, char** argv) {
     install(app, &exit_code);
   }
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // An unknown command or flag surfaces as an ExtrasError, or as a RequiredError when the
+    // command it should have been is missing (`troupe statsu`).
+    const bool unknown_argument = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+                                  dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+    if (unknown_argument) {
+      if (std::optional<std::string> message = ExplainUnknownArgument(app)) {
+        std::fprintf(stderr, "%s\n", message->c_str());
+        return 2;
+      }
+    }
+    return app.exit(e);
+  }
   return exit_code;
 }

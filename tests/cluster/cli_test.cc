@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/version.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "tests/cluster/process.h"
@@ -351,6 +352,69 @@ TEST(TroupeCli, LogLevelIsCheckedAndTakenAnywhere) {
                                 "TROUPE_LOG_LEVEL: expected debug, info, warning or error, "
                                 "got 'shouty'; logging at info"))
       << out3;
+}
+
+TEST(TroupeCli, VersionIsPrintedByTheFlagAndTheCommand) {
+  auto [rc, out] = RunCommand({kTroupe, "--version"}, "/tmp/troupe-cli-test-version.out");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("troupe ", kTroupeVersion))) << out;
+  EXPECT_FALSE(absl::StrContains(out, "subcommand")) << out;
+  auto [rc2, out2] = RunCommand({kTroupe, "version"}, "/tmp/troupe-cli-test-version2.out");
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_EQ(out2, out);
+}
+
+// A mistyped command or flag is named, with the closest known one, and the exit code is 2.
+TEST(TroupeCli, AnUnknownCommandIsNamedWithTheClosestOne) {
+  auto [rc, out] = RunCommand({kTroupe, "statsu"}, "/tmp/troupe-cli-test-statsu.out");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(absl::StrContains(out,
+                                "troupe: unknown command \"statsu\" (did you mean "
+                                "\"status\"?); commands: "))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "start")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "worker")) << out;  // hidden from --help, and here
+  // Below a command too, and with nothing close only the list.
+  auto [rc2, out2] = RunCommand({kTroupe, "job", "sumbit"}, "/tmp/troupe-cli-test-sumbit.out");
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_TRUE(absl::StrContains(out2,
+                                "troupe job: unknown command \"sumbit\" (did you mean "
+                                "\"submit\"?)"))
+      << out2;
+  auto [rc3, out3] = RunCommand({kTroupe, "frobnicate"}, "/tmp/troupe-cli-test-frob.out");
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_TRUE(absl::StrContains(out3, "troupe: unknown command \"frobnicate\"; commands: "))
+      << out3;
+}
+
+TEST(TroupeCli, AnUnknownFlagIsNamedWithTheClosestOne) {
+  // `run` is linked into //cli:troupe only; `job submit` has the same --resume.
+  auto [rc, out] =
+      RunCommand({kTroupe, "job", "submit", "--resme", "x.yaml"}, "/tmp/troupe-cli-test-resme.out");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(
+      absl::StrContains(out, "troupe job submit: unknown option --resme (did you mean --resume?)"))
+      << out;
+  auto [rc2, out2] =
+      RunCommand({kTroupe, "status", "--adress=127.0.0.1:1"}, "/tmp/troupe-cli-test-adress.out");
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_TRUE(absl::StrContains(out2,
+                                "troupe status: unknown option --adress (did you mean "
+                                "--address?)"))
+      << out2;
+  auto [rc3, out3] =
+      RunCommand({kTroupe, "stop", "--loglevel", "info"}, "/tmp/troupe-cli-test-loglevel.out");
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_TRUE(absl::StrContains(out3, "(did you mean --log-level?)")) << out3;
+  auto [rc4, out4] = RunCommand({kTroupe, "stop", "--zzz"}, "/tmp/troupe-cli-test-zzz.out");
+  EXPECT_EQ(rc4, 2) << out4;
+  EXPECT_TRUE(absl::StrContains(out4, "troupe stop: unknown option --zzz; see troupe stop --help"))
+      << out4;
+  // --help still prints the commands.
+  auto [rc5, out5] = RunCommand({kTroupe, "--help"}, "/tmp/troupe-cli-test-help.out");
+  EXPECT_EQ(rc5, 0) << out5;
+  EXPECT_TRUE(absl::StrContains(out5, "--version")) << out5;
+  EXPECT_TRUE(absl::StrContains(out5, "status")) << out5;
 }
 
 }  // namespace
