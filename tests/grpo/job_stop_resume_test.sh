@@ -6,7 +6,9 @@
 #   3. `troupe job stop` ends it by its SIGTERM handler at a step boundary (exit 143, STOPPED,
 #      summary.json written) well within the grace period, not by SIGKILL;
 #   4. `troupe job submit --resume ID` continues that run from its newest checkpoint to SUCCEEDED;
-#   5. `troupe run` (embedded cluster) stops the same way on SIGTERM and exits 143.
+#   5. `troupe run` (embedded cluster) stops the same way on SIGTERM and exits 143;
+#   6. and on SIGINT (Ctrl-C): exit 130, summary.json, and a final checkpoint at the step it
+#      stopped after.
 #
 # Usage: bazel test //tests/grpo:job_stop_resume_test
 set -euo pipefail
@@ -139,5 +141,27 @@ wait "$run_pid" || rc=$?
 [[ "$rc" == 143 ]] || fail "troupe run exited $rc after SIGTERM, want 143: $(tail -5 "$tmp/direct.err")"
 grep -q "stopped by signal 15" "$tmp/direct.err" || fail "no stop message: $(tail -5 "$tmp/direct.err")"
 [[ -f "$tmp/direct/summary.json" ]] || fail "troupe run wrote no summary.json"
+
+step "troupe run stops on SIGINT (Ctrl-C) at a step boundary, with a final checkpoint"
+# A background job of a non-interactive shell starts with SIGINT ignored; troupe installs its
+# own handler, so the signal still reaches it.
+"$troupe" run "$spec" --dashboard-port -1 "logging.dir=$tmp/ctrlc" >"$tmp/ctrlc.out" \
+  2>"$tmp/ctrlc.err" &
+run_pid=$!
+for ((i = 0; i < 300; i++)); do
+  (($(newest_step "$tmp/ctrlc/ckpt") >= 2)) && break
+  kill -0 "$run_pid" 2>/dev/null || fail "troupe run ended early: $(tail -5 "$tmp/ctrlc.err")"
+  sleep 0.5
+done
+kill -INT "$run_pid"
+rc=0
+wait "$run_pid" || rc=$?
+[[ "$rc" == 130 ]] || fail "troupe run exited $rc after SIGINT, want 130: $(tail -5 "$tmp/ctrlc.err")"
+grep -q "stopped by signal 2" "$tmp/ctrlc.err" || fail "no stop message: $(tail -5 "$tmp/ctrlc.err")"
+[[ -f "$tmp/ctrlc/summary.json" ]] || fail "troupe run wrote no summary.json after SIGINT"
+steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" \
+  "$tmp/ctrlc/summary.json")
+(($(newest_step "$tmp/ctrlc/ckpt") == steps)) ||
+  fail "the newest checkpoint is step $(newest_step "$tmp/ctrlc/ckpt"), the run stopped after $steps"
 
 echo "job_stop_resume_test: PASS"
