@@ -8,7 +8,7 @@
 #   4. `troupe job submit --resume ID` continues that run from its newest checkpoint to SUCCEEDED;
 #   5. `troupe run` (embedded cluster) stops the same way on SIGTERM and exits 143;
 #   6. and on SIGINT (Ctrl-C): exit 130, summary.json, and a final checkpoint at the step it
-#      stopped after.
+#      stopped after; a second SIGINT ends it at once.
 #
 # Usage: bazel test //tests/grpo:job_stop_resume_test
 set -euo pipefail
@@ -163,5 +163,24 @@ steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps']
   "$tmp/ctrlc/summary.json")
 (($(newest_step "$tmp/ctrlc/ckpt") == steps)) ||
   fail "the newest checkpoint is step $(newest_step "$tmp/ctrlc/ckpt"), the run stopped after $steps"
+
+step "a second Ctrl-C ends troupe run at once"
+"$troupe" run "$spec" --dashboard-port -1 "logging.dir=$tmp/ctrlc2" >"$tmp/ctrlc2.out" \
+  2>"$tmp/ctrlc2.err" &
+run_pid=$!
+for ((i = 0; i < 300; i++)); do
+  (($(newest_step "$tmp/ctrlc2/ckpt") >= 1)) && break
+  kill -0 "$run_pid" 2>/dev/null || fail "troupe run ended early: $(tail -5 "$tmp/ctrlc2.err")"
+  sleep 0.5
+done
+kill -INT "$run_pid"
+sleep 0.2
+kill -INT "$run_pid"
+start=$(date +%s)
+rc=0
+wait "$run_pid" || rc=$?
+took=$(($(date +%s) - start))
+[[ "$rc" == 130 ]] || fail "troupe run exited $rc after two SIGINTs, want 130"
+((took < 10)) || fail "the second SIGINT took ${took}s to end troupe run"
 
 echo "job_stop_resume_test: PASS"
