@@ -31,6 +31,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "actors/checkpointer.h"
 #include "base/status_macros.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
@@ -155,6 +158,7 @@ void InstallStopSignals() {
 }
 
 int RunJob(const RunFlags& f) {
+  const absl::Time started = absl::Now();
   InstallStopSignals();
   absl::StatusOr<recipes::JobSpec> spec = recipes::LoadJobSpec(f.job, f.overrides);
   if (!spec.ok()) {
@@ -310,6 +314,14 @@ int RunJob(const RunFlags& f) {
   if (!r->checkpoint_failures.empty()) {
     std::printf("  checkpoints NOT written: %s\n",
                 absl::StrJoin(r->checkpoint_failures, "; ").c_str());
+  }
+  std::printf("  wall time: %.0fs (RL loop %.0fs, %.0f samples/s trained)\n",
+              absl::ToDoubleSeconds(absl::Now() - started), r->seconds,
+              r->seconds > 0 ? static_cast<double>(r->accounting.used()) / r->seconds : 0.0);
+  if (spec->actors.checkpointer.every_steps > 0) {
+    absl::StatusOr<std::string> newest = actors::LatestCheckpoint(spec->actors.checkpointer.dir);
+    std::printf("  checkpoints: %s (newest: %s)\n", spec->actors.checkpointer.dir.c_str(),
+                newest.ok() ? newest->c_str() : "none");
   }
   std::printf("  metrics: %s/metrics.jsonl (TensorBoard: %s/tb)\n", spec->logging.dir.c_str(),
               spec->logging.dir.c_str());

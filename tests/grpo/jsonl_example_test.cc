@@ -71,6 +71,11 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
   EXPECT_NE(out.find("data: chat messages rendered with " + tok + "/tokenizer_config.json"),
             std::string::npos)
       << out;
+  // The closing summary says where the checkpoints are and how long the job took.
+  EXPECT_NE(out.find("  checkpoints: " + dir + "/run/ckpt (newest: " + dir + "/run/ckpt/step_"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  wall time: "), std::string::npos) << out;
   const nlohmann::json summary = ReadJson(dir + "/run/summary.json");
   SCOPED_TRACE(summary.dump(2));
   EXPECT_EQ(summary["steps"], 4);
