@@ -98,6 +98,9 @@ absl::StatusOr<std::string> StartToken(const StartFlags& f) {
 }
 
 std::string JoinInstructions(const std::string& head_address, const std::string& state_dir) {
+  // The commands as they must be typed: with --state-dir unless it is the default.
+  const std::string flag =
+      state_dir == StartFlags().state_dir ? "" : absl::StrCat(" --state-dir ", state_dir);
   return absl::StrCat(
       "troupe head serving at ", head_address, " (state in ", state_dir, ")\n",
       "  join another machine:  copy ", state_dir, "/token to it (chmod 600), then run\n",
@@ -105,7 +108,8 @@ std::string JoinInstructions(const std::string& head_address, const std::string&
       " --token-file <that copy>\n",
       "                         or set TROUPE_TOKEN to its contents in the agent's environment\n",
       "                         (the token is never printed, logged or put on a command line)\n",
-      "  check the cluster:     troupe status\n", "  stop it:               troupe stop\n");
+      "  check the cluster:     troupe status", flag, "\n", "  stop it:               troupe stop",
+      flag, "\n");
 }
 
 // Replaces every occurrence of `token` in the log at `path` (written by an older troupe, which

@@ -48,6 +48,9 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   EXPECT_TRUE(absl::StrContains(out, "troupe start --address")) << out;
   EXPECT_TRUE(absl::StrContains(out, "--token-file")) << out;
   EXPECT_TRUE(absl::StrContains(out, dir + "/token")) << out;
+  // The hints are the commands to type for this state dir.
+  EXPECT_TRUE(absl::StrContains(out, "troupe status --state-dir " + dir + "\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "troupe stop --state-dir " + dir + "\n")) << out;
   const std::string token = ReadFile(dir + "/token");
   ASSERT_GE(token.size(), 32u);
   EXPECT_FALSE(absl::StrContains(out, token.substr(0, 32))) << out;
