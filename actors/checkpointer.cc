@@ -140,6 +140,18 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
   if (replacing) fs::remove_all(old, ec);
   std::vector<fs::path> all = CompleteCheckpoints(dir);
   for (size_t i = 0; keep > 0 && i + keep < all.size(); ++i) fs::remove_all(all[i], ec);
+  // <dir>/latest: a relative symlink to the newest complete checkpoint (a retried older step
+  // leaves it where it was), replaced by a rename so it always points at a complete one.
+  const fs::path link = fs::path(dir) / "latest";
+  const fs::path scratch = fs::path(dir) / absl::StrCat(".latest-", ::getpid());
+  fs::remove(scratch, ec);
+  fs::create_symlink(all.back().filename(), scratch, ec);
+  if (!ec) fs::rename(scratch, link, ec);
+  if (ec) {
+    fs::remove(scratch, ec);
+    return absl::InternalError(absl::StrCat("wrote ", final_path, " but cannot point ",
+                                            link.string(), " at it: ", ec.message()));
+  }
   return final_path;
 }
 

@@ -13,7 +13,9 @@
 // It is written under a temporary name, every file fsynced, then renamed into place and the
 // parent fsynced: a directory named step_* is always complete. Writing a step that already
 // exists (a retry) moves the earlier copy aside until the new one is in place. Older ones beyond
-// `keep` are removed after the new one is in place. A new Checkpointer removes the scratch
+// `keep` are removed after the new one is in place. <dir>/latest is a relative symlink to the
+// newest complete checkpoint (like Hugging Face Trainer's and verl's "latest" markers), replaced
+// atomically after each write. A new Checkpointer removes the scratch
 // directories that dead writers left behind (RemoveAbandonedScratch).
 // Config: proto::CheckpointerConfig (proto/actor_config.proto): the directory, and how many of
 // the newest checkpoints to keep (0 = all).

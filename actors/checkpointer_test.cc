@@ -74,6 +74,11 @@ TEST(Checkpointer, WritesCompleteCheckpointsAndKeepsTheNewest) {
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(*latest, dir + "/step_00000006");
   EXPECT_EQ(Read(*latest + "/trainer_state.pt"), "state");
+  // The `latest` pointer: a relative symlink to the newest, kept there by a retried older step.
+  EXPECT_EQ(fs::read_symlink(dir + "/latest").string(), "step_00000006");
+  ASSERT_TRUE(WriteCheckpoint(dir, /*keep=*/2, Request(4, "{}")).ok());
+  EXPECT_EQ(fs::read_symlink(dir + "/latest").string(), "step_00000006");
+  EXPECT_EQ(Read(dir + "/latest/trainer_state.pt"), "state");
 }
 
 TEST(Checkpointer, RewritingAStepReplacesItAndLeavesNoScratch) {

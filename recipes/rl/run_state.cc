@@ -64,7 +64,8 @@ absl::Status RunState::Begin() {
                        absl::StrJoin(found, ", "), ")"));
       std::error_code ec;
       for (const auto& e : fs::directory_iterator(spec_.actors.checkpointer.dir, ec)) {
-        if (e.path().filename().string().rfind("step_", 0) != 0) continue;
+        const std::string name = e.path().filename().string();
+        if (name.rfind("step_", 0) != 0 && name != "latest") continue;  // latest: their pointer
         std::error_code rm;
         fs::remove_all(e.path(), rm);
         if (rm) {
