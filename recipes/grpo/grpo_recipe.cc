@@ -28,7 +28,7 @@ class GrpoRecipe : public Recipe {
   GrpoRecipe(const JobSpec& spec, Cluster& cluster, const RunOptions& options)
       : spec_(spec),
         cluster_(cluster),
-        options_(options),
+        options_(LogAboveProgress(options, [this] { return state_.progress(); })),
         state_(spec, options_),
         prefix_(options.job_id.empty() ? spec.name : options.job_id) {}
   // The job's actors end with it (their groups kill them), whether it succeeded or not.

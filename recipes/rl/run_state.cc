@@ -46,6 +46,15 @@ std::vector<std::string> FindEarlierRun(const JobSpec& spec) {
   return found;
 }
 
+RunOptions LogAboveProgress(RunOptions options, std::function<metrics::ProgressLine*()> progress) {
+  options.log = [log = std::move(options.log),
+                 progress = std::move(progress)](const std::string& line) {
+    if (metrics::ProgressLine* bar = progress ? progress() : nullptr) bar->Clear();
+    if (log) log(line);
+  };
+  return options;
+}
+
 RunState::RunState(const JobSpec& spec, const RunOptions& options)
     : spec_(spec), options_(options) {}
 

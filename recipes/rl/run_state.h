@@ -19,6 +19,7 @@
 #define TROUPE_RECIPES_RL_RUN_STATE_H_
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,11 @@ namespace troupe::recipes {
 
 // An earlier run's outputs where `spec` would write, one line each; empty if there are none.
 std::vector<std::string> FindEarlierRun(const JobSpec& spec);
+
+// `options` with a log that first clears the progress line `progress()` returns (null: none
+// yet), so a log line never lands glued onto a terminal's progress bar; the bar is drawn again
+// at its next update. For a recipe whose RunState draws the bar while its actors' pools log.
+RunOptions LogAboveProgress(RunOptions options, std::function<metrics::ProgressLine*()> progress);
 
 class RunState {
  public:
