@@ -466,23 +466,12 @@ class Section {
     Note(key, "a path or a list of paths", out->empty() ? "[]" : absl::StrJoin(*out, ", "));
     const SpecNode* v = Present(key, false);
     if (v == nullptr) return nullptr;
-    std::vector<std::string> values;
-    bool ok = v->kind == Kind::kScalar && !v->scalar.empty();
-    if (ok) values.push_back(v->scalar);
-    if (v->kind == Kind::kList && !v->items.empty()) {
-      ok = true;
-      for (const SpecNode& item : v->items) {
-        ok = ok && item.kind == Kind::kScalar && !item.scalar.empty();
-        values.push_back(item.scalar);
-      }
-    }
-    if (!ok) {
+    if (!NonEmptyScalars(*v, out)) {
       Error(*v, key,
             absl::StrCat("expected a path or a non-empty list of paths, got ",
                          v->kind == Kind::kScalar ? Quote(v->scalar) : Got(*v)));
       return nullptr;
     }
-    *out = std::move(values);
     return v;
   }
 
@@ -491,22 +480,29 @@ class Section {
     Note(key, "a name or a list of names", "[]");
     const SpecNode* v = Present(key, false);
     if (v == nullptr) return nullptr;
-    std::vector<std::string> values;
-    bool ok = v->kind == Kind::kScalar && !v->scalar.empty();
-    if (ok) values.push_back(v->scalar);
-    if (v->kind == Kind::kList && !v->items.empty()) {
-      ok = true;
-      for (const SpecNode& item : v->items) {
-        ok = ok && item.kind == Kind::kScalar && !item.scalar.empty();
-        values.push_back(item.scalar);
-      }
-    }
-    if (!ok) {
+    if (!NonEmptyScalars(*v, out)) {
       Error(*v, key, absl::StrCat("expected a name or a non-empty list of names, got ", Got(*v)));
       return nullptr;
     }
-    *out = std::move(values);
     return v;
+  }
+
+  // `v` as a list of non-empty strings: a non-empty scalar, or a non-empty list of them. Sets
+  // *out only when it is one.
+  static bool NonEmptyScalars(const SpecNode& v, std::vector<std::string>* out) {
+    std::vector<std::string> values;
+    if (v.kind == Kind::kScalar && !v.scalar.empty()) {
+      values.push_back(v.scalar);
+    } else if (v.kind == Kind::kList && !v.items.empty()) {
+      for (const SpecNode& item : v.items) {
+        if (item.kind != Kind::kScalar || item.scalar.empty()) return false;
+        values.push_back(item.scalar);
+      }
+    } else {
+      return false;
+    }
+    *out = std::move(values);
+    return true;
   }
 
   // A list of numbers >= 0 (or one number).
