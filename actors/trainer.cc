@@ -10,6 +10,7 @@
 #include "actors/checkpointer.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "metrics/metric_catalog.h"
 #include "runtime/actor_registry.h"
 
 namespace troupe::actors {
@@ -38,7 +39,8 @@ absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepReques
   if (publisher_ != nullptr && !skipped) {
     const absl::Time publish_start = absl::Now();
     absl::Status s = publisher_->Publish(weight_version(), core_->CurrentWeights());
-    m["time/publish_s"] = absl::ToDoubleSeconds(absl::Now() - publish_start);
+    m[metrics::metric_names::kTimingUpdateWeights] =
+        absl::ToDoubleSeconds(absl::Now() - publish_start);
     if (!s.ok()) {
       TROUPE_LOG(WARNING) << absl::StrFormat("trainer: publishing weights v%lld failed: %s",
                                              static_cast<long long>(weight_version()),

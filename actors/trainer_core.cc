@@ -10,7 +10,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/file_util.h"
+#include "base/process_stats.h"
 #include "base/status_macros.h"
+#include "metrics/metric_catalog.h"
 #include "models/catch_torch.h"
 #include "models/safetensors.h"
 #include "models/tokenizers/tokenizer.h"
@@ -20,6 +22,7 @@ namespace troupe::actors {
 namespace {
 
 using models::CatchTorch;
+namespace n = metrics::metric_names;
 
 absl::Status ConfigError(const std::string& what) {
   return absl::InvalidArgumentError("trainer config: " + what);
@@ -47,14 +50,14 @@ class LossDiagnostics {
   void Report(google::protobuf::Map<std::string, double>& m) const {
     const auto token_mean = [&](double sum) { return tokens_ > 0 ? sum / tokens_ : 0.0; };
     const auto term_mean = [&](double sum) { return terms_ > 0 ? sum / terms_ : 0.0; };
-    m["train/pg_loss"] = term_mean(pg_loss_);
-    m["train/kl"] = term_mean(kl_loss_);
-    m["train/clip_fraction"] = token_mean(clip_fraction_);
-    m["train/ratio_mean"] = token_mean(ratio_mean_);
-    m["train/approx_kl"] = token_mean(approx_kl_);
-    m["train/entropy"] = token_mean(entropy_);
-    m["train/importance_weight_mean"] = token_mean(weight_mean_);
-    m["train/importance_weight_clip_fraction"] = token_mean(capped_fraction_);
+    m[n::kPgLoss] = term_mean(pg_loss_);
+    m[n::kKlLoss] = term_mean(kl_loss_);
+    m[n::kPgClipFrac] = token_mean(clip_fraction_);
+    m[n::kRatioMean] = token_mean(ratio_mean_);
+    m[n::kPpoKl] = token_mean(approx_kl_);
+    m[n::kEntropy] = token_mean(entropy_);
+    m[n::kIsWeightMean] = token_mean(weight_mean_);
+    m[n::kIsWeightClipFrac] = token_mean(capped_fraction_);
   }
 
  private:
@@ -69,6 +72,20 @@ at::Tensor SliceRows(const at::Tensor& values, int64_t begin, int64_t end,
                      const SequenceBatch& slice) {
   if (!values.defined()) return values;
   return values.slice(0, begin, end).slice(1, 0, slice.targets.size(1));
+}
+
+// critic/advantages/{mean,max,min} over the response tokens `mask` marks: a per-sequence
+// advantage [B] (GRPO) counts once per response token, as a per-token one [B, T] does.
+void ReportAdvantages(const at::Tensor& advantages, const at::Tensor& mask,
+                      google::protobuf::Map<std::string, double>& m) {
+  const at::Tensor on = mask.to(torch::kBool);
+  at::Tensor adv = advantages.detach().to(torch::kDouble);
+  if (adv.dim() == 1) adv = adv.unsqueeze(1).expand(on.sizes());
+  const at::Tensor values = adv.masked_select(on);
+  if (values.numel() == 0) return;
+  m[n::kAdvantagesMean] = values.mean().item<double>();
+  m[n::kAdvantagesMax] = values.max().item<double>();
+  m[n::kAdvantagesMin] = values.min().item<double>();
 }
 
 }  // namespace
@@ -214,10 +231,11 @@ absl::StatusOr<proto::TrainStepReply> TrainerCore::Update(const proto::TrainStep
   if (skipped_out != nullptr) *skipped_out = *skipped;
   reply.set_weight_version(version_);
   auto& m = *reply.mutable_metrics();
-  double reward_sum = 0;
-  for (float r : rewards) reward_sum += r;
-  m["reward/mean"] = reward_sum / rewards.size();
-  m["time/trainer_update_s"] = absl::ToDoubleSeconds(absl::Now() - start);
+  m[n::kTimingUpdateActor] = absl::ToDoubleSeconds(absl::Now() - start);
+  if (absl::StatusOr<ProcessMemory> mem = ReadProcessMemory(0); mem.ok()) {
+    m[n::kMaxMemoryGb] = static_cast<double>(mem->peak_rss_bytes) / (1 << 30);
+    m[n::kCpuMemoryUsedGb] = static_cast<double>(mem->rss_bytes) / (1 << 30);
+  }
   return reply;
 }
 
@@ -290,13 +308,15 @@ absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
 
   reply.set_step(metrics->step);
   auto& m = *reply.mutable_metrics();
-  m["train/loss"] = metrics->loss;
+  m[n::kLoss] = metrics->loss;
+  m[n::kKlCoef] = loss_options_.kl_coef;
   diagnostics.Report(m);
-  m["train/grad_norm"] = metrics->grad_norm;
-  m["train/lr"] = metrics->lr;
-  m["train/tokens"] = static_cast<double>(metrics->tokens);
-  m["train/micro_batches"] = static_cast<double>(num_micro);
-  m["train/skipped"] = metrics->skipped ? 1 : 0;
+  ReportAdvantages(advantages, batch.response_mask, m);
+  m[n::kGradNorm] = metrics->grad_norm;
+  m[n::kLr] = metrics->lr;
+  m[n::kTotalNumTokens] = static_cast<double>(metrics->tokens);
+  m[n::kMicroBatches] = static_cast<double>(num_micro);
+  m[n::kSkipped] = metrics->skipped ? 1 : 0;
   return metrics->skipped;
 }
 

@@ -16,7 +16,7 @@
 //   J = w · min(ρ·A, clip(ρ, 1-ε_low, 1+ε_high)·A) - kl_coef·KL(π_θ || π_ref) + entropy_coeff·H
 // where H is the entropy of the policy's next-token distribution at the token (computed with the
 // log-probs in one pass over the logits, kernels::TokenLogProbsWithEntropy; differentiable only
-// when entropy_coeff != 0, and always reported as train/entropy).
+// when entropy_coeff != 0, and always reported as actor/entropy).
 //
 // Off-policy correction (`off_policy`): samples may come from older policy versions (asynchronous
 // mode), with behaviour log-probs π_behav recorded by the rollout.
@@ -29,14 +29,15 @@
 // forward passes of all its micro-batches, so the log-probs of those forward passes, detached,
 // are π_prox (there is no dropout). A trainer that took several optimizer steps per call (PPO
 // epochs or mini-batches) would need a no-grad forward pass over the batch before the first one.
-// Reported: train/importance_weight_mean (token mean of w after truncation/masking) and
-// train/importance_weight_clip_fraction (tokens whose π_prox / π_behav exceeded the cap); 1 and
-// 0 with `none`.
+// Reported: actor/is_weight_mean (token mean of w after truncation/masking) and
+// actor/is_weight_clipfrac (tokens whose π_prox / π_behav exceeded the cap); 1 and 0 with `none`.
 //
-// Step reply metrics: train/{loss, pg_loss, kl, entropy, clip_fraction, ratio_mean, approx_kl,
-// importance_weight_mean, importance_weight_clip_fraction, grad_norm, lr, tokens, micro_batches,
-// skipped}, reward/mean, time/trainer_update_s (and time/publish_s). Token means (clip fraction,
-// ratio, entropy, weights) are over all response tokens of the step; pg_loss and kl are
+// Step reply metrics (names and meanings: metrics/metric_catalog.h, docs/metrics.md): actor/{loss,
+// pg_loss, kl_loss, kl_coef, entropy, pg_clipfrac, ratio_mean, ppo_kl, is_weight_mean,
+// is_weight_clipfrac, grad_norm, lr, micro_batches, skipped}, critic/advantages/{mean,max,min},
+// perf/{total_num_tokens, max_memory_gb, cpu_memory_used_gb}, timing_s/update_actor (and
+// timing_s/update_weights from the Trainer actor). Token means (clip fraction, ratio, entropy,
+// weights, advantages) are over all response tokens of the step; pg_loss and kl_loss are
 // aggregated as the loss is.
 //
 // Config: proto::TrainerConfig (proto/actor_config.proto, where each field's meaning and default
@@ -70,7 +71,7 @@ class TrainerCore {
   // One update over req.groups (every group the same non-zero size; ref_logprobs aligned with
   // the samples when kl_coef != 0): advantages, micro-batched forward/backward, one optimizer
   // step, and the weight version bumped unless the step was skipped. Fills the reply's step,
-  // weight_version and metrics (train/*, reward/mean, time/trainer_update_s). INVALID_ARGUMENT
+  // weight_version and metrics (actor/*, critic/advantages/*, ...: above). INVALID_ARGUMENT
   // for malformed groups or per-token lists; a LibTorch error is INTERNAL. On error nothing is
   // updated. `skipped` (optional) is set to whether the optimizer step was skipped.
   absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req,

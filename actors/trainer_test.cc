@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -188,10 +189,10 @@ TEST(TrainerActor, EntropyBonusAloneMovesTheWeightsTowardsHigherEntropy) {
   EXPECT_EQ(MaxAbsDiff(without.params, initial), 0.0) << "no gradient without the bonus";
   EXPECT_GT(MaxAbsDiff(with.params, initial), 5e-4);
   // The metric is the token mean of the entropy, with and without the bonus.
-  EXPECT_NEAR(without.metric("train/entropy"), current.entropy_mean, 1e-5);
-  EXPECT_NEAR(with.metric("train/entropy"), current.entropy_mean, 1e-5);
+  EXPECT_NEAR(without.metric("actor/entropy"), current.entropy_mean, 1e-5);
+  EXPECT_NEAR(with.metric("actor/entropy"), current.entropy_mean, 1e-5);
   // The second step reports the entropy after the first update: it went up.
-  EXPECT_GT(with.metric("train/entropy", 1), with.metric("train/entropy", 0));
+  EXPECT_GT(with.metric("actor/entropy", 1), with.metric("actor/entropy", 0));
 }
 
 TEST(TrainerActor, EntropyBonusChangesAPolicyGradientUpdate) {
@@ -201,7 +202,7 @@ TEST(TrainerActor, EntropyBonusChangesAPolicyGradientUpdate) {
   const TrainerRun without = Train(Config({{"entropy_coeff", 0.0}}), {req});
   const TrainerRun with = Train(Config({{"entropy_coeff", 0.05}}), {req});
   EXPECT_GT(MaxAbsDiff(without.params, with.params), 1e-3);
-  EXPECT_NE(without.metric("train/loss"), with.metric("train/loss"));
+  EXPECT_NE(without.metric("actor/loss"), with.metric("actor/loss"));
 }
 
 struct Weights {
@@ -249,18 +250,18 @@ TEST(TrainerActor, OffPolicyModesDifferOnStaleSamplesAndReportTheHandComputedWei
   const Weights w = HandWeights(current.logp, req, 3.0, /*mask=*/false);
   EXPECT_GT(t.capped_fraction, 0.2);
   EXPECT_EQ(w.capped_fraction, 0.0);
-  EXPECT_NEAR(truncate.metric("train/importance_weight_mean"), t.mean, 1e-5);
-  EXPECT_NEAR(truncate.metric("train/importance_weight_clip_fraction"), t.capped_fraction, 1e-9);
-  EXPECT_NEAR(mask.metric("train/importance_weight_mean"), m.mean, 1e-5);
-  EXPECT_NEAR(mask.metric("train/importance_weight_clip_fraction"), m.capped_fraction, 1e-9);
-  EXPECT_NEAR(wide.metric("train/importance_weight_mean"), w.mean, 1e-5);
-  EXPECT_EQ(wide.metric("train/importance_weight_clip_fraction"), 0.0);
-  EXPECT_EQ(none.metric("train/importance_weight_mean"), 1.0);
-  EXPECT_EQ(none.metric("train/importance_weight_clip_fraction"), 0.0);
+  EXPECT_NEAR(truncate.metric("actor/is_weight_mean"), t.mean, 1e-5);
+  EXPECT_NEAR(truncate.metric("actor/is_weight_clipfrac"), t.capped_fraction, 1e-9);
+  EXPECT_NEAR(mask.metric("actor/is_weight_mean"), m.mean, 1e-5);
+  EXPECT_NEAR(mask.metric("actor/is_weight_clipfrac"), m.capped_fraction, 1e-9);
+  EXPECT_NEAR(wide.metric("actor/is_weight_mean"), w.mean, 1e-5);
+  EXPECT_EQ(wide.metric("actor/is_weight_clipfrac"), 0.0);
+  EXPECT_EQ(none.metric("actor/is_weight_mean"), 1.0);
+  EXPECT_EQ(none.metric("actor/is_weight_clipfrac"), 0.0);
   // With none the ratio is taken against π_behav (not 1); with the decoupled objective against
   // π_prox, which is the policy being optimised at this point (ratio exactly 1).
-  EXPECT_GT(std::abs(none.metric("train/ratio_mean") - 1.0), 0.1);
-  EXPECT_NEAR(truncate.metric("train/ratio_mean"), 1.0, 1e-6);
+  EXPECT_GT(std::abs(none.metric("actor/ratio_mean") - 1.0), 0.1);
+  EXPECT_NEAR(truncate.metric("actor/ratio_mean"), 1.0, 1e-6);
 }
 
 TEST(TrainerActor, OnPolicySamplesGiveTheSameUpdateInEveryOffPolicyMode) {
@@ -274,10 +275,10 @@ TEST(TrainerActor, OnPolicySamplesGiveTheSameUpdateInEveryOffPolicyMode) {
   EXPECT_LT(MaxAbsDiff(none.params, mask.params), 1e-5);
   EXPECT_GT(MaxAbsDiff(none.params, InitialParams()), 1e-3) << "the step did move the weights";
   for (const TrainerRun* r : {&truncate, &mask}) {
-    EXPECT_NEAR(r->metric("train/importance_weight_mean"), 1.0, 1e-5);
-    EXPECT_EQ(r->metric("train/importance_weight_clip_fraction"), 0.0);
+    EXPECT_NEAR(r->metric("actor/is_weight_mean"), 1.0, 1e-5);
+    EXPECT_EQ(r->metric("actor/is_weight_clipfrac"), 0.0);
   }
-  EXPECT_NEAR(none.metric("train/loss"), truncate.metric("train/loss"), 1e-6);
+  EXPECT_NEAR(none.metric("actor/loss"), truncate.metric("actor/loss"), 1e-6);
 }
 
 TEST(TrainerActor, MicroBatchesGiveTheWholeBatchUpdateInEveryAggregationMode) {
@@ -297,22 +298,53 @@ TEST(TrainerActor, MicroBatchesGiveTheWholeBatchUpdateInEveryAggregationMode) {
     const TrainerRun by_two = Train(Config(two), {req});
     const TrainerRun by_three = Train(Config(three), {req});
     ASSERT_FALSE(whole.replies.empty() || by_two.replies.empty() || by_three.replies.empty());
-    EXPECT_EQ(whole.metric("train/micro_batches"), 1) << agg;
-    EXPECT_EQ(by_two.metric("train/micro_batches"), 4) << agg;
-    EXPECT_EQ(by_three.metric("train/micro_batches"), 3) << agg;
+    EXPECT_EQ(whole.metric("actor/micro_batches"), 1) << agg;
+    EXPECT_EQ(by_two.metric("actor/micro_batches"), 4) << agg;
+    EXPECT_EQ(by_three.metric("actor/micro_batches"), 3) << agg;
     EXPECT_GT(MaxAbsDiff(whole.params, InitialParams()), 1e-3) << agg;
     for (const TrainerRun* r : {&by_two, &by_three}) {
       EXPECT_LT(MaxAbsDiff(whole.params, r->params), 1e-5) << agg;
-      for (const char* key : {"train/loss", "train/pg_loss", "train/kl", "train/entropy",
-                              "train/importance_weight_mean", "train/grad_norm"}) {
+      for (const char* key : {"actor/loss", "actor/pg_loss", "actor/kl_loss", "actor/entropy",
+                              "actor/is_weight_mean", "actor/grad_norm"}) {
         EXPECT_NEAR(r->metric(key), whole.metric(key), 1e-5) << agg << " " << key;
       }
-      EXPECT_EQ(r->metric("train/tokens"), whole.metric("train/tokens")) << agg;
-      EXPECT_EQ(r->metric("train/importance_weight_clip_fraction"),
-                whole.metric("train/importance_weight_clip_fraction"))
+      EXPECT_EQ(r->metric("perf/total_num_tokens"), whole.metric("perf/total_num_tokens")) << agg;
+      EXPECT_EQ(r->metric("actor/is_weight_clipfrac"), whole.metric("actor/is_weight_clipfrac"))
           << agg;
     }
   }
+}
+
+// critic/advantages/* worked out by hand: without the std scaling a sample's advantage is its
+// reward minus its group's mean, counted once per response token (sample i has i + 1 tokens).
+TEST(TrainerActor, ReportsTokenWeightedAdvantagesKlCoefAndMemory) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {0.0f});
+  SetReference(req, current.logp);
+  const TrainerRun run = Train(Config({{"norm_adv_by_std", false}, {"kl_coef", 0.05}}), {req});
+  ASSERT_EQ(run.replies.size(), 1u);
+  double weighted = 0, tokens = 0, hi = -1e9, lo = 1e9;
+  for (int g = 0; g < 2; ++g) {
+    double mean = 0;
+    for (int i = 0; i < 4; ++i) mean += kRewards[g * 4 + i] / 4.0;
+    for (int i = 0; i < 4; ++i) {
+      const double a = kRewards[g * 4 + i] - mean;
+      weighted += a * (i + 1);
+      tokens += i + 1;
+      hi = std::max(hi, a);
+      lo = std::min(lo, a);
+    }
+  }
+  EXPECT_NEAR(run.metric("critic/advantages/mean"), weighted / tokens, 1e-6);
+  EXPECT_NEAR(run.metric("critic/advantages/max"), hi, 1e-6);  // 1 - 0.375 in group 0
+  EXPECT_NEAR(run.metric("critic/advantages/min"), lo, 1e-6);  // 0 - 0.55 in group 1
+  EXPECT_EQ(run.metric("actor/kl_coef"), 0.05);
+  EXPECT_EQ(run.metric("perf/total_num_tokens"), tokens);
+  // A process that loaded LibTorch and a model holds well over 10 MB; its peak is >= now.
+  EXPECT_GT(run.metric("perf/cpu_memory_used_gb"), 0.01);
+  EXPECT_GE(run.metric("perf/max_memory_gb"), run.metric("perf/cpu_memory_used_gb"));
+  EXPECT_GE(run.metric("timing_s/update_actor"), 0.0);
 }
 
 TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {

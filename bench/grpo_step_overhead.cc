@@ -96,7 +96,7 @@ absl::StatusOr<std::vector<double>> RunOnActors(const Flags& f, const recipes::J
   recipes::GrpoRunOptions o;
   o.job_id = "overhead";
   o.on_step = [&](int64_t, const std::map<std::string, double>& m) {
-    times.push_back(m.at("time/step_s"));
+    times.push_back(m.at("timing_s/step"));
     auto get = [&m](const char* key) {
       auto it = m.find(key);
       return it == m.end() ? 0.0 : it->second;
@@ -104,8 +104,8 @@ absl::StatusOr<std::vector<double>> RunOnActors(const Flags& f, const recipes::J
     std::fprintf(stderr,
                  "actors: step %zu/%d  %.3fs (generate %.3f, reference %.3f, update %.3f, "
                  "publish %.3f)\n",
-                 times.size(), f.steps, times.back(), get("time/generate_s"),
-                 get("time/reference_s"), get("time/trainer_update_s"), get("time/publish_s"));
+                 times.size(), f.steps, times.back(), get("timing_s/gen"), get("timing_s/ref"),
+                 get("timing_s/update_actor"), get("timing_s/update_weights"));
   };
   TROUPE_RETURN_IF_ERROR(recipes::RunGrpo(spec, cluster->cluster(), o).status());
   std::fprintf(stderr, "\n");

@@ -75,10 +75,10 @@ absl::StatusOr<Run> RunOnce(const Flags& f, int64_t staleness, const std::string
       auto it = m.find(k);
       return it == m.end() ? 0.0 : it->second;
     };
-    sums[0] += get("time/step_s");
-    sums[1] += get("time/generate_s");
-    sums[2] += get("time/train_s");
-    sums[3] += get("time/reference_s");
+    sums[0] += get("timing_s/step");
+    sums[1] += get("timing_s/gen");
+    sums[2] += get("timing_s/train_call");
+    sums[3] += get("timing_s/ref");
     ++counted;
   };
   o.log = [staleness](const std::string& line) {

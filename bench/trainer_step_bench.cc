@@ -131,7 +131,7 @@ int Main(int argc, char** argv) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (!reply.ok()) Die(reply.status().ToString());
     std::fprintf(stderr, "step %d/%d  %.4fs (cpu %.4fs)  loss %.5f\n", step + 1, warmup + steps,
-                 seconds, cpu, reply->metrics().at("train/loss"));
+                 seconds, cpu, reply->metrics().at("actor/loss"));
     if (step >= warmup) {
       times.push_back(seconds);
       cpu_times.push_back(cpu);

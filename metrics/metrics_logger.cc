@@ -152,11 +152,11 @@ absl::Status MetricsLogger::Log(int64_t step, const Scalars& scalars,
     bucketed.emplace(name, *std::move(h));
   }
 
+  // metrics.jsonl holds flat scalars only; histograms go to TensorBoard.
   MetricsRecord record;
   record.step = step;
   record.time = absl::ToDoubleSeconds(time - absl::UnixEpoch());
   record.scalars = scalars;
-  record.histograms = std::move(bucketed);
   const std::string line = EncodeMetricsRecord(record) + "\n";
 
   absl::MutexLock lock(&mu_);
@@ -167,10 +167,10 @@ absl::Status MetricsLogger::Log(int64_t step, const Scalars& scalars,
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics step ", step, " is below the last step ", last_step_, " of ", jsonl_path_));
   }
-  TROUPE_RETURN_IF_ERROR(jsonl_->Append(line));
+  if (!scalars.empty()) TROUPE_RETURN_IF_ERROR(jsonl_->Append(line));
   last_step_ = step;
   if (events_ != nullptr) {
-    TROUPE_RETURN_IF_ERROR(events_->WriteSummary(step, time, record.scalars, record.histograms));
+    TROUPE_RETURN_IF_ERROR(events_->WriteSummary(step, time, record.scalars, bucketed));
   }
   return absl::OkStatus();
 }

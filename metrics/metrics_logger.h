@@ -5,22 +5,18 @@
 // ---------------------------------------------------------------------------
 // One JSON object per line, UTF-8, each line ending in '\n', appended in Log order:
 //
-//   {"step":37,"time":1796200005.25,"reward/mean":0.41,"train/kl":0.0012,
-//    "rollout/staleness":{"buckets":[0.5,1.5,2.5],"counts":[2,1,3],
-//                         "min":0.0,"max":2.0,"num":6,"sum":7.0,"sum_squares":13.0}}
+//   {"step":37,"time":1796200005.25,"actor/kl_loss":0.0012,"critic/score/mean":0.41}
 //
 //   "step"  integer >= 0: the training step. Non-decreasing through the file.
 //   "time"  number: wall-clock time of the record, Unix seconds.
-//   other keys: metric names (sorted), any non-empty string except "step" and "time", without
-//     control characters; "/" groups them in TensorBoard ("time/generate_s"). The value is
-//       - a number: a scalar;
+//   other keys: metric names (sorted; the RL recipes' are listed in metric_catalog.h), any
+//     non-empty string except "step" and "time", without control characters; "/" groups them in
+//     TensorBoard ("timing_s/gen"). The value is a flat scalar:
+//       - a number;
 //       - "NaN", "Infinity" or "-Infinity": a non-finite scalar (JSON has no literal for these;
-//         JavaScript's Number() parses the strings);
-//       - an object: a histogram (histogram.h): "buckets" = the bucket upper edges, "counts" =
-//         values per bucket (same length); bucket 0 spans [min, buckets[0]), bucket i spans
-//         [buckets[i-1], buckets[i]), the last one includes its upper edge. "min", "max", "num"
-//         (number of values), "sum", "sum_squares" summarize the raw values. num == 0 means no
-//         values (empty buckets and counts).
+//         JavaScript's Number() parses the strings).
+//   Histograms are written to TensorBoard only. (Files written before that may also hold
+//   histogram objects, see metrics_record.h; readers still accept them.)
 //   One record holds what one Log call logged. A step may have several records (e.g. training
 //   metrics, then held-out accuracy every K steps in a second call): per metric and step, the
 //   value of the last record that carries that metric wins.
@@ -43,8 +39,8 @@
 //   MetricsLoggerOptions options;
 //   options.resume_step = checkpoint_step;  // Only when resuming.
 //   absl::StatusOr<std::unique_ptr<MetricsLogger>> logger = MetricsLogger::Open(dir, options);
-//   (*logger)->Log(step, {{"reward/mean", 0.41}, {"train/kl", 0.0012}},
-//                  {{"rollout/staleness", {0, 0, 1, 2}}});
+//   (*logger)->Log(step, {{"critic/score/mean", 0.41}, {"actor/kl_loss", 0.0012}},
+//                  {{"rollout/staleness", {0, 0, 1, 2}}});  // the histogram: TensorBoard only
 //
 // Ownership: owns its files; closes them on destruction. Thread-safety: Log may be called from
 // any number of threads (records are written whole, in the order the calls take the lock).
@@ -67,23 +63,6 @@
 #include "metrics/event_file_writer.h"
 
 namespace troupe::metrics {
-
-// Metric names the RL recipes use, so the dashboard and TensorBoard see the same series across
-// recipes. Drivers may log any other name too.
-namespace metric_names {
-inline constexpr char kRewardMean[] = "reward/mean";
-inline constexpr char kHeldOutAccuracy[] = "eval/accuracy";  // Every K steps.
-inline constexpr char kLoss[] = "train/loss";
-inline constexpr char kKl[] = "train/kl";
-inline constexpr char kEntropy[] = "train/entropy";
-inline constexpr char kClipFraction[] = "train/clip_fraction";
-inline constexpr char kStaleness[] = "rollout/staleness";  // Histogram of policy-version lag.
-inline constexpr char kSamplesDropped[] = "rollout/samples_dropped";
-inline constexpr char kGenerationTokensPerSecond[] = "perf/generation_tokens_per_s";
-inline constexpr char kTrainingTokensPerSecond[] = "perf/training_tokens_per_s";
-// Time breakdown: "time/<phase>_s", e.g. "time/generate_s", "time/train_s", "time/sync_s".
-inline constexpr char kTimePrefix[] = "time/";
-}  // namespace metric_names
 
 struct MetricsLoggerOptions {
   // Also write TensorBoard event files.
@@ -119,8 +98,9 @@ class MetricsLogger {
   MetricsLogger(const MetricsLogger&) = delete;
   MetricsLogger& operator=(const MetricsLogger&) = delete;
 
-  // Appends one record for `step` (scalars, then histograms bucketed per options) to
-  // metrics.jsonl and the same values as one Event to the event file. wall_time defaults to now.
+  // Appends one record of `step`'s scalars to metrics.jsonl (none if `scalars` is empty) and the
+  // scalars and histograms (bucketed per options) as one Event to the event file. wall_time
+  // defaults to now.
   // InvalidArgument (nothing written) if step < 0 or below last_step(), a name is invalid or used
   // as both a scalar and a histogram, or a histogram value is not finite. Non-finite scalars are
   // fine. A write error is returned as is; the JSONL line is written first.

@@ -77,16 +77,15 @@ TEST(MetricsLogger, WritesOneJsonLinePerLogCallVisibleBeforeItReturns) {
                           "{\"step\":2,\"time\":1796200002.0,\"reward/mean\":0.75}"));
 }
 
-TEST(MetricsLogger, WritesHistogramsAsBucketsAndCounts) {
+TEST(MetricsLogger, KeepsHistogramsOutOfTheJsonlFile) {
   const std::string dir = FreshDir("histograms");
   auto logger = OpenOrDie(dir);
   ASSERT_NE(logger, nullptr);
   ASSERT_TRUE(logger->Log(3, {{"x", 1}}, {{"rollout/staleness", {2, 0, 2, 1, 0, 2}}}, kT0).ok());
-  EXPECT_EQ(
-      ReadAll(logger->jsonl_path()),
-      "{\"step\":3,\"time\":1796200000.0,\"rollout/staleness\":{\"buckets\":[0.5,1.5,2.5],"
-      "\"counts\":[2,1,3],\"min\":0.0,\"max\":2.0,\"num\":6,\"sum\":7.0,\"sum_squares\":13.0},"
-      "\"x\":1.0}\n");
+  // A histogram-only call writes no line at all (its step still orders later calls).
+  ASSERT_TRUE(logger->Log(4, {}, {{"rollout/staleness", {1}}}, kT0).ok());
+  EXPECT_EQ(ReadAll(logger->jsonl_path()), "{\"step\":3,\"time\":1796200000.0,\"x\":1.0}\n");
+  EXPECT_FALSE(logger->Log(3, {{"x", 2}}, {}, kT0).ok());
 }
 
 TEST(MetricsLogger, UsesTheConfiguredNumberOfHistogramBuckets) {
@@ -96,10 +95,14 @@ TEST(MetricsLogger, UsesTheConfiguredNumberOfHistogramBuckets) {
   auto logger = OpenOrDie(dir, options);
   ASSERT_NE(logger, nullptr);
   ASSERT_TRUE(logger->Log(0, {}, {{"adv", {-1.0, -0.5, 0.1, 0.2, 1.0}}}, kT0).ok());
-  absl::StatusOr<MetricsRecord> r = DecodeMetricsRecord(Lines(logger->jsonl_path())[0]);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(r->histograms.at("adv").bucket_limits, ElementsAre(-0.5, 0.0, 0.5, 1.0));
-  EXPECT_THAT(r->histograms.at("adv").counts, ElementsAre(1, 1, 2, 1));
+  absl::StatusOr<std::vector<testing::Event>> events =
+      testing::ReadEvents(logger->event_file_path());
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_THAT(*events, SizeIs(3));
+  const auto& histo = (*events)[2].summary().value(0).histo();
+  EXPECT_EQ((*events)[2].summary().value(0).tag(), "adv");
+  EXPECT_THAT(histo.bucket_limit(), ElementsAre(-0.5, 0.0, 0.5, 1.0));
+  EXPECT_THAT(histo.bucket(), ElementsAre(1, 1, 2, 1));
 }
 
 TEST(MetricsLogger, WritesNonFiniteScalarsAsStrings) {

@@ -12,7 +12,7 @@
 // Reward of a sample: 1 for the exact answer (stopped, equal to the reference); otherwise
 // `partial_weight` times the share of the reference's digits that the response has right at the
 // same place (counted from the last digit), 0 for a response that is not all digits.
-// reward_components: "correct" (0/1, what the recipe reports as reward/accuracy) and
+// reward_components: "correct" (0/1, what the recipe reports as reward/correct) and
 // "digit_credit". config: {"partial_weight": 0.5}, in [0, 1).
 #include <algorithm>
 #include <cstdio>

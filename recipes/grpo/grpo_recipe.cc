@@ -10,6 +10,7 @@
 #include "actors/reference.h"
 #include "actors/replay_buffer.h"
 #include "base/status_macros.h"
+#include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
 #include "recipes/rl/initial_policy.h"
@@ -22,6 +23,8 @@
 
 namespace troupe::recipes {
 namespace {
+
+namespace n = metrics::metric_names;
 
 class GrpoRecipe : public Recipe {
  public:
@@ -157,16 +160,22 @@ class GrpoRecipe : public Recipe {
                                                     static_cast<int>(spec_.rollout.max_new_tokens),
                                                     &state_.result().call_retries));
     TROUPE_ASSIGN_OR_RETURN(
-        c.correct, scoring_->CountCorrect(std::move(c.groups), &state_.result().call_retries));
+        ScoringPool::EvalScores scores,
+        scoring_->ScoreEvaluation(std::move(c.groups), &state_.result().call_retries));
+    c.correct = scores.correct;
     const double acc = 1.0 * c.correct / c.total, took = SecondsSince(start);
     state_.Log(
         absl::StrFormat("eval at step %d (weights %s): held-out exact match %.1f%% (%d/%d) "
                         "in %.1fs",
                         state_.step(), c.versions(), 100 * acc, c.correct, c.total, took));
-    state_.RecordEval(acc, /*log=*/m == nullptr);
+    std::map<std::string, double> eval = {{n::kTimingTesting, took}};
+    for (const auto& [source, mean] : scores.mean_reward) {
+      eval[absl::StrCat(n::kValTestScorePrefix, source.empty() ? "unknown" : source)] = mean;
+    }
+    state_.RecordEval(acc, eval, /*log=*/m == nullptr);
     if (m != nullptr) {
-      (*m)["eval/accuracy"] = acc;
-      (*m)["time/eval_s"] = took;
+      (*m)[n::kValAccuracy] = acc;
+      m->insert(eval.begin(), eval.end());
     }
     return absl::OkStatus();
   }
@@ -271,9 +280,8 @@ class GrpoRecipe : public Recipe {
     RunResult& r = state_.result();
     r.max_staleness_seen = std::max(r.max_staleness_seen, samples.max_staleness);
     for (const auto& [k, v] : samples.Metrics()) m[k] = v;
-    m["time/train_s"] = SecondsSince(train_start_);
-    m["time/reference_s"] = reference_seconds_;
-    m["throughput/train_tokens_per_s"] = m["train/tokens"] / std::max(1e-9, m["time/train_s"]);
+    m[n::kTimingTrainCall] = SecondsSince(train_start_);
+    m[n::kTimingRef] = reference_seconds_;
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
     state_.RecordAccounting(stats, prompts_->drawn(), &m);
     if (spec_.trainer.eval_every > 0 && state_.step() % spec_.trainer.eval_every == 0) {
@@ -282,10 +290,10 @@ class GrpoRecipe : public Recipe {
       if (overlap && !state_.Done()) TROUPE_RETURN_IF_ERROR(StartNext());
       TROUPE_RETURN_IF_ERROR(Evaluate(&m));
     }
-    state_.LogStep(m, {{"rollout/staleness", samples.staleness}},
-                   {{"reward", m["reward/mean"]},
+    state_.LogStep(m, {{n::kStaleness, samples.staleness}},
+                   {{"reward", m[n::kScoreMean]},
                     {"acc%", 100 * std::max(0.0, r.final_accuracy)},
-                    {"kl", m["train/kl"]},
+                    {"kl", m[n::kKlLoss]},
                     {"v", static_cast<double>(state_.version())}});
     if (state_.checkpoint_due()) TROUPE_RETURN_IF_ERROR(Checkpoint());
     return absl::OkStatus();

@@ -128,7 +128,7 @@ class RolloutPool {
   // again.
   struct EvalCounts {
     int64_t correct = 0;
-    // The evaluated samples, for a reward to judge (ScoringPool::CountCorrect).
+    // The evaluated samples, for a reward to judge (ScoringPool::ScoreEvaluation).
     std::vector<proto::SampleGroup> groups;
     int64_t total = 0;
     // The weight versions the workers used: both `version` unless a worker had applied newer

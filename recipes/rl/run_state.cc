@@ -12,11 +12,13 @@
 #include "base/atomic_file.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "metrics/metric_catalog.h"
 
 namespace troupe::recipes {
 namespace {
 
 namespace fs = std::filesystem;
+namespace n = metrics::metric_names;
 
 nlohmann::json CurveJson(const std::vector<RlEvalPoint>& curve) {
   nlohmann::json out = nlohmann::json::array();
@@ -174,19 +176,22 @@ void RunState::RecordAccounting(const proto::ReplayStats& stats, int64_t prompts
   result_.accounting = stats;
   result_.prompts_drawn = prompts_drawn;
   if (m == nullptr) return;
-  (*m)["samples/added"] = static_cast<double>(stats.added());
-  (*m)["samples/used"] = static_cast<double>(stats.used());
-  (*m)["samples/dropped_stale"] = static_cast<double>(stats.dropped_stale());
-  (*m)["samples/buffered"] = static_cast<double>(stats.buffered());
+  (*m)[n::kSamplesAdded] = static_cast<double>(stats.added());
+  (*m)[n::kSamplesUsed] = static_cast<double>(stats.used());
+  (*m)[n::kSamplesDroppedStale] = static_cast<double>(stats.dropped_stale());
+  (*m)[n::kSamplesBuffered] = static_cast<double>(stats.buffered());
 }
 
 void RunState::Advance(const proto::TrainStepReply& reply, std::map<std::string, double>* m) {
   const double wall = std::chrono::duration<double>(Clock::now() - last_step_end_).count();
   last_step_end_ = Clock::now();
-  (*m)["time/step_s"] = wall;
-  (*m)["time/generate_s"] = std::exchange(generate_seconds_, 0);
-  (*m)["throughput/generate_tokens_per_s"] =
+  (*m)[n::kTimingStep] = wall;
+  (*m)[n::kTimePerStep] = wall;
+  (*m)[n::kTimingGen] = std::exchange(generate_seconds_, 0);
+  (*m)[n::kGenThroughput] =
       wall > 0 ? static_cast<double>(std::exchange(tokens_since_step_, 0)) / wall : 0;
+  auto tokens = m->find(n::kTotalNumTokens);
+  if (tokens != m->end()) (*m)[n::kThroughput] = wall > 0 ? tokens->second / wall : 0;
   version_ = reply.weight_version();
   ++step_;
   ++steps_this_run_;
@@ -196,21 +201,25 @@ void RunState::Advance(const proto::TrainStepReply& reply, std::map<std::string,
 void RunState::LogStep(std::map<std::string, double> m,
                        const std::map<std::string, std::vector<double>>& histograms,
                        const metrics::ProgressLine::Fields& progress_fields) {
-  m["weights/version"] = static_cast<double>(version_);
+  m[n::kWeightsVersion] = static_cast<double>(version_);
   // Every log_every-th step, the last, and a step with an evaluation are logged.
   const bool due = step_ % std::max<int64_t>(1, spec_.logging.log_every) == 0 || Done() ||
-                   m.count("eval/accuracy") > 0;
+                   m.count(n::kValAccuracy) > 0;
   if (due && metrics_ != nullptr) (void)metrics_->Log(step_, m, histograms);
   if (due && progress_ != nullptr) progress_->Update(step_, progress_fields);
   if (options_.on_step) options_.on_step(step_, m);
 }
 
-void RunState::RecordEval(double accuracy, bool log) {
+void RunState::RecordEval(double accuracy, const std::map<std::string, double>& extra, bool log) {
   if (result_.initial_accuracy < 0 && result_.curve.empty()) result_.initial_accuracy = accuracy;
   const double seconds = loop_start_ == Clock::time_point() ? 0 : loop_seconds();
   result_.curve.push_back({step_, accuracy, seconds});
   result_.final_accuracy = accuracy;
-  if (log && metrics_ != nullptr) (void)metrics_->Log(step_, {{"eval/accuracy", accuracy}});
+  if (log && metrics_ != nullptr) {
+    std::map<std::string, double> m = extra;
+    m[n::kValAccuracy] = accuracy;
+    (void)metrics_->Log(step_, m);
+  }
   if (options_.stop_at_accuracy > 0 && accuracy >= options_.stop_at_accuracy) {
     accuracy_reached_ = true;
   }

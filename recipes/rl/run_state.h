@@ -80,18 +80,20 @@ class RunState {
   void RecordAccounting(const proto::ReplayStats& stats, int64_t prompts_drawn,
                         std::map<std::string, double>* m);
   // A finished training step: advances the step and the weight version, and records the
-  // checkpoint writes' report. Adds the step's timing to `m`: time/step_s (since the previous
-  // step), time/generate_s and throughput/generate_tokens_per_s (generation since then).
+  // checkpoint writes' report. Adds the step's timing to `m`: timing_s/step and
+  // perf/time_per_step (since the previous step), timing_s/gen and perf/gen_throughput
+  // (generation since then), perf/throughput (from the trainer's perf/total_num_tokens).
   void Advance(const proto::TrainStepReply& reply, std::map<std::string, double>* m);
   // The step's record: metrics.jsonl / TensorBoard (with `histograms`) and the progress line,
   // every logging.log_every steps, at the last step and at a step with an evaluation
-  // (eval/accuracy in `metrics`); options.on_step at every step.
+  // (val/accuracy in `metrics`); options.on_step at every step.
   void LogStep(std::map<std::string, double> metrics,
                const std::map<std::string, std::vector<double>>& histograms,
                const metrics::ProgressLine::Fields& progress_fields);
   // An evaluation's accuracy at the current step: the curve, stop_at_accuracy; with `log`, also
-  // a metrics record of its own (evaluations outside a step's record: before and after the loop).
-  void RecordEval(double accuracy, bool log);
+  // a metrics record of its own (evaluations outside a step's record: before and after the loop)
+  // holding val/accuracy and `extra` (val/test_score/*, timing_s/testing).
+  void RecordEval(double accuracy, const std::map<std::string, double>& extra, bool log);
   bool checkpoint_due() const;
 
   // Hands a checkpoint of the current step to the trainer: `state` (the recipe's part of

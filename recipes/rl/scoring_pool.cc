@@ -40,8 +40,8 @@ int ScoringPool::NextReplica() {
   return -1;
 }
 
-absl::StatusOr<int64_t> ScoringPool::CountCorrect(std::vector<proto::SampleGroup> groups,
-                                                  int64_t* retries) {
+absl::StatusOr<ScoringPool::EvalScores> ScoringPool::ScoreEvaluation(
+    std::vector<proto::SampleGroup> groups, int64_t* retries) {
   proto::ScoreRequest request;
   for (proto::SampleGroup& g : groups) *request.add_groups() = std::move(g);
   absl::Status last = absl::FailedPreconditionError("scoring: no reward server is left");
@@ -56,7 +56,8 @@ absl::StatusOr<int64_t> ScoringPool::CountCorrect(std::vector<proto::SampleGroup
       dead_[replica] = true;
       continue;
     }
-    int64_t correct = 0;
+    EvalScores out;
+    std::map<std::string, int64_t> per_source;
     for (const proto::SampleGroup& g : reply->groups()) {
       for (const proto::Sample& s : g.samples()) {
         auto it = s.reward_components().find("correct");
@@ -66,10 +67,13 @@ absl::StatusOr<int64_t> ScoringPool::CountCorrect(std::vector<proto::SampleGroup
               "\" sets no \"correct\" component, so held-out accuracy cannot be counted",
               s.reward_error().empty() ? "" : absl::StrCat(" (", s.reward_error(), ")")));
         }
-        correct += s.finish_reason() == "stop" && it->second >= 0.5f;
+        out.correct += s.finish_reason() == "stop" && it->second >= 0.5f;
+        out.mean_reward[s.data_source()] += s.reward();
+        ++per_source[s.data_source()];
       }
     }
-    return correct;
+    for (auto& [source, sum] : out.mean_reward) sum /= static_cast<double>(per_source[source]);
+    return out;
   }
   return last;
 }

@@ -11,6 +11,7 @@
 #define TROUPE_RECIPES_RL_SCORING_POOL_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,11 +41,19 @@ class ScoringPool {
   // Blocks (waking on the Wakeup) until every submitted request is scored; returns them.
   absl::StatusOr<std::vector<proto::ScoreReply>> Drain();
 
+  // What an evaluation found: the samples that stopped and whose reward's "correct" component is
+  // >= 0.5, and the mean reward of each data source's samples.
+  struct EvalScores {
+    int64_t correct = 0;
+    std::map<std::string, double> mean_reward;  // by Sample::data_source ("" if unset)
+  };
+
   // Evaluation: scores `groups` now (blocking; retried on the live replicas as CallWithRetry
-  // does) and counts the samples that stopped and whose reward's "correct" component is >= 0.5
-  // (every verifier sets it; for arithmetic it is exact match, so a task's numbers keep their
-  // meaning). INVALID_ARGUMENT naming the data source if a reward sets no "correct" component.
-  absl::StatusOr<int64_t> CountCorrect(std::vector<proto::SampleGroup> groups, int64_t* retries);
+  // does) and counts the correct samples (every verifier sets "correct"; for arithmetic it is
+  // exact match, so a task's numbers keep their meaning). INVALID_ARGUMENT naming the data
+  // source if a reward sets no "correct" component.
+  absl::StatusOr<EvalScores> ScoreEvaluation(std::vector<proto::SampleGroup> groups,
+                                             int64_t* retries);
 
   bool empty() const { return calls_.empty(); }
   // When the earliest retry is due (InfiniteFuture if none waits).

@@ -5,9 +5,25 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 
 namespace troupe::recipes {
+namespace {
+
+// `f`, noting in *arrived (Unix nanoseconds) when its result came.
+template <typename T>
+Future<T> StampArrival(Future<T> f, std::shared_ptr<std::atomic<int64_t>> arrived) {
+  Promise<T> promise;
+  Future<T> out = promise.GetFuture();
+  std::move(f).OnCompleteInline([p = std::move(promise), arrived](Result<T> r) mutable {
+    arrived->store(absl::ToUnixNanos(absl::Now()), std::memory_order_release);
+    p.Set(std::move(r));
+  });
+  return out;
+}
+
+}  // namespace
 
 TrainingFeed::TrainingFeed(ActorHandle<actors::ReplayBuffer> replay,
                            std::vector<ActorHandle<actors::Reference>> references,
@@ -55,13 +71,16 @@ absl::StatusOr<std::pair<int64_t, int64_t>> TrainingFeed::Prefetch(int64_t group
   for (const auto& g : batch_->groups) {
     for (const auto& s : g.samples()) *requests[k++ * parts / samples]->add_samples() = s;
   }
-  batch_->start = std::chrono::steady_clock::now();
+  batch_->start = absl::Now();
   for (int64_t p = 0; p < parts; ++p) {
     ActorHandle<actors::Reference> reference = references_[p];
+    auto arrived = std::make_shared<std::atomic<int64_t>>(0);
+    batch_->arrived.push_back(arrived);
     batch_->reference.emplace_back(
-        [this, reference, request = requests[p]](int) {
-          return reference.Call(&actors::Reference::Logprobs, *request,
-                                {.timeout = retry_.call_timeout});
+        [this, reference, request = requests[p], arrived](int) {
+          return StampArrival(reference.Call(&actors::Reference::Logprobs, *request,
+                                             {.timeout = retry_.call_timeout}),
+                              arrived);
         },
         retry_, wake_,
         [this, p](const absl::Status& error, int) {
@@ -90,11 +109,12 @@ absl::StatusOr<std::optional<proto::TrainStepRequest>> TrainingFeed::Next(
     }
     TROUPE_RETURN_IF_ERROR(ref->status());
     batch_->replies[p] = *std::move(*ref);
-    batch_->last_reply = std::chrono::steady_clock::now();
   }
   if (waiting) return std::nullopt;
-  if (!batch_->reference.empty()) {
-    *reference_seconds = std::chrono::duration<double>(batch_->last_reply - batch_->start).count();
+  *reference_seconds = 0;
+  for (const auto& arrived : batch_->arrived) {
+    const absl::Time at = absl::FromUnixNanos(arrived->load(std::memory_order_acquire));
+    *reference_seconds = std::max(*reference_seconds, absl::ToDoubleSeconds(at - batch_->start));
   }
   for (std::optional<proto::LogprobReply>& reply : batch_->replies) {
     for (proto::FloatList& l : *reply->mutable_logprobs()) *req.add_ref_logprobs() = std::move(l);

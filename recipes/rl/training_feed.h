@@ -12,13 +12,16 @@
 #ifndef TROUPE_RECIPES_RL_TRAINING_FEED_H_
 #define TROUPE_RECIPES_RL_TRAINING_FEED_H_
 
-#include <chrono>
+#include <atomic>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "actors/reference.h"
 #include "actors/replay_buffer.h"
 #include "proto/rl.pb.h"
@@ -47,7 +50,10 @@ class TrainingFeed {
   bool has_batch() const { return batch_.has_value(); }
   // The waiting batch as a training request (groups and reference log-probs) once its reference
   // log-probs are there; nullopt until then (or without a batch). The batch's groups go to
-  // *groups; *reference_seconds is how long its reference calls took (until the last reply).
+  // *groups; *reference_seconds is how long its reference calls took, from sending the first to
+  // the arrival of the last reply (not to when Next noticed it: in async mode the batch is
+  // prefetched during a training step and its replies wait for the step to end); 0 without
+  // references.
   absl::StatusOr<std::optional<proto::TrainStepRequest>> Next(
       std::vector<proto::SampleGroup>* groups, double* reference_seconds);
   // Gives a waiting batch back to the replay buffer; the number of groups given back.
@@ -67,7 +73,9 @@ class TrainingFeed {
     int64_t taken_at = 0;
     std::vector<RetriedCall<proto::LogprobReply>> reference;  // one per part, in order
     std::vector<std::optional<proto::LogprobReply>> replies;  // of the parts done so far
-    std::chrono::steady_clock::time_point start, last_reply;
+    absl::Time start;
+    // When each part's (latest) reply arrived, in Unix nanoseconds; set by the reply's callback.
+    std::vector<std::shared_ptr<std::atomic<int64_t>>> arrived;
   };
 
   ActorHandle<actors::ReplayBuffer> replay_;

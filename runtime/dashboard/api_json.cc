@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_split.h"
+#include "metrics/metric_catalog.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/dashboard/prometheus_text.h"
 #include "runtime/scheduler/cluster_scheduler.h"
@@ -53,6 +54,8 @@ std::optional<double> LastScalar(const metrics::MetricsSeries& s, const std::str
 }
 
 }  // namespace
+
+namespace n = metrics::metric_names;
 
 nlohmann::json NodeJson(const proto::NodeInfo& node) {
   const bool alive = node.state() == proto::NODE_ALIVE;
@@ -157,14 +160,11 @@ nlohmann::json MetricsSeriesJson(const metrics::MetricsSeries& series) {
 JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& s, absl::Time now, bool running) {
   JobLiveMetrics live;
   live.step = s.last_step;
-  live.reward = LastScalar(s, "reward/mean");
-  live.accuracy = LastScalar(s, "reward/accuracy");
-  live.weights_version = LastScalar(s, "weights/version");
-  auto h = s.histograms.find("rollout/staleness");
-  if (h != s.histograms.end() && !h->second.empty() && h->second.back().histogram.num > 0) {
-    live.staleness = h->second.back().histogram.sum / h->second.back().histogram.num;
-  }
-  auto v = s.scalars.find("weights/version");
+  live.reward = LastScalar(s, n::kScoreMean);
+  live.accuracy = LastScalar(s, std::string(n::kRewardComponentPrefix) + "correct");
+  live.weights_version = LastScalar(s, n::kWeightsVersion);
+  live.staleness = LastScalar(s, n::kStalenessMean);
+  auto v = s.scalars.find(n::kWeightsVersion);
   if (running && v != s.scalars.end() && v->second.size() >= 2) {
     // Growth over the last 30 s of wall time: from the newest point at least 30 s old (else the
     // oldest point) to now.
@@ -339,11 +339,12 @@ std::string PrometheusPage(const proto::ClusterStatusReply& status,
        [](const JobLiveMetrics& m) {
          return m.step >= 0 ? std::optional<double>(m.step) : std::nullopt;
        }},
-      {"troupe_job_reward", "Mean reward of the job's last step (reward/mean).",
+      {"troupe_job_reward", "Mean reward of the job's last step (critic/score/mean).",
        [](const JobLiveMetrics& m) { return m.reward; }},
-      {"troupe_job_accuracy", "Share of correct samples in the job's last step (reward/accuracy).",
+      {"troupe_job_accuracy", "Share of correct samples in the job's last step (reward/correct).",
        [](const JobLiveMetrics& m) { return m.accuracy; }},
-      {"troupe_job_staleness", "Mean staleness (in weight versions) of the last step's samples.",
+      {"troupe_job_staleness",
+       "Mean staleness (in weight versions) of the last step's samples (rollout/staleness_mean).",
        [](const JobLiveMetrics& m) { return m.staleness; }},
       {"troupe_job_weights_version", "Policy weights version the job's trainer last published.",
        [](const JobLiveMetrics& m) { return m.weights_version; }},

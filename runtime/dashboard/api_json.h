@@ -52,9 +52,9 @@ nlohmann::json MetricsSeriesJson(const metrics::MetricsSeries& series);
 // A job's latest training figures, from its metrics.
 struct JobLiveMetrics {
   int64_t step = -1;                      // last step logged (-1: none)
-  std::optional<double> reward;           // reward/mean
-  std::optional<double> accuracy;         // reward/accuracy
-  std::optional<double> staleness;        // mean of the last rollout/staleness histogram
+  std::optional<double> reward;           // critic/score/mean
+  std::optional<double> accuracy;         // reward/correct
+  std::optional<double> staleness;        // rollout/staleness_mean
   std::optional<double> weights_version;  // weights/version
   double weight_updates_per_s = 0;        // weights/version growth over the last 30 s
 };

@@ -45,8 +45,8 @@ actors:
 constexpr char kDriver[] = R"(for a in "$@"; do yaml="$a"; done
 run="$(dirname "$yaml")/run"
 mkdir -p "$run"
-echo '{"step":1,"time":1796225343.5,"reward/mean":0.25,"weights/version":1.0,"rollout/staleness":{"buckets":[0.5,1.5],"counts":[6,2],"min":0.0,"max":1.0,"num":8,"sum":2.0,"sum_squares":2.0}}' >> "$run/metrics.jsonl"
-echo '{"step":2,"time":1796225344.5,"reward/mean":"NaN","weights/version":2.0}' >> "$run/metrics.jsonl"
+echo '{"step":1,"time":1796225343.5,"critic/score/mean":0.25,"rollout/staleness_mean":0.25,"weights/version":1.0,"rollout/staleness":{"buckets":[0.5,1.5],"counts":[6,2],"min":0.0,"max":1.0,"num":8,"sum":2.0,"sum_squares":2.0}}' >> "$run/metrics.jsonl"
+echo '{"step":2,"time":1796225344.5,"critic/score/mean":"NaN","weights/version":2.0}' >> "$run/metrics.jsonl"
 echo '{"steps": 2, "final_accuracy": 0.5}' > "$run/summary.json"
 echo "step 1 done"
 echo "step 2 done"
@@ -400,11 +400,12 @@ TEST_F(DashboardServerTest, ASubmittedJobsLogMetricsAndSummaryAreServed) {
   ASSERT_EQ(ms, 200);
   EXPECT_EQ(metrics["last_step"], 2);
   EXPECT_EQ(metrics["records"], 2);
-  const nlohmann::json& reward = metrics["series"]["reward/mean"];
+  const nlohmann::json& reward = metrics["series"]["critic/score/mean"];
   EXPECT_EQ(reward["step"], nlohmann::json({1, 2}));
   EXPECT_EQ(reward["value"][0], 0.25);
   EXPECT_EQ(reward["value"][1], "NaN");
   EXPECT_EQ(reward["time"].size(), 2u);
+  // A histogram, as files written before metrics.jsonl held flat scalars only still carry.
   const nlohmann::json& staleness = metrics["series"]["rollout/staleness"];
   EXPECT_EQ(staleness["step"], nlohmann::json({1}));
   EXPECT_EQ(staleness["points"][0]["num"], 8.0);

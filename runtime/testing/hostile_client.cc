@@ -136,33 +136,6 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromSource(const std::stri
   return grpc::CreateInsecureChannelFromFd(target, fd);
 }
 
-absl::StatusOr<ProcessMemory> ReadProcessMemory(pid_t pid) {
-  const std::string path =
-      pid == 0 ? std::string("/proc/self/status") : absl::StrCat("/proc/", pid, "/status");
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  ProcessMemory m;
-  bool rss = false, hwm = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    int64_t kb = 0;
-    auto field = [&](const char* name, int64_t* out) {
-      if (line.rfind(name, 0) != 0) return false;
-      std::string digits;
-      for (char c : line.substr(std::strlen(name))) {
-        if (c >= '0' && c <= '9') digits.push_back(c);
-      }
-      if (!absl::SimpleAtoi(digits, &kb)) return false;
-      *out = kb * 1024;
-      return true;
-    };
-    rss |= field("VmRSS:", &m.rss_bytes);
-    hwm |= field("VmHWM:", &m.peak_rss_bytes);
-  }
-  if (!rss || !hwm) return absl::NotFoundError(absl::StrCat(path, " has no VmRSS/VmHWM"));
-  return m;
-}
-
 absl::Status ResetPeakRss(pid_t pid) {
   const std::string path =
       pid == 0 ? std::string("/proc/self/clear_refs") : absl::StrCat("/proc/", pid, "/clear_refs");

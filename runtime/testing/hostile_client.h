@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/process_stats.h"
 #include "grpcpp/grpcpp.h"
 
 namespace troupe {
@@ -54,12 +55,9 @@ grpc::Status SendRawStream(grpc::Channel& channel, const std::string& method,
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ChannelFromSource(const std::string& target,
                                                                  const std::string& source_ip);
 
-// Resident memory of process `pid` (0: this process), from /proc/<pid>/status.
-struct ProcessMemory {
-  int64_t rss_bytes = 0;       // VmRSS
-  int64_t peak_rss_bytes = 0;  // VmHWM: the highest VmRSS since start or the last ResetPeakRss
-};
-absl::StatusOr<ProcessMemory> ReadProcessMemory(pid_t pid);
+// Resident memory of process `pid` (0: this process): base/process_stats.h.
+using ::troupe::ProcessMemory;
+using ::troupe::ReadProcessMemory;
 
 // Resets process `pid`'s VmHWM to its current VmRSS (writes 5 to /proc/<pid>/clear_refs).
 absl::Status ResetPeakRss(pid_t pid);

@@ -240,7 +240,7 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
   });
 
   test('a metric chart has points and gains more after a poll', async (t) => {
-    const metric = 'reward/mean';
+    const metric = 'critic/score/mean';
     await page.waitForFunction(
       (m) => Number(document.querySelector(`[data-metric="${m}"]`)?.dataset.points) > 0,
       metric,
@@ -351,8 +351,8 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
         window.troupeGraph.nodes('[kind = "actor"]').map((n) => n.data('state')),
       );
       assert.deepEqual(states, ['DEAD', 'DEAD', 'DEAD']);
-      // Scalars (one "NaN" loss among them) and the staleness histogram, all FINISHED_STEPS long.
-      for (const metric of ['reward/mean', 'train/loss', 'rollout/staleness']) {
+      // Scalars (one "NaN" loss among them), all FINISHED_STEPS long.
+      for (const metric of ['critic/score/mean', 'actor/loss', 'rollout/staleness_mean']) {
         await page.waitForFunction(
           ([m, n]) => Number(document.querySelector(`[data-metric="${m}"]`)?.dataset.points) === n,
           [metric, FINISHED_STEPS],

@@ -151,7 +151,7 @@ function buildCluster(now) {
       end_ms: now - 3528e3,
       message: `finished: ${FINISHED_STEPS} steps`,
       logging_dir: `runs/${FINISHED_JOB}`,
-      summary: {'steps': FINISHED_STEPS, 'eval/accuracy': 0.52, 'wall_s': 72},
+      summary: {'steps': FINISHED_STEPS, 'val/accuracy': 0.52, 'wall_s': 72},
     },
     {
       job_id: RUNNING_JOB,
@@ -207,16 +207,16 @@ function metricValues(step) {
   const s = step;
   const wobble = (k, a) => a * Math.sin(s * k);
   return {
-    'reward/mean': 0.15 + 0.65 * (1 - Math.exp(-s / 35)) + wobble(1.7, 0.04),
-    'reward/accuracy': 0.1 + 0.7 * (1 - Math.exp(-s / 40)) + wobble(2.3, 0.03),
-    'train/kl': 0.004 * (1 - Math.exp(-s / 20)) + 0.0004 * (1 + Math.sin(s)),
-    'train/loss': 0.1 + 0.9 * Math.exp(-s / 50) + wobble(1.3, 0.03),
-    'train/clip_fraction': 0.05 + wobble(0.8, 0.02),
-    'throughput/generate_tokens_per_s': 1850 + wobble(0.9, 120),
-    'throughput/train_tokens_per_s': 5200 + wobble(0.7, 300),
+    'critic/score/mean': 0.15 + 0.65 * (1 - Math.exp(-s / 35)) + wobble(1.7, 0.04),
+    'reward/correct': 0.1 + 0.7 * (1 - Math.exp(-s / 40)) + wobble(2.3, 0.03),
+    'actor/kl_loss': 0.004 * (1 - Math.exp(-s / 20)) + 0.0004 * (1 + Math.sin(s)),
+    'actor/loss': 0.1 + 0.9 * Math.exp(-s / 50) + wobble(1.3, 0.03),
+    'actor/pg_clipfrac': 0.05 + wobble(0.8, 0.02),
+    'perf/gen_throughput': 1850 + wobble(0.9, 120),
+    'perf/throughput': 5200 + wobble(0.7, 300),
     'samples/dropped_stale': Math.floor(s * 0.3),
     'weights/version': s,
-    'time/step_s': STEP_SECONDS + wobble(1.1, 0.2),
+    'timing_s/step': STEP_SECONDS + wobble(1.1, 0.2),
   };
 }
 
@@ -231,12 +231,14 @@ function metricsBody(steps, startSeconds) {
   const staleness = {step: [], points: []};
   for (let step = 1; step <= steps; step++) {
     for (const [name, value] of Object.entries(metricValues(step))) push(name, step, value);
-    if (step % 10 === 0) push('eval/accuracy', step, 0.12 + 0.68 * (1 - Math.exp(-step / 45)));
-    // rollout/staleness: a histogram of the staleness (in weight versions) of the step's samples.
+    if (step % 10 === 0) push('val/accuracy', step, 0.12 + 0.68 * (1 - Math.exp(-step / 45)));
+    // The staleness (in weight versions) of the step's samples: its mean as metrics.jsonl holds
+    // it, and the histogram that runs written before flat metrics also carried.
     const counts = [Math.round(20 + 10 * Math.sin(step)), 30, 10, 4];
     const buckets = [0, 1, 2, 3];
     const num = counts.reduce((a, b) => a + b, 0);
     const sum = counts.reduce((a, c, i) => a + c * buckets[i], 0);
+    push('rollout/staleness_mean', step, sum / num);
     staleness.step.push(step);
     staleness.points.push({
       min: 0,
@@ -248,17 +250,15 @@ function metricsBody(steps, startSeconds) {
       counts,
     });
   }
-  if (steps > 0) series['rollout/staleness'] = staleness;
-  return {series};
+  return {series, staleness: steps > 0 ? staleness : null};
 }
 
 // The same series in MetricsSeriesToJson's shape (metrics/metrics_reader.h), with the
 // loss at step 7 non-finite ("NaN", as metrics.jsonl writes it).
 function metricsReaderBody(steps, startSeconds) {
-  const {series} = metricsBody(steps, startSeconds);
-  const {'rollout/staleness': staleness, ...scalars} = series;
-  if (scalars['train/loss'] && scalars['train/loss'].value.length >= 7) {
-    scalars['train/loss'].value[6] = 'NaN';
+  const {series: scalars, staleness} = metricsBody(steps, startSeconds);
+  if (scalars['actor/loss'] && scalars['actor/loss'].value.length >= 7) {
+    scalars['actor/loss'].value[6] = 'NaN';
   }
   const histograms = {};
   if (staleness) {
@@ -283,12 +283,12 @@ function driverLog(job, steps, actorNames) {
   lines.push('prompt template: «{a} + {b} =» — answers scored by exact match ✓');
   for (let step = 1; step <= steps; step++) {
     const m = metricValues(step);
-    const generate = m['throughput/generate_tokens_per_s'];
+    const generate = m['perf/gen_throughput'];
     lines.push(
-      `step ${String(step).padStart(4)}  reward ${m['reward/mean'].toFixed(3)}  ` +
-        `acc ${m['reward/accuracy'].toFixed(3)}  kl ${m['train/kl'].toFixed(5)}  ` +
-        `loss ${m['train/loss'].toFixed(3)}  gen ${generate.toFixed(0)} tok/s  ` +
-        `(${m['time/step_s'].toFixed(2)} s)`,
+      `step ${String(step).padStart(4)}  reward ${m['critic/score/mean'].toFixed(3)}  ` +
+        `acc ${m['reward/correct'].toFixed(3)}  kl ${m['actor/kl_loss'].toFixed(5)}  ` +
+        `loss ${m['actor/loss'].toFixed(3)}  gen ${generate.toFixed(0)} tok/s  ` +
+        `(${m['timing_s/step'].toFixed(2)} s)`,
     );
   }
   if (job.status === 'SUCCEEDED') lines.push('job finished: SUCCEEDED');
@@ -473,8 +473,12 @@ export async function startFixtureServer({webDir, host = '127.0.0.1', port = 0} 
           state.metricsPolls++;
           state.steps[id] += STEPS_PER_POLL;
         }
-        const body = id === FINISHED_JOB ? metricsReaderBody : metricsBody;
-        return sendJson(res, 200, body(state.steps[id], jobStartSeconds(job)));
+        const start = jobStartSeconds(job);
+        const body =
+          id === FINISHED_JOB
+            ? metricsReaderBody(state.steps[id], start)
+            : {series: metricsBody(state.steps[id], start).series};
+        return sendJson(res, 200, body);
       }
       if (sub === 'logs') {
         const offsetText = url.searchParams.get('offset') || '0';

@@ -258,7 +258,7 @@ TEST(GrpoAcrossHosts, TrainerAndRolloutWorkersOnTwoAddressesLearnAsOnOneMachine)
   EXPECT_EQ(two.result.weight_group_epochs, one.result.weight_group_epochs);
   ASSERT_EQ(two.metrics.size(), one.metrics.size());
   for (const auto& [step, m] : one.metrics) {
-    for (const char* key : {"train/loss", "reward/mean", "weights/version"}) {
+    for (const char* key : {"actor/loss", "critic/score/mean", "weights/version"}) {
       ASSERT_TRUE(m.count(key) && two.metrics[step].count(key)) << key;
       EXPECT_DOUBLE_EQ(two.metrics[step].at(key), m.at(key)) << key << " at step " << step;
     }

@@ -31,7 +31,9 @@
 #include "absl/time/clock.h"
 #include "actors/rollout_worker.h"
 #include "gtest/gtest.h"
+#include "metrics/metric_catalog.h"
 #include "models/tokenizers/char_tokenizer.h"
+#include "nlohmann/json.hpp"
 #include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/rl/run_state.h"
@@ -180,7 +182,7 @@ TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
   std::map<int64_t, double> full, resumed;
   auto recorder = [](std::map<int64_t, double>* out) {
     return [out](int64_t step, const std::map<std::string, double>& m) {
-      (*out)[step] = m.at("train/loss");
+      (*out)[step] = m.at("actor/loss");
     };
   };
   // Uninterrupted: 4 steps.
@@ -236,16 +238,48 @@ TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
   }
 }
 
+// Every record of a run's metrics.jsonl holds flat numbers (or "NaN"-like strings) under names
+// the metric catalog documents, and the step records carry verl's core names.
+void ExpectFlatCatalogedMetrics(const std::string& path) {
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  int steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(record.is_object()) << line;
+    for (auto it = record.begin(); it != record.end(); ++it) {
+      if (it.key() == "step" || it.key() == "time") continue;
+      EXPECT_TRUE(it->is_number() || it->is_string()) << it.key() << " is not flat: " << line;
+      EXPECT_NE(metrics::FindMetric(it.key()), nullptr)
+          << it.key() << " is not in metrics/metric_catalog.cc";
+    }
+    if (!record.contains("actor/loss")) continue;
+    ++steps;
+    for (const char* key :
+         {"actor/pg_loss", "actor/entropy", "actor/pg_clipfrac", "actor/ppo_kl", "actor/grad_norm",
+          "critic/score/mean", "critic/score/max", "critic/score/min", "critic/advantages/mean",
+          "response_length/mean", "response_length/max", "response_length/clip_ratio",
+          "timing_s/step", "timing_s/gen", "timing_s/ref", "perf/throughput", "perf/max_memory_gb",
+          "rollout/staleness_mean"}) {
+      EXPECT_TRUE(record.contains(key)) << key << " missing from " << line;
+    }
+    EXPECT_GT(record["perf/max_memory_gb"].get<double>(), 0.01) << line;
+  }
+  EXPECT_GT(steps, 0) << path << " has no step record";
+}
+
 TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
   const std::string dir = TestDir("async");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/6);
   spec.logging.log_every = 4;
   // The roles beside the trainer's step run at a lower CPU priority; the trainer does not.
   std::map<std::string, int> nice;
-  auto on_step = [&](int64_t, const std::map<std::string, double>&) {
+  std::vector<double> reference_seconds;
+  auto on_step = [&](int64_t, const std::map<std::string, double>& m) {
     for (const char* name : {"async/rollout-0", "async/reference", "async/trainer"}) {
       if (!nice.count(name)) nice[name] = NiceOf(PidOf(name));
     }
+    reference_seconds.push_back(m.at("timing_s/ref"));
   };
   absl::StatusOr<GrpoResult> r =
       RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "async", .on_step = on_step});
@@ -259,12 +293,16 @@ TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
   std::ifstream in(dir + "/metrics.jsonl");
   std::vector<int> logged;
   for (std::string line; std::getline(in, line);) {
-    if (!absl::StrContains(line, R"("train/loss")")) continue;
+    if (!absl::StrContains(line, R"("actor/loss")")) continue;
     for (int step = 1; step <= 6; ++step) {
       if (absl::StrContains(line, absl::StrCat(R"({"step":)", step, ","))) logged.push_back(step);
     }
   }
   EXPECT_EQ(logged, (std::vector<int>{4, 6}));
+  // Every step's reference log-probs took time (they are prefetched during the step before).
+  ASSERT_EQ(reference_seconds.size(), 6u);
+  for (double s : reference_seconds) EXPECT_GT(s, 0);
+  ExpectFlatCatalogedMetrics(dir + "/metrics.jsonl");
   EXPECT_EQ(nice["async/rollout-0"], 10);
   EXPECT_EQ(nice["async/reference"], 10);
   EXPECT_EQ(nice["async/trainer"], 0);
@@ -440,7 +478,7 @@ TEST_F(GrpoEndToEnd, AFreshRunRefusesAnEarlierRunsOutputsUnlessToldWhatToDo) {
   int initial_evals = 0, step2 = 0;
   for (std::string line; std::getline(in, line);) {
     initial_evals +=
-        absl::StrContains(line, R"("step":0,)") && absl::StrContains(line, R"("eval/accuracy")");
+        absl::StrContains(line, R"("step":0,)") && absl::StrContains(line, R"("val/accuracy")");
     step2 += absl::StrContains(line, R"("step":2,)");
   }
   EXPECT_EQ(initial_evals, 1);

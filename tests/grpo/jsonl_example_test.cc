@@ -86,7 +86,7 @@ TEST(JsonlExample, SftThenGrpoFromJsonlFilesWithATrainedTokenizerAndItsChatTempl
   int evaluations = 0;
   for (std::string line; std::getline(metrics, line);) {
     const nlohmann::json m = nlohmann::json::parse(line, nullptr, false);
-    if (m.is_object() && m.contains("eval/accuracy")) ++evaluations;
+    if (m.is_object() && m.contains("val/accuracy")) ++evaluations;
   }
   EXPECT_GE(evaluations, 2);
 

@@ -16,29 +16,29 @@ const STEP_INCREMENTS = [
 
 // The job view's charts. The first series' metric names the chart container (data-metric).
 const CHARTS = [
-  {id: 'reward', title: 'Reward', series: [{metric: 'reward/mean', label: 'mean'}]},
+  {id: 'reward', title: 'Reward', series: [{metric: 'critic/score/mean', label: 'mean'}]},
   {
     id: 'accuracy',
     title: 'Accuracy',
     series: [
-      {metric: 'reward/accuracy', label: 'train'},
-      {metric: 'eval/accuracy', label: 'eval'},
+      {metric: 'reward/correct', label: 'train'},
+      {metric: 'val/accuracy', label: 'held-out'},
     ],
   },
-  {id: 'kl', title: 'KL to reference', series: [{metric: 'train/kl', label: 'KL'}]},
-  {id: 'loss', title: 'Loss', series: [{metric: 'train/loss', label: 'loss'}]},
+  {id: 'kl', title: 'KL to reference', series: [{metric: 'actor/kl_loss', label: 'KL'}]},
+  {id: 'loss', title: 'Loss', series: [{metric: 'actor/loss', label: 'loss'}]},
   {
     id: 'throughput',
     title: 'Throughput (tokens/s)',
     series: [
-      {metric: 'throughput/generate_tokens_per_s', label: 'generate'},
-      {metric: 'throughput/train_tokens_per_s', label: 'train'},
+      {metric: 'perf/gen_throughput', label: 'generate'},
+      {metric: 'perf/throughput', label: 'train'},
     ],
   },
   {
     id: 'staleness',
     title: 'Sample staleness (weight versions)',
-    series: [{metric: 'rollout/staleness', label: 'mean'}],
+    series: [{metric: 'rollout/staleness_mean', label: 'mean'}],
   },
 ];
 
@@ -96,7 +96,7 @@ export function normalizeMetrics(body) {
 
 // uPlot data for one chart: [steps, series1 values, ...] over the union of the series' steps.
 // A step a series did not log is undefined (uPlot draws the line across it, e.g. for sparse
-// eval/accuracy); a non-finite value it did log is null (a visible gap).
+// val/accuracy); a non-finite value it did log is null (a visible gap).
 export function chartData(spec, metrics) {
   const columns = spec.series.map((s) => metrics[s.metric]);
   const steps = new Set();
