@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -67,6 +69,54 @@ absl::StatusOr<double> ReadProcessCpuSeconds(pid_t pid) {
   }
   const long ticks = ::sysconf(_SC_CLK_TCK);
   return static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
+}
+
+absl::StatusOr<HostCpuTimes> ReadHostCpuTimes() {
+  std::ifstream in("/proc/stat");
+  if (!in) return absl::NotFoundError("cannot read /proc/stat");
+  std::string line;
+  std::getline(in, line);
+  const std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+  // cpu user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+  if (fields.size() < 5 || fields[0] != "cpu") {
+    return absl::DataLossError(absl::StrCat("/proc/stat: unexpected first line: ", line));
+  }
+  HostCpuTimes t;
+  const size_t n = std::min<size_t>(fields.size(), 9);
+  for (size_t i = 1; i < n; ++i) {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(fields[i], &v)) {
+      return absl::DataLossError(absl::StrCat("/proc/stat: field ", i, " of: ", line));
+    }
+    t.total += v;
+    if (i != 4 && i != 5) t.busy += v;  // idle, iowait
+  }
+  return t;
+}
+
+absl::StatusOr<HostMemory> ReadHostMemory() {
+  std::ifstream in("/proc/meminfo");
+  if (!in) return absl::NotFoundError("cannot read /proc/meminfo");
+  HostMemory m;
+  bool total = false, available = false;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto field = [&](absl::string_view name, int64_t* out) {
+      if (!absl::StartsWith(line, name)) return false;
+      std::vector<absl::string_view> parts =
+          absl::StrSplit(absl::string_view(line).substr(name.size()), ' ', absl::SkipEmpty());
+      int64_t kb = 0;
+      if (parts.empty() || !absl::SimpleAtoi(parts[0], &kb)) return false;
+      *out = kb * 1024;
+      return true;
+    };
+    total |= field("MemTotal:", &m.total_bytes);
+    available |= field("MemAvailable:", &m.available_bytes);
+  }
+  if (!total || !available) {
+    return absl::DataLossError("/proc/meminfo has no MemTotal/MemAvailable");
+  }
+  return m;
 }
 
 }  // namespace troupe

@@ -1,6 +1,7 @@
-// Resource usage of a process on this machine, read from Linux's /proc: resident memory (now
-// and peak) and CPU time consumed. The trainer reports its own memory as perf/* metrics; tests
-// and benchmarks measure other processes by pid.
+// Resource usage read from Linux's /proc: a process's resident memory (now and peak) and CPU time
+// consumed, and the machine's CPU time and memory. The trainer reports its own memory as perf/*
+// metrics; node agents report their workers' and their machine's use to the head (the
+// dashboard's CPU% and RSS); tests and benchmarks measure other processes by pid.
 //
 // Usage:
 //   absl::StatusOr<ProcessMemory> m = ReadProcessMemory(0);   // this process
@@ -32,6 +33,22 @@ absl::StatusOr<ProcessMemory> ReadProcessMemory(pid_t pid);
 // 14 and 15 of /proc/<pid>/stat over the clock tick rate). NotFound naming the file if the
 // process is gone; DataLoss if the file does not parse.
 absl::StatusOr<double> ReadProcessCpuSeconds(pid_t pid);
+
+// The machine's CPU time so far, in clock ticks summed over its cores (the "cpu" line of
+// /proc/stat): busy = everything but idle and iowait. CPU% over an interval is
+// 100 * Δbusy / Δtotal. DataLoss if the line does not parse.
+struct HostCpuTimes {
+  uint64_t busy = 0;
+  uint64_t total = 0;
+};
+absl::StatusOr<HostCpuTimes> ReadHostCpuTimes();
+
+// The machine's memory from /proc/meminfo: MemTotal and MemAvailable, in bytes.
+struct HostMemory {
+  int64_t total_bytes = 0;
+  int64_t available_bytes = 0;
+};
+absl::StatusOr<HostMemory> ReadHostMemory();
 
 }  // namespace troupe
 

@@ -54,6 +54,14 @@ std::string FormatAmount(const std::string& name, double v) {
   return absl::StrFormat("%.2f", v);
 }
 
+// 734003200 -> "700MiB", 3221225472 -> "3.0GiB".
+std::string FormatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1073741824.0) return absl::StrFormat("%.1fGiB", b / 1073741824.0);
+  if (b >= 1048576.0) return absl::StrFormat("%.0fMiB", b / 1048576.0);
+  return absl::StrFormat("%.0fKiB", b / 1024.0);
+}
+
 // Blocks SIGINT/SIGTERM (call before starting any thread) and returns when one arrives.
 class SignalWaiter {
  public:
@@ -405,9 +413,15 @@ int RunStatus(const StatusFlags& f) {
       res.push_back(absl::StrCat(k, " ", FormatAmount(k, n.state() == proto::NODE_ALIVE ? used : 0),
                                  "/", FormatAmount(k, total)));
     }
-    std::printf("  %-16s %-21s %-5s %s\n", n.id().id().c_str(), n.address().c_str(),
-                n.state() == proto::NODE_ALIVE ? "ALIVE" : "DEAD",
-                absl::StrJoin(res, "  ").c_str());
+    std::string used;  // measured, beside the reservations
+    if (n.state() == proto::NODE_ALIVE && n.has_usage()) {
+      used = absl::StrFormat("   using CPU %.0f%% of %d, memory %s/%s", n.usage().cpu_percent(),
+                             n.usage().num_cpus(), FormatBytes(n.usage().memory_used_bytes()),
+                             FormatBytes(n.usage().memory_total_bytes()));
+    }
+    std::printf("  %-16s %-21s %-5s reserved %s%s\n", n.id().id().c_str(), n.address().c_str(),
+                n.state() == proto::NODE_ALIVE ? "ALIVE" : "DEAD", absl::StrJoin(res, "  ").c_str(),
+                used.c_str());
   }
   std::map<std::string, int> by_state;
   for (const auto& a : st->actors()) ++by_state[ActorStateName(a.state())];
@@ -415,14 +429,17 @@ int RunStatus(const StatusFlags& f) {
   for (const auto& [state, n] : by_state) counts.push_back(absl::StrCat(n, " ", state));
   std::printf("\nActors: %d (%s)\n", st->actors_size(), absl::StrJoin(counts, ", ").c_str());
   if (st->actors_size() > 0) {
-    std::printf("  %-16s %-18s %-14s %-10s %-16s %-8s %s\n", "ID", "TYPE", "NAME", "STATE", "NODE",
-                "RESTARTS", "DETAIL");
+    std::printf("  %-16s %-18s %-14s %-10s %-16s %-8s %-6s %-9s %s\n", "ID", "TYPE", "NAME",
+                "STATE", "NODE", "RESTARTS", "CPU%", "RSS", "DETAIL");
   }
   for (const auto& a : st->actors()) {
-    std::printf("  %-16s %-18s %-14s %-10s %-16s %-8d %s\n", a.id().id().c_str(),
+    const bool measured = a.has_usage() && a.state() != proto::DEAD;
+    std::printf("  %-16s %-18s %-14s %-10s %-16s %-8d %-6s %-9s %s\n", a.id().id().c_str(),
                 a.spec().type_name().c_str(),
                 a.spec().name().empty() ? "-" : a.spec().name().c_str(), ActorStateName(a.state()),
                 a.node_id().id().empty() ? "-" : a.node_id().id().c_str(), a.num_restarts(),
+                measured ? absl::StrFormat("%.0f", a.usage().cpu_percent()).c_str() : "-",
+                measured ? FormatBytes(a.usage().rss_bytes()).c_str() : "-",
                 a.state() == proto::ALIVE ? a.address().c_str() : a.status_message().c_str());
   }
   std::printf("\nPlacement groups: %d\n", st->placement_groups_size());

@@ -30,6 +30,7 @@
 #include "base/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
+#include "runtime/cluster/usage_sampler.h"
 #include "runtime/machine.h"
 #include "runtime/secret_file.h"
 #include "runtime/transport/token_checker.h"
@@ -206,6 +207,7 @@ class NodeAgent::Impl final : public proto::NodeService::StreamedUnaryService {
                                    proto::ReadWorkerLogReply* reply);
   absl::Status Register();
   void HeartbeatLoop();
+  cluster::UsageSampler usage_;  // the heartbeat thread's
   void Spawn(const proto::StartWorkerRequest& req, absl::StatusOr<Worker>* out);
   void Reap(std::string actor_id, int incarnation, pid_t pid, std::string out, std::string err);
   void FillRunning(google::protobuf::RepeatedPtrField<proto::RunningWorker>* out)
@@ -345,6 +347,15 @@ void NodeAgent::Impl::HeartbeatLoop() {
       absl::MutexLock lock(&mu_);
       FillRunning(req.mutable_running());
     }
+    // Measured outside the lock: /proc reads of every worker.
+    std::vector<pid_t> pids;
+    for (const proto::RunningWorker& w : req.running()) pids.push_back(static_cast<pid_t>(w.pid()));
+    cluster::UsageSampler::Sample usage = usage_.Measure(pids, absl::Now());
+    for (proto::RunningWorker& w : *req.mutable_running()) {
+      auto it = usage.workers.find(static_cast<pid_t>(w.pid()));
+      if (it != usage.workers.end() && usage.has_cpu[it->first]) *w.mutable_usage() = it->second;
+    }
+    if (usage.node.has_value()) *req.mutable_usage() = *usage.node;
     proto::HeartbeatReply reply;
     grpc::Status s = CallHead(&proto::HeadService::Stub::Heartbeat, req, &reply, absl::Seconds(2));
     if (!s.ok()) {

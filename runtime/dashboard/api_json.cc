@@ -75,7 +75,14 @@ nlohmann::json NodeJson(const proto::NodeInfo& node) {
           {"resources_total", ResourcesJson(node.total())},
           {"resources_used", std::move(used)},
           {"last_heartbeat_ms", node.last_heartbeat_ms()},
-          {"labels", std::move(labels)}};
+          {"labels", std::move(labels)},
+          {"usage", alive && node.has_usage()
+                        ? nlohmann::json{{"cpu_percent", node.usage().cpu_percent()},
+                                         {"num_cpus", node.usage().num_cpus()},
+                                         {"memory_used_bytes", node.usage().memory_used_bytes()},
+                                         {"memory_total_bytes", node.usage().memory_total_bytes()},
+                                         {"sample_time_ms", node.usage().sample_time_ms()}}
+                        : nlohmann::json()}};
 }
 
 nlohmann::json ActorJson(const proto::ActorInfo& a, absl::Time now,
@@ -107,7 +114,12 @@ nlohmann::json ActorJson(const proto::ActorInfo& a, absl::Time now,
       {"job_id", a.spec().job_id().id()},
       {"status_message", a.status_message()},
       {"start_time_ms", a.start_time_ms()},
-      {"max_restarts", a.spec().max_restarts()}};
+      {"max_restarts", a.spec().max_restarts()},
+      {"usage", a.has_usage() && a.state() != proto::DEAD
+                    ? nlohmann::json{{"cpu_percent", a.usage().cpu_percent()},
+                                     {"rss_bytes", a.usage().rss_bytes()},
+                                     {"sample_time_ms", a.usage().sample_time_ms()}}
+                    : nlohmann::json()}};
 }
 
 nlohmann::json PlacementGroupJson(const proto::PlacementGroupInfo& g) {

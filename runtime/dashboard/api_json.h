@@ -24,14 +24,18 @@
 namespace troupe::dashboard {
 
 // {node_id, address, hostname, state: "ALIVE"|"DEAD", resources_total: {CPU: 2, ...},
-//  resources_used: {CPU: 1.5, ...} (total - available; zeros for a DEAD node),
-//  last_heartbeat_ms, labels}
+//  resources_used: {CPU: 1.5, ...} (total - available, i.e. reserved; zeros for a DEAD node),
+//  last_heartbeat_ms, labels, usage: what the machine uses, measured by the node agent
+//  ({cpu_percent (of all cores), num_cpus, memory_used_bytes, memory_total_bytes,
+//  sample_time_ms}; null before the first measurement or for a DEAD node)}
 nlohmann::json NodeJson(const proto::NodeInfo& node);
 
 // Ray's actor-table columns: {actor_id, class_name, name, state, node_id, address,
 // pid (null when no worker runs), resources, num_restarts, uptime_s, job_id, status_message,
-// start_time_ms, max_restarts}. uptime_s: since creation while PENDING / ALIVE / RESTARTING
-// (0 while PENDING), until `died` for a DEAD actor (null when unknown).
+// start_time_ms, max_restarts, usage}. uptime_s: since creation while PENDING / ALIVE /
+// RESTARTING (0 while PENDING), until `died` for a DEAD actor (null when unknown). usage: what
+// its worker process uses ({cpu_percent (of one core), rss_bytes, sample_time_ms}; null while
+// no worker runs or before the first measurement).
 nlohmann::json ActorJson(const proto::ActorInfo& actor, absl::Time now,
                          std::optional<absl::Time> died = std::nullopt);
 

@@ -87,6 +87,14 @@ class DashboardServerTest : public ::testing::Test {
     FakeHeadApi::AddActor(*state_, "b1", "Trainer", "job-b/trainer", "job-b", proto::ALIVE, "n1");
     {
       absl::MutexLock lock(&state_->mu);
+      proto::NodeUsage* nu = state_->status.mutable_nodes(0)->mutable_usage();
+      nu->set_cpu_percent(37.5);
+      nu->set_num_cpus(4);
+      nu->set_memory_used_bytes(int64_t{3} << 30);
+      nu->set_memory_total_bytes(int64_t{8} << 30);
+      proto::ProcessUsage* au = state_->status.mutable_actors(0)->mutable_usage();
+      au->set_cpu_percent(112.5);
+      au->set_rss_bytes(int64_t{700} << 20);
       proto::PlacementGroupInfo* g = state_->status.add_placement_groups();
       g->mutable_id()->set_id("pg1");
       g->set_name("job-a/rollout");
@@ -203,6 +211,12 @@ TEST_F(DashboardServerTest, ClusterEndpointsServeTheContractShapes) {
   EXPECT_EQ(n1["last_heartbeat_ms"], 1000);
   EXPECT_EQ(nodes["nodes"][1]["state"], "DEAD");
   EXPECT_EQ(nodes["nodes"][1]["resources_used"]["CPU"], 0.0);
+  // What the machine uses (measured), beside what is reserved; null where never measured.
+  EXPECT_EQ(n1["usage"]["cpu_percent"], 37.5);
+  EXPECT_EQ(n1["usage"]["num_cpus"], 4);
+  EXPECT_EQ(n1["usage"]["memory_used_bytes"], int64_t{3} << 30);
+  EXPECT_EQ(n1["usage"]["memory_total_bytes"], int64_t{8} << 30);
+  EXPECT_TRUE(nodes["nodes"][1]["usage"].is_null());
 
   auto [s2, actors] = GetJson("/api/actors");
   ASSERT_EQ(s2, 200);
@@ -218,6 +232,9 @@ TEST_F(DashboardServerTest, ClusterEndpointsServeTheContractShapes) {
   EXPECT_EQ(a["resources"]["CPU"], 0.5);
   EXPECT_GE(a["uptime_s"].get<double>(), 9.0);
   EXPECT_TRUE(actors["actors"][2]["pid"].is_null());  // DEAD
+  EXPECT_EQ(a["usage"]["cpu_percent"], 112.5);        // of one core
+  EXPECT_EQ(a["usage"]["rss_bytes"], int64_t{700} << 20);
+  EXPECT_TRUE(actors["actors"][1]["usage"].is_null());
 
   EXPECT_EQ(GetJson("/api/actors?job=job-a").second["actors"].size(), 3u);
   EXPECT_EQ(GetJson("/api/actors?job=job-a&state=ALIVE").second["actors"].size(), 2u);

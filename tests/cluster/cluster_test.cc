@@ -358,6 +358,49 @@ TEST_F(ClusterTest, AnActorsWorkerRunsAtItsNiceness) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Node agents measure what workers and machines use (not what they reserve) at each heartbeat;
+// the head keeps the latest for the dashboard and `troupe status`.
+TEST_F(ClusterTest, WorkersAndNodesReportWhatTheyUse) {
+  StartHead();
+  StartNode(R"({"CPU": 2})", 1);
+  auto probe = cluster().Spawn<Probe>({.name = "measured"});
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  ASSERT_TRUE(probe->Call(&Probe::Facts, Empty()).Get(absl::Seconds(30)).ok());
+  proto::ActorInfo actor;
+  proto::NodeInfo node;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<proto::ClusterStatusReply> st = cluster().Status();
+        if (!st.ok() || st->nodes_size() != 1) return false;
+        node = st->nodes(0);
+        for (const proto::ActorInfo& a : st->actors()) {
+          if (a.spec().name() == "measured") actor = a;
+        }
+        return actor.has_usage() && node.has_usage();
+      },
+      absl::Seconds(20)))
+      << StatusText();
+  EXPECT_GT(actor.usage().rss_bytes(), int64_t{1} << 20);  // a worker process holds > 1 MiB
+  EXPECT_GE(actor.usage().cpu_percent(), 0);
+  EXPECT_GT(node.usage().memory_total_bytes(), node.usage().memory_used_bytes());
+  EXPECT_GE(node.usage().num_cpus(), 1);
+  const std::string status = StatusText();
+  EXPECT_NE(status.find("using CPU"), std::string::npos) << status;
+  EXPECT_NE(status.find("MiB"), std::string::npos) << status;
+  // A killed worker's numbers go with it.
+  ASSERT_TRUE(cluster().Kill(*probe, /*no_restart=*/true).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<proto::ClusterStatusReply> st = cluster().Status();
+        if (!st.ok()) return false;
+        for (const proto::ActorInfo& a : st->actors()) {
+          if (a.spec().name() == "measured") return a.state() == proto::DEAD && !a.has_usage();
+        }
+        return false;
+      },
+      absl::Seconds(20)));
+}
+
 TEST_F(ClusterTest, AnActorsWorkerSetsItsComputeThreadsOnceFromTheSpec) {
   StartHead();
   StartNode(R"({"CPU": 2})", 1);

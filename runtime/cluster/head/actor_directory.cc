@@ -120,6 +120,7 @@ void ActorDirectory::HandleExit(Entry& a, const std::string& reason) {
   a.info.clear_address();
   a.info.clear_node_id();
   a.info.clear_gpu_indices();
+  a.info.clear_usage();
   a.info.set_pid(0);
   if (a.info.no_restart_requested()) {
     Die(a, absl::StrCat("killed (", reason, ")"));
@@ -153,6 +154,7 @@ void ActorDirectory::Die(Entry& a, const std::string& reason) {
   a.info.set_state(proto::DEAD);
   a.info.set_status_message(reason);
   a.info.clear_address();
+  a.info.clear_usage();
   a.info.set_incarnation(a.info.incarnation() + 1);  // any worker still running is stale
   const std::string& name = a.info.spec().name();
   if (!name.empty()) {
@@ -316,6 +318,7 @@ std::vector<proto::RunningWorker> ActorDirectory::ReconcileNode(
       kill.push_back(w);
     } else {
       wanted_running.insert(w.actor_id().id());
+      if (w.has_usage()) *a->second.info.mutable_usage() = w.usage();
     }
   }
   // A worker of a live actor that this node no longer runs died without a report reaching us

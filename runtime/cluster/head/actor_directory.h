@@ -99,7 +99,8 @@ class ActorDirectory {
 
   // A heartbeat of live node `node_id` listed `running`: returns the workers it must kill (not
   // the current incarnation of a live actor placed there). An ALIVE actor placed there whose
-  // worker is missing from two heartbeats in a row has exited.
+  // worker is missing from two heartbeats in a row has exited. A wanted worker's measured usage
+  // becomes its actor's ActorInfo.usage (cleared when the worker exits).
   std::vector<proto::RunningWorker> ReconcileNode(
       const std::string& node_id,
       const google::protobuf::RepeatedPtrField<proto::RunningWorker>& running);

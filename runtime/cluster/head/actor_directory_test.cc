@@ -195,11 +195,16 @@ TEST_F(ActorDirectoryTest, HeartbeatsKillUnwantedWorkersAndTwoMissesMeanTheWorke
   google::protobuf::RepeatedPtrField<proto::RunningWorker> running;
   proto::RunningWorker* mine = running.Add();
   *mine->mutable_actor_id() = a.id();
+  mine->mutable_usage()->set_cpu_percent(42.5);
+  mine->mutable_usage()->set_rss_bytes(1 << 20);
   proto::RunningWorker* stranger = running.Add();
   stranger->mutable_actor_id()->set_id("stranger");
   std::vector<proto::RunningWorker> kill = directory_->ReconcileNode("n1", running);
   ASSERT_EQ(kill.size(), 1u);
   EXPECT_EQ(kill[0].actor_id().id(), "stranger");
+  // The wanted worker's measured usage is the actor's, until its worker exits.
+  EXPECT_EQ(Info(a.id().id()).usage().cpu_percent(), 42.5);
+  EXPECT_EQ(Info(a.id().id()).usage().rss_bytes(), 1 << 20);
   // On another node the actor's worker is not wanted either.
   EXPECT_EQ(directory_->ReconcileNode("n2", running).size(), 2u);
   const google::protobuf::RepeatedPtrField<proto::RunningWorker> none;
@@ -212,6 +217,7 @@ TEST_F(ActorDirectoryTest, HeartbeatsKillUnwantedWorkersAndTwoMissesMeanTheWorke
   proto::ActorInfo gone = Info(a.id().id());
   EXPECT_EQ(gone.state(), proto::RESTARTING);
   EXPECT_EQ(gone.num_restarts(), 1);
+  EXPECT_FALSE(gone.has_usage());
 }
 
 TEST_F(ActorDirectoryTest, AQueuedActorStartsWhenAKillFreesItsResources) {

@@ -150,7 +150,7 @@ absl::Status ClusterCoordinator::Heartbeat(const proto::HeartbeatRequest& req,
                                            proto::HeartbeatReply* reply) {
   absl::MutexLock lock(&mu_);
   const std::string& node_id = req.node_id().id();
-  if (!nodes_.Heartbeat(node_id, absl::Now())) {
+  if (!nodes_.Heartbeat(node_id, absl::Now(), req.has_usage() ? &req.usage() : nullptr)) {
     reply->set_reregister(true);
     return absl::OkStatus();
   }

@@ -101,11 +101,13 @@ absl::StatusOr<std::string> NodeManager::Register(const proto::RegisterNodeReque
   return id;
 }
 
-bool NodeManager::Heartbeat(const std::string& node_id, absl::Time now) {
+bool NodeManager::Heartbeat(const std::string& node_id, absl::Time now,
+                            const proto::NodeUsage* usage) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() || it->second.info.state() != proto::NODE_ALIVE) return false;
   it->second.last_heartbeat = now;
   it->second.info.set_last_heartbeat_ms(absl::ToUnixMillis(now));
+  if (usage != nullptr) *it->second.info.mutable_usage() = *usage;
   return true;
 }
 

@@ -53,8 +53,10 @@ class NodeManager {
   // forgotten).
   absl::StatusOr<std::string> Register(const proto::RegisterNodeRequest& req, absl::Time now);
 
-  // Records a heartbeat at `now`. False if the node is unknown or DEAD (it must re-register).
-  bool Heartbeat(const std::string& node_id, absl::Time now);
+  // Records a heartbeat at `now`, with the machine's usage if measured (`usage` may be null).
+  // False if the node is unknown or DEAD (it must re-register).
+  bool Heartbeat(const std::string& node_id, absl::Time now,
+                 const proto::NodeUsage* usage = nullptr);
 
   // Live nodes whose last heartbeat is more than `timeout` before `now`, with that silence.
   std::vector<std::pair<std::string, absl::Duration>> Expired(absl::Time now,

@@ -66,6 +66,23 @@ TEST(NodeManager, ANodeExpiresOnlyAfterMoreThanTheTimeoutWithoutAHeartbeat) {
   EXPECT_EQ(expired[0].second, absl::Milliseconds(5500));
 }
 
+TEST(NodeManager, AHeartbeatsUsageIsTheNodesUntilTheNext) {
+  auto store = OpenTestStore("nodes_usage");
+  scheduler::ClusterScheduler scheduler;
+  NodeManager nodes(store.get(), &scheduler);
+  ASSERT_TRUE(nodes.Register(Request("a", 1), kT0).ok());
+  proto::NodeUsage usage;
+  usage.set_cpu_percent(61.5);
+  usage.set_memory_used_bytes(3 << 20);
+  ASSERT_TRUE(nodes.Heartbeat("a", kT0 + absl::Seconds(1), &usage));
+  ASSERT_TRUE(nodes.Heartbeat("a", kT0 + absl::Seconds(2)));  // not measured: kept
+  proto::ClusterStatusReply status;
+  nodes.AppendTo(&status);
+  ASSERT_EQ(status.nodes_size(), 1);
+  EXPECT_EQ(status.nodes(0).usage().cpu_percent(), 61.5);
+  EXPECT_EQ(status.nodes(0).usage().memory_used_bytes(), 3 << 20);
+}
+
 TEST(NodeManager, ADeadNodeLeavesTheSchedulerAndMustReregister) {
   auto store = OpenTestStore("nodes_dead");
   scheduler::ClusterScheduler scheduler;
