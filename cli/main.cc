@@ -223,7 +223,10 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    return app.exit(e);
+    // CLI11 prints the error (or the help / version asked for) and gives each kind of error
+    // its own code; every usage error exits 2 here, like the unknown arguments above.
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
   return exit_code;
 }

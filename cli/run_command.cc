@@ -157,6 +157,21 @@ void InstallStopSignals() {
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
+// Copies `from` from byte `offset` to `to` (appending, or replacing it); a failure is reported
+// on stderr, not fatal: the run itself is done.
+void CopyLogTail(const std::string& from, long offset, const std::string& to, bool append) {
+  std::FILE* in = std::fopen(from.c_str(), "rb");
+  std::FILE* out = in == nullptr ? nullptr : std::fopen(to.c_str(), append ? "ab" : "wb");
+  bool ok = in != nullptr && out != nullptr && std::fseek(in, offset, SEEK_SET) == 0;
+  char buf[1 << 16];
+  for (size_t n; ok && (n = std::fread(buf, 1, sizeof(buf), in)) > 0;) {
+    ok = std::fwrite(buf, 1, n, out) == n;
+  }
+  if (out != nullptr && std::fclose(out) != 0) ok = false;
+  if (in != nullptr) std::fclose(in);
+  if (!ok) std::fprintf(stderr, "troupe run: could not copy the driver log to %s\n", to.c_str());
+}
+
 int RunJob(const RunFlags& f) {
   const absl::Time started = absl::Now();
   InstallStopSignals();
@@ -247,6 +262,8 @@ int RunJob(const RunFlags& f) {
   // On the embedded cluster the job shows in its dashboard as a driver job, with this log.
   std::atomic<bool> stop{false};
   std::FILE* driver_log = nullptr;
+  std::string driver_log_path;
+  long driver_log_start = 0;  // where this run's lines begin in it
   dashboard::JobManager* jobs = embedded != nullptr && embedded->dashboard() != nullptr
                                     ? &embedded->dashboard()->jobs()
                                     : nullptr;
@@ -257,7 +274,9 @@ int RunJob(const RunFlags& f) {
             .lexically_normal()
             .string();
     std::filesystem::create_directories(job_dir, ec);
-    driver_log = std::fopen((job_dir + "/driver.log").c_str(), "a");
+    driver_log_path = job_dir + "/driver.log";
+    driver_log = std::fopen(driver_log_path.c_str(), "a");
+    if (driver_log != nullptr) driver_log_start = std::ftell(driver_log);
     const std::string logging_dir =
         std::filesystem::absolute(spec->logging.dir, ec).lexically_normal().string();
     absl::Status s =
@@ -284,6 +303,12 @@ int RunJob(const RunFlags& f) {
                  : stop || signal_number != 0 ? "job stopped by request"
                                               : "job finished");
     std::fclose(driver_log);
+    // The run directory keeps this run's log (appended on --resume), so `troupe dashboard DIR`
+    // shows it once the embedded head is gone. Only into a directory the run created.
+    if (std::filesystem::is_directory(spec->logging.dir)) {
+      CopyLogTail(driver_log_path, driver_log_start, spec->logging.dir + "/driver.log",
+                  /*append=*/f.resume);
+    }
   }
   if (!r.ok() && signal_number != 0 && absl::IsCancelled(r.status())) {
     std::fprintf(stderr, "troupe run: job %s stopped by signal %d (%s) before its RL loop: %s\n",

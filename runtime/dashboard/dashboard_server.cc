@@ -933,9 +933,37 @@ void DashboardServer::Impl::GetPrometheus(const httplib::Request&, httplib::Resp
                     kPrometheusContentType);
     return;
   }
+  const absl::Time now = absl::Now();
+  const absl::Time cutoff = now - options_.prometheus_grace;
   const std::vector<JobInfo> jobs = jobs_->List();
-  res.set_content(PrometheusPage(*status, jobs, graph_.Edges(absl::Now()), LiveMetrics(jobs)),
-                  kPrometheusContentType);
+  std::map<std::string, JobLiveMetrics> live = LiveMetrics(jobs);
+  // What ended before the grace period has no series left (the counts by state keep it).
+  std::set<std::string> gone_jobs, gone_actors;
+  for (const JobInfo& j : jobs) {
+    if (IsTerminal(j.status) && j.end_ms > 0 && absl::FromUnixMillis(j.end_ms) < cutoff) {
+      gone_jobs.insert(j.job_id);
+      live.erase(j.job_id);
+    }
+  }
+  {
+    absl::MutexLock lock(&actors_mu_);
+    for (const auto& [id, when] : died_) {
+      if (when < cutoff) gone_actors.insert(id);
+    }
+  }
+  for (const proto::ActorInfo& a : status->actors()) {
+    if (a.state() == proto::DEAD && gone_jobs.count(a.spec().job_id().id()) > 0) {
+      gone_actors.insert(a.id().id());
+    }
+  }
+  std::vector<CallEdge> edges = graph_.Edges(now);
+  edges.erase(std::remove_if(edges.begin(), edges.end(),
+                             [&](const CallEdge& e) {
+                               return gone_actors.count(e.callee) > 0 ||
+                                      gone_actors.count(e.caller) > 0;
+                             }),
+              edges.end());
+  res.set_content(PrometheusPage(*status, jobs, edges, live), kPrometheusContentType);
 }
 
 // ---- DashboardServer ----------------------------------------------------------------------------

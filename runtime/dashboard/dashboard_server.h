@@ -44,7 +44,8 @@
 //   GET  /api/graph?job=ID              {"nodes": [{id, label, class, state, node_id, name}],
 //                                         "edges": [{source, target, kind, method, rate,
 //                                         bytes_per_s, staleness, calls, bytes, errors}]}
-//   GET  /metrics                       Prometheus text (troupe_* families)
+//   GET  /metrics                       Prometheus text (troupe_* families; a finished job's and a
+//                                         dead actor's series go after prometheus_grace)
 //   GET  /, /js/main.js, ...            the web dashboard's files (built in; see web_dir below)
 //
 // Admission, in this order, before anything else is done for a request:
@@ -117,6 +118,9 @@ struct DashboardOptions {
   absl::Duration stop_grace = JobManagerOptions().stop_grace;
   // Directories besides its own that a submitted job's paths may lie in (JobManagerOptions).
   std::vector<std::string> job_path_roots;
+  // /metrics drops the series of a job that ended, and the call series of an actor that died,
+  // this long ago (the counts by state and status stay), so dead series do not pile up.
+  absl::Duration prometheus_grace = absl::Minutes(5);
   // Connections, request threads, timeouts, body size and log streams (max_streams: the log
   // followers open at once). See guarded_http_server.h.
   HttpLimits http;

@@ -527,6 +527,51 @@ TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
   EXPECT_TRUE(weights["bytes_per_s"].is_null());
 }
 
+TEST_F(DashboardServerTest, PrometheusDropsFinishedJobsAndDeadActorsAfterTheGrace) {
+  DashboardOptions o;
+  o.sample_interval = absl::Milliseconds(20);
+  o.prometheus_grace = absl::Milliseconds(600);
+  std::unique_ptr<DashboardServer> other = StartAnother(o);
+  ASSERT_NE(other, nullptr);
+  httplib::Client c("127.0.0.1", other->port());
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->kv["stats/actors/a2"] =
+        R"({"actor_id":"a2","incarnation":0,"calls":[{"caller":"driver","method":"Generate",)"
+        R"("calls":5,"request_bytes":50,"reply_bytes":500,"errors":0}]})";
+  }
+  const std::string run = dir_ + "/done-run";
+  std::filesystem::create_directories(run);
+  std::ofstream(run + "/metrics.jsonl") << "{\"step\":3,\"time\":1796225343.5,\"x\":1}\n";
+  ASSERT_TRUE(other->jobs().Attach("done", "tiny", run, run, [] {}).ok());
+  other->jobs().EndAttached("done", absl::OkStatus());
+  absl::SleepFor(absl::Milliseconds(150));  // a2 sampled alive, with its calls
+  auto page = [&] {
+    httplib::Result r = c.Get("/metrics");
+    return r ? r->body : std::string();
+  };
+  const std::string job_step = "troupe_job_step{job_id=\"done\",name=\"tiny\"} 3";
+  const std::string a2_calls = "target=\"a2\"";
+  std::string before = page();
+  EXPECT_TRUE(absl::StrContains(before, job_step)) << before;
+  EXPECT_TRUE(absl::StrContains(before, a2_calls)) << before;
+  {
+    absl::MutexLock lock(&state_->mu);
+    for (proto::ActorInfo& a : *state_->status.mutable_actors()) {
+      if (a.id().id() == "a2") a.set_state(proto::DEAD);
+    }
+  }
+  absl::SleepFor(absl::Milliseconds(150));  // seen dead: within the grace it still shows
+  EXPECT_TRUE(absl::StrContains(page(), a2_calls));
+  absl::SleepFor(absl::Milliseconds(800));
+  const std::string after = page();
+  EXPECT_FALSE(absl::StrContains(after, job_step)) << after;
+  EXPECT_FALSE(absl::StrContains(after, a2_calls)) << after;
+  // The counts by state and status still count them.
+  EXPECT_TRUE(absl::StrContains(after, "troupe_actors{state=\"DEAD\"} 2\n")) << after;
+  EXPECT_TRUE(absl::StrContains(after, "troupe_jobs{status=\"SUCCEEDED\"} 1\n")) << after;
+}
+
 TEST_F(DashboardServerTest, PrometheusPagePassesPromtool) {
   const std::string id = Submit();
   WaitStatus(id, "SUCCEEDED");

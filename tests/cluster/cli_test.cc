@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -91,6 +92,43 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   auto [rc5, down] = RunCommand({kTroupe, "status", "--state-dir", dir}, dir + ".status2.out");
   EXPECT_NE(rc5, 0);
   EXPECT_TRUE(absl::StrContains(down, "head at")) << down;
+}
+
+// `troupe dashboard RUN_DIR`: a finished run's files served without a cluster, until Ctrl-C.
+TEST(TroupeCli, DashboardServesARunDirectoryWithoutACluster) {
+  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run_dashboard");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/run");
+  std::ofstream(dir + "/run/metrics.jsonl")
+      << "{\"step\":1,\"time\":1796225343.5,\"critic/score/mean\":0.25}\n";
+  std::ofstream(dir + "/run/summary.json") << "{\"name\": \"demo\", \"steps\": 1}\n";
+  Process viewer =
+      Process::Start({kTroupe, "dashboard", dir + "/run", "--port", "0"}, dir + ".out");
+  std::string url;
+  for (int i = 0; i < 200 && url.empty(); ++i) {
+    const std::string out = viewer.Output();
+    const size_t at = out.find("http://127.0.0.1:");
+    if (at != std::string::npos && out.find(' ', at) != std::string::npos) {
+      url = out.substr(at, out.find(' ', at) - at);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(url.empty()) << viewer.Output();
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(url.substr(url.rfind(':') + 1), &port)) << url;
+  httplib::Client c("127.0.0.1", port);
+  httplib::Result jobs = c.Get("/api/jobs/run");
+  ASSERT_TRUE(jobs);
+  EXPECT_TRUE(absl::StrContains(jobs->body, "\"status\":\"SUCCEEDED\"")) << jobs->body;
+  httplib::Result metrics = c.Get("/api/jobs/run/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_TRUE(absl::StrContains(metrics->body, "critic/score/mean")) << metrics->body;
+  viewer.Signal(SIGINT);
+  EXPECT_EQ(viewer.Wait(absl::Seconds(10)), 0) << viewer.Output();
+
+  auto [rc, bad] = RunCommand({kTroupe, "dashboard", dir + "/missing"}, dir + ".bad.out");
+  EXPECT_EQ(rc, 2);
+  EXPECT_TRUE(absl::StrContains(bad, dir + "/missing: not a directory")) << bad;
 }
 
 TEST(TroupeCli, TheDashboardAnswersTheAllowedHostsAndRefusesOthers) {
@@ -413,6 +451,14 @@ TEST(TroupeCli, AnUnknownFlagIsNamedWithTheClosestOne) {
   EXPECT_EQ(rc4, 2) << out4;
   EXPECT_TRUE(absl::StrContains(out4, "troupe stop: unknown option --zzz; see troupe stop --help"))
       << out4;
+  // Other usage errors (a value of the wrong type, a missing argument) exit 2 as well.
+  auto [rc6, out6] =
+      RunCommand({kTroupe, "dashboard", "x", "--port", "eighty"}, "/tmp/troupe-cli-test-port.out");
+  EXPECT_EQ(rc6, 2) << out6;
+  EXPECT_TRUE(absl::StrContains(out6, "--port")) << out6;
+  auto [rc7, out7] = RunCommand({kTroupe, "dashboard"}, "/tmp/troupe-cli-test-norun.out");
+  EXPECT_EQ(rc7, 2) << out7;
+  EXPECT_TRUE(absl::StrContains(out7, "run_dirs")) << out7;
   // --help still prints the commands.
   auto [rc5, out5] = RunCommand({kTroupe, "--help"}, "/tmp/troupe-cli-test-help.out");
   EXPECT_EQ(rc5, 0) << out5;
