@@ -47,5 +47,27 @@ TEST(ProcessStats, AProcessThatIsGoneIsNotFound) {
   EXPECT_TRUE(absl::IsNotFound(ReadProcessCpuSeconds(child).status()));
 }
 
+TEST(ProcessStats, HostCpuTimesAdvanceAndBusyIsPartOfTotal) {
+  absl::StatusOr<HostCpuTimes> a = ReadHostCpuTimes();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_GT(a->total, 0u);
+  EXPECT_LE(a->busy, a->total);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  volatile uint64_t spin = 0;
+  while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  absl::StatusOr<HostCpuTimes> b = ReadHostCpuTimes();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_GT(b->total, a->total);
+  EXPECT_GT(b->busy, a->busy);  // this process alone was busy for 0.2 s
+}
+
+TEST(ProcessStats, HostMemoryHasTotalAboveAvailable) {
+  absl::StatusOr<HostMemory> m = ReadHostMemory();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_GT(m->total_bytes, int64_t{256} << 20);
+  EXPECT_GT(m->available_bytes, 0);
+  EXPECT_LE(m->available_bytes, m->total_bytes);
+}
+
 }  // namespace
 }  // namespace troupe
