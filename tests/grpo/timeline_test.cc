@@ -92,11 +92,14 @@ std::vector<Event> Parse(const std::string& text) {
   return out;
 }
 
+// Spans of `cat` and `name` whose process or track names `where` (a weight sync outside a call
+// is on the "weights" track of its worker process).
 int Count(const std::vector<Event>& events, const std::string& cat, const std::string& name,
-          const std::string& track_part) {
+          const std::string& where) {
   int n = 0;
   for (const Event& e : events) {
-    n += e.cat == cat && e.name == name && absl::StrContains(e.track, track_part);
+    n += e.cat == cat && e.name == name &&
+         (absl::StrContains(e.track, where) || absl::StrContains(e.process, where));
   }
   return n;
 }
