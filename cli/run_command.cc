@@ -146,6 +146,8 @@ absl::Status StartDriverSpans(const recipes::JobSpec& spec, const std::string& j
     return absl::InternalError(
         absl::StrCat("cannot create logging.dir ", spec.logging.dir, ": ", ec.message()));
   }
+  // Recording off: an earlier run's spans must not pass for this one's.
+  if (capacity == 0) std::filesystem::remove(spec.logging.dir + "/driver.spans", ec);
   return InitGlobalSpans({.capacity = capacity,
                           .file = spec.logging.dir + "/driver.spans",
                           .label = absl::StrCat("driver ", job_id)});

@@ -74,6 +74,9 @@ absl::Status ProfilerAvailable() {
 absl::Status CanRecordOps() {
   if (absl::Status s = ProfilerAvailable(); !s.ok()) return s;
   if (GlobalSpans() == nullptr) {
+    if (absl::StatusOr<uint32_t> env = SpanCapacityFromEnv(); !env.ok()) {
+      return absl::FailedPreconditionError(env.status().message());
+    }
     return absl::FailedPreconditionError(
         "span recording is off (TROUPE_TIMELINE_SPANS=0): LibTorch operators cannot be recorded");
   }

@@ -184,6 +184,13 @@ TEST(TroupeTimeline, RefusesBadInputWithAClearError) {
     EXPECT_EQ(rc, c.rc) << out;
     EXPECT_TRUE(absl::StrContains(out, c.message)) << out;
   }
+  // A span capacity that is not a number: `troupe run` refuses before anything starts.
+  auto [rc_env, out_env] = RunCommand(
+      {"/usr/bin/env", "TROUPE_TIMELINE_SPANS=lots", kTroupe, "run", Job(dir)}, dir + "/env.out");
+  EXPECT_EQ(rc_env, 2) << out_env;
+  EXPECT_TRUE(absl::StrContains(out_env, "TROUPE_TIMELINE_SPANS='lots' is not a whole number"))
+      << out_env;
+  EXPECT_FALSE(fs::exists(dir + "/out/cluster")) << "a cluster started";
   fs::create_directories(dir + "/run/cluster/logs");
   std::ofstream(dir + "/run/cluster/logs/worker-x-0.spans") << "not spans";
   auto [rc, out] =
