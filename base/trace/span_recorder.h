@@ -23,7 +23,9 @@
 //   { ScopedSpan s("checkpoint", "Save");  ... }  // records [start, end) on track "checkpoint"
 //
 // Thread-safety: Record, Snapshot and the accessors are thread-safe. A Snapshot taken while a slot
-// is being overwritten leaves that slot out.
+// is being overwritten leaves that slot out. ParseSpanFile of bytes read from a file while its
+// process records can see a slot overwritten during the read with parts of the newer span (the
+// ring is lapping the reader; strings stay within their fields).
 #ifndef TROUPE_BASE_TRACE_SPAN_RECORDER_H_
 #define TROUPE_BASE_TRACE_SPAN_RECORDER_H_
 
