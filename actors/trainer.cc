@@ -12,11 +12,13 @@
 #include "base/status_macros.h"
 #include "metrics/metric_catalog.h"
 #include "runtime/actor_registry.h"
+#include "trainers/torch_op_spans.h"
 
 namespace troupe::actors {
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ActorContext& ctx) {
   TROUPE_ASSIGN_OR_RETURN(proto::TrainerConfig config, ctx.ConfigAs<proto::TrainerConfig>());
+  if (config.profile_from() > 0) TROUPE_RETURN_IF_ERROR(trainers::CanRecordOps());
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<TrainerCore> core, TrainerCore::Create(config));
   return std::unique_ptr<Trainer>(new Trainer(ctx.services(), std::move(core)));
 }
@@ -33,6 +35,11 @@ Trainer::~Trainer() {
 
 absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepRequest& req) {
   ResendFailedWrites();
+  std::unique_ptr<trainers::TorchOpSpans> ops;  // trainer.profile_steps
+  if (req.step() + 1 >= core_->config().profile_from() &&
+      req.step() + 1 <= core_->config().profile_to()) {
+    TROUPE_ASSIGN_OR_RETURN(ops, trainers::TorchOpSpans::Start(context().name()));
+  }
   bool skipped = false;
   TROUPE_ASSIGN_OR_RETURN(proto::TrainStepReply reply, core_->Update(req, &skipped));
   auto& m = *reply.mutable_metrics();

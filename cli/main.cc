@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
   worker->add_option("--incarnation", worker_args.incarnation);
   worker->add_option("--spec-file", worker_args.spec_file)->required();
   worker->add_option("--host", worker_args.host);
+  worker->add_option("--spans-file", worker_args.spans_file);
   worker->callback([&] { exit_code = troupe::RunWorker(worker_args); });
 
   troupe::InstallJobCommands(app, &exit_code);

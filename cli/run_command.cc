@@ -14,6 +14,11 @@
 // <logging.dir>/cluster, marked as troupe's by a file in it; a later run replaces only the
 // entries troupe made there, and refuses a cluster/ directory troupe did not make.
 //
+// Timeline: the driver records its spans (evaluations, checkpoints) into <logging.dir>/driver.spans
+// and the workers into their span files (the embedded cluster's in <logging.dir>/cluster/logs);
+// when the job ends, finished or failed, <logging.dir>/timeline.json gets the Chrome trace of them
+// all (`troupe timeline` reads the same files, also of a crashed run).
+//
 // SIGTERM or SIGINT (Ctrl-C, `troupe job stop`) asks the run to stop at its next step boundary,
 // with its final checkpoint and summary; it then exits with 128 + the signal's number. A second
 // one ends it at once, by that signal.
@@ -34,7 +39,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/checkpointer.h"
+#include "base/atomic_file.h"
 #include "base/status_macros.h"
+#include "base/trace/chrome_trace.h"
+#include "base/trace/span_recorder.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
 #include "recipes/grpo/grpo_recipe.h"
@@ -43,6 +51,7 @@
 #include "recipes/rl/run_state.h"
 #include "runtime/cluster/embedded_cluster.h"
 #include "runtime/cluster/node_agent.h"
+#include "runtime/cluster/timeline_collector.h"
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/dashboard/job_manager.h"
 
@@ -128,6 +137,49 @@ absl::StatusOr<std::unique_ptr<EmbeddedCluster>> StartEmbedded(const RunFlags& f
   return ec;
 }
 
+// The driver's SpanRecorder, mapped onto <logging.dir>/driver.spans (TROUPE_TIMELINE_SPANS spans).
+absl::Status StartDriverSpans(const recipes::JobSpec& spec, const std::string& job_id) {
+  TROUPE_ASSIGN_OR_RETURN(uint32_t capacity, SpanCapacityFromEnv());
+  std::error_code ec;
+  std::filesystem::create_directories(spec.logging.dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create logging.dir ", spec.logging.dir, ": ", ec.message()));
+  }
+  // Recording off: an earlier run's spans must not pass for this one's.
+  if (capacity == 0) std::filesystem::remove(spec.logging.dir + "/driver.spans", ec);
+  return InitGlobalSpans({.capacity = capacity,
+                          .file = spec.logging.dir + "/driver.spans",
+                          .label = absl::StrCat("driver ", job_id)});
+}
+
+// <logging.dir>/timeline.json from the driver's and the workers' spans; where it went, or why not.
+std::string WriteRunTimeline(const recipes::JobSpec& spec, EmbeddedCluster* embedded,
+                             Cluster* cluster, const std::string& job_id,
+                             const std::string& token) {
+  std::vector<ProcessSpans> processes;
+  if (embedded != nullptr) {
+    absl::StatusOr<std::vector<ProcessSpans>> read = ReadRunDirSpans(spec.logging.dir);
+    if (!read.ok()) return absl::StrCat("not written: ", read.status().message());
+    processes = *std::move(read);
+  } else {
+    if (SpanRecorder* driver = GlobalSpans(); driver != nullptr) {
+      processes.push_back(driver->Snapshot());
+    }
+    absl::StatusOr<CollectedSpans> workers =
+        CollectClusterSpans(*cluster, job_id, {.token = token});
+    if (!workers.ok()) {
+      return absl::StrCat("not written: the workers' spans: ", workers.status().message());
+    }
+    for (ProcessSpans& p : workers->processes) processes.push_back(std::move(p));
+  }
+  const std::string path = spec.logging.dir + "/timeline.json";
+  if (absl::Status s = WriteFileAtomically(path, ChromeTraceJson(processes)); !s.ok()) {
+    return absl::StrCat("not written: ", s.message());
+  }
+  return path;
+}
+
 // The first SIGTERM/SIGINT received (0 = none); see the file comment.
 std::atomic<int> stop_signal{0};
 
@@ -206,8 +258,14 @@ int RunJob(const RunFlags& f) {
       return 2;
     }
   }
+  const std::string job_id = f.job_id.empty() ? spec->name : f.job_id;
+  if (absl::Status s = StartDriverSpans(*spec, job_id); !s.ok()) {
+    std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   std::unique_ptr<EmbeddedCluster> embedded;
   std::unique_ptr<Cluster> remote;
+  std::string token;
   Cluster* cluster = nullptr;
   std::vector<recipes::NodeResources> nodes;
   if (f.address.empty()) {
@@ -232,7 +290,7 @@ int RunJob(const RunFlags& f) {
                    (f.job_id.empty() ? spec->name : f.job_id).c_str());
     }
   } else {
-    const std::string token = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
+    token = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
     absl::StatusOr<std::unique_ptr<Cluster>> c =
         Cluster::Connect({.address = f.address, .token = token});
     if (!c.ok()) {
@@ -258,7 +316,7 @@ int RunJob(const RunFlags& f) {
   recipes::RunOptions options;
   options.resume = f.resume;
   options.overwrite = f.overwrite;
-  options.job_id = f.job_id.empty() ? spec->name : f.job_id;
+  options.job_id = job_id;
   // On the embedded cluster the job shows in its dashboard as a driver job, with this log.
   std::atomic<bool> stop{false};
   std::FILE* driver_log = nullptr;
@@ -295,6 +353,7 @@ int RunJob(const RunFlags& f) {
     }
   };
   absl::StatusOr<recipes::RunResult> r = recipes::RunRecipe(*spec, *cluster, options);
+  const std::string timeline = WriteRunTimeline(*spec, embedded.get(), cluster, job_id, token);
   const int signal_number = stop_signal.load();
   if (jobs != nullptr) jobs->EndAttached(options.job_id, r.status());
   if (driver_log != nullptr) {
@@ -350,6 +409,8 @@ int RunJob(const RunFlags& f) {
   }
   std::printf("  metrics: %s/metrics.jsonl (TensorBoard: %s/tb)\n", spec->logging.dir.c_str(),
               spec->logging.dir.c_str());
+  std::printf("  timeline: %s (Perfetto; `troupe timeline %s -o trace.json` rebuilds it)\n",
+              timeline.c_str(), spec->logging.dir.c_str());
   if (signal_number != 0) {
     std::fprintf(stderr, "troupe run: job %s was stopped by signal %d (%s) after step %lld\n",
                  options.job_id.c_str(), signal_number, strsignal(signal_number),

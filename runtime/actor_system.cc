@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "base/log.h"
+#include "base/trace/span_recorder.h"
 #include "runtime/internal/call.h"
 #include "runtime/internal/constructing.h"
 #include "runtime/internal/deadline_queue.h"
@@ -145,6 +146,21 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::internal::CellMsg)
 namespace troupe {
 namespace internal {
 
+// Every method call is a span on its actor's track in the process's SpanRecorder
+// (base/trace/span_recorder.h, category "call", named after the method), when recording is on.
+void StartCallSpan(CallBase& call) {
+  call.set_trace_start_us(GlobalSpans() != nullptr ? WallMicros() : 0);
+}
+
+void RecordCallSpan(const CallBase& call) {
+  const int64_t start = call.trace_start_us();
+  SpanRecorder* spans = GlobalSpans();
+  if (start == 0 || spans == nullptr) return;
+  spans->Record("call", call.method() != nullptr ? call.method()->name : "?",
+                call.target() != nullptr ? call.target()->name : "actor", start,
+                WallMicros() - start);
+}
+
 // Runs continuations of one actor instance in its mailbox; tells the cell when async calls end.
 class CellExecutor final : public CallSink {
  public:
@@ -163,6 +179,7 @@ class CellExecutor final : public CallSink {
   }
 
   void AsyncCallDone(CallBase* call) override {
+    RecordCallSpan(*call);
     GuardScope scope(guard_.get());
     if (scope.entered()) {
       caf::anon_send(cell_,
@@ -223,7 +240,9 @@ class CallPool {
         call = std::move(queue_.front());
         queue_.pop_front();
       }
+      StartCallSpan(*call);
       call->Invoke(instance_, executor_.get());
+      RecordCallSpan(*call);
       on_done_();
     }
   }
@@ -465,8 +484,10 @@ void ActorCell::Dispatch(RefPtr<CallBase> call) {
   bool done;
   {
     ScopedActorContext scope(executor_.get(), name_.c_str());
+    StartCallSpan(*call);
     done = call->Invoke(instance_.get(), executor_.get());
   }
+  if (done) RecordCallSpan(*call);  // an async method's span ends in AsyncCallDone
   if (!done) {
     ++running_;
     CallBase* key = call.get();

@@ -9,6 +9,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "base/trace/span_recorder.h"
 #include "gtest/gtest.h"
 #include "runtime/collective/kv_store.h"
 #include "runtime/testing/test_messages.pb.h"
@@ -234,6 +235,35 @@ TEST_F(ActorSystemTest, CallReturnsTheMethodsReplyAndStateIsKeptBetweenCalls) {
   EXPECT_EQ(c->Call(&Counter::Add, MakeNum(7)).Get()->value(), 112);
   EXPECT_TRUE(c->Ready().Get(absl::Seconds(1)).ok());
   EXPECT_EQ(c->state(), ActorState::kAlive);
+}
+
+// Every call is a span named after its method on the actor's track; an async method's span lasts
+// until its future completes.
+TEST_F(ActorSystemTest, EveryCallIsASpanOnItsActorsTrack) {
+  ASSERT_TRUE(InitGlobalSpans({.capacity = 64}).ok());
+  auto c = system_.Spawn<Counter>({.name = "traced", .max_concurrency = 2});
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->Call(&Counter::Nap, MakeSleep(20)).Get().ok());
+  Future<Num> held = c->Call(&Counter::Hold, MakeNum(0));
+  absl::SleepFor(absl::Milliseconds(30));
+  ASSERT_TRUE(c->Call(&Counter::Release, MakeNum(4)).Get().ok());
+  ASSERT_TRUE(held.Get().ok());
+  std::map<std::string, Span> by_name;
+  for (int i = 0; i < 100 && by_name.size() < 3; ++i) {  // Hold's span ends on another thread
+    by_name.clear();
+    for (const Span& s : GlobalSpans()->Snapshot().spans) {
+      if (s.track == "traced") by_name[s.name] = s;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(by_name.count("Nap"), 1u);
+  EXPECT_EQ(by_name["Nap"].category, "call");
+  EXPECT_GE(by_name["Nap"].dur_us, 20'000);
+  ASSERT_EQ(by_name.count("Hold"), 1u);
+  EXPECT_GE(by_name["Hold"].dur_us, 25'000);
+  ASSERT_EQ(by_name.count("Release"), 1u);
+  EXPECT_LE(by_name["Hold"].start_us, by_name["Release"].start_us);
+  ASSERT_TRUE(InitGlobalSpans({.capacity = 0}).ok());
 }
 
 TEST_F(ActorSystemTest, MethodErrorsReachTheCallerUnchanged) {

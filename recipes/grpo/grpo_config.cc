@@ -19,6 +19,7 @@
 #include "reward/reward_function.h"
 #include "runtime/actor_registry.h"
 #include "tasks/task.h"
+#include "trainers/torch_op_spans.h"
 
 namespace troupe::recipes {
 namespace {
@@ -94,6 +95,11 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
   }
   if (spec.actors.critic.replicas > 0)
     refuse("actors.critic.replicas", "recipe grpo has no critic");
+  if (spec.trainer.profile_from > 0) {
+    if (absl::Status s = trainers::CanRecordOps(); !s.ok()) {
+      refuse("trainer.profile_steps", absl::StrCat("cannot be honoured: ", s.message()));
+    }
+  }
   if (spec.actors.trainer.replicas > 1) {
     refuse("actors.trainer.replicas",
            "recipe grpo trains on one trainer (data-parallel training does not exist yet)");
@@ -215,6 +221,8 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
   c.set_off_policy(a.off_policy.correction);
   c.set_importance_cap(a.off_policy.cap);
   c.set_max_response_length(spec.data.max_response_length);
+  c.set_profile_from(t.profile_from);
+  c.set_profile_to(t.profile_to);
   return c;
 }
 

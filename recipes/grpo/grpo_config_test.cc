@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/trace/span_recorder.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -92,6 +93,8 @@ TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
       {{"rollout.top_p=0.75"}, "/generate/top_p", 0.75},
       {{"rollout.top_k=5"}, "/generate/top_k", 5},
       {{"rollout.max_new_tokens=7"}, "/generate/max_new_tokens", 7},
+      {{"trainer.profile_steps=[1, 2]"}, "/trainer/profile_from", "1"},
+      {{"trainer.profile_steps=[1, 2]"}, "/trainer/profile_to", "2"},
   };
   absl::StatusOr<JobSpec> defaults = Parse("");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
@@ -181,6 +184,31 @@ actors:
   EXPECT_THAT(m, HasSubstr("job.yaml:9:18: actors.reward.type: MyReward is not a registered "
                            "actor type (registered: Checkpointer, "));
   EXPECT_THAT(m, HasSubstr("a type from a shared library needs actors.reward.library"));
+}
+
+TEST(GrpoSpec, RefusesProfileStepsItCannotHonour) {
+  for (const char* bad : {"[2, 1]", "[0, 1]", "3", "[1, 2, 3]", "[1, x]"}) {
+    absl::StatusOr<JobSpec> spec =
+        ParseJobSpec(kBase, "job.yaml", {absl::StrCat("trainer.profile_steps=", bad)});
+    ASSERT_FALSE(spec.ok()) << bad;
+    EXPECT_THAT(std::string(spec.status().message()),
+                HasSubstr("trainer.profile_steps: expected [from, to], whole numbers with 1 <= "
+                          "from <= to"))
+        << bad;
+  }
+  absl::StatusOr<JobSpec> beyond =
+      ParseJobSpec(kBase, "job.yaml", {"trainer.profile_steps=[2, 3]"});
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_THAT(std::string(beyond.status().message()),
+              HasSubstr("profiles steps up to 3, beyond trainer.total_steps (2)"));
+  // With span recording off the operators would go nowhere: refused, not ignored.
+  ASSERT_TRUE(InitGlobalSpans({.capacity = 0}).ok());
+  absl::StatusOr<JobSpec> off = ParseJobSpec(kBase, "job.yaml", {"trainer.profile_steps=[1, 1]"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*off).message()),
+              HasSubstr("trainer.profile_steps: cannot be honoured: span recording is off"));
+  ASSERT_TRUE(InitGlobalSpans({.capacity = 64}).ok());
+  EXPECT_TRUE(CheckGrpoSpec(*off).ok()) << CheckGrpoSpec(*off);
 }
 
 TEST(GrpoSpec, RefusesReferenceReplicasWithoutAKlTerm) {

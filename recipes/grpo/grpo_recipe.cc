@@ -10,6 +10,7 @@
 #include "actors/reference.h"
 #include "actors/replay_buffer.h"
 #include "base/status_macros.h"
+#include "base/trace/span_recorder.h"
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
@@ -153,6 +154,7 @@ class GrpoRecipe : public Recipe {
 
   // Held-out accuracy (the reward's "correct") at the current weights, into the curve (and `m`).
   absl::Status Evaluate(std::map<std::string, double>* m) {
+    ScopedSpan span("eval", "evaluate", "driver");
     const absl::Time start = absl::Now();
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> heldout, prompts_->dataset().HeldOut());
     if (heldout.empty()) return absl::OkStatus();  // a dataset job without data.val_files

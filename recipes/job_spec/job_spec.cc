@@ -532,6 +532,28 @@ class Section {
     return v;
   }
 
+  // A step range `[from, to]`: two whole numbers, 1 <= from <= to.
+  const SpecNode* StepRange(absl::string_view key, int64_t* from, int64_t* to) {
+    Note(key, "[from, to], whole numbers, 1 <= from <= to", "none");
+    const SpecNode* v = Present(key, false);
+    if (v == nullptr) return nullptr;
+    int64_t values[2] = {0, 0};
+    bool ok = v->kind == Kind::kList && v->items.size() == 2;
+    for (size_t i = 0; ok && i < 2; ++i) {
+      const ScalarValue sv = ClassifyScalar(v->items[i]);
+      ok = v->items[i].kind == Kind::kScalar && sv.type == ScalarValue::Type::kInt;
+      values[i] = sv.int_value;
+    }
+    if (!ok || values[0] < 1 || values[0] > values[1]) {
+      Error(*v, key,
+            absl::StrCat("expected [from, to], whole numbers with 1 <= from <= to, got ", Got(*v)));
+      return nullptr;
+    }
+    *from = values[0];
+    *to = values[1];
+    return v;
+  }
+
   // One of the names in `table`; `hints` add advice for likely mistakes ("ppo" -> "gae").
   template <typename E>
   const SpecNode* Enum(
@@ -829,6 +851,11 @@ class JobSpecReader {
           absl::StrCat("must be less than trainer.total_steps (", s.trainer.total_steps, "), got ",
                        s.trainer.warmup_steps));
     }
+    if (s.trainer.profile_to > s.trainer.total_steps) {
+      Add("trainer.profile_steps",
+          absl::StrCat("profiles steps up to ", s.trainer.profile_to,
+                       ", beyond trainer.total_steps (", s.trainer.total_steps, ")"));
+    }
     const int64_t step_sequences = s.data.train_batch_size * a.n;
     if (s.trainer.micro_batch_size > step_sequences) {
       Add("trainer.micro_batch_size",
@@ -1087,6 +1114,7 @@ class JobSpecReader {
     t.Double("grad_clip", &trainer.grad_clip, Positive());
     t.Int("micro_batch_size", &trainer.micro_batch_size, NonNegative());
     t.Int("eval_every", &trainer.eval_every, NonNegative());
+    t.StepRange("profile_steps", &trainer.profile_from, &trainer.profile_to);
     t.Finish();
   }
 
@@ -1301,6 +1329,7 @@ ordered_json ToJsonValue(const JobSpec& s) {
   trainer["grad_clip"] = t.grad_clip;
   trainer["micro_batch_size"] = t.micro_batch_size;
   trainer["eval_every"] = t.eval_every;
+  if (t.profile_from > 0) trainer["profile_steps"] = {t.profile_from, t.profile_to};
   j["trainer"] = std::move(trainer);
 
   ordered_json sft;

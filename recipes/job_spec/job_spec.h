@@ -198,6 +198,10 @@ struct TrainerSpec {
   double grad_clip = TrainerDefaults().grad_clip();
   int64_t micro_batch_size = TrainerDefaults().micro_batch_size();
   int64_t eval_every = 0;
+  // trainer.profile_steps [from, to]: the trainer records LibTorch operators as timeline spans
+  // during these steps (1 = the first); 0, 0 = none.
+  int64_t profile_from = 0;
+  int64_t profile_to = 0;
 };
 
 struct SftSpec {

@@ -103,6 +103,9 @@ const std::vector<KeyDoc>& KeyDocs() {
        "sequences per forward and backward (gradient accumulation); 0 = the whole step"},
       {"trainer.eval_every",
        "held-out evaluation every K steps (verl: test_freq); 0 = before and after only"},
+      {"trainer.profile_steps",
+       "[from, to]: LibTorch operators of these training steps (1 = the first) become spans of "
+       "the run's timeline (troupe timeline); needs span recording on (TROUPE_TIMELINE_SPANS)"},
       {"sft.steps", "SFT warm-start steps (read when model.init is sft)"},
       {"sft.batch_size", "sequences per SFT step"},
       {"sft.lr", "SFT peak learning rate (cosine)"},

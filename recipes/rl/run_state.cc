@@ -12,6 +12,7 @@
 #include "base/atomic_file.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "base/trace/span_recorder.h"
 #include "metrics/metric_catalog.h"
 
 namespace troupe::recipes {
@@ -232,6 +233,7 @@ bool RunState::checkpoint_due() const {
 
 absl::Status RunState::Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohmann::json state,
                                   std::string replay_state, int64_t samples_out) {
+  ScopedSpan span("checkpoint", "checkpoint", "driver");
   nlohmann::json st = {{"step", step_},
                        {"weight_version", version_},
                        {"initial_accuracy", result_.initial_accuracy},

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +29,8 @@
 #include "base/serial_executor.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
+#include "base/trace/chrome_trace.h"
+#include "base/trace/span_recorder.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/cluster/usage_sampler.h"
@@ -180,6 +183,12 @@ class NodeAgent::Impl final : public proto::NodeService::StreamedUnaryService {
       override {
     return Serve(ctx, stream, &Impl::HandleReadWorkerLog);
   }
+  grpc::Status StreamedReadWorkerSpans(
+      grpc::ServerContext* ctx,
+      grpc::ServerUnaryStreamer<proto::ReadWorkerSpansRequest, proto::ReadWorkerSpansReply>* stream)
+      override {
+    return Serve(ctx, stream, &Impl::HandleReadWorkerSpans);
+  }
 
  private:
   struct Worker {
@@ -205,6 +214,9 @@ class NodeAgent::Impl final : public proto::NodeService::StreamedUnaryService {
                                 proto::KillWorkerReply* reply);
   grpc::Status HandleReadWorkerLog(grpc::ServerContext* ctx, const proto::ReadWorkerLogRequest* req,
                                    proto::ReadWorkerLogReply* reply);
+  grpc::Status HandleReadWorkerSpans(grpc::ServerContext* ctx,
+                                     const proto::ReadWorkerSpansRequest* req,
+                                     proto::ReadWorkerSpansReply* reply);
   absl::Status Register();
   void HeartbeatLoop();
   cluster::UsageSampler usage_;  // the heartbeat thread's
@@ -426,7 +438,7 @@ void NodeAgent::Impl::Spawn(const proto::StartWorkerRequest& req, absl::StatusOr
   absl::StatusOr<pid_t> pid = SpawnSubprocess(
       {.argv = {options_.worker_binary, "worker", "--head", req.head_address(), "--actor-id", id,
                 "--incarnation", std::to_string(req.incarnation()), "--spec-file", spec_path,
-                "--host", options_.host},
+                "--host", options_.host, "--spans-file", base + ".spans"},
        .env = std::move(env),
        .stdout_path = w.out_path,
        .stderr_path = w.err_path});
@@ -573,6 +585,71 @@ grpc::Status NodeAgent::Impl::HandleReadWorkerLog(grpc::ServerContext* ctx,
   reply->set_stderr_path(base + ".err");
   reply->set_stdout_tail(FileTail(base + ".out", max_bytes));
   reply->set_stderr_tail(FileTail(base + ".err", max_bytes));
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeAgent::Impl::HandleReadWorkerSpans(grpc::ServerContext* ctx,
+                                                    const proto::ReadWorkerSpansRequest* req,
+                                                    proto::ReadWorkerSpansReply* reply) {
+  const std::string& id = req->actor_id().id();
+  if (!SafeActorId(id)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("ReadWorkerSpans: '", id, "' is not an actor id"));
+  }
+  constexpr int64_t kLimit = int64_t{3} << 20;
+  const int64_t max_bytes = req->max_bytes() <= 0 ? kLimit : std::min(req->max_bytes(), kLimit);
+  // Every incarnation this node ran: logs/worker-<id>-<incarnation>.spans, newest first.
+  const std::string prefix = absl::StrCat("worker-", id, "-");
+  std::vector<int> incarnations;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(options_.state_dir + "/logs", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() < prefix.size() + 7 ||
+        name.compare(name.size() - 6, 6, ".spans") != 0) {
+      continue;
+    }
+    const std::string number = name.substr(prefix.size(), name.size() - prefix.size() - 6);
+    if (number.empty() || number.size() > 9 ||
+        number.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    incarnations.push_back(std::atoi(number.c_str()));
+  }
+  std::sort(incarnations.rbegin(), incarnations.rend());
+  int64_t budget = max_bytes;
+  for (int incarnation : incarnations) {
+    const std::string path =
+        absl::StrCat(options_.state_dir, "/logs/", prefix, incarnation, ".spans");
+    absl::StatusOr<ProcessSpans> spans = ReadSpanFile(path);
+    if (!spans.ok()) continue;  // a worker that has not mapped its file yet
+    proto::ProcessTrace* p = reply->add_processes();
+    p->set_pid(spans->pid);
+    p->set_label(spans->label);
+    p->set_host(spans->host);
+    p->set_incarnation(incarnation);
+    budget -= static_cast<int64_t>(p->ByteSizeLong());
+    // The newest spans that fit the budget.
+    size_t first = spans->spans.size();
+    while (first > 0) {
+      const Span& s = spans->spans[first - 1];
+      const int64_t cost =
+          static_cast<int64_t>(s.category.size() + s.name.size() + s.track.size()) + 32;
+      if (cost > budget) break;
+      budget -= cost;
+      --first;
+    }
+    p->set_lost(spans->lost + first);
+    for (size_t i = first; i < spans->spans.size(); ++i) {
+      const Span& s = spans->spans[i];
+      proto::TraceSpan* t = p->add_spans();
+      t->set_category(s.category);
+      t->set_name(s.name);
+      t->set_track(s.track);
+      t->set_start_us(s.start_us);
+      t->set_dur_us(s.dur_us);
+    }
+    if (budget <= 0) break;
+  }
   return grpc::Status::OK;
 }
 

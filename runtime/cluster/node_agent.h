@@ -7,6 +7,7 @@
 //
 // Workers: forked from a dedicated spawner thread and exec'd as
 //   <worker_binary> worker --head H --actor-id ID --incarnation N --spec-file F --host HOST
+//       --spans-file state_dir/logs/worker-<actor>-<incarnation>.spans
 // (HOST = options.host, the node's address: the worker serves there and its actor sees it as
 // ActorContext::node_address(), which weight groups bind), with CUDA_VISIBLE_DEVICES set to
 // the GPU indices the scheduler assigned (empty: no GPU), the cluster token in TROUPE_TOKEN
@@ -16,7 +17,9 @@
 // plus the last line of its stderr) to the head, which decides about restarts.
 //
 // Logs: ReadWorkerLog serves the tail of an actor's newest worker logs on this node (the
-// dashboard's actor details), for running and exited workers alike.
+// dashboard's actor details), for running and exited workers alike. ReadWorkerSpans serves the
+// spans an actor's workers recorded (their SpanRecorder files, every incarnation, newest first,
+// at most 3 MiB) for `troupe timeline`.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_CLUSTER_NODE_AGENT_H_

@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/trace/span_recorder.h"
 #include "models/compute_threads.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
@@ -105,6 +106,15 @@ int RunWorker(const WorkerArgs& args) {
     }
   }
   const proto::ActorSpec& spec = start.spec();
+  if (!args.spans_file.empty()) {
+    absl::StatusOr<uint32_t> capacity = SpanCapacityFromEnv();
+    if (!capacity.ok()) return Fail(2, std::string(capacity.status().message()));
+    absl::Status traced = InitGlobalSpans(
+        {.capacity = *capacity,
+         .file = args.spans_file,
+         .label = absl::StrCat("worker ", spec.name().empty() ? args.actor_id : spec.name())});
+    if (!traced.ok()) return Fail(2, std::string(traced.message()));
+  }
   // Block the signals we wait for before any thread starts, so sigwait below receives them.
   sigset_t wait_set;
   sigemptyset(&wait_set);

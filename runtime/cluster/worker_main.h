@@ -17,6 +17,10 @@
 // Counters start from zero in each incarnation. The dashboard turns successive snapshots into
 // rates (runtime/dashboard/call_graph.h).
 //
+// Timeline: with --spans-file, every call of the actor (and whatever spans it records itself:
+// training steps, weight syncs) goes into a SpanRecorder mapped onto that file, labelled
+// "worker <actor name>".
+//
 // Exit codes: 0 normal (SIGTERM, or superseded), 2 bad arguments or spec, 3 unknown actor type,
 // 4 constructor failed, 5 cannot serve or reach the head, 6 the actor died. The reason is the last
 // line on stderr (the node agent forwards it to the head, and `troupe status` shows it).
@@ -41,6 +45,9 @@ struct WorkerArgs {
   std::string host = "127.0.0.1";
   // Cluster token; empty = $TROUPE_TOKEN.
   std::string token;
+  // The file the process's SpanRecorder is mapped onto (the node agent's ReadWorkerSpans reads
+  // it); empty = spans stay in memory. Its capacity is $TROUPE_TIMELINE_SPANS (0 = off).
+  std::string spans_file;
 };
 
 // Runs the worker until it should exit; returns the process exit code.

@@ -18,7 +18,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "base/trace/span_recorder.h"
 #include "runtime/collective/shm_segment.h"
+#include "runtime/future.h"
 
 namespace troupe::collective {
 namespace {
@@ -98,6 +100,12 @@ bool Matches(const ManifestEntry& e, const at::Tensor& t) {
 }
 
 // Checks names (non-empty, unique, no tab/newline) and that every tensor is defined.
+// The timeline track of a weight sync: the calling actor's, else "weights".
+const char* TraceTrack() {
+  const char* actor = ::troupe::internal::CurrentMailboxActor();
+  return actor != nullptr ? actor : "weights";
+}
+
 absl::Status ValidateStateDict(absl::Span<const NamedTensor> state, const char* what) {
   absl::flat_hash_set<std::string> seen;
   for (size_t i = 0; i < state.size(); ++i) {
@@ -284,6 +292,7 @@ absl::StatusOr<std::unique_ptr<WeightPublisher>> WeightPublisher::Create(
 }
 
 absl::Status WeightPublisher::Publish(int64_t version, absl::Span<const NamedTensor> state) {
+  ScopedSpan span("weights", "publish weights", TraceTrack());
   if (version <= version_.load()) {
     return absl::InvalidArgumentError(absl::StrCat("Publish: version ", version,
                                                    " is not above the last published version ",
@@ -515,6 +524,7 @@ absl::StatusOr<int64_t> WeightSubscriber::AwaitAnnouncedVersion(absl::Duration t
 }
 
 absl::StatusOr<int64_t> WeightSubscriber::Receive() {
+  ScopedSpan span("weights", "receive weights", TraceTrack());
   at::Tensor commit;
   TROUPE_RETURN_IF_ERROR(Catching("Receive", [&] {
     header_.zero_();

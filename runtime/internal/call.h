@@ -9,6 +9,7 @@
 #ifndef TROUPE_RUNTIME_INTERNAL_CALL_H_
 #define TROUPE_RUNTIME_INTERNAL_CALL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -86,6 +87,10 @@ class CallBase : public DeadlineEntry {
     timeout_ = timeout;
   }
   DeadlineQueue* queue() const { return queue_; }
+  // Wall-clock µs when the method started (runtime/actor_system.cc records the call's span from
+  // it); 0 when the call is not traced.
+  void set_trace_start_us(int64_t t) { trace_start_us_ = t; }
+  int64_t trace_start_us() const { return trace_start_us_; }
   // Set by a transport whose event loop completes the call (before it is sent).
   void set_driver(std::shared_ptr<CallDriver> driver) { driver_ = std::move(driver); }
 
@@ -124,6 +129,7 @@ class CallBase : public DeadlineEntry {
   DeadlineQueue* queue_ = nullptr;
   absl::Duration timeout_;
   uint64_t generation_ = 0;
+  int64_t trace_start_us_ = 0;
 };
 
 // INTERNAL status for a method that threw.

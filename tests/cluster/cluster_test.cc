@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "runtime/cluster/cluster_client.h"
+#include "runtime/cluster/timeline_collector.h"
 #include "tests/cluster/process.h"
 #include "tests/cluster/test_actors.h"
 
@@ -235,6 +236,51 @@ TEST_F(ClusterTest, RemoteCallsCarryLargeTensorsAndActorsCallEachOther) {
   absl::StatusOr<Num> r = a->Call(&Probe::CallPeer, peer).Get(absl::Seconds(30));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->value(), 42);
+}
+
+// `troupe timeline --job`'s path: every call of a job's actors is a span in its worker's span file,
+// which the node agent serves within the reply budget, also after the worker was SIGKILLed.
+TEST_F(ClusterTest, NodeAgentsServeTheSpansOfAJobsWorkersWithinABudget) {
+  StartHead();
+  StartNode(R"({"CPU": 4})", 1);
+  auto p = cluster().Spawn<Probe>({.name = "traced", .resources = {{"CPU", 1}}, .job_id = "tj"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(p->Call(&Probe::Add, MakeNum(1)).Get(absl::Seconds(30)).ok());
+  }
+  // Answered after the 50th Add's span was recorded (one call at a time).
+  ASSERT_TRUE(p->Call(&Probe::Facts, Empty()).Get(absl::Seconds(30)).ok());
+  ASSERT_TRUE(cluster().Kill(*p).ok());
+
+  absl::StatusOr<CollectedSpans> all = CollectClusterSpans(cluster(), "tj", {.token = token_});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->actors, 1);
+  EXPECT_TRUE(all->errors.empty());
+  ASSERT_EQ(all->processes.size(), 1u);
+  const ProcessSpans& worker = all->processes[0];
+  EXPECT_TRUE(absl::StrContains(worker.label, "worker traced")) << worker.label;
+  int adds = 0;
+  for (const Span& s : worker.spans) adds += s.category == "call" && s.name == "Add";
+  EXPECT_EQ(adds, 50);
+  EXPECT_EQ(worker.spans.back().name, "Facts");
+  EXPECT_EQ(worker.spans.back().track, "traced");
+
+  // A small budget: the newest spans that fit, the others counted as lost.
+  absl::StatusOr<CollectedSpans> small =
+      CollectClusterSpans(cluster(), "tj", {.token = token_, .max_reply_bytes = 1000});
+  ASSERT_TRUE(small.ok()) << small.status();
+  ASSERT_EQ(small->processes.size(), 1u);
+  const size_t kept = small->processes[0].spans.size();
+  EXPECT_GT(kept, 0u);
+  EXPECT_LT(kept, 51u);
+  EXPECT_EQ(small->processes[0].lost, 51 - kept);
+  EXPECT_EQ(small->processes[0].spans.back().name, "Facts");
+
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      CollectClusterSpans(cluster(), "tj", {.token = token_, .max_reply_bytes = 4 << 20})
+          .status()));
+  EXPECT_TRUE(
+      absl::IsNotFound(CollectClusterSpans(cluster(), "no-such-job", {.token = token_}).status()));
 }
 
 TEST_F(ClusterTest, KilledWorkerRestartsAndTheSameHandleReachesIt) {
