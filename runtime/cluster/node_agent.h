@@ -16,7 +16,9 @@
 // plus the last line of its stderr) to the head, which decides about restarts.
 //
 // Logs: ReadWorkerLog serves the tail of an actor's newest worker logs on this node (the
-// dashboard's actor details), for running and exited workers alike.
+// dashboard's actor details), for running and exited workers alike; with an offset, one file
+// (stdout or stderr) from that byte on, bounded, with its size (ReadLogRange: the dashboard's
+// logs page follows a worker's output this way).
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_CLUSTER_NODE_AGENT_H_
