@@ -414,7 +414,10 @@ function graphBody(cluster, jobId, pollIndex) {
 // GET of an ALIVE actor's /api/actors/ID/logs appends a line to that stream first, so a client
 // can watch it grow.
 
-const DOCS_METRICS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../docs/metrics.md');
+const DOCS_METRICS = path.resolve(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '../../docs/metrics.md',
+);
 
 // docs/metrics.md's tables ("| `name` | unit or – | source | meaning |") as catalog entries.
 export function parseMetricCatalog(markdown) {

@@ -233,7 +233,9 @@ export class JobCharts {
       } else {
         c.plot.setData(data);
       }
-      const jobs = [...new Set(series.filter((s, i) => data[i + 1].some(isNum)).map((s) => s.jobId))];
+      const jobs = [
+        ...new Set(series.filter((s, i) => data[i + 1].some(isNum)).map((s) => s.jobId)),
+      ];
       Object.assign(c.container.dataset, {
         points: String(points), // What is plotted now.
         series: String(series.length),
@@ -318,7 +320,7 @@ export function renderMetricPicker(list, {names, catalog, shown, query, onPick})
             el('span', {class: 'picker-unit', text: m.unit || (m.info ? 'number' : '?')}),
             el('span', {
               class: 'picker-desc muted',
-              text: m.description || 'Not in the metric catalog (a recipe\'s own metric).',
+              text: m.description || "Not in the metric catalog (a recipe's own metric).",
             }),
           ),
         ),

@@ -166,7 +166,8 @@ export const jobView = {
         this.compare && !this.compareDone
           ? getJson(`api/jobs/${enc(this.compare)}/metrics`)
           : undefined,
-      compareJob: this.compare && !this.compareDone ? getJson(`api/jobs/${enc(this.compare)}`) : undefined,
+      compareJob:
+        this.compare && !this.compareDone ? getJson(`api/jobs/${enc(this.compare)}`) : undefined,
       jobs: getJson('api/jobs/'),
       catalog: this.catalog ? undefined : getJson('api/metric_catalog'),
       log: this.logDone ? undefined : this.fetchLog(token),

@@ -151,7 +151,9 @@ export const logsView = {
   renderHeader() {
     const head = $('#worker-log-title');
     if (!this.actorId) {
-      head.replaceChildren(el('span', {class: 'muted', text: 'Select a worker’s stdout or stderr.'}));
+      head.replaceChildren(
+        el('span', {class: 'muted', text: 'Select a worker’s stdout or stderr.'}),
+      );
       return;
     }
     const a = this.actors.find((x) => x.actor_id === this.actorId);
@@ -239,4 +241,3 @@ export const logsView = {
     );
   },
 };
-
