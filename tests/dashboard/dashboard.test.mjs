@@ -484,18 +484,23 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
         assert.equal(rss, '–');
       }
     }
-    // The Job column is whole: no cell is wider than its box or cut off by the table's card.
-    const clipped = await page.$$eval('#actor-table td[data-col="job"]', (cells) =>
-      cells
-        .filter((td) => {
-          const card = td.closest('.table-card').getBoundingClientRect();
-          return (
-            td.scrollWidth > td.clientWidth || td.getBoundingClientRect().right > card.right + 1
-          );
-        })
-        .map((td) => td.textContent),
-    );
-    assert.deepEqual(clipped, [], 'clipped Job cells');
+    // The Job column is whole: no cell is wider than its box or cut off by the table's card,
+    // on a wide screen and a laptop's.
+    for (const width of [1440, 1200]) {
+      await page.setViewportSize({width, height: 900});
+      const clipped = await page.$$eval('#actor-table td[data-col="job"]', (cells) =>
+        cells
+          .filter((td) => {
+            const card = td.closest('.table-card').getBoundingClientRect();
+            return (
+              td.scrollWidth > td.clientWidth || td.getBoundingClientRect().right > card.right + 1
+            );
+          })
+          .map((td) => td.textContent),
+      );
+      assert.deepEqual(clipped, [], `clipped Job cells at ${width}px`);
+    }
+    await page.setViewportSize({width: 1440, height: 900});
     // Details of an actor with usage, and of one without (missing fields show "–").
     const withUsage = actors.find((a) => a.usage) || actors[0];
     const without = actors.find((a) => !a.usage);
