@@ -136,7 +136,7 @@ export const actorsView = {
           },
           el('td', null, idCell(a.actor_id)),
           el('td', {text: a.class_name || '–'}),
-          el('td', {text: a.name || '–'}),
+          el('td', {class: 'name-cell', text: a.name || '–'}),
           el('td', null, badge(a.state)),
           el('td', {class: 'wrap-soft'}, nodeCell(a.node_id)),
           el('td', {class: 'mono', text: a.pid ?? '–'}),
