@@ -51,7 +51,8 @@ export const jobView = {
   hidden: new Set(), // default chart ids removed
   compare: '', // the job overlaid on the charts ('' = none)
   compareMetrics: null, // its normalizeMetrics result
-  compareDone: false, // it has ended and its metrics were read
+  compareDone: false, // it had ended before its metrics were last read: no more reads
+  compareEnded: false, // it was seen ended
   catalog: null, // /api/metric_catalog's metrics (null until read; [] if the head has none)
   jobIds: '',
   pickerNames: '',
@@ -73,6 +74,7 @@ export const jobView = {
     if (this.compare === this.jobId) this.compare = '';
     this.compareMetrics = null;
     this.compareDone = false;
+    this.compareEnded = false;
     this.jobIds = '';
     this.pickerNames = '';
     $('#job-header').replaceChildren(el('h1', {class: 'job-title', text: `Job ${this.jobId}`}));
@@ -142,6 +144,7 @@ export const jobView = {
       this.compare = compare.value;
       this.compareMetrics = null;
       this.compareDone = false;
+      this.compareEnded = false;
       this.saveUrl();
       this.updateCharts();
       pollNow();
@@ -158,6 +161,8 @@ export const jobView = {
     const id = enc(this.jobId);
     const token = this.token;
     const selection = this.selection;
+    const compare = this.compare;
+    const compareEnded = this.compareEnded;
     const r = await settle({
       job: getJson(`api/jobs/${id}`),
       graph: getJson(`api/graph?job=${id}`),
@@ -195,10 +200,11 @@ export const jobView = {
     if (r.catalog) this.catalog = Array.isArray(r.catalog.metrics) ? r.catalog.metrics : [];
     else if (errors.catalog && errors.catalog.status === 404) this.catalog = []; // An older head.
     if (r.jobs) this.renderCompareOptions(r.jobs.jobs || []);
-    const compare = this.compare;
     if (r.compareMetrics && compare === this.compare) {
       this.compareMetrics = normalizeMetrics(r.compareMetrics);
-      if (r.compareJob && TERMINAL_JOB_STATES.has(r.compareJob.status)) this.compareDone = true;
+      // Seen ended before this read: these metrics are final.
+      if (compareEnded) this.compareDone = true;
+      if (r.compareJob && TERMINAL_JOB_STATES.has(r.compareJob.status)) this.compareEnded = true;
     }
     if (r.metrics) this.metrics = normalizeMetrics(r.metrics);
     if (r.metrics || r.compareMetrics || r.catalog) this.updateCharts();

@@ -24,6 +24,7 @@ export const logsView = {
   following: true,
   more: false, // the last read was a full chunk: read again at once
   actors: [],
+  nodes: [],
   listKey: '',
 
   mount(route) {
@@ -86,10 +87,13 @@ export const logsView = {
       log: this.actorId ? this.fetchLog(token) : undefined,
     });
     if (token !== this.token) return;
-    if (r.nodes) rememberNodes(r.nodes.nodes || []);
+    if (r.nodes) {
+      this.nodes = r.nodes.nodes || [];
+      rememberNodes(this.nodes);
+    }
     if (r.actors) {
       this.actors = r.actors.actors || [];
-      this.renderList(r.nodes ? r.nodes.nodes || [] : null);
+      this.renderList();
       this.renderHeader();
     }
     if (r.errors.log && r.errors.log.status === 404) {
@@ -168,14 +172,14 @@ export const logsView = {
   },
 
   // Workers grouped by node (alive nodes first, by hostname); actors without a node last.
-  renderList(nodes) {
+  renderList() {
     const groups = new Map();
     for (const a of this.actors) {
       const key = a.node_id || '';
       if (!groups.has(key)) groups.set(key, []);
       groups.get(key).push(a);
     }
-    const byId = new Map((nodes || []).map((n) => [n.node_id, n]));
+    const byId = new Map(this.nodes.map((n) => [n.node_id, n]));
     const order = [...groups.keys()].sort((x, y) => {
       if (!x !== !y) return x ? -1 : 1;
       const nx = byId.get(x);
