@@ -92,9 +92,9 @@ function graphVertices() {
 // ---- The dashboard as a place to work (picker, overlay, usage, logs page, rendering) ---------
 
 // Problems in the rendered text under `selectors` (log <pre>s excepted: they hold the workers'
-// own output): a word "null", "undefined" or "NaN", or a number with more than 6 significant
-// digits (a raw double such as 35.032302211808414). Numbers glued to letters or dots (hex ids,
-// IP addresses) are not numbers here.
+// own output, and shortened ids): a word "null", "undefined" or "NaN", or a number with more than
+// 6 significant digits (a raw double such as 35.032302211808414). Numbers glued to letters or
+// dots (hex ids, IP addresses) are not numbers here.
 function renderingProblems(selectors) {
   return page.evaluate((sels) => {
     const problems = [];
@@ -102,7 +102,8 @@ function renderingProblems(selectors) {
       for (const root of document.querySelectorAll(sel)) {
         const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
         for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-          if (n.parentElement && n.parentElement.closest('pre')) continue;
+          // Log output, and ids (shortened ids are .mono with the full id as title).
+          if (n.parentElement && n.parentElement.closest('pre, .mono[title]')) continue;
           const text = n.textContent;
           if (/\b(null|undefined|NaN)\b/.test(text)) problems.push(`${sel}: "${text.trim()}"`);
           for (const m of text.matchAll(/(?<![\w.])\d+(?:\.\d+)?(?![\w.])/g)) {

@@ -134,7 +134,7 @@ export const actorsView = {
             dataset: {actorId: a.actor_id || '', state: a.state || ''},
             onclick: () => this.select(a.actor_id),
           },
-          el('td', null, idCell(a.actor_id)),
+          el('td', null, idCell(a.actor_id, 8)),
           el('td', {text: a.class_name || '–'}),
           el('td', {class: 'name-cell', text: a.name || '–'}),
           el('td', null, badge(a.state)),
