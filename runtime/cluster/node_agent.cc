@@ -33,6 +33,7 @@
 #include "base/trace/span_recorder.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
+#include "runtime/cluster/log_range.h"
 #include "runtime/cluster/usage_sampler.h"
 #include "runtime/machine.h"
 #include "runtime/secret_file.h"
@@ -560,6 +561,11 @@ grpc::Status NodeAgent::Impl::HandleReadWorkerLog(grpc::ServerContext* ctx,
   }
   const int64_t max_bytes =
       req->max_bytes() <= 0 ? int64_t{64} << 10 : std::min<int64_t>(req->max_bytes(), 1 << 20);
+  if (req->has_offset() && req->offset() < 0) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("ReadWorkerLog: offset must be non-negative, got ", req->offset()));
+  }
   // The newest incarnation this node ran: logs/worker-<id>-<incarnation>.{out,err}.
   const std::string prefix = absl::StrCat("worker-", id, "-");
   int newest = -1;
@@ -583,6 +589,23 @@ grpc::Status NodeAgent::Impl::HandleReadWorkerLog(grpc::ServerContext* ctx,
   reply->set_incarnation(newest);
   reply->set_stdout_path(base + ".out");
   reply->set_stderr_path(base + ".err");
+  if (req->has_offset()) {
+    // One file from the offset (a client following it), with the file's size.
+    const bool err = req->stream() == proto::WORKER_LOG_STDERR;
+    absl::StatusOr<LogRange> range =
+        ReadLogRange(err ? base + ".err" : base + ".out", req->offset(), max_bytes);
+    if (!range.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("ReadWorkerLog: ", range.status().message()));
+    }
+    if (err) {
+      reply->set_stderr_tail(std::move(range->bytes));
+    } else {
+      reply->set_stdout_tail(std::move(range->bytes));
+    }
+    reply->set_file_size(range->size);
+    return grpc::Status::OK;
+  }
   reply->set_stdout_tail(FileTail(base + ".out", max_bytes));
   reply->set_stderr_tail(FileTail(base + ".err", max_bytes));
   return grpc::Status::OK;

@@ -17,9 +17,11 @@
 // plus the last line of its stderr) to the head, which decides about restarts.
 //
 // Logs: ReadWorkerLog serves the tail of an actor's newest worker logs on this node (the
-// dashboard's actor details), for running and exited workers alike. ReadWorkerSpans serves the
-// spans an actor's workers recorded (their SpanRecorder files, every incarnation, newest first,
-// at most 3 MiB) for `troupe timeline`.
+// dashboard's actor details), for running and exited workers alike; with an offset, one file
+// (stdout or stderr) from that byte on, bounded, with its size (ReadLogRange: the dashboard's
+// logs page follows a worker's output this way). ReadWorkerSpans serves the spans an actor's
+// workers recorded (their SpanRecorder files, every incarnation, newest first, at most 3 MiB)
+// for `troupe timeline`.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_CLUSTER_NODE_AGENT_H_

@@ -31,6 +31,7 @@
 #include "base/atomic_file.h"
 #include "base/log.h"
 #include "httplib.h"
+#include "metrics/metric_catalog.h"
 #include "metrics/metrics_reader.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/worker_main.h"
@@ -44,6 +45,9 @@ namespace troupe::dashboard {
 namespace {
 
 constexpr int64_t kMaxLogChunk = int64_t{4} << 20;
+// At most this much of a worker's log per GET /api/actors/ID/logs (the node agent's own cap is
+// 1 MiB).
+constexpr int64_t kMaxWorkerLogChunk = int64_t{256} << 10;
 constexpr char kJsonType[] = "application/json";
 
 bool HasIndex(const std::string& dir) {
@@ -310,6 +314,8 @@ class DashboardServer::Impl {
   void GetNodes(const httplib::Request& req, httplib::Response& res);
   void GetActors(const httplib::Request& req, httplib::Response& res);
   void GetActor(const httplib::Request& req, httplib::Response& res);
+  void GetActorLogs(const httplib::Request& req, httplib::Response& res);
+  void GetMetricCatalog(const httplib::Request& req, httplib::Response& res);
   void GetPlacementGroups(const httplib::Request& req, httplib::Response& res);
   void SubmitJob(const httplib::Request& req, httplib::Response& res);
   void ListJobs(const httplib::Request& req, httplib::Response& res);
@@ -535,6 +541,8 @@ void DashboardServer::Impl::Routes() {
   s.Get("/api/nodes", handler(&Impl::GetNodes));
   s.Get("/api/actors/?", handler(&Impl::GetActors));
   s.Get("/api/actors/([^/]+)", handler(&Impl::GetActor));
+  s.Get("/api/actors/([^/]+)/logs", handler(&Impl::GetActorLogs));
+  s.Get("/api/metric_catalog", handler(&Impl::GetMetricCatalog));
   s.Get("/api/placement_groups/?", handler(&Impl::GetPlacementGroups));
   s.Post("/api/jobs/?", handler(&Impl::SubmitJob));
   s.Get("/api/jobs/?", handler(&Impl::ListJobs));
@@ -731,6 +739,78 @@ void DashboardServer::Impl::GetActor(const httplib::Request& req, httplib::Respo
   body["log_stderr_path"] = log.stderr_path;
   if (!log.found && !log_error.empty()) body["log_error"] = log_error;
   SendJson(res, 200, body);
+}
+
+void DashboardServer::Impl::GetActorLogs(const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  const std::string stream_text =
+      req.has_param("stream") ? req.get_param_value("stream") : "stdout";
+  if (stream_text != "stdout" && stream_text != "stderr") {
+    return SendError(res, 400,
+                     absl::StrCat("stream must be stdout or stderr, got \"", stream_text, "\""));
+  }
+  const WorkerLogStream stream =
+      stream_text == "stderr" ? WorkerLogStream::kStderr : WorkerLogStream::kStdout;
+  int64_t offset = 0;
+  const std::string offset_text = req.get_param_value("offset");
+  if (req.has_param("offset") && (!absl::SimpleAtoi(offset_text, &offset) || offset < 0)) {
+    return SendError(
+        res, 400, absl::StrCat("offset must be a non-negative integer, got \"", offset_text, "\""));
+  }
+  absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
+  if (!status.ok()) return SendStatus(res, status.status());
+  const proto::ActorInfo* actor = nullptr;
+  for (const proto::ActorInfo& a : status->actors()) {
+    if (a.id().id() == id) actor = &a;
+  }
+  if (actor == nullptr) return SendError(res, 404, absl::StrCat("no actor with id ", id));
+  std::string last_node = actor->node_id().id();
+  if (last_node.empty()) {
+    absl::MutexLock lock(&actors_mu_);
+    if (auto it = last_node_.find(id); it != last_node_.end()) last_node = it->second;
+  }
+  // As for the log tail (GetActor): the node it last ran on first, else every alive node.
+  std::vector<std::string> addresses;
+  for (const proto::NodeInfo& n : status->nodes()) {
+    if (n.id().id() == last_node)
+      addresses.insert(addresses.begin(), n.address());
+    else if (n.state() == proto::NODE_ALIVE)
+      addresses.push_back(n.address());
+  }
+  absl::Status error = absl::OkStatus();
+  WorkerLogRange range;
+  for (const std::string& address : addresses) {
+    absl::StatusOr<WorkerLogRange> r =
+        head_->ReadWorkerLogRange(address, id, stream, offset, kMaxWorkerLogChunk);
+    if (!r.ok()) {
+      if (error.ok()) error = r.status();
+      continue;
+    }
+    if (r->found) {
+      range = std::move(*r);
+      error = absl::OkStatus();
+      break;
+    }
+  }
+  if (!range.found && !error.ok()) return SendStatus(res, error);
+  // No worker log anywhere yet (a pending actor): an empty log of size 0.
+  const int64_t next = std::min(offset, range.file_size) + static_cast<int64_t>(range.bytes.size());
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Log-Offset", std::to_string(next));
+  res.set_header("X-Log-Size", std::to_string(range.file_size));
+  res.set_header("X-Log-Found", range.found ? "1" : "0");
+  res.set_content(std::move(range.bytes), "text/plain; charset=utf-8");
+}
+
+void DashboardServer::Impl::GetMetricCatalog(const httplib::Request&, httplib::Response& res) {
+  nlohmann::json metrics = nlohmann::json::array();
+  for (const metrics::MetricInfo& m : metrics::MetricCatalog()) {
+    metrics.push_back({{"name", std::string(m.name)},
+                       {"unit", std::string(m.unit)},
+                       {"source", std::string(m.source)},
+                       {"description", std::string(m.description)}});
+  }
+  SendJson(res, 200, {{"metrics", std::move(metrics)}});
 }
 
 void DashboardServer::Impl::GetPlacementGroups(const httplib::Request&, httplib::Response& res) {

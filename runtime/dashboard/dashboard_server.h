@@ -14,6 +14,17 @@
 //                                         uptime_s, job_id, status_message, start_time_ms,
 //                                         max_restarts}
 //   GET  /api/actors/ID                 actor + {log_tail, log_stdout_path, log_stderr_path}
+//   GET  /api/actors/ID/logs?stream=stdout|stderr&offset=N
+//                                       text/plain, the actor's newest worker log from byte N (at
+//                                         most 256 KiB; stream defaults to stdout); headers
+//                                         X-Log-Offset (where the next read starts), X-Log-Size,
+//                                         X-Log-Found (0: no worker log on any node yet). A log
+//                                         that shrank (a new incarnation) answers X-Log-Offset <
+//                                         N: read again from 0. 400 for a bad stream or offset,
+//                                         404 for an unknown actor.
+//   GET  /api/metric_catalog            {"metrics": [{name, unit, source, description}]}: every
+//                                         metric troupe writes (metrics/metric_catalog.h); a name
+//                                         may end in a "<placeholder>" segment
 //   GET  /api/placement_groups          {"placement_groups": [{id, name, strategy, state,
 //                                         bundles: [{resources, node_id}], status_message,
 //                                         job_id}]}

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "metrics/metric_catalog.h"
 #include "nlohmann/json.hpp"
 #include "runtime/dashboard/fake_head_api.h"
 #include "runtime/dashboard/job_spec_checker.h"
@@ -923,6 +925,73 @@ TEST_F(DashboardServerTest, ASecondServerOnTheSamePortIsRefused) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StrContains(second.status().message(), std::to_string(server_->port())))
       << second.status();
+}
+
+TEST_F(DashboardServerTest, AnActorsWorkerLogIsReadFromAnOffsetAndTheNextOffsetIsInAHeader) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    WorkerLog log;
+    log.found = true;
+    log.stdout_tail = "hello\nworld\n";
+    log.stderr_tail = "warning: slow\n";
+    log.stdout_path = "/tmp/x/worker-a1-0.out";
+    log.stderr_path = "/tmp/x/worker-a1-0.err";
+    state_->logs[{"127.0.0.1:1001", "a1"}] = log;
+  }
+  httplib::Result all = client_->Get("/api/actors/a1/logs");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->status, 200);
+  EXPECT_EQ(all->body, "hello\nworld\n");
+  EXPECT_EQ(all->get_header_value("X-Log-Offset"), "12");
+  EXPECT_EQ(all->get_header_value("X-Log-Size"), "12");
+  EXPECT_EQ(all->get_header_value("X-Log-Found"), "1");
+  httplib::Result rest = client_->Get("/api/actors/a1/logs?stream=stdout&offset=6");
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->body, "world\n");
+  EXPECT_EQ(rest->get_header_value("X-Log-Offset"), "12");
+  httplib::Result err = client_->Get("/api/actors/a1/logs?stream=stderr&offset=0");
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->body, "warning: slow\n");
+  EXPECT_EQ(err->get_header_value("X-Log-Offset"), "14");
+  // Past the end (the worker restarted with a shorter log): nothing, and the offset to restart
+  // from is below the one asked for.
+  httplib::Result past = client_->Get("/api/actors/a1/logs?offset=999");
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->status, 200);
+  EXPECT_EQ(past->body, "");
+  EXPECT_EQ(past->get_header_value("X-Log-Offset"), "12");
+  // An actor without a worker log on any node yet: an empty log.
+  httplib::Result none = client_->Get("/api/actors/b1/logs");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 200);
+  EXPECT_EQ(none->body, "");
+  EXPECT_EQ(none->get_header_value("X-Log-Offset"), "0");
+  EXPECT_EQ(none->get_header_value("X-Log-Found"), "0");
+
+  for (const char* bad : {"/api/actors/a1/logs?offset=-1", "/api/actors/a1/logs?offset=abc",
+                          "/api/actors/a1/logs?offset=", "/api/actors/a1/logs?stream=both"}) {
+    auto [status, body] = GetJson(bad);
+    EXPECT_EQ(status, 400) << bad;
+    EXPECT_TRUE(body.contains("error")) << bad << ": " << body.dump();
+  }
+  auto [status, body] = GetJson("/api/actors/no-such-actor/logs");
+  EXPECT_EQ(status, 404);
+  EXPECT_TRUE(absl::StrContains(body.value("error", ""), "no-such-actor"));
+}
+
+TEST_F(DashboardServerTest, TheMetricCatalogIsServedWithUnitsAndDescriptions) {
+  auto [status, body] = GetJson("/api/metric_catalog");
+  ASSERT_EQ(status, 200);
+  ASSERT_TRUE(body["metrics"].is_array());
+  EXPECT_EQ(body["metrics"].size(), metrics::MetricCatalog().size());
+  std::map<std::string, nlohmann::json> by_name;
+  for (const nlohmann::json& m : body["metrics"]) by_name[m.value("name", "")] = m;
+  ASSERT_TRUE(by_name.count("perf/throughput"));
+  EXPECT_EQ(by_name["perf/throughput"]["unit"], "tokens/s");
+  EXPECT_EQ(by_name["perf/throughput"]["source"], "driver");
+  EXPECT_FALSE(by_name["perf/throughput"]["description"].get<std::string>().empty());
+  EXPECT_EQ(by_name["timing_s/step"]["unit"], "s");
+  EXPECT_TRUE(by_name.count("reward/<component>"));
 }
 
 }  // namespace

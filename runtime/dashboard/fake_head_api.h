@@ -107,6 +107,26 @@ class FakeHeadApi : public HeadApi {
     return it->second;
   }
 
+  // Reads the canned log's stdout_tail or stderr_tail as if it were the whole file.
+  absl::StatusOr<WorkerLogRange> ReadWorkerLogRange(const std::string& node_address,
+                                                    const std::string& actor_id,
+                                                    WorkerLogStream stream, int64_t offset,
+                                                    int64_t max_bytes) override {
+    absl::MutexLock lock(&state_->mu);
+    auto it = state_->logs.find({node_address, actor_id});
+    if (it == state_->logs.end()) return WorkerLogRange{};
+    const bool err = stream == WorkerLogStream::kStderr;
+    const std::string& file = err ? it->second.stderr_tail : it->second.stdout_tail;
+    WorkerLogRange range;
+    range.found = it->second.found;
+    range.file_size = static_cast<int64_t>(file.size());
+    range.path = err ? it->second.stderr_path : it->second.stdout_path;
+    if (offset < range.file_size) {
+      range.bytes = file.substr(static_cast<size_t>(offset), static_cast<size_t>(max_bytes));
+    }
+    return range;
+  }
+
  private:
   std::shared_ptr<State> state_;
 };

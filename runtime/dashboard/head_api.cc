@@ -62,6 +62,35 @@ class GrpcHeadApi final : public HeadApi {
     return log;
   }
 
+  absl::StatusOr<WorkerLogRange> ReadWorkerLogRange(const std::string& node_address,
+                                                    const std::string& actor_id,
+                                                    WorkerLogStream stream, int64_t offset,
+                                                    int64_t max_bytes) override {
+    std::shared_ptr<proto::NodeService::Stub> stub = Stub(node_address);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(transport::kTokenMetadataKey, token_);
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    proto::ReadWorkerLogRequest req;
+    req.mutable_actor_id()->set_id(actor_id);
+    req.set_max_bytes(max_bytes);
+    req.set_offset(offset);
+    const bool err = stream == WorkerLogStream::kStderr;
+    req.set_stream(err ? proto::WORKER_LOG_STDERR : proto::WORKER_LOG_STDOUT);
+    proto::ReadWorkerLogReply reply;
+    grpc::Status s = stub->ReadWorkerLog(&ctx, req, &reply);
+    if (!s.ok()) {
+      absl::Status st = transport::FromGrpcStatus(s);
+      return absl::Status(st.code(),
+                          absl::StrCat("node agent at ", node_address, ": ", st.message()));
+    }
+    WorkerLogRange range;
+    range.found = reply.found();
+    range.bytes = err ? reply.stderr_tail() : reply.stdout_tail();
+    range.file_size = reply.file_size();
+    range.path = err ? reply.stderr_path() : reply.stdout_path();
+    return range;
+  }
+
  private:
   std::shared_ptr<proto::NodeService::Stub> Stub(const std::string& address) {
     absl::MutexLock lock(&mu_);

@@ -33,6 +33,17 @@ struct WorkerLog {
   std::string stderr_path;
 };
 
+// Which of a worker's log files to read.
+enum class WorkerLogStream { kStdout, kStderr };
+
+// A stretch of an actor's newest worker log file on one node, read from an offset.
+struct WorkerLogRange {
+  bool found = false;  // false: the node never ran a worker for the actor
+  std::string bytes;   // from the offset, at most max_bytes; empty at or past the end
+  int64_t file_size = 0;
+  std::string path;
+};
+
 class HeadApi {
  public:
   virtual ~HeadApi() = default;
@@ -49,6 +60,12 @@ class HeadApi {
   virtual absl::StatusOr<WorkerLog> ReadWorkerLog(const std::string& node_address,
                                                   const std::string& actor_id,
                                                   int64_t max_bytes) = 0;
+  // Asks the node agent at `node_address` for at most `max_bytes` of the actor's newest worker
+  // log `stream` from byte `offset` (>= 0), with the file's size.
+  virtual absl::StatusOr<WorkerLogRange> ReadWorkerLogRange(const std::string& node_address,
+                                                            const std::string& actor_id,
+                                                            WorkerLogStream stream, int64_t offset,
+                                                            int64_t max_bytes) = 0;
 };
 
 // A HeadApi for the head at `head_address` ("host:port"), checked with one RPC. UNAUTHENTICATED

@@ -54,6 +54,10 @@ class NoClusterHeadApi : public HeadApi {
                                           int64_t) override {
     return WorkerLog{};
   }
+  absl::StatusOr<WorkerLogRange> ReadWorkerLogRange(const std::string&, const std::string&,
+                                                    WorkerLogStream, int64_t, int64_t) override {
+    return WorkerLogRange{};
+  }
 
  private:
   absl::Mutex mu_;

@@ -89,6 +89,62 @@ function graphVertices() {
   });
 }
 
+// ---- The dashboard as a place to work (picker, overlay, usage, logs page, rendering) ---------
+
+// Problems in the rendered text under `selectors` (log <pre>s excepted: they hold the workers'
+// own output, and shortened ids): a word "null", "undefined" or "NaN", or a number with more than
+// 6 significant digits (a raw double such as 35.032302211808414). Numbers glued to letters or
+// dots (hex ids, IP addresses) are not numbers here.
+function renderingProblems(selectors) {
+  return page.evaluate((sels) => {
+    const problems = [];
+    for (const sel of sels) {
+      for (const root of document.querySelectorAll(sel)) {
+        const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          // Log output, and ids (shortened ids are .mono with the full id as title).
+          if (n.parentElement && n.parentElement.closest('pre, .mono[title]')) continue;
+          const text = n.textContent;
+          if (/\b(null|undefined|NaN)\b/.test(text)) problems.push(`${sel}: "${text.trim()}"`);
+          for (const m of text.matchAll(/(?<![\w.])\d+(?:\.\d+)?(?![\w.])/g)) {
+            const digits = m[0].replace('.', '').replace(/^0+/, '');
+            if (digits.length > 6) problems.push(`${sel}: ${m[0]} in "${text.trim()}"`);
+          }
+        }
+      }
+    }
+    return problems;
+  }, selectors);
+}
+
+async function assertRendersCleanly(selectors) {
+  assert.deepEqual(await renderingProblems(selectors), [], `rendered text of ${selectors}`);
+}
+
+// The catalog entry of `name` by metrics::FindMetric's rule (exact, then a trailing
+// "<placeholder>" standing for one or more segments).
+function catalogEntry(catalog, name) {
+  return (
+    catalog.find((m) => m.name === name) ||
+    catalog.find((m) => {
+      const open = m.name.indexOf('<');
+      return open >= 0 && name.length > open && name.startsWith(m.name.slice(0, open));
+    }) ||
+    null
+  );
+}
+
+const DEFAULT_CHART_METRICS = new Set([
+  'critic/score/mean',
+  'reward/correct',
+  'val/accuracy',
+  'actor/kl_loss',
+  'actor/loss',
+  'perf/gen_throughput',
+  'perf/throughput',
+  'rollout/staleness_mean',
+]);
+
 function chartPoints(metric) {
   return page.$eval(`[data-metric="${metric}"]`, (e) => Number(e.dataset.points));
 }
@@ -368,6 +424,325 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
       await screenshot('dashboard_finished_job.png');
     },
   );
+
+  test('the cluster view shows measured CPU and memory beside the reserved resources', async () => {
+    const nodes = (await api('api/nodes')).nodes;
+    await open('#/cluster');
+    for (const node of nodes) {
+      const card = page.locator(`.node-card[data-node-id="${node.node_id}"]`);
+      await card.locator('.bars[data-kind="used"] .bar-row[data-usage="cpu"]').waitFor();
+      const text = await card.textContent();
+      assert.match(text, /Reserved/, `${node.hostname}: the reservation bars are labelled`);
+      assert.match(text, /Used/, `${node.hostname}: the usage bars are labelled`);
+      const cpu = await card
+        .locator('.bars[data-kind="used"] .bar-row[data-usage="cpu"] .bar-value')
+        .textContent();
+      const memory = await card
+        .locator('.bars[data-kind="used"] .bar-row[data-usage="memory"] .bar-value')
+        .textContent();
+      const usage = node.usage;
+      if (usage && typeof usage.cpu_percent === 'number') {
+        assert.match(cpu, /^\d+(\.\d+)?%$/, `${node.hostname} CPU used reads "${cpu}"`);
+        assert.ok(
+          Math.abs(parseFloat(cpu) - usage.cpu_percent) <= 0.01 * Math.max(1, usage.cpu_percent),
+          `${node.hostname} CPU used "${cpu}" vs ${usage.cpu_percent}`,
+        );
+      } else {
+        assert.equal(cpu, '–', `${node.hostname} has no usage: CPU reads "${cpu}"`);
+      }
+      if (usage && typeof usage.memory_used_bytes === 'number') {
+        assert.match(memory, /B \/ .*B$/, `${node.hostname} memory used reads "${memory}"`);
+      } else {
+        assert.equal(memory, '–');
+      }
+    }
+    if (fixture) {
+      assert.ok(
+        nodes.some((n) => n.usage === null),
+        'the fixture has a node with unknown usage',
+      );
+    }
+    await assertRendersCleanly(['#cluster-summary', '#node-list']);
+    await screenshot('dashboard_cluster.png');
+  });
+
+  test('the actors table and panel show CPU and RSS, and the Job column is not clipped', async () => {
+    const actors = (await api('api/actors')).actors;
+    await open('#/actors');
+    await page.waitForFunction(
+      (n) => document.querySelectorAll('#actor-table tbody tr[data-actor-id]').length === n,
+      actors.length,
+    );
+    for (const a of actors) {
+      const row = page.locator(`#actor-table tbody tr[data-actor-id="${a.actor_id}"]`);
+      const cpu = await row.locator('td[data-col="cpu"]').textContent();
+      const rss = await row.locator('td[data-col="rss"]').textContent();
+      if (a.usage && typeof a.usage.cpu_percent === 'number') {
+        assert.match(cpu, /^\d+(\.\d+)?%$/, `${a.name} CPU reads "${cpu}"`);
+        assert.match(rss, /^\d+(\.\d+)? (B|KiB|MiB|GiB|TiB)$/, `${a.name} RSS reads "${rss}"`);
+      } else {
+        assert.equal(cpu, '–', `${a.name} has no usage: CPU reads "${cpu}"`);
+        assert.equal(rss, '–');
+      }
+    }
+    // The Job column is whole: no cell is wider than its box or cut off by the table's card,
+    // on a wide screen and a laptop's.
+    for (const width of [1440, 1200]) {
+      await page.setViewportSize({width, height: 900});
+      const clipped = await page.$$eval('#actor-table td[data-col="job"]', (cells) =>
+        cells
+          .filter((td) => {
+            const card = td.closest('.table-card').getBoundingClientRect();
+            return (
+              td.scrollWidth > td.clientWidth || td.getBoundingClientRect().right > card.right + 1
+            );
+          })
+          .map((td) => td.textContent),
+      );
+      assert.deepEqual(clipped, [], `clipped Job cells at ${width}px`);
+    }
+    await page.setViewportSize({width: 1440, height: 900});
+    // Details of an actor with usage, and of one without (missing fields show "–").
+    const withUsage = actors.find((a) => a.usage) || actors[0];
+    const without = actors.find((a) => !a.usage);
+    for (const a of [withUsage, without].filter(Boolean)) {
+      await page.click(`#actor-table tbody tr[data-actor-id="${a.actor_id}"]`);
+      await page.waitForFunction(
+        (id) => document.querySelector('#actor-details-panel').dataset.actorId === id,
+        a.actor_id,
+      );
+      const text = await page.locator('#actor-details-panel').textContent();
+      assert.match(text, /CPU \(used\)/);
+      assert.match(text, /Memory \(RSS\)/);
+      await assertRendersCleanly(['#actor-table', '#actor-details-panel']);
+    }
+    await screenshot('dashboard_actors.png');
+  });
+
+  test('the metric picker adds a chart for a non-default metric with its unit on the y axis', async () => {
+    const catalog = (await api('api/metric_catalog')).metrics;
+    assert.ok(catalog.length > 0, 'the metric catalog is empty');
+    await open(`#/jobs/${encodeURIComponent(jobId)}`);
+    // The default charts' units come from the catalog.
+    await page.waitForFunction(
+      () => Number(document.querySelector('.chart[data-chart="throughput"]')?.dataset.points) > 0,
+    );
+    assert.equal(
+      await page.$eval('.chart[data-chart="throughput"]', (e) => e.dataset.unit),
+      catalogEntry(catalog, 'perf/throughput').unit,
+    );
+    // Pick a metric the job logged that no default chart shows (one with a unit if there is).
+    const logged = Object.keys(
+      ((m) => ({...(m.series || {}), ...(m.scalars || {})}))(
+        await api(`api/jobs/${encodeURIComponent(jobId)}/metrics`),
+      ),
+    ).filter((n) => !DEFAULT_CHART_METRICS.has(n));
+    assert.ok(logged.length > 0, `job ${jobId} logged no metric beyond the default charts`);
+    const metric = fixture
+      ? 'timing_s/step'
+      : logged.find((n) => (catalogEntry(catalog, n) || {}).unit) || logged[0];
+    const unit = (catalogEntry(catalog, metric) || {}).unit || '';
+    if (fixture) assert.equal(unit, 's');
+    await page.click('#metric-picker > summary');
+    await page.fill('#metric-picker-search', metric.split('/').pop());
+    const item = page.locator(`#metric-picker-list [data-pick-metric="${metric}"]`);
+    await item.waitFor();
+    const itemText = await item.textContent();
+    if (unit) assert.ok(itemText.includes(unit), `picker item "${itemText}" shows the unit`);
+    await item.click();
+    const selector = `.chart[data-metric="${metric}"]`;
+    await page.waitForFunction(
+      (sel) => Number(document.querySelector(sel)?.dataset.points) > 0,
+      selector,
+    );
+    assert.equal(await page.$eval(selector, (e) => e.dataset.unit), unit || 'value');
+    const axisLabel = await page.evaluate(
+      (m) => window.troupeCharts.charts.get(`m:${m}`).plot.axes[1].label,
+      metric,
+    );
+    assert.equal(axisLabel, unit || 'value', 'the y axis is labelled with the unit');
+    assert.ok((await page.locator(`${selector} canvas`).count()) > 0, 'the picked chart is drawn');
+    assert.equal(new URL(page.url()).hash.includes(`charts=${encodeURIComponent(metric)}`), true);
+    // The picked set survives a reload (it is in the URL), and the chart can be removed again.
+    await page.reload({waitUntil: 'load'});
+    await page.waitForFunction(
+      (sel) => Number(document.querySelector(sel)?.dataset.points) > 0,
+      selector,
+    );
+    await page.click(`.chart-card[data-chart="m:${metric}"] .chart-remove`);
+    await page.waitForFunction((sel) => !document.querySelector(sel), selector);
+    assert.ok(!page.url().includes('charts='), 'the removed chart left the URL');
+    await page.click(`#metric-picker > summary`);
+    await item.click();
+    await page.waitForFunction(
+      (sel) => Number(document.querySelector(sel)?.dataset.points) > 0,
+      selector,
+    );
+    await page.click('#metric-picker > summary'); // Close the picker for the screenshots.
+  });
+
+  test('overlaying another job draws both jobs in every chart', async (t) => {
+    const jobs = (await api('api/jobs/')).jobs.filter((j) => j.job_id !== jobId);
+    if (!jobs.length) {
+      t.skip('the head has a single job');
+      return;
+    }
+    // Against a real head: the newest other job that logged the metric compared.
+    const metric = 'critic/score/mean';
+    let other = fixture ? FINISHED_JOB : '';
+    for (const j of fixture ? [] : jobs.slice().reverse()) {
+      const m = await api(`api/jobs/${encodeURIComponent(j.job_id)}/metrics`).catch(() => ({}));
+      if ((m.series || m.scalars || {})[metric]) {
+        other = j.job_id;
+        break;
+      }
+    }
+    if (!other) {
+      t.skip(`no other job logged ${metric}`);
+      return;
+    }
+    await page.waitForFunction(
+      (id) => [...document.querySelectorAll('#compare-job option')].some((o) => o.value === id),
+      other,
+    );
+    await page.selectOption('#compare-job', other);
+    await page.waitForFunction(
+      ([m, a, b]) => {
+        const c = document.querySelector(`.chart[data-metric="${m}"]`);
+        const jobs = (c?.dataset.jobs || '').split(' ');
+        return jobs.includes(a) && jobs.includes(b) && c.dataset.series === '2';
+      },
+      [metric, jobId, other],
+      {timeout: WAIT_MS},
+    );
+    const legend = await page.locator(`.chart[data-metric="${metric}"] .u-legend`).textContent();
+    assert.ok(legend.includes(other), `legend "${legend}" names the overlaid job`);
+    assert.ok(legend.includes(jobId), `legend "${legend}" names the job`);
+    assert.match(page.url(), new RegExp(`compare=${other}`), 'the overlay is kept in the URL');
+    if (fixture) {
+      // The finished job has FINISHED_STEPS steps, the running one fewer: the union is plotted.
+      await page.waitForFunction(
+        ([m, n]) =>
+          Number(document.querySelector(`.chart[data-metric="${m}"]`).dataset.points) >= n,
+        [metric, FINISHED_STEPS],
+      );
+    }
+    // Select an actor so the details panel is checked too.
+    const vertices = await graphVertices();
+    const target = vertices.find((v) => v.cls === 'Trainer') || vertices[0];
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const box = await page.locator('#graph').boundingBox();
+    const pos = await page.evaluate(
+      (id) => window.troupeGraph.getElementById(id).renderedPosition(),
+      target.id,
+    );
+    await page.mouse.click(box.x + pos.x, box.y + pos.y);
+    await page.waitForFunction((id) => {
+      const p = document.querySelector('#details-panel');
+      return p.dataset.actorId === id && !p.textContent.includes('loading…');
+    }, target.id);
+    await assertRendersCleanly([
+      '#job-header',
+      '#details-panel',
+      '#chart-grid',
+      '#metric-values',
+      '#metric-picker-list',
+    ]);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await screenshot('dashboard_job_overlay.png');
+  });
+
+  test('the logs page lists every worker by node and follows the selected log', async (t) => {
+    const actors = (await api('api/actors')).actors;
+    await open('#/logs');
+    await page.waitForFunction(
+      (n) => document.querySelectorAll('#worker-list .worker-row').length === n,
+      actors.length,
+    );
+    // Grouped by node: each worker sits under the node it runs on.
+    const placement = await page.$$eval('#worker-list .worker-row', (rows) =>
+      rows.map((r) => [r.dataset.actorId, r.closest('.worker-group').dataset.nodeId]),
+    );
+    for (const [id, nodeId] of placement) {
+      const a = actors.find((x) => x.actor_id === id);
+      assert.equal(nodeId, a.node_id || '', `${a.name} is listed under its node`);
+    }
+    const target = actors.find((a) => a.state === 'ALIVE');
+    assert.ok(target, 'an ALIVE actor to follow');
+    await page.click(
+      `#worker-list .worker-row[data-actor-id="${target.actor_id}"] a[data-stream="stderr"]`,
+    );
+    assert.match(page.url(), /#\/logs\?actor=.*&stream=stderr/);
+    const pre = page.locator('#worker-log');
+    // A first read has been answered (a real worker may not have written to stderr yet).
+    await page.waitForFunction(
+      () => document.querySelector('#worker-log-status').textContent.length > 0,
+    );
+    if (fixture) {
+      await page.waitForFunction(
+        () => Number(document.querySelector('#worker-log').dataset.offset) > 0,
+      );
+    }
+    const first = Number(await pre.getAttribute('data-offset'));
+    // Following: new output is appended and the view stays at the bottom. (A real worker may
+    // write nothing for minutes: against a real head only the first read is checked.)
+    if (!fixture) {
+      t.diagnostic('real head: not waiting for the worker to write more');
+      await screenshot('dashboard_logs.png');
+      return;
+    }
+    await page.waitForFunction(
+      (n) => Number(document.querySelector('#worker-log').dataset.offset) > n,
+      first,
+      {timeout: GROWTH_TIMEOUT_MS},
+    );
+    const following = await page.evaluate(() => {
+      const p = document.querySelector('#worker-log');
+      return {
+        flag: p.dataset.following,
+        atBottom: p.scrollHeight - p.scrollTop - p.clientHeight < 24,
+        scrollable: p.scrollHeight > p.clientHeight,
+        text: p.textContent,
+      };
+    });
+    assert.equal(following.flag, '1');
+    assert.ok(following.atBottom, 'a followed log stays scrolled to the bottom');
+    if (fixture) {
+      assert.ok(following.text.includes('loading shard 60/60'), 'the log is read from its start');
+      assert.match(following.text, /stderr line \d+: step \d+ ok ✓\n$/, 'appended lines are whole');
+      assert.equal(following.text.match(/loading shard 1\/60\n/g).length, 1, 'no byte read twice');
+    }
+    if (following.scrollable) {
+      // Scrolled up: following stops (output still arrives, the view stays put) ...
+      await page.evaluate(() => {
+        const p = document.querySelector('#worker-log');
+        p.scrollTop = 0;
+        p.dispatchEvent(new Event('scroll'));
+      });
+      await page.waitForFunction(
+        () => document.querySelector('#worker-log').dataset.following === '0',
+      );
+      const paused = Number(await pre.getAttribute('data-offset'));
+      await page.waitForFunction(
+        (n) => Number(document.querySelector('#worker-log').dataset.offset) > n,
+        paused,
+        {timeout: GROWTH_TIMEOUT_MS},
+      );
+      assert.equal(await page.$eval('#worker-log', (p) => p.scrollTop), 0, 'the view stayed put');
+      assert.ok(await page.locator('#worker-log-follow').isVisible(), 'a Follow button is offered');
+      // ... and resumes at the bottom.
+      await page.evaluate(() => {
+        const p = document.querySelector('#worker-log');
+        p.scrollTop = p.scrollHeight;
+        p.dispatchEvent(new Event('scroll'));
+      });
+      await page.waitForFunction(
+        () => document.querySelector('#worker-log').dataset.following === '1',
+      );
+    }
+    await assertRendersCleanly(['#worker-list', '#worker-log-title']);
+    await screenshot('dashboard_logs.png');
+  });
 
   test('the page raised no script errors', () => {
     assert.deepEqual(pageErrors, []);

@@ -13,6 +13,7 @@
 // DEAD and whose metrics come in metrics/'s MetricsSeriesToJson shape ({"scalars",
 // "histograms"}, non-finite values as "NaN" strings); job-0003 is PENDING with one PENDING actor.
 import {createHash} from 'node:crypto';
+import fsSync from 'node:fs';
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
@@ -404,6 +405,130 @@ function graphBody(cluster, jobId, pollIndex) {
   return {nodes, edges};
 }
 
+// ---- Resource usage, the metric catalog and worker logs ------------------------------------
+//
+// Every node gets "usage": {cpu_percent, memory_used_bytes, memory_total_bytes} (null for the
+// DEAD node: unknown); every actor "usage": {cpu_percent (of one core, may exceed 100),
+// rss_bytes} (null unless ALIVE). /api/metric_catalog is read from docs/metrics.md (generated
+// from metrics/metric_catalog.cc, so the fixture serves the real catalog). Worker logs: each
+// GET of an ALIVE actor's /api/actors/ID/logs appends a line to that stream first, so a client
+// can watch it grow.
+
+const DOCS_METRICS = path.resolve(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '../../docs/metrics.md',
+);
+
+// docs/metrics.md's tables ("| `name` | unit or – | source | meaning |") as catalog entries.
+export function parseMetricCatalog(markdown) {
+  const metrics = [];
+  for (const line of markdown.split('\n')) {
+    const m = line.match(/^\| `([^`]+)` \| ([^|]*) \| ([^|]*) \| (.*) \|$/);
+    if (!m) continue;
+    const unit = m[2].trim();
+    metrics.push({
+      name: m[1],
+      unit: unit === '–' ? '' : unit,
+      source: m[3].trim(),
+      description: m[4].trim().replace(/\\\|/g, '|'),
+    });
+  }
+  return metrics;
+}
+
+function addUsage(cluster) {
+  cluster.nodes.forEach((n, i) => {
+    n.usage =
+      n.state === 'ALIVE'
+        ? {
+            cpu_percent: [37.5, 81.25][i % 2],
+            memory_used_bytes: Math.round(n.resources_total.memory * [0.42, 0.87][i % 2]),
+            memory_total_bytes: n.resources_total.memory,
+          }
+        : null;
+  });
+  cluster.actors.forEach((a, i) => {
+    a.usage =
+      a.state === 'ALIVE'
+        ? {
+            cpu_percent: a.class_name === 'Trainer' ? 187.33333333333 : 12.5 + 3.1234567 * i,
+            rss_bytes: Math.round((0.35 + 0.211 * i) * GiB) + 12345,
+          }
+        : null;
+  });
+}
+
+// A worker's start-up output: enough lines that its log scrolls in the logs page.
+function startupLines(actor) {
+  if (actor.state === 'PENDING') return [];
+  return Array.from({length: 60}, (_, i) => `[${actor.name}] loading shard ${i + 1}/60`);
+}
+
+function createWorkbench(cluster) {
+  addUsage(cluster);
+  let catalog = null;
+  const logs = new Map(); // `${actor_id} ${stream}` -> Buffer
+  const logOf = (actor, stream) => {
+    const key = `${actor.actor_id} ${stream}`;
+    if (!logs.has(key)) {
+      const text =
+        stream === 'stderr'
+          ? [actorLogTail(actor), ...startupLines(actor)].filter(Boolean).join('\n')
+          : actor.state === 'PENDING'
+            ? ''
+            : `${actor.name}: stdout of pid ${actor.pid}\n`;
+      logs.set(key, Buffer.from(text ? `${text.replace(/\n?$/, '\n')}` : '', 'utf8'));
+    }
+    return logs.get(key);
+  };
+  let ticks = 0;
+  return {
+    // Serves the endpoints above; false for any other path.
+    handle(parts, url, res, sendJson) {
+      const [, resource, id, sub] = parts;
+      if (resource === 'metric_catalog' && !id) {
+        if (!catalog) catalog = parseMetricCatalog(fsSync.readFileSync(DOCS_METRICS, 'utf8'));
+        sendJson(res, 200, {metrics: catalog});
+        return true;
+      }
+      if (resource !== 'actors' || !id || sub !== 'logs' || parts.length !== 4) return false;
+      const stream = url.searchParams.get('stream') ?? 'stdout';
+      if (stream !== 'stdout' && stream !== 'stderr') {
+        sendJson(res, 400, {error: `stream must be stdout or stderr, got "${stream}"`});
+        return true;
+      }
+      const offsetText = url.searchParams.get('offset') ?? '0';
+      const offset = /^\d+$/.test(offsetText) ? Number(offsetText) : NaN;
+      if (!Number.isSafeInteger(offset)) {
+        sendJson(res, 400, {error: `offset must be a non-negative integer, got "${offsetText}"`});
+        return true;
+      }
+      const actor = cluster.actors.find((a) => a.actor_id === id);
+      if (!actor) {
+        sendJson(res, 404, {error: `no actor with id ${id}`});
+        return true;
+      }
+      let log = logOf(actor, stream);
+      if (actor.state === 'ALIVE') {
+        ticks++;
+        const line = `[${actor.name}] ${stream} line ${ticks}: step ${ticks} ok ✓\n`;
+        log = Buffer.concat([log, Buffer.from(line, 'utf8')]);
+        logs.set(`${actor.actor_id} ${stream}`, log);
+      }
+      const chunk = log.subarray(Math.min(offset, log.length), offset + 256 * 1024);
+      res.writeHead(200, {
+        'Content-Type': 'text/plain; charset=utf-8',
+        'Cache-Control': 'no-store',
+        'X-Log-Offset': String(Math.min(offset, log.length) + chunk.length),
+        'X-Log-Size': String(log.length),
+        'X-Log-Found': actor.state === 'PENDING' ? '0' : '1',
+      });
+      res.end(chunk);
+      return true;
+    },
+  };
+}
+
 // Starts the fixture on host:port (port 0 = any free port). Resolves to {url, close, state}.
 export async function startFixtureServer({webDir, host = '127.0.0.1', port = 0} = {}) {
   if (!webDir) throw new Error('startFixtureServer: webDir is required');
@@ -413,6 +538,7 @@ export async function startFixtureServer({webDir, host = '127.0.0.1', port = 0} 
   });
   const now = Date.now();
   const cluster = buildCluster(now);
+  const workbench = createWorkbench(cluster);
   const state = {
     steps: {[FINISHED_JOB]: FINISHED_STEPS, [RUNNING_JOB]: INITIAL_STEPS, 'job-0003': 0},
     metricsPolls: 0,
@@ -440,6 +566,7 @@ export async function startFixtureServer({webDir, host = '127.0.0.1', port = 0} 
   function handleApi(req, res, url) {
     const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent); // ['api', ...]
     const [, resource, id, sub] = parts;
+    if (workbench.handle(parts, url, res, sendJson)) return;
     if (resource === 'nodes' && !id) return sendJson(res, 200, {nodes: cluster.nodes});
     if (resource === 'placement_groups' && !id) {
       return sendJson(res, 200, {placement_groups: cluster.placementGroups});

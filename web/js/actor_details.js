@@ -1,10 +1,20 @@
 // The actor details panel (shared by the job view's graph and the actors view) and the node-id ->
 // hostname cache it and the tables use to show nodes by name.
 //
-// Exports: rememberNodes, refreshNodeNames, nodeCell, renderActorDetails, renderPanelMessage.
+// Exports: rememberNodes, refreshNodeNames, nodeCell, usageOf, renderActorDetails,
+// renderPanelMessage.
 
 import {getJson} from './api.js';
-import {badge, el, fmtDuration, fmtResources, idCell, kvTable} from './format.js';
+import {
+  badge,
+  el,
+  fmtBytes,
+  fmtDuration,
+  fmtPercent,
+  fmtResources,
+  idCell,
+  kvTable,
+} from './format.js';
 
 // at most every NODE_NAMES_MAX_AGE_MS, by the views that show actors.
 const NODE_NAMES_MAX_AGE_MS = 10000;
@@ -27,6 +37,11 @@ export function nodeCell(nodeId, length = 8) {
   return name ? el('span', {title: nodeId, text: name}) : idCell(nodeId, length);
 }
 
+// An actor's measured use ({cpu_percent: % of one core, rss_bytes}); {} when unknown (null).
+export function usageOf(actor) {
+  return actor && actor.usage && typeof actor.usage === 'object' ? actor.usage : {};
+}
+
 // Actor details (job view's graph panel and the actors view's panel share this).
 
 export function renderActorDetails(panel, actor, extra) {
@@ -39,7 +54,8 @@ export function renderActorDetails(panel, actor, extra) {
     : {atBottom: true};
   const log = el('pre', {class: 'log log-tail', text: actor.log_tail || '(no output yet)'});
   panel.dataset.actorId = actor.actor_id || '';
-  panel.replaceChildren(
+  // Nodes only: replaceChildren() would print a missing `extra` as the text "null".
+  const children = [
     el(
       'div',
       {class: 'panel-head'},
@@ -53,15 +69,18 @@ export function renderActorDetails(panel, actor, extra) {
       ['Address', actor.address || '–'],
       ['PID', actor.pid ?? '–'],
       ['Resources', fmtResources(actor.resources)],
+      ['CPU (used)', fmtPercent(usageOf(actor).cpu_percent)],
+      ['Memory (RSS)', fmtBytes(usageOf(actor).rss_bytes)],
       ['Restarts', actor.num_restarts ?? 0],
       ['Uptime', fmtDuration(actor.uptime_s)],
       ['Job', actor.job_id || '–'],
       actor.status_message ? ['Status', actor.status_message] : null,
     ]),
-    extra || null,
+    extra,
     el('h4', {text: 'Log tail'}),
     log,
-  );
+  ];
+  panel.replaceChildren(...children.filter((c) => c instanceof Node));
   if (scroll.atBottom) log.scrollTop = log.scrollHeight;
   else log.scrollTop = scroll.top;
 }

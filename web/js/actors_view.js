@@ -7,9 +7,20 @@ import {
   refreshNodeNames,
   renderActorDetails,
   renderPanelMessage,
+  usageOf,
 } from './actor_details.js';
 import {enc, getJson, settle} from './api.js';
-import {$, badge, el, emptyRow, fmtDuration, fmtResources, idCell} from './format.js';
+import {
+  $,
+  badge,
+  el,
+  emptyRow,
+  fmtBytes,
+  fmtDuration,
+  fmtPercent,
+  fmtResources,
+  idCell,
+} from './format.js';
 import {pollNow} from './poller.js';
 
 export const actorsView = {
@@ -111,7 +122,7 @@ export const actorsView = {
     $('#actor-count').textContent = `${rows.length} actor${rows.length === 1 ? '' : 's'}`;
     const tbody = $('#actor-table tbody');
     if (!rows.length) {
-      tbody.replaceChildren(emptyRow(10, 'No actors match.'));
+      tbody.replaceChildren(emptyRow(12, 'No actors match.'));
       return;
     }
     tbody.replaceChildren(
@@ -123,18 +134,20 @@ export const actorsView = {
             dataset: {actorId: a.actor_id || '', state: a.state || ''},
             onclick: () => this.select(a.actor_id),
           },
-          el('td', null, idCell(a.actor_id)),
+          el('td', null, idCell(a.actor_id, 8)),
           el('td', {text: a.class_name || '–'}),
-          el('td', {text: a.name || '–'}),
+          el('td', {class: 'name-cell', text: a.name || '–'}),
           el('td', null, badge(a.state)),
-          el('td', null, nodeCell(a.node_id)),
+          el('td', {class: 'wrap-soft'}, nodeCell(a.node_id)),
           el('td', {class: 'mono', text: a.pid ?? '–'}),
-          el('td', {text: fmtResources(a.resources)}),
+          el('td', {class: 'wrap-soft', text: fmtResources(a.resources)}),
+          el('td', {class: 'num', dataset: {col: 'cpu'}, text: fmtPercent(usageOf(a).cpu_percent)}),
+          el('td', {class: 'num', dataset: {col: 'rss'}, text: fmtBytes(usageOf(a).rss_bytes)}),
           el('td', {class: 'num', text: a.num_restarts ?? 0}),
           el('td', {class: 'num', text: fmtDuration(a.uptime_s)}),
           el(
             'td',
-            null,
+            {class: 'job-cell', dataset: {col: 'job'}},
             a.job_id
               ? el('a', {
                   href: `#/jobs/${enc(a.job_id)}`,

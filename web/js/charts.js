@@ -1,8 +1,9 @@
 // The job view's metric charts (uPlot, loaded by index.html as a plain script): which charts there
 // are, the head's metrics normalized to plottable columns, and the charts' DOM.
 //
-// Exports: normalizeMetrics, chartData, JobCharts (one card per chart in a grid: update, resize,
-// destroy), renderMetricTable (the "All metrics" table).
+// Exports: DEFAULT_CHARTS, findMetricInfo (the catalog entry of a name), unitOf, normalizeMetrics,
+// chartData, JobCharts (one card per chart in a grid: setSpecs, update, resize, destroy),
+// renderMetricPicker (the "Add chart" list), renderMetricTable (the "All metrics" table).
 
 import {el, fmtNumber, isNum} from './format.js';
 
@@ -14,33 +15,41 @@ const STEP_INCREMENTS = [
   100000, 200000, 500000, 1000000,
 ];
 
-// The job view's charts. The first series' metric names the chart container (data-metric).
-const CHARTS = [
-  {id: 'reward', title: 'Reward', series: [{metric: 'critic/score/mean', label: 'mean'}]},
-  {
-    id: 'accuracy',
-    title: 'Accuracy',
-    series: [
-      {metric: 'reward/correct', label: 'train'},
-      {metric: 'val/accuracy', label: 'held-out'},
-    ],
-  },
-  {id: 'kl', title: 'KL to reference', series: [{metric: 'actor/kl_loss', label: 'KL'}]},
-  {id: 'loss', title: 'Loss', series: [{metric: 'actor/loss', label: 'loss'}]},
-  {
-    id: 'throughput',
-    title: 'Throughput (tokens/s)',
-    series: [
-      {metric: 'perf/gen_throughput', label: 'generate'},
-      {metric: 'perf/throughput', label: 'train'},
-    ],
-  },
-  {
-    id: 'staleness',
-    title: 'Sample staleness (weight versions)',
-    series: [{metric: 'rollout/staleness_mean', label: 'mean'}],
-  },
+// The job view's default charts (each may be removed; the user adds one chart per metric with
+// the picker). Titles, units and descriptions come from the metric catalog (/api/metric_catalog).
+export const DEFAULT_CHARTS = [
+  {id: 'reward', metrics: ['critic/score/mean']},
+  {id: 'accuracy', metrics: ['reward/correct', 'val/accuracy']},
+  {id: 'kl', metrics: ['actor/kl_loss']},
+  {id: 'loss', metrics: ['actor/loss']},
+  {id: 'throughput', metrics: ['perf/gen_throughput', 'perf/throughput']},
+  {id: 'staleness', metrics: ['rollout/staleness_mean']},
 ];
+
+// The catalog entry `name` is an instance of, as metrics::FindMetric decides: an exact name
+// first, then a pattern whose trailing "<placeholder>" stands for one or more segments
+// ("reward/<component>" matches "reward/format" and "reward/a/b", not "reward/"). Null if none.
+export function findMetricInfo(catalog, name) {
+  if (!Array.isArray(catalog)) return null;
+  const exact = catalog.find((m) => m.name === name);
+  if (exact) return exact;
+  return (
+    catalog.find((m) => {
+      const open = String(m.name).indexOf('<');
+      return open >= 0 && name.length > open && name.startsWith(m.name.slice(0, open));
+    }) || null
+  );
+}
+
+// The y-axis label of a chart of `names`: their unit (the first one the catalog knows), else
+// "value" (a plain number).
+export function unitOf(catalog, names) {
+  for (const name of names) {
+    const info = findMetricInfo(catalog, name);
+    if (info && info.unit) return info.unit;
+  }
+  return '';
+}
 
 // Metrics: the head serves {"series": {name: {step, time, value}}} (histograms as {step,
 // points}); metrics/'s MetricsSeriesToJson shape {"scalars": {...}, "histograms": {name:
@@ -94,11 +103,12 @@ export function normalizeMetrics(body) {
   return out;
 }
 
-// uPlot data for one chart: [steps, series1 values, ...] over the union of the series' steps.
+// uPlot data for one chart: [steps, series1 values, ...] over the union of the series' steps;
+// each series is {metric, source} with source a normalizeMetrics result (one job's metrics).
 // A step a series did not log is undefined (uPlot draws the line across it, e.g. for sparse
 // val/accuracy); a non-finite value it did log is null (a visible gap).
-export function chartData(spec, metrics) {
-  const columns = spec.series.map((s) => metrics[s.metric]);
+export function chartData(series) {
+  const columns = series.map((s) => s.source && s.source[s.metric]);
   const steps = new Set();
   for (const c of columns) if (c) c.step.forEach((x) => steps.add(x));
   const xs = [...steps].filter(isNum).sort((a, b) => a - b);
@@ -114,56 +124,143 @@ export function chartData(spec, metrics) {
   return [xs, ...ys];
 }
 
-// The charts of CHARTS as cards in `grid` (#chart-grid). Each container carries data-metric (its
-// first series' metric), data-metrics, data-chart and data-points (the number of steps plotted).
+// The charts as cards in `grid` (#chart-grid), one per spec ({id, metrics}). Each container
+// carries data-metric (its first metric), data-metrics, data-chart, data-unit (its y-axis
+// label), data-points (the number of steps plotted), data-series (series plotted) and data-jobs
+// (the jobs with data in it). onRemove(id) is called by a card's remove button.
 export class JobCharts {
-  constructor(grid) {
-    this.charts = new Map(); // chart id -> {spec, container, plot}
+  constructor(grid, onRemove) {
+    this.grid = grid;
+    this.onRemove = onRemove;
+    this.charts = new Map(); // chart id -> {spec, card, container, title, plot, key}
     grid.replaceChildren();
-    for (const spec of CHARTS) {
-      const container = el(
-        'div',
-        {
-          class: 'chart',
-          dataset: {
-            metric: spec.series[0].metric,
-            metrics: spec.series.map((s) => s.metric).join(' '),
-            chart: spec.id,
-            points: '0',
-          },
-        },
-        el('div', {class: 'chart-empty muted', text: 'waiting for data…'}),
-      );
-      grid.append(
-        el(
-          'div',
-          {class: 'card chart-card'},
-          el('div', {class: 'chart-title', text: spec.title}),
-          container,
-        ),
-      );
-      this.charts.set(spec.id, {spec, container, plot: null});
-    }
   }
 
-  // Plots `metrics` (normalizeMetrics' shape); returns the last step plotted, or null.
-  update(metrics) {
+  // Shows exactly `specs`, in order (cards of charts kept keep their plot).
+  setSpecs(specs) {
+    const wanted = new Set(specs.map((s) => s.id));
+    for (const [id, c] of this.charts) {
+      if (wanted.has(id)) continue;
+      if (c.plot) c.plot.destroy();
+      c.card.remove();
+      this.charts.delete(id);
+    }
+    for (const spec of specs) {
+      if (!this.charts.has(spec.id)) this.charts.set(spec.id, this.makeCard(spec));
+    }
+    this.grid.replaceChildren(...specs.map((s) => this.charts.get(s.id).card));
+  }
+
+  makeCard(spec) {
+    const container = el(
+      'div',
+      {
+        class: 'chart',
+        dataset: {
+          metric: spec.metrics[0],
+          metrics: spec.metrics.join(' '),
+          chart: spec.id,
+          points: '0',
+          series: '0',
+          jobs: '',
+          unit: '',
+        },
+      },
+      el('div', {class: 'chart-empty muted', text: 'waiting for data…'}),
+    );
+    const title = el('div', {class: 'chart-title'});
+    const card = el(
+      'div',
+      {class: 'card chart-card', dataset: {chart: spec.id}},
+      el(
+        'div',
+        {class: 'chart-head'},
+        title,
+        el('button', {
+          'class': 'chart-remove',
+          'type': 'button',
+          'title': 'Remove this chart',
+          'aria-label': 'Remove this chart',
+          'dataset': {removeChart: spec.id},
+          'text': '×',
+          'onclick': () => this.onRemove && this.onRemove(spec.id),
+        }),
+      ),
+      container,
+    );
+    return {spec, card, container, title, plot: null, key: ''};
+  }
+
+  // Plots `runs` ([{jobId, metrics}], the job first, then an overlaid one) with units and
+  // descriptions from `catalog`; returns the last step of the first run plotted, or null.
+  update(runs, catalog) {
     let lastStep = null;
+    const overlay = runs.length > 1;
     for (const c of this.charts.values()) {
-      const data = chartData(c.spec, metrics);
+      const unit = unitOf(catalog, c.spec.metrics);
+      this.renderTitle(c, unit, catalog);
+      const series = [];
+      runs.forEach((run, r) =>
+        c.spec.metrics.forEach((metric, m) =>
+          series.push({
+            metric,
+            source: run.metrics,
+            jobId: run.jobId,
+            label: overlay ? `${metric} · ${run.jobId}` : metric,
+            color: SERIES_COLORS[m % SERIES_COLORS.length],
+            dash: r > 0 ? [6, 4] : undefined,
+          }),
+        ),
+      );
+      const data = chartData(series);
       const points = data[0].length;
-      if (points) lastStep = Math.max(lastStep ?? -Infinity, data[0][points - 1]);
+      const first = runs[0] && runs[0].metrics;
+      for (const metric of c.spec.metrics) {
+        const s = first && first[metric];
+        if (s && s.step.length) lastStep = Math.max(lastStep ?? -Infinity, s.step.at(-1));
+      }
+      const key = JSON.stringify([unit, series.map((s) => s.label)]);
+      if (c.plot && key !== c.key) {
+        c.plot.destroy(); // Other series (an overlay added or removed) or unit: a new plot.
+        c.plot = null;
+      }
       if (!points && !c.plot) continue;
       if (!c.plot) {
         if (c.container.clientWidth === 0) continue; // Not laid out yet; next poll.
         c.container.replaceChildren();
-        c.plot = new uPlot(chartOptions(c.spec, c.container.clientWidth), data, c.container);
+        c.plot = new uPlot(chartOptions(series, unit, c.container.clientWidth), data, c.container);
+        c.key = key;
       } else {
         c.plot.setData(data);
       }
-      c.container.dataset.points = String(points); // What is plotted now.
+      const jobs = [
+        ...new Set(series.filter((s, i) => data[i + 1].some(isNum)).map((s) => s.jobId)),
+      ];
+      Object.assign(c.container.dataset, {
+        points: String(points), // What is plotted now.
+        series: String(series.length),
+        jobs: jobs.join(' '),
+        unit: unit || 'value',
+      });
     }
     return lastStep;
+  }
+
+  renderTitle(c, unit, catalog) {
+    const key = `${unit}|${catalog ? catalog.length : 0}`;
+    if (c.titleKey === key) return;
+    c.titleKey = key;
+    const descriptions = c.spec.metrics
+      .map((m) => {
+        const info = findMetricInfo(catalog, m);
+        return info && info.description ? `${m}: ${info.description}` : m;
+      })
+      .join('\n');
+    c.title.title = descriptions;
+    c.title.replaceChildren(
+      el('span', {class: 'mono', text: c.spec.metrics.join(' · ')}),
+      el('span', {class: 'chart-unit muted', text: unit ? ` [${unit}]` : ''}),
+    );
   }
 
   // Fits the plots to their containers' width.
@@ -179,6 +276,57 @@ export class JobCharts {
     for (const c of this.charts.values()) if (c.plot) c.plot.destroy();
     this.charts.clear();
   }
+}
+
+// The metric picker's list in `list`: every metric of `names` (what the job logged) grouped by
+// prefix, with its unit and description from `catalog`, filtered by `query` (substring of the
+// name or description). Metrics in `shown` are listed but disabled; clicking another calls
+// onPick(name).
+export function renderMetricPicker(list, {names, catalog, shown, query, onPick}) {
+  const q = (query || '').trim().toLowerCase();
+  const groups = new Map();
+  for (const name of [...names].sort()) {
+    const info = findMetricInfo(catalog, name);
+    const description = (info && info.description) || '';
+    if (q && !name.toLowerCase().includes(q) && !description.toLowerCase().includes(q)) continue;
+    const prefix = name.includes('/') ? name.slice(0, name.indexOf('/')) : '(other)';
+    if (!groups.has(prefix)) groups.set(prefix, []);
+    groups.get(prefix).push({name, unit: (info && info.unit) || '', description, info});
+  }
+  if (!groups.size) {
+    list.replaceChildren(
+      el('p', {class: 'muted', text: names.length ? 'No metric matches.' : 'No metrics yet.'}),
+    );
+    return;
+  }
+  list.replaceChildren(
+    ...[...groups].map(([prefix, items]) =>
+      el(
+        'div',
+        {class: 'picker-group', dataset: {group: prefix}},
+        el('div', {class: 'picker-group-name', text: `${prefix}/`}),
+        items.map((m) =>
+          el(
+            'button',
+            {
+              class: 'picker-item',
+              type: 'button',
+              disabled: shown.has(m.name),
+              title: m.info ? m.info.name : 'not in the metric catalog',
+              dataset: {pickMetric: m.name},
+              onclick: () => onPick(m.name),
+            },
+            el('span', {class: 'picker-name mono', text: m.name}),
+            el('span', {class: 'picker-unit', text: m.unit || (m.info ? 'number' : '?')}),
+            el('span', {
+              class: 'picker-desc muted',
+              text: m.description || "Not in the metric catalog (a recipe's own metric).",
+            }),
+          ),
+        ),
+      ),
+    ),
+  );
 }
 
 // Fills `details` (#metric-values: a <details> with a <summary> and a table) with every metric's
@@ -201,7 +349,7 @@ export function renderMetricTable(details, metrics) {
   );
 }
 
-function chartOptions(spec, width) {
+function chartOptions(series, unit, width) {
   return {
     width,
     height: CHART_HEIGHT,
@@ -225,14 +373,18 @@ function chartOptions(spec, width) {
         ticks: {stroke: '#e5e7eb'},
         font: '11px system-ui, sans-serif',
         size: 52,
+        label: unit || 'value',
+        labelSize: 16,
+        labelFont: '11px system-ui, sans-serif',
         values: (u, splits) => splits.map((v) => fmtNumber(v, 3)),
       },
     ],
     series: [
       {label: 'step'},
-      ...spec.series.map((s, i) => ({
+      ...series.map((s) => ({
         label: s.label,
-        stroke: SERIES_COLORS[i % SERIES_COLORS.length],
+        stroke: s.color,
+        dash: s.dash,
         width: 1.75,
         points: {size: 4},
         value: (u, v) => (v === null || v === undefined ? '–' : fmtNumber(v, 4)),

@@ -1,4 +1,5 @@
-// The cluster view (#/): summary cards, a card per node with resource bars, placement groups.
+// The cluster view (#/): summary cards, a card per node with its reserved resources (the
+// scheduler's view) and its measured CPU and memory use (the heartbeat's usage), placement groups.
 //
 // Exports: clusterView (a view: section, mount, unmount, refresh).
 
@@ -9,8 +10,10 @@ import {
   badge,
   el,
   emptyRow,
+  fmtBytes,
   fmtDuration,
   fmtNumber,
+  fmtPercent,
   fmtResourceAmount,
   fmtResources,
   idCell,
@@ -183,13 +186,73 @@ function nodeCard(n) {
       el('span', {class: 'mono', text: n.address || '–'}),
       age !== null ? ` · heartbeat ${fmtDuration(Math.max(0, age))} ago` : '',
     ),
+    el('div', {class: 'bars-title', text: 'Reserved by actors (scheduler)'}),
     el(
       'div',
-      {class: 'bars'},
+      {class: 'bars', dataset: {kind: 'reserved'}},
       names.length
         ? names.map((k) => resourceBar(k, used[k] || 0, total[k]))
         : el('p', {class: 'muted', text: 'No resources reported.'}),
     ),
+    usageBars(n.usage),
+  );
+}
+
+// Measured use of the machine (the heartbeat's "usage"; null when unknown).
+function usageBars(usage) {
+  const rows = [];
+  const u = usage && typeof usage === 'object' ? usage : null;
+  const cpu = u && isNum(u.cpu_percent) ? u.cpu_percent : null;
+  rows.push(
+    meterRow(
+      'CPU',
+      'cpu',
+      cpu === null ? null : cpu / 100,
+      fmtPercent(cpu),
+      cpu === null ? 'CPU use unknown' : `CPU: ${fmtPercent(cpu)} of the machine in use`,
+    ),
+  );
+  const memUsed = u && isNum(u.memory_used_bytes) ? u.memory_used_bytes : null;
+  const memTotal = u && isNum(u.memory_total_bytes) ? u.memory_total_bytes : null;
+  const memFraction = memUsed !== null && memTotal > 0 ? memUsed / memTotal : null;
+  rows.push(
+    meterRow(
+      'memory',
+      'memory',
+      memFraction,
+      memUsed === null ? '–' : `${fmtBytes(memUsed)} / ${fmtBytes(memTotal)}`,
+      memUsed === null
+        ? 'memory use unknown'
+        : `memory: ${fmtBytes(memUsed)} of ${fmtBytes(memTotal)} in use`,
+    ),
+  );
+  return [
+    el('div', {class: 'bars-title', text: 'Used (measured on the machine)'}),
+    el('div', {class: 'bars', dataset: {kind: 'used'}}, rows),
+  ];
+}
+
+// A bar row: fraction in [0, 1] (null: unknown, an empty bar and "–").
+function meterRow(label, key, fraction, valueText, title) {
+  const f = fraction === null ? 0 : Math.min(1, Math.max(0, fraction));
+  const level = f >= 0.9 ? 'high' : f >= 0.6 ? 'mid' : 'low';
+  return el(
+    'div',
+    {class: 'bar-row', dataset: {usage: key}},
+    el('span', {class: 'bar-label', text: label}),
+    el(
+      'div',
+      {
+        'class': 'bar bar-used',
+        'role': 'meter',
+        'aria-valuemin': 0,
+        'aria-valuemax': 100,
+        'aria-valuenow': fraction === null ? null : +(f * 100).toFixed(1),
+        title,
+      },
+      el('div', {class: `bar-fill bar-${level}`, style: `width:${(f * 100).toFixed(1)}%`}),
+    ),
+    el('span', {class: 'bar-value', text: valueText}),
   );
 }
 

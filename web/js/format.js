@@ -2,8 +2,12 @@
 //
 // Exports: el (element builder; every string from the API reaches the page through textContent,
 // never innerHTML), $ (querySelector), isNum, fmtNumber, fmtBytes, fmtRate, fmtDuration, fmtTime,
-// fmtResourceAmount, fmtResources, and small widgets: idCell, badge, kvTable, emptyRow,
-// followBottom.
+// fmtResourceAmount, fmtResources, fmtBytesRate, fmtPercent, fmtSig, and small widgets: idCell,
+// badge, kvTable, emptyRow, followBottom.
+//
+// Numbers are shown with at most 3-4 significant digits (never a raw double such as
+// 35.032302211808414); a missing or non-finite value is shown as "–", never as null, undefined
+// or NaN.
 
 // el('div', {class: 'x', dataset: {a: 1}, onclick: fn, text: 'hi'}, child, [children], 'text')
 export function el(tag, attrs, ...children) {
@@ -20,6 +24,10 @@ export function el(tag, attrs, ...children) {
   }
   for (const child of children.flat()) {
     if (child === undefined || child === null || child === false) continue;
+    if (typeof child === 'number' && !Number.isFinite(child)) {
+      node.append('–');
+      continue;
+    }
     node.append(child instanceof Node ? child : String(child));
   }
   return node;
@@ -45,19 +53,50 @@ export function fmtNumber(v, digits = 3) {
   return v.toExponential(1);
 }
 
+// `v` with `digits` significant digits, without a trailing ".0" (35.0323 -> "35.0", 1234 ->
+// "1234" for integers below 10^digits+1, else rounded: 123456 -> "123000").
+export function fmtSig(v, digits = 3) {
+  if (!isNum(v)) return '–';
+  if (Number.isInteger(v) && Math.abs(v) < 10 ** (digits + 1)) return String(v);
+  const text = v.toPrecision(digits);
+  return text.includes('e') ? String(+text) : text;
+}
+
+// Bytes in binary units with 3 significant digits: 1536 -> "1.50 KiB", 35.03 -> "35.0 B".
 export function fmtBytes(b) {
   if (!isNum(b)) return '–';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   let i = 0;
-  while (Math.abs(b) >= 1024 && i < units.length - 1) {
+  while (Math.abs(b) >= 1000 && i < units.length - 1) {
     b /= 1024;
     i++;
   }
-  return `${i === 0 ? b : +b.toFixed(b >= 100 ? 0 : 1)} ${units[i]}`;
+  return `${i === 0 && Number.isInteger(b) ? b : fmtSig(b, 3)} ${units[i]}`;
 }
 
+// A data rate in decimal units with 3 significant digits: 35.0323 -> "35.0 B/s",
+// 612345 -> "612 KB/s", 1.5e6 -> "1.50 MB/s".
+export function fmtBytesRate(bytesPerSecond) {
+  if (!isNum(bytesPerSecond)) return '–';
+  const units = ['B/s', 'KB/s', 'MB/s', 'GB/s', 'TB/s'];
+  let v = bytesPerSecond;
+  let i = 0;
+  while (Math.abs(v) >= 999.5 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${v === 0 ? '0' : fmtSig(v, 3)} ${units[i]}`;
+}
+
+// A count per second with 3 significant digits: 12.4567 -> "12.5/s".
 export function fmtRate(perSecond) {
   return isNum(perSecond) ? `${fmtNumber(perSecond, 3)}/s` : '–';
+}
+
+// A percentage with 3 significant digits (CPU use may exceed 100%): 37.512 -> "37.5%".
+export function fmtPercent(p) {
+  if (!isNum(p)) return '–';
+  return `${p === 0 ? '0' : fmtSig(p, p >= 100 ? 4 : 3)}%`;
 }
 
 export function fmtDuration(seconds) {

@@ -2,16 +2,23 @@
 // metric charts and the driver log, refreshed by the poller.
 //
 // Exports: jobView (a view, with pollMs: slower once the job has ended and its log is read).
-// Sets window.troupeGraph to the graph's cytoscape instance while mounted.
+// Sets window.troupeGraph to the graph's cytoscape instance and window.troupeCharts to the
+// JobCharts while mounted.
 
 import {refreshNodeNames, renderActorDetails, renderPanelMessage} from './actor_details.js';
 import {enc, getJson, request, settle} from './api.js';
-import {JobCharts, normalizeMetrics, renderMetricTable} from './charts.js';
+import {
+  DEFAULT_CHARTS,
+  JobCharts,
+  normalizeMetrics,
+  renderMetricPicker,
+  renderMetricTable,
+} from './charts.js';
 import {
   $,
   badge,
   el,
-  fmtBytes,
+  fmtBytesRate,
   fmtDuration,
   fmtNumber,
   fmtRate,
@@ -22,7 +29,7 @@ import {
 } from './format.js';
 import {createGraph, placeEdgeLabels, renderLegend, syncGraph} from './graph.js';
 import {jobDuration, TERMINAL_JOB_STATES} from './jobs_view.js';
-import {POLL_FINISHED_MS, POLL_MS} from './poller.js';
+import {POLL_FINISHED_MS, POLL_MS, pollNow} from './poller.js';
 
 const LOG_KEEP_CHARS = 512 * 1024;
 
@@ -39,6 +46,16 @@ export const jobView = {
   logDone: false,
   metrics: {},
   notFound: false,
+  // Charts (kept in the URL: ?charts=<added metrics>&hide=<default chart ids>&compare=<job>).
+  added: [], // metrics charted on their own, beyond the defaults
+  hidden: new Set(), // default chart ids removed
+  compare: '', // the job overlaid on the charts ('' = none)
+  compareMetrics: null, // its normalizeMetrics result
+  compareDone: false, // it had ended before its metrics were last read: no more reads
+  compareEnded: false, // it was seen ended
+  catalog: null, // /api/metric_catalog's metrics (null until read; [] if the head has none)
+  jobIds: '',
+  pickerNames: '',
 
   mount(route) {
     this.token = {}; // Identifies this mount: late answers for an earlier mount are dropped.
@@ -50,6 +67,16 @@ export const jobView = {
     this.logDone = false;
     this.metrics = {};
     this.notFound = false;
+    const list = (name) => (route.params.get(name) || '').split(',').filter(Boolean);
+    this.added = [...new Set(list('charts'))];
+    this.hidden = new Set(list('hide'));
+    this.compare = route.params.get('compare') || '';
+    if (this.compare === this.jobId) this.compare = '';
+    this.compareMetrics = null;
+    this.compareDone = false;
+    this.compareEnded = false;
+    this.jobIds = '';
+    this.pickerNames = '';
     $('#job-header').replaceChildren(el('h1', {class: 'job-title', text: `Job ${this.jobId}`}));
     const log = $('#job-log');
     log.textContent = '';
@@ -70,6 +97,7 @@ export const jobView = {
     window.troupeGraph = null;
     if (this.charts) this.charts.destroy();
     this.charts = null;
+    window.troupeCharts = null;
     if (this.resizeObserver) this.resizeObserver.disconnect();
     this.resizeObserver = null;
   },
@@ -95,7 +123,32 @@ export const jobView = {
 
   mountCharts() {
     const grid = $('#chart-grid');
-    this.charts = new JobCharts(grid);
+    this.charts = new JobCharts(grid, (id) => this.removeChart(id));
+    window.troupeCharts = this.charts;
+    this.charts.setSpecs(this.chartSpecs());
+    const search = $('#metric-picker-search');
+    search.value = '';
+    search.oninput = () => this.renderPicker(true);
+    $('#metric-picker').open = false;
+    $('#metric-picker').ontoggle = () => this.renderPicker(true);
+    $('#charts-reset').onclick = () => {
+      this.added = [];
+      this.hidden = new Set();
+      this.chartsChanged();
+    };
+    const compare = $('#compare-job');
+    compare.replaceChildren(el('option', {value: '', text: '(no other job)'}));
+    if (this.compare) compare.append(el('option', {value: this.compare, text: this.compare}));
+    compare.value = this.compare;
+    compare.onchange = () => {
+      this.compare = compare.value;
+      this.compareMetrics = null;
+      this.compareDone = false;
+      this.compareEnded = false;
+      this.saveUrl();
+      this.updateCharts();
+      pollNow();
+    };
     this.resizeObserver = new ResizeObserver(() => {
       if (this.charts) this.charts.resize();
       if (this.cy) this.cy.resize();
@@ -108,10 +161,20 @@ export const jobView = {
     const id = enc(this.jobId);
     const token = this.token;
     const selection = this.selection;
+    const compare = this.compare;
+    const compareEnded = this.compareEnded;
     const r = await settle({
       job: getJson(`api/jobs/${id}`),
       graph: getJson(`api/graph?job=${id}`),
       metrics: getJson(`api/jobs/${id}/metrics`),
+      compareMetrics:
+        this.compare && !this.compareDone
+          ? getJson(`api/jobs/${enc(this.compare)}/metrics`)
+          : undefined,
+      compareJob:
+        this.compare && !this.compareDone ? getJson(`api/jobs/${enc(this.compare)}`) : undefined,
+      jobs: getJson('api/jobs/'),
+      catalog: this.catalog ? undefined : getJson('api/metric_catalog'),
       log: this.logDone ? undefined : this.fetchLog(token),
       actor:
         selection && selection.type === 'actor'
@@ -134,10 +197,17 @@ export const jobView = {
       return;
     }
     if (r.graph) this.updateGraph(r.graph);
-    if (r.metrics) {
-      this.metrics = normalizeMetrics(r.metrics);
-      this.updateCharts();
+    if (r.catalog) this.catalog = Array.isArray(r.catalog.metrics) ? r.catalog.metrics : [];
+    else if (errors.catalog && errors.catalog.status === 404) this.catalog = []; // An older head.
+    if (r.jobs) this.renderCompareOptions(r.jobs.jobs || []);
+    if (r.compareMetrics && compare === this.compare) {
+      this.compareMetrics = normalizeMetrics(r.compareMetrics);
+      // Seen ended before this read: these metrics are final.
+      if (compareEnded) this.compareDone = true;
+      if (r.compareJob && TERMINAL_JOB_STATES.has(r.compareJob.status)) this.compareEnded = true;
     }
+    if (r.metrics) this.metrics = normalizeMetrics(r.metrics);
+    if (r.metrics || r.compareMetrics || r.catalog) this.updateCharts();
     if (this.selection === selection && selection && selection.type === 'actor') {
       if (r.actor) this.renderSelectedActor(r.actor);
       else if (errors.actor && errors.actor.status === 404) {
@@ -149,7 +219,7 @@ export const jobView = {
       }
     }
     // A job that has not written metrics or log yet may answer 404 there: not an error.
-    for (const name of ['metrics', 'log']) {
+    for (const name of ['metrics', 'log', 'catalog', 'compareMetrics']) {
       if (errors[name] && errors[name].status === 404) delete errors[name];
     }
     const first = Object.values(errors)[0];
@@ -202,11 +272,13 @@ export const jobView = {
               'span',
               {class: 'chip'},
               el('span', {class: 'muted', text: `${k} `}),
-              typeof v === 'number'
-                ? fmtNumber(v, 4)
-                : typeof v === 'object'
-                  ? JSON.stringify(v)
-                  : String(v),
+              v === null || v === undefined
+                ? '–'
+                : typeof v === 'number'
+                  ? fmtNumber(v, 4)
+                  : typeof v === 'object'
+                    ? JSON.stringify(v)
+                    : String(v),
             ),
           ),
         ),
@@ -278,7 +350,7 @@ export const jobView = {
       const outgoing = e.source().id() === node.id();
       const peer = outgoing ? e.target() : e.source();
       const parts = [fmtRate(e.data('rate'))];
-      if (isNum(e.data('bytes_per_s'))) parts.push(`${fmtBytes(e.data('bytes_per_s'))}/s`);
+      if (isNum(e.data('bytes_per_s'))) parts.push(fmtBytesRate(e.data('bytes_per_s')));
       if (isNum(e.data('staleness'))) parts.push(`staleness ${fmtNumber(e.data('staleness'), 2)}`);
       rows.push(
         el(
@@ -318,7 +390,7 @@ export const jobView = {
       kvTable([
         ['Method', d.method || '–'],
         ['Rate', fmtRate(d.rate)],
-        ['Bytes', isNum(d.bytes_per_s) ? `${fmtBytes(d.bytes_per_s)}/s` : '–'],
+        ['Bytes', fmtBytesRate(d.bytes_per_s)],
         d.kind === 'samples'
           ? ['Staleness', isNum(d.staleness) ? `${fmtNumber(d.staleness, 3)} versions` : '–']
           : null,
@@ -357,9 +429,92 @@ export const jobView = {
   },
 
   updateCharts() {
-    const lastStep = this.charts ? this.charts.update(this.metrics) : null;
+    const runs = [{jobId: this.jobId, metrics: this.metrics}];
+    if (this.compare && this.compareMetrics) {
+      runs.push({jobId: this.compare, metrics: this.compareMetrics});
+    }
+    const lastStep = this.charts ? this.charts.update(runs, this.catalog || []) : null;
     $('#metrics-step').textContent = lastStep !== null ? `· step ${lastStep}` : '';
     renderMetricTable($('#metric-values'), this.metrics);
+    this.renderPicker(false);
+  },
+
+  // The charts shown: the defaults not removed, then one per added metric.
+  chartSpecs() {
+    const shown = DEFAULT_CHARTS.filter((c) => !this.hidden.has(c.id));
+    const inDefaults = new Set(shown.flatMap((c) => c.metrics));
+    return [
+      ...shown,
+      ...this.added.filter((m) => !inDefaults.has(m)).map((m) => ({id: `m:${m}`, metrics: [m]})),
+    ];
+  },
+
+  addChart(metric) {
+    if (!this.added.includes(metric)) this.added.push(metric);
+    this.chartsChanged();
+  },
+
+  removeChart(id) {
+    if (id.startsWith('m:')) this.added = this.added.filter((m) => `m:${m}` !== id);
+    else this.hidden.add(id);
+    this.chartsChanged();
+  },
+
+  chartsChanged() {
+    this.saveUrl();
+    if (!this.charts) return;
+    this.charts.setSpecs(this.chartSpecs());
+    this.updateCharts();
+    this.renderPicker(true);
+  },
+
+  // Keeps the charts and the overlay in the URL (shareable; replaceState: no remount).
+  saveUrl() {
+    const params = new URLSearchParams();
+    if (this.added.length) params.set('charts', this.added.join(','));
+    const hidden = DEFAULT_CHARTS.map((c) => c.id).filter((id) => this.hidden.has(id));
+    if (hidden.length) params.set('hide', hidden.join(','));
+    if (this.compare) params.set('compare', this.compare);
+    const query = params.toString();
+    history.replaceState(null, '', `#/jobs/${enc(this.jobId)}${query ? `?${query}` : ''}`);
+  },
+
+  // The picker lists what this job logged; redrawn when that set changes or on `force`.
+  renderPicker(force) {
+    const names = Object.keys(this.metrics);
+    const key = names.join('\n');
+    if (!force && key === this.pickerNames) return;
+    this.pickerNames = key;
+    const shown = new Set(this.chartSpecs().flatMap((c) => c.metrics));
+    renderMetricPicker($('#metric-picker-list'), {
+      names,
+      catalog: this.catalog || [],
+      shown,
+      query: $('#metric-picker-search').value,
+      onPick: (name) => this.addChart(name),
+    });
+  },
+
+  // The "Compare with" choices: every other job, newest first.
+  renderCompareOptions(jobs) {
+    const others = jobs
+      .filter((j) => j.job_id && j.job_id !== this.jobId)
+      .sort((a, b) => (b.submitted_ms || 0) - (a.submitted_ms || 0));
+    const key = others.map((j) => `${j.job_id} ${j.status}`).join('\n');
+    if (key === this.jobIds) return; // Leave an open <select> alone when nothing changed.
+    this.jobIds = key;
+    const select = $('#compare-job');
+    const options = others.map((j) =>
+      el('option', {
+        value: j.job_id,
+        text: `${j.job_id}${j.name ? ` (${j.name})` : ''} · ${j.status || '?'}`,
+      }),
+    );
+    if (this.compare && !others.some((j) => j.job_id === this.compare)) {
+      options.push(el('option', {value: this.compare, text: this.compare}));
+    }
+    select.replaceChildren(el('option', {value: '', text: '(no other job)'}), ...options);
+    select.value = this.compare;
   },
 
   // Reads the driver log from logOffset; the head answers with the bytes from there and the new

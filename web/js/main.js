@@ -7,24 +7,34 @@
 //
 // Modules: api.js (fetch), poller.js (polling, connection state), format.js (DOM and formatting
 // helpers), actor_details.js (details panel, node names), cluster_view.js, actors_view.js,
-// jobs_view.js, job_view.js (with graph.js and charts.js).
+// jobs_view.js, job_view.js (with graph.js and charts.js), logs_view.js.
 //
 // Hooks for tests and scripting:
 //   window.troupeGraph        the job view's cytoscape instance (actor vertices have data kind
 //                             "actor"; the synthetic driver vertex has kind "driver")
 //   window.troupeDashboard    {pollCount, view, lastError}
-//   [data-metric]             chart containers; data-points = number of steps plotted
+//   [data-metric]             chart containers; data-points = number of steps plotted,
+//                             data-unit = y-axis label, data-jobs = jobs plotted
+//   window.troupeCharts       the job view's JobCharts (charts: id -> {plot, spec, ...})
 //   #details-panel            the job view's side panel (data-actor-id = the selected actor)
 //   #job-log                  the driver log (data-offset = bytes read so far)
+//   #worker-log               the logs view's worker log (data-offset, data-following = 1/0)
 
 import {actorsView} from './actors_view.js';
 import {clusterView} from './cluster_view.js';
 import {$, el} from './format.js';
 import {jobView} from './job_view.js';
 import {jobsView} from './jobs_view.js';
+import {logsView} from './logs_view.js';
 import {app, poll, pollNow, stopPolling} from './poller.js';
 
-const VIEWS = {cluster: clusterView, actors: actorsView, jobs: jobsView, job: jobView};
+const VIEWS = {
+  cluster: clusterView,
+  actors: actorsView,
+  jobs: jobsView,
+  job: jobView,
+  logs: logsView,
+};
 
 function parseRoute() {
   const hash = location.hash.replace(/^#\/?/, '');
@@ -43,6 +53,7 @@ function parseRoute() {
   if (parts[0] === 'actors') return {view: 'actors', params};
   if (parts[0] === 'jobs' && parts[1]) return {view: 'job', jobId: parts[1], params};
   if (parts[0] === 'jobs') return {view: 'jobs', params};
+  if (parts[0] === 'logs') return {view: 'logs', params};
   return {view: 'cluster', params};
 }
 
