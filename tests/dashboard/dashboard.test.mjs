@@ -572,6 +572,13 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
       members[1],
       {timeout: WAIT_MS},
     );
+    const stray = await page.$eval(
+      '#details-panel',
+      (p) =>
+        [...p.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim())
+          .length,
+    );
+    assert.equal(stray, 0, 'the panel has no stray text (e.g. "null")');
   });
 
   test('the job log shows the driver output and follows it', async () => {

@@ -58,7 +58,7 @@ export function renderActorDetails(panel, actor, extra) {
       ['Job', actor.job_id || '–'],
       actor.status_message ? ['Status', actor.status_message] : null,
     ]),
-    extra || null,
+    ...(extra ? [extra] : []),
     el('h4', {text: 'Log tail'}),
     log,
   );

@@ -342,7 +342,7 @@ function positions(cy) {
   aside.forEach((n, i) => {
     const k = Math.floor(i / 2) + 1;
     const side = i % 2 === 0 ? 1 : -1;
-    const x = middle + side * (k * ASIDE_STEP + (stages.length ? 0 : 0));
+    const x = middle + side * k * ASIDE_STEP;
     const y = (stages.length ? TOP_ROW : 0) - (k - 1) * 100;
     out.set(n.id(), {x, y});
   });

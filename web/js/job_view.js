@@ -20,7 +20,7 @@ import {
   isNum,
   kvTable,
 } from './format.js';
-import {createGraph, placeEdgeLabels, renderLegend, syncGraph} from './graph.js';
+import {createGraph, fitGraph, placeEdgeLabels, renderLegend, syncGraph} from './graph.js';
 import {jobDuration, TERMINAL_JOB_STATES} from './jobs_view.js';
 import {POLL_FINISHED_MS, POLL_MS} from './poller.js';
 
@@ -90,7 +90,7 @@ export const jobView = {
     this.cy.on('tap', (e) => {
       if (e.target === this.cy) this.clearSelection();
     });
-    $('#graph-fit').onclick = () => this.cy && this.cy.fit(undefined, 24);
+    $('#graph-fit').onclick = () => this.cy && fitGraph(this.cy);
   },
 
   mountCharts() {
