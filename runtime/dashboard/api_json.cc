@@ -213,11 +213,23 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
     auto it = by_type.find(type);
     return it == by_type.end() ? kNone : it->second;
   };
-  // The job's current weight version: the newest a publisher reported, else the metrics'.
+  // The job's current weight version: the newest a publisher reported, else the metrics'; and
+  // for staleness, the publishers' reported version averaged over the call graph's window.
   int64_t current_version = -1;
+  std::optional<double> window_version;
   for (const auto& flow : schema.weight_flows) {
     for (const proto::ActorInfo* t : of_type(flow.first)) {
       current_version = std::max(current_version, version_of(t->id().id()));
+    }
+  }
+  for (const CallEdge& e : edges) {
+    auto callee = members.find(e.callee);
+    if (callee == members.end() || !e.mean_version.has_value() || e.version < 0) continue;
+    const bool publisher = std::any_of(
+        schema.weight_flows.begin(), schema.weight_flows.end(),
+        [&](const auto& flow) { return flow.first == callee->second->spec().type_name(); });
+    if (publisher && (!window_version.has_value() || *e.mean_version > *window_version)) {
+      window_version = e.mean_version;
     }
   }
   if (current_version < 0 && live != nullptr && live->weights_version.has_value() &&
@@ -242,7 +254,8 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
     if (callee == members.end()) continue;
     if (e.caller != "driver" && members.count(e.caller) == 0) continue;  // another job's
     const std::string kind = schema.EdgeKind(callee->second->spec().type_name(), e.method);
-    const std::optional<double> staleness = EdgeStaleness(e, current_version);
+    const std::optional<double> staleness =
+        EdgeStaleness(e, window_version.value_or(static_cast<double>(current_version)));
     out_edges.push_back({{"source", e.caller},
                          {"target", e.callee},
                          {"kind", kind},

@@ -72,8 +72,9 @@ JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& series, absl::T
 //    or "driver"; kind from the application's `schema` (graph_schema.h); staleness = the job's
 //    current weight version minus the mean policy version of the samples that crossed this edge
 //    during the call graph's window (call_graph.h EdgeStaleness; null when none crossed or the
-//    version is unknown). The current version is the newest one an actor of a publishing type
-//    reported, else the metrics' weights/version;
+//    version is unknown). The job's version there is the one an actor of a publishing type
+//    reported, averaged over the window (the largest such average), else the newest reported,
+//    else the metrics' weights/version;
 //  - "weights" edges for each of the schema's weight flows, from each actor of the publishing
 //    type to each of the subscribing type (method "weights", rate = weight updates per second
 //    from the metrics, bytes_per_s null: the broadcast goes over the collective, which is not

@@ -55,8 +55,8 @@ absl::Status CallGraph::Observe(const std::string& callee, absl::string_view sta
     h.reply_bytes = reply_bytes;
     h.errors = c.value("errors", int64_t{0});
     if (h.points.empty() || h.points.back().calls != calls || h.points.back().bytes != bytes ||
-        h.points.back().samples != samples) {
-      h.points.push_back({now, calls, bytes, samples, policy_version_sum});
+        h.points.back().samples != samples || h.points.back().version != version) {
+      h.points.push_back({now, calls, bytes, samples, policy_version_sum, version});
     }
     // Keep the newest point older than the window (the rate's reference) and the ones after it.
     while (h.points.size() > 2 && h.points[1].time <= now - window_) h.points.pop_front();
@@ -64,9 +64,9 @@ absl::Status CallGraph::Observe(const std::string& callee, absl::string_view sta
   return absl::OkStatus();
 }
 
-std::optional<double> EdgeStaleness(const CallEdge& edge, int64_t current_version) {
+std::optional<double> EdgeStaleness(const CallEdge& edge, double current_version) {
   if (!edge.mean_policy_version.has_value() || current_version < 0) return std::nullopt;
-  return std::max(0.0, static_cast<double>(current_version) - *edge.mean_policy_version);
+  return std::max(0.0, current_version - *edge.mean_policy_version);
 }
 
 void CallGraph::Forget(const std::string& callee) {
@@ -92,10 +92,11 @@ std::vector<CallEdge> CallGraph::Edges(absl::Time now) const {
     e.version = h.version;
     e.version_since = h.version_since;
     // The reference: the newest point at least `window` old, else the oldest one.
-    const Point* ref = &h.points.front();
-    for (const Point& p : h.points) {
-      if (p.time <= now - window_) ref = &p;
+    size_t ref_index = 0;
+    for (size_t i = 0; i < h.points.size(); ++i) {
+      if (h.points[i].time <= now - window_) ref_index = i;
     }
+    const Point* ref = &h.points[ref_index];
     const double seconds = absl::ToDoubleSeconds(now - ref->time);
     if (ref != &latest && seconds > 0) {
       e.rate = static_cast<double>(latest.calls - ref->calls) / seconds;
@@ -108,6 +109,23 @@ std::vector<CallEdge> CallGraph::Edges(absl::Time now) const {
       e.mean_policy_version =
           static_cast<double>(latest.policy_version_sum - ref->policy_version_sum) /
           static_cast<double>(crossed);
+    }
+    // The reported version, time-weighted from the reference to now: each point's version held
+    // until the next point (the latest one's until now).
+    double weighted = 0;
+    double known_seconds = 0;
+    for (size_t i = ref_index; i < h.points.size(); ++i) {
+      const Point& p = h.points[i];
+      const absl::Time until = i + 1 < h.points.size() ? h.points[i + 1].time : now;
+      const double span = absl::ToDoubleSeconds(until - p.time);
+      if (p.version < 0 || span <= 0) continue;
+      weighted += span * static_cast<double>(p.version);
+      known_seconds += span;
+    }
+    if (known_seconds > 0) {
+      e.mean_version = weighted / known_seconds;
+    } else if (latest.version >= 0) {
+      e.mean_version = static_cast<double>(latest.version);
     }
     out.push_back(std::move(e));
   }

@@ -11,10 +11,12 @@
 // and the sum of their policy versions (transport::CallStats, read by the application's sample
 // probes). Over the same window, the mean policy version of the samples that crossed an edge is
 // (sum now - sum at the reference) / (samples now - samples at the reference); EdgeStaleness()
-// compares it with the job's current weight version. That is the staleness of the samples that
-// crossed this edge lately, measured against the version as of now (not as of each crossing: it
-// overstates by at most the versions published during the window). Cost: two integers per call
-// on the worker, nothing per sample on the head.
+// subtracts it from the job's weight version averaged over the window (the version a publisher
+// reported, time-weighted: `mean_version` of its edges). With samples spread evenly over the
+// window that equals the mean, over the samples, of (version when it crossed - its policy
+// version) — comparing with the version as of now instead would add the versions published
+// during the window (tens when a tiny model trains several steps a second). Cost: two integers
+// per call on the worker, nothing per sample on the head.
 //
 // Weight versions: a call's reply may report the callee's weight version (CallStats::version);
 // the edge keeps the latest and when it last changed (for the weights edges' version lag and
@@ -61,13 +63,15 @@ struct CallEdge {
   // first saw that value (InfinitePast when none).
   int64_t version = -1;
   absl::Time version_since = absl::InfinitePast();
+  // The reported version averaged over the window (time-weighted; nullopt when none reported).
+  std::optional<double> mean_version;
 };
 
 // The staleness, in weight versions, of the samples that crossed `edge` during the window,
-// against `current_version` (the job's newest weight version): current_version - the edge's mean
-// policy version, never below 0; nullopt when no sample crossed it in the window or the current
-// version is unknown (< 0).
-std::optional<double> EdgeStaleness(const CallEdge& edge, int64_t current_version);
+// against `current_version` (the job's weight version averaged over the window, see above):
+// current_version - the edge's mean policy version, never below 0; nullopt when no sample crossed
+// it in the window or the current version is unknown (< 0).
+std::optional<double> EdgeStaleness(const CallEdge& edge, double current_version);
 
 class CallGraph {
  public:
@@ -89,6 +93,7 @@ class CallGraph {
     int64_t bytes = 0;  // request + reply
     int64_t samples = 0;
     int64_t policy_version_sum = 0;
+    int64_t version = -1;
   };
   struct History {
     int incarnation = -1;

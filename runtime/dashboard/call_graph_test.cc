@@ -144,6 +144,20 @@ TEST(CallGraph, KeepsTheCalleesLatestVersionAndWhenItChanged) {
   EXPECT_EQ(graph.Edges(t0 + absl::Seconds(3)).at(0).version_since, t0 + absl::Seconds(1));
 }
 
+TEST(CallGraph, TheReportedVersionIsAveragedOverTheWindow) {
+  CallGraph graph(absl::Seconds(4));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  // Version 10 long ago, 11 from t0+10 s, 13 from t0+12 s; read at t0+14 s: the window
+  // [t0+10, t0+14] saw 11 for 2 s and 13 for 2 s.
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(1, 0, 0, 10), t0).ok());
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(2, 0, 0, 11), t0 + absl::Seconds(10)).ok());
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(3, 0, 0, 13), t0 + absl::Seconds(12)).ok());
+  const CallEdge e = graph.Edges(t0 + absl::Seconds(14)).at(0);
+  EXPECT_EQ(e.version, 13);
+  ASSERT_TRUE(e.mean_version.has_value());
+  EXPECT_DOUBLE_EQ(*e.mean_version, 12);
+}
+
 TEST(CallGraph, MalformedSnapshotsAreRefusedNamingTheActor) {
   CallGraph graph;
   absl::Status s = graph.Observe("a9", "not json", absl::Now());

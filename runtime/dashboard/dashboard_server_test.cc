@@ -513,7 +513,7 @@ TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
   EXPECT_EQ(generate["samples"], 120 * 8);
   EXPECT_GT(generate["samples_per_s"].get<double>(), 8 * 20);
   // Measured on this edge: the trainer's version 5 minus the samples' mean policy version 2.
-  EXPECT_EQ(generate["staleness"], 3.0);
+  EXPECT_NEAR(generate["staleness"].get<double>(), 3.0, 1e-9);
   const nlohmann::json& step = edges["a2>a1:Step"];
   EXPECT_EQ(step["kind"], "samples");
   EXPECT_GT(step["rate"].get<double>(), 0);
