@@ -96,6 +96,7 @@ const GRAPH_STYLE = [
     },
   },
   {selector: 'edge[kind = "weights"]', style: {'line-style': 'dashed'}},
+  {selector: 'edge[kind != "weights"][!active]', style: {opacity: 0.45, width: 1.5}},
   {
     // Edges bowed around the vertices in their way, and the weights arc closing the loop.
     selector: 'edge.bowed',
@@ -136,12 +137,14 @@ export function edgeLabel(d, nowMs = Date.now()) {
     );
     return lines.join('\n');
   }
+  // An idle edge (no calls over the window) says only what it is; the panel has its totals.
+  if (!(d.rate > 0)) return `${d.method || d.kind} (idle)`;
   const lines = [`${d.method || d.kind} · ${fmtNumber(d.rate, 3)} calls/s`];
   const flow = [];
   if (d.kind === 'samples' && isNum(d.samples_per_s)) {
     flow.push(`${fmtNumber(d.samples_per_s, 3)} samples/s`);
   }
-  if (isNum(d.bytes_per_s)) flow.push(`${fmtBytes(d.bytes_per_s)}/s`);
+  if (isNum(d.bytes_per_s)) flow.push(`${fmtBytes(Math.round(d.bytes_per_s))}/s`);
   if (flow.length) lines.push(flow.join(' · '));
   if (d.kind === 'samples' && isNum(d.staleness)) {
     lines.push(`stale ${fmtNumber(d.staleness, 2)} versions`);
@@ -286,6 +289,7 @@ export function graphElements(graph, nowMs = Date.now()) {
         target,
         ...d,
         label: edgeLabel(d, nowMs),
+        active: d.rate > 0,
         color: EDGE_COLORS[d.kind] || EDGE_COLORS.call,
         bytes: isNum(d.bytes_per_s) ? d.bytes_per_s : 0,
         lineWidth: 2,

@@ -336,7 +336,8 @@ export const jobView = {
       if (isNum(e.data('samples_per_s'))) {
         parts.push(`${fmtNumber(e.data('samples_per_s'), 3)} samples/s`);
       }
-      if (isNum(e.data('bytes_per_s'))) parts.push(`${fmtBytes(e.data('bytes_per_s'))}/s`);
+      if (isNum(e.data('bytes_per_s')))
+        parts.push(`${fmtBytes(Math.round(e.data('bytes_per_s')))}/s`);
       if (isNum(e.data('staleness'))) parts.push(`staleness ${fmtNumber(e.data('staleness'), 2)}`);
       if (isNum(e.data('version_lag'))) parts.push(`lag ${fmtNumber(e.data('version_lag'), 2)}`);
       rows.push(
@@ -381,7 +382,7 @@ export const jobView = {
         d.kind === 'samples'
           ? ['Samples', isNum(d.samples_per_s) ? `${fmtNumber(d.samples_per_s, 3)}/s` : '–']
           : null,
-        ['Bytes', isNum(d.bytes_per_s) ? `${fmtBytes(d.bytes_per_s)}/s` : '–'],
+        ['Bytes', isNum(d.bytes_per_s) ? `${fmtBytes(Math.round(d.bytes_per_s))}/s` : '–'],
         d.kind === 'samples'
           ? [
               'Staleness',
