@@ -44,7 +44,10 @@ std::string CallStatsJson(const std::vector<transport::CallStats>& stats,
                      {"calls", s.calls},
                      {"request_bytes", s.request_bytes},
                      {"reply_bytes", s.reply_bytes},
-                     {"errors", s.errors}});
+                     {"errors", s.errors},
+                     {"samples", s.samples},
+                     {"policy_version_sum", s.policy_version_sum},
+                     {"version", s.version}});
   }
   return nlohmann::json{{"actor_id", actor_id},
                         {"incarnation", incarnation},

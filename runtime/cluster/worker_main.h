@@ -13,7 +13,9 @@
 // regardless), as one JSON object:
 //   {"actor_id": "...", "incarnation": 2, "pid": 1234, "time_ms": <Unix ms>,
 //    "calls": [{"caller": "<actor id>|driver", "method": "Score", "calls": 12,
-//               "request_bytes": 3456, "reply_bytes": 789, "errors": 0}, ...]}
+//               "request_bytes": 3456, "reply_bytes": 789, "errors": 0,
+//               "samples": 96, "policy_version_sum": 480, "version": 6}, ...]}
+// (samples, policy_version_sum, version: see transport::CallStats; version -1 = none reported)
 // Counters start from zero in each incarnation. The dashboard turns successive snapshots into
 // rates (runtime/dashboard/call_graph.h).
 //

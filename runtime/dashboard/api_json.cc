@@ -196,56 +196,112 @@ JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& s, absl::Time n
 nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::ActorInfo>& actors,
                          const std::vector<CallEdge>& edges, const JobLiveMetrics* live,
                          const GraphSchema& schema) {
-  nlohmann::json nodes = nlohmann::json::array();
   std::map<std::string, const proto::ActorInfo*> members;
   std::map<std::string, std::vector<const proto::ActorInfo*>> by_type;
   for (const proto::ActorInfo& a : actors) {
     if (a.spec().job_id().id() != job_id) continue;
     members[a.id().id()] = &a;
     by_type[a.spec().type_name()].push_back(&a);
-    nodes.push_back({{"id", a.id().id()},
-                     {"label", Label(a)},
-                     {"class", a.spec().type_name()},
-                     {"state", ActorStateName(a.state())},
-                     {"node_id", a.node_id().id()},
-                     {"name", a.spec().name()}});
   }
-  const nlohmann::json staleness =
-      live != nullptr ? OptionalNumber(live->staleness) : nlohmann::json();
+  // Each actor's weight version as its replies last reported it, and since when.
+  struct Reported {
+    int64_t version = -1;
+    absl::Time since = absl::InfinitePast();
+  };
+  std::map<std::string, Reported> reported;
+  for (const CallEdge& e : edges) {
+    if (e.version < 0 || members.count(e.callee) == 0) continue;
+    Reported& r = reported[e.callee];
+    if (e.version > r.version || (e.version == r.version && e.version_since > r.since)) {
+      r = {e.version, e.version_since};
+    }
+  }
+  auto version_of = [&](const std::string& id) -> int64_t {
+    auto it = reported.find(id);
+    return it == reported.end() ? -1 : it->second.version;
+  };
+  static const std::vector<const proto::ActorInfo*> kNone;
+  auto of_type = [&](const std::string& type) -> const std::vector<const proto::ActorInfo*>& {
+    auto it = by_type.find(type);
+    return it == by_type.end() ? kNone : it->second;
+  };
+  // The job's current weight version: the newest a publisher reported, else the metrics'; and
+  // for staleness, the publishers' reported version averaged over the call graph's window.
+  int64_t current_version = -1;
+  std::optional<double> window_version;
+  for (const auto& flow : schema.weight_flows) {
+    for (const proto::ActorInfo* t : of_type(flow.first)) {
+      current_version = std::max(current_version, version_of(t->id().id()));
+    }
+  }
+  for (const CallEdge& e : edges) {
+    auto callee = members.find(e.callee);
+    if (callee == members.end() || !e.mean_version.has_value() || e.version < 0) continue;
+    const bool publisher = std::any_of(
+        schema.weight_flows.begin(), schema.weight_flows.end(),
+        [&](const auto& flow) { return flow.first == callee->second->spec().type_name(); });
+    if (publisher && (!window_version.has_value() || *e.mean_version > *window_version)) {
+      window_version = e.mean_version;
+    }
+  }
+  if (current_version < 0 && live != nullptr && live->weights_version.has_value() &&
+      std::isfinite(*live->weights_version)) {
+    current_version = static_cast<int64_t>(*live->weights_version);
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& [id, a] : members) {
+    const int64_t version = version_of(id);
+    nodes.push_back({{"id", id},
+                     {"label", Label(*a)},
+                     {"class", a->spec().type_name()},
+                     {"state", ActorStateName(a->state())},
+                     {"node_id", a->node_id().id()},
+                     {"name", a->spec().name()},
+                     {"stage", schema.LoopStage(a->spec().type_name())},
+                     {"version", version >= 0 ? nlohmann::json(version) : nlohmann::json()}});
+  }
   nlohmann::json out_edges = nlohmann::json::array();
   for (const CallEdge& e : edges) {
     auto callee = members.find(e.callee);
     if (callee == members.end()) continue;
     if (e.caller != "driver" && members.count(e.caller) == 0) continue;  // another job's
     const std::string kind = schema.EdgeKind(callee->second->spec().type_name(), e.method);
+    const std::optional<double> staleness =
+        EdgeStaleness(e, window_version.value_or(static_cast<double>(current_version)));
     out_edges.push_back({{"source", e.caller},
                          {"target", e.callee},
                          {"kind", kind},
                          {"method", e.method},
                          {"rate", e.rate},
                          {"bytes_per_s", e.bytes_per_s},
-                         {"staleness", kind == "samples" ? staleness : nlohmann::json()},
+                         {"samples_per_s", e.samples_per_s},
+                         {"samples", e.samples},
+                         {"staleness", OptionalNumber(staleness)},
                          {"calls", e.calls},
                          {"bytes", e.request_bytes + e.reply_bytes},
                          {"errors", e.errors}});
   }
-  static const std::vector<const proto::ActorInfo*> kNone;
-  auto of_type = [&](const std::string& type) -> const std::vector<const proto::ActorInfo*>& {
-    auto it = by_type.find(type);
-    return it == by_type.end() ? kNone : it->second;
-  };
   for (const auto& [publisher, subscriber] : schema.weight_flows) {
     for (const proto::ActorInfo* t : of_type(publisher)) {
+      const int64_t published = version_of(t->id().id());
       for (const proto::ActorInfo* r : of_type(subscriber)) {
-        out_edges.push_back({{"source", t->id().id()},
-                             {"target", r->id().id()},
-                             {"kind", "weights"},
-                             {"method", "weights"},
-                             {"rate", live != nullptr ? live->weight_updates_per_s : 0.0},
-                             {"bytes_per_s", nlohmann::json()},
-                             {"staleness", nlohmann::json()},
-                             {"version", live != nullptr ? OptionalNumber(live->weights_version)
-                                                         : nlohmann::json()}});
+        auto loaded = reported.find(r->id().id());
+        nlohmann::json lag, last_sync;
+        if (loaded != reported.end()) {
+          if (published >= 0) lag = std::max<int64_t>(0, published - loaded->second.version);
+          last_sync = absl::ToUnixMillis(loaded->second.since);
+        }
+        out_edges.push_back(
+            {{"source", t->id().id()},
+             {"target", r->id().id()},
+             {"kind", "weights"},
+             {"method", "weights"},
+             {"rate", live != nullptr ? live->weight_updates_per_s : 0.0},
+             {"bytes_per_s", nlohmann::json()},
+             {"staleness", nlohmann::json()},
+             {"version", current_version >= 0 ? nlohmann::json(current_version) : nlohmann::json()},
+             {"version_lag", std::move(lag)},
+             {"last_sync_ms", std::move(last_sync)}});
       }
     }
   }

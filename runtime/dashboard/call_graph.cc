@@ -37,22 +37,36 @@ absl::Status CallGraph::Observe(const std::string& callee, absl::string_view sta
     const int64_t request_bytes = c.value("request_bytes", int64_t{0});
     const int64_t reply_bytes = c.value("reply_bytes", int64_t{0});
     const int64_t bytes = request_bytes + reply_bytes;
+    const int64_t samples = c.value("samples", int64_t{0});
+    const int64_t policy_version_sum = c.value("policy_version_sum", int64_t{0});
+    const int64_t version = c.value("version", int64_t{-1});
     // A new incarnation (or counters that went down) starts afresh.
     if (h.incarnation != incarnation ||
-        (!h.points.empty() && (calls < h.points.back().calls || bytes < h.points.back().bytes))) {
+        (!h.points.empty() && (calls < h.points.back().calls || bytes < h.points.back().bytes ||
+                               samples < h.points.back().samples))) {
       h.points.clear();
       h.incarnation = incarnation;
+    }
+    if (version != h.version) {
+      h.version = version;
+      h.version_since = version >= 0 ? now : absl::InfinitePast();
     }
     h.request_bytes = request_bytes;
     h.reply_bytes = reply_bytes;
     h.errors = c.value("errors", int64_t{0});
-    if (h.points.empty() || h.points.back().calls != calls || h.points.back().bytes != bytes) {
-      h.points.push_back({now, calls, bytes});
+    if (h.points.empty() || h.points.back().calls != calls || h.points.back().bytes != bytes ||
+        h.points.back().samples != samples || h.points.back().version != version) {
+      h.points.push_back({now, calls, bytes, samples, policy_version_sum, version});
     }
     // Keep the newest point older than the window (the rate's reference) and the ones after it.
     while (h.points.size() > 2 && h.points[1].time <= now - window_) h.points.pop_front();
   }
   return absl::OkStatus();
+}
+
+std::optional<double> EdgeStaleness(const CallEdge& edge, double current_version) {
+  if (!edge.mean_policy_version.has_value() || current_version < 0) return std::nullopt;
+  return std::max(0.0, current_version - *edge.mean_policy_version);
 }
 
 void CallGraph::Forget(const std::string& callee) {
@@ -74,15 +88,44 @@ std::vector<CallEdge> CallGraph::Edges(absl::Time now) const {
     e.request_bytes = h.request_bytes;
     e.reply_bytes = h.reply_bytes;
     e.errors = h.errors;
+    e.samples = latest.samples;
+    e.version = h.version;
+    e.version_since = h.version_since;
     // The reference: the newest point at least `window` old, else the oldest one.
-    const Point* ref = &h.points.front();
-    for (const Point& p : h.points) {
-      if (p.time <= now - window_) ref = &p;
+    size_t ref_index = 0;
+    for (size_t i = 0; i < h.points.size(); ++i) {
+      if (h.points[i].time <= now - window_) ref_index = i;
     }
+    const Point* ref = &h.points[ref_index];
     const double seconds = absl::ToDoubleSeconds(now - ref->time);
     if (ref != &latest && seconds > 0) {
       e.rate = static_cast<double>(latest.calls - ref->calls) / seconds;
       e.bytes_per_s = static_cast<double>(latest.bytes - ref->bytes) / seconds;
+      e.samples_per_s = static_cast<double>(latest.samples - ref->samples) / seconds;
+    }
+    // The samples that crossed since the reference (none known before a second snapshot).
+    const int64_t crossed = latest.samples - ref->samples;
+    if (crossed > 0) {
+      e.mean_policy_version =
+          static_cast<double>(latest.policy_version_sum - ref->policy_version_sum) /
+          static_cast<double>(crossed);
+    }
+    // The reported version, time-weighted from the reference to now: each point's version held
+    // until the next point (the latest one's until now).
+    double weighted = 0;
+    double known_seconds = 0;
+    for (size_t i = ref_index; i < h.points.size(); ++i) {
+      const Point& p = h.points[i];
+      const absl::Time until = i + 1 < h.points.size() ? h.points[i + 1].time : now;
+      const double span = absl::ToDoubleSeconds(until - p.time);
+      if (p.version < 0 || span <= 0) continue;
+      weighted += span * static_cast<double>(p.version);
+      known_seconds += span;
+    }
+    if (known_seconds > 0) {
+      e.mean_version = weighted / known_seconds;
+    } else if (latest.version >= 0) {
+      e.mean_version = static_cast<double>(latest.version);
     }
     out.push_back(std::move(e));
   }

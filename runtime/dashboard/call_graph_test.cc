@@ -91,6 +91,73 @@ TEST(CallGraph, EdgesAreKeptPerCallerAndForgetDropsAnActor) {
   EXPECT_EQ(edges[0].caller, "a1");
 }
 
+// A snapshot of one Take edge whose calls carried `samples` samples of policy versions summing to
+// `version_sum`, the callee reporting weight version `version`.
+std::string SampleSnapshot(int64_t calls, int64_t samples, int64_t version_sum,
+                           int64_t version = -1) {
+  return absl::StrCat(R"({"actor_id":"a1","incarnation":0,"calls":[{"caller":"driver",)",
+                      R"("method":"Take","calls":)", calls, R"(,"samples":)", samples,
+                      R"(,"policy_version_sum":)", version_sum, R"(,"version":)", version, "}]}");
+}
+
+TEST(CallGraph, StalenessIsMeasuredFromTheSamplesThatCrossedTheEdgeInTheWindow) {
+  CallGraph graph(absl::Seconds(5));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  // Long ago: 100 samples of version 1 (they must not count once out of the window).
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(10, 100, 100), t0).ok());
+  // Within the window: 10 samples of version 6 and 10 of version 8 (mean 7).
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(11, 110, 160), t0 + absl::Seconds(20)).ok());
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(12, 120, 240), t0 + absl::Seconds(22)).ok());
+  std::vector<CallEdge> edges = graph.Edges(t0 + absl::Seconds(24));
+  ASSERT_EQ(edges.size(), 1u);
+  EXPECT_EQ(edges[0].samples, 120);
+  ASSERT_TRUE(edges[0].mean_policy_version.has_value());
+  EXPECT_DOUBLE_EQ(*edges[0].mean_policy_version, 7);
+  EXPECT_DOUBLE_EQ(edges[0].samples_per_s, 20.0 / 24);
+  EXPECT_EQ(EdgeStaleness(edges[0], 9), 2);
+  EXPECT_EQ(EdgeStaleness(edges[0], 5), 0);  // never negative
+  EXPECT_EQ(EdgeStaleness(edges[0], -1), std::nullopt);
+}
+
+TEST(CallGraph, AnEdgeNoSampleCrossedLatelyHasNoStaleness) {
+  CallGraph graph(absl::Seconds(5));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(1, 10, 30), t0).ok());
+  // A first snapshot alone: nothing is known to have crossed lately.
+  EXPECT_EQ(graph.Edges(t0).at(0).mean_policy_version, std::nullopt);
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(2, 20, 60), t0 + absl::Seconds(1)).ok());
+  EXPECT_DOUBLE_EQ(graph.Edges(t0 + absl::Seconds(2)).at(0).mean_policy_version.value(), 3);
+  // Calls stopped: once the window passed, the edge has no staleness.
+  EXPECT_EQ(graph.Edges(t0 + absl::Seconds(30)).at(0).mean_policy_version, std::nullopt);
+  EXPECT_EQ(EdgeStaleness(graph.Edges(t0 + absl::Seconds(30)).at(0), 9), std::nullopt);
+}
+
+TEST(CallGraph, KeepsTheCalleesLatestVersionAndWhenItChanged) {
+  CallGraph graph;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(1, 0, 0), t0).ok());
+  EXPECT_EQ(graph.Edges(t0).at(0).version, -1);
+  EXPECT_EQ(graph.Edges(t0).at(0).version_since, absl::InfinitePast());
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(2, 0, 0, 4), t0 + absl::Seconds(1)).ok());
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(3, 0, 0, 4), t0 + absl::Seconds(2)).ok());
+  EXPECT_EQ(graph.Edges(t0 + absl::Seconds(3)).at(0).version, 4);
+  EXPECT_EQ(graph.Edges(t0 + absl::Seconds(3)).at(0).version_since, t0 + absl::Seconds(1));
+}
+
+TEST(CallGraph, TheReportedVersionIsAveragedOverTheWindow) {
+  CallGraph graph(absl::Seconds(4));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  // Version 10 long ago, 11 from t0+10 s, 13 from t0+12 s; read at t0+14 s: the window
+  // [t0+10, t0+14] saw 11 for 2 s and 13 for 2 s.
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(1, 0, 0, 10), t0).ok());
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(2, 0, 0, 11), t0 + absl::Seconds(10)).ok());
+  ASSERT_TRUE(graph.Observe("a1", SampleSnapshot(3, 0, 0, 13), t0 + absl::Seconds(12)).ok());
+  const CallEdge e = graph.Edges(t0 + absl::Seconds(14)).at(0);
+  EXPECT_EQ(e.version, 13);
+  ASSERT_TRUE(e.mean_version.has_value());
+  EXPECT_DOUBLE_EQ(*e.mean_version, 12);
+}
+
 TEST(CallGraph, MalformedSnapshotsAreRefusedNamingTheActor) {
   CallGraph graph;
   absl::Status s = graph.Observe("a9", "not json", absl::Now());

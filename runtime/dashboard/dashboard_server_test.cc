@@ -473,8 +473,10 @@ TEST_F(DashboardServerTest, StopOverRestStopsARunningJob) {
 
 TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
   // a2 (a rollout worker) is called by the driver and by another job's actor b1; a1 by a2.
+  // Generate replies carry 8 samples of policy version 2 each and report the rollout worker's
+  // weight version 3; Step replies report the trainer's version 5.
   auto put = [&](const std::string& actor, const std::string& caller, const std::string& method,
-                 int64_t calls) {
+                 int64_t calls, int64_t samples_per_call, int64_t version) {
     absl::MutexLock lock(&state_->mu);
     state_->kv["stats/actors/" + actor] = nlohmann::json{
         {"actor_id", actor},
@@ -485,7 +487,10 @@ TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
            {"calls", calls},
            {"request_bytes", calls * 100},
            {"reply_bytes", calls * 900},
-           {"errors", 0}},
+           {"errors", 0},
+           {"samples", calls * samples_per_call},
+           {"policy_version_sum", calls * samples_per_call * 2},
+           {"version", version}},
           {{"caller", "b1"},
            {"method", method},
            {"calls", 1},
@@ -494,8 +499,8 @@ TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
            {"errors", 0}}}}}.dump();
   };
   for (int i = 0; i <= 12; ++i) {
-    put("a2", "driver", "Generate", 10 * i);
-    put("a1", "a2", "Step", i);
+    put("a2", "driver", "Generate", 10 * i, 8, 3);
+    put("a1", "a2", "Step", i, 0, 5);
     absl::SleepFor(absl::Milliseconds(100));
   }
   auto [status, graph] = GetJson("/api/graph?job=job-a");
@@ -508,6 +513,11 @@ TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
   EXPECT_EQ(nodes["a2"]["state"], "ALIVE");
   EXPECT_EQ(nodes["a2"]["node_id"], "n1");
   EXPECT_EQ(nodes["a3"]["state"], "DEAD");
+  EXPECT_EQ(nodes["a2"]["stage"], 0);  // the RL schema's loop: rollout, reward, replay, trainer
+  EXPECT_EQ(nodes["a1"]["stage"], 3);
+  EXPECT_EQ(nodes["a2"]["version"], 3);
+  EXPECT_EQ(nodes["a1"]["version"], 5);
+  EXPECT_TRUE(nodes["a3"]["version"].is_null());
   std::map<std::string, nlohmann::json> edges;
   for (const auto& e : graph["edges"]) {
     edges[absl::StrCat(e["source"].get<std::string>(), ">", e["target"].get<std::string>(), ":",
@@ -520,13 +530,20 @@ TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
   EXPECT_GT(generate["bytes_per_s"].get<double>(), 20 * 1000);
   EXPECT_EQ(generate["calls"], 120);
   EXPECT_EQ(generate["bytes"], 120 * 1000);
+  EXPECT_EQ(generate["samples"], 120 * 8);
+  EXPECT_GT(generate["samples_per_s"].get<double>(), 8 * 20);
+  // Measured on this edge: the trainer's version 5 minus the samples' mean policy version 2.
+  EXPECT_NEAR(generate["staleness"].get<double>(), 3.0, 1e-9);
   const nlohmann::json& step = edges["a2>a1:Step"];
-  EXPECT_EQ(step["kind"], "call");
+  EXPECT_EQ(step["kind"], "samples");
   EXPECT_GT(step["rate"].get<double>(), 0);
   EXPECT_TRUE(step["staleness"].is_null());
   const nlohmann::json& weights = edges["a1>a2:weights"];
   EXPECT_EQ(weights["kind"], "weights");
   EXPECT_TRUE(weights["bytes_per_s"].is_null());
+  EXPECT_EQ(weights["version"], 5);
+  EXPECT_EQ(weights["version_lag"], 2);  // trainer 5, rollout worker 3
+  EXPECT_TRUE(weights["last_sync_ms"].is_number_integer()) << weights.dump();
 }
 
 TEST_F(DashboardServerTest, PrometheusDropsFinishedJobsAndDeadActorsAfterTheGrace) {

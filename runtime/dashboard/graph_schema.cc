@@ -25,6 +25,12 @@ void RegisterGraphSchema(GraphSchema schema) {
       r.weight_flows.push_back(std::move(flow));
     }
   }
+  if (!schema.loop.empty()) r.loop = std::move(schema.loop);
+}
+
+int GraphSchema::LoopStage(absl::string_view type) const {
+  auto it = std::find(loop.begin(), loop.end(), type);
+  return it == loop.end() ? -1 : static_cast<int>(it - loop.begin());
 }
 
 const GraphSchema& RegisteredGraphSchema() { return Registered(); }

@@ -12,6 +12,7 @@
 //     GraphSchema s;
 //     s.call_kinds[{"RolloutWorker", "Generate"}] = "samples";
 //     s.weight_flows.push_back({"Trainer", "RolloutWorker"});
+//     s.loop = {"RolloutWorker", "RewardServer", "ReplayBuffer", "Trainer"};
 //     RegisterGraphSchema(std::move(s));
 //     return true;
 //   }();
@@ -35,13 +36,19 @@ struct GraphSchema {
   std::map<std::pair<std::string, std::string>, std::string> call_kinds;
   // (publisher type, subscriber type): weight flows drawn as "weights" edges.
   std::vector<std::pair<std::string, std::string>> weight_flows;
+  // The data loop's actor types in the order samples travel (the graph lays them out left to
+  // right in this order; the weight flows close the loop). Types not listed sit aside.
+  std::vector<std::string> loop;
 
   // The kind of a call edge to `method` of an actor of type `callee_type`.
   std::string EdgeKind(absl::string_view callee_type, absl::string_view method) const;
+  // The index of `type` in `loop`, or -1.
+  int LoopStage(absl::string_view type) const;
 };
 
 // Makes `schema` the registered one; a later registration merges into it (kinds of the same
-// call are replaced, flows added), so several libraries may each register their types.
+// call are replaced, flows added, a non-empty loop replaces the loop), so several libraries may
+// each register their types.
 void RegisterGraphSchema(GraphSchema schema);
 
 // The registered schema (empty when nothing registered one).

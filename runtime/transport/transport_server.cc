@@ -25,6 +25,7 @@
 #include "proto/worker.grpc.pb.h"
 #include "runtime/internal/call.h"
 #include "runtime/transport/frame_codec.h"
+#include "runtime/transport/sample_probe.h"
 #include "runtime/transport/token_checker.h"
 
 namespace troupe {
@@ -57,7 +58,24 @@ struct CallCounters {
   std::atomic<int64_t> request_bytes{0};
   std::atomic<int64_t> reply_bytes{0};
   std::atomic<int64_t> errors{0};
+  // From the application's sample probes (sample_probe.h).
+  std::atomic<int64_t> samples{0};
+  std::atomic<int64_t> policy_version_sum{0};
+  std::atomic<int64_t> version{-1};
 };
+
+// Adds what `message`'s sample probe (if its type has one) says to `counters`.
+void CountSamples(const google::protobuf::Message& message, CallCounters* counters) {
+  if (counters == nullptr) return;
+  const SampleProbe* probe = FindSampleProbe(message);
+  if (probe == nullptr) return;
+  const SampleTally t = (*probe)(message);
+  if (t.samples > 0) {
+    counters->samples.fetch_add(t.samples, std::memory_order_relaxed);
+    counters->policy_version_sum.fetch_add(t.policy_version_sum, std::memory_order_relaxed);
+  }
+  if (t.version >= 0) counters->version.store(t.version, std::memory_order_relaxed);
+}
 
 // `Calls` is a registered asynchronous method: gRPC hands over the stream once its metadata has
 // arrived, and the stream reads nothing before its token is checked. `Ping` is left unregistered
@@ -614,6 +632,7 @@ void ServerStream::HandleCancel(uint64_t id) {
 
 void ServerStream::Dispatch(uint64_t id, const UntypedActorHandle& actor, const MethodInfo* method,
                             CallCounters* counters, MessagePtr request, absl::Time deadline) {
+  if (request != nullptr) CountSamples(*request, counters);
   absl::Duration timeout = absl::ZeroDuration();  // zero: the actor's default
   if (deadline != absl::InfiniteFuture()) {
     timeout = deadline - absl::Now();
@@ -690,6 +709,7 @@ void ServerStream::OnLocalReply(uint64_t id, absl::StatusOr<MessagePtr> result) 
     const size_t bytes = reply->ByteSizeLong();
     if (counters != nullptr) {
       counters->reply_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+      CountSamples(*reply, counters);
     }
     if (bytes > static_cast<size_t>(kMaxPayloadBytes)) {
       out.kind = Out::kError;
@@ -996,6 +1016,9 @@ std::vector<CallStats> ActorTransportServer::call_stats() const {
     s.request_bytes = c->request_bytes.load(std::memory_order_relaxed);
     s.reply_bytes = c->reply_bytes.load(std::memory_order_relaxed);
     s.errors = c->errors.load(std::memory_order_relaxed);
+    s.samples = c->samples.load(std::memory_order_relaxed);
+    s.policy_version_sum = c->policy_version_sum.load(std::memory_order_relaxed);
+    s.version = c->version.load(std::memory_order_relaxed);
     out.push_back(std::move(s));
   }
   return out;

@@ -18,9 +18,11 @@
 //
 // Call statistics: every call is counted per (actor, caller, method), the caller being what the
 // stream's `x-troupe-caller` metadata says (kDefaultCaller when absent): calls, request bytes,
-// reply bytes and error replies. The hot path costs one lookup in a per-stream map (no shared
-// lock) and relaxed atomic adds; call_stats() returns the totals since Start. Readiness probes
-// are not counted.
+// reply bytes and error replies, plus the RL samples the messages carried (their count and
+// policy versions) and the weight version they reported, as the application's sample probes
+// read them (sample_probe.h; one hash lookup per message). The hot path costs one lookup in a
+// per-stream map (no shared lock) and relaxed atomic adds; call_stats() returns the totals since
+// Start. Readiness probes are not counted.
 //
 // Errors, as the caller sees them: unknown actor id -> NOT_FOUND naming the id and this address;
 // unknown method -> NOT_FOUND naming the method and the actor's methods; a payload that does not
@@ -99,6 +101,12 @@ struct CallStats {
   int64_t request_bytes = 0;  // serialized request sizes
   int64_t reply_bytes = 0;    // serialized sizes of OK replies
   int64_t errors = 0;         // calls answered with an error status
+  // What the application's sample probes (sample_probe.h) found in the requests parsed and the
+  // OK replies sent: samples carried, the sum of their policy versions, and the last weight
+  // version a message reported (-1: none).
+  int64_t samples = 0;
+  int64_t policy_version_sum = 0;
+  int64_t version = -1;
 };
 
 class ActorTransportServer {

@@ -16,6 +16,7 @@
 #include "runtime/actor_system.h"
 #include "runtime/testing/hostile_client.h"
 #include "runtime/testing/test_messages.pb.h"
+#include "runtime/transport/sample_probe.h"
 #include "runtime/transport/transport_client.h"
 #include "runtime/transport/transport_server.h"
 
@@ -36,6 +37,21 @@ Num MakeNum(int64_t v, int caller = 0) {
   n.set_caller(caller);
   return n;
 }
+
+// A sample probe for Num (sample_probe.h), registered before any server starts: a Num whose
+// caller field is 7 carries `value` samples of policy version 2 and reports version `value`.
+const bool kNumProbe = [] {
+  RegisterSampleProbe(Num::descriptor()->full_name(), [](const google::protobuf::Message& m) {
+    const Num& n = static_cast<const Num&>(m);
+    SampleTally t;
+    if (n.caller() != 7) return t;
+    t.samples = n.value();
+    t.policy_version_sum = 2 * n.value();
+    t.version = n.value();
+    return t;
+  });
+  return true;
+}();
 
 // Released by tests that hold the actor inside Gate.
 absl::Notification* gate = nullptr;
@@ -351,6 +367,26 @@ TEST_F(TransportTest, CallsAreCountedPerCallerAndMethodWithTheirBytes) {
   EXPECT_EQ(reject.errors, 1);
   EXPECT_EQ(reject.reply_bytes, 0);
   EXPECT_EQ((by_key[{kDefaultCaller, "Add"}].calls), 1);
+}
+
+TEST_F(TransportTest, CallStatisticsCountTheSamplesTheProbesFindInRequestsAndReplies) {
+  TransportClient named(resolver_, {.token = kToken, .caller = "actor-samples"});
+  auto h = named.Connect<Remote>("remote-1");
+  ASSERT_TRUE(h.ok()) << h.status();
+  // Requests of 5 and 3 samples; the replies (running totals, caller 0) carry none.
+  ASSERT_TRUE(h->Call(&Remote::Add, MakeNum(5, 7)).Get().ok());
+  ASSERT_TRUE(h->Call(&Remote::Add, MakeNum(3, 7)).Get().ok());
+  ASSERT_TRUE(h->Call(&Remote::Add, MakeNum(100)).Get().ok());  // no samples
+  bool found = false;
+  for (const CallStats& s : server_->call_stats()) {
+    if (s.caller != "actor-samples") continue;
+    found = true;
+    EXPECT_EQ(s.calls, 3);
+    EXPECT_EQ(s.samples, 8);
+    EXPECT_EQ(s.policy_version_sum, 16);
+    EXPECT_EQ(s.version, 3);  // the last message that reported one
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST_F(TransportTest, ACallerNameThatIsNotPrintableAsciiIsRefused) {

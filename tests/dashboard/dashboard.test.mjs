@@ -78,14 +78,20 @@ async function open(hash) {
   await page.goto(new URL(hash, baseUrl).href, {waitUntil: 'load', timeout: WAIT_MS});
 }
 
-// Actor vertices of the graph (the synthetic "driver" vertex excluded), as {id, label, cls}.
+// The actors the graph shows (the synthetic "driver" vertex excluded; a group vertex of replicas
+// contributes each replica), as {id, vertex (the vertex showing it), label, cls}.
 function graphVertices() {
   return page.evaluate(() => {
     const cy = window.troupeGraph;
     if (!cy) return null;
-    return cy
-      .nodes('[kind = "actor"]')
-      .map((n) => ({id: n.id(), label: n.data('label'), cls: n.data('cls')}));
+    return cy.nodes('[kind = "actor"], [kind = "group"]').flatMap((n) =>
+      n.data('members').map((id) => ({
+        id,
+        vertex: n.id(),
+        label: n.data('label'),
+        cls: n.data('cls'),
+      })),
+    );
   });
 }
 
@@ -144,6 +150,87 @@ const DEFAULT_CHART_METRICS = new Set([
   'perf/throughput',
   'rollout/staleness_mean',
 ]);
+
+// The graph's geometry in model coordinates: vertices {id, kind, cls, stage, x, y, box} and edges
+// {id, kind, method, source, target, label, fontPx (computed font size x zoom), data, path
+// (points along the drawn curve)}.
+function graphGeometry() {
+  return page.evaluate(() => {
+    const cy = window.troupeGraph;
+    const vertices = cy.nodes().map((n) => ({
+      id: n.id(),
+      kind: n.data('kind'),
+      cls: n.data('cls'),
+      label: n.data('label'),
+      stage: n.data('stage'),
+      x: n.position('x'),
+      y: n.position('y'),
+      box: n.boundingBox({includeLabels: false, includeOverlays: false}),
+    }));
+    const edges = cy.edges().map((e) => {
+      const a = e.sourceEndpoint();
+      const b = e.targetEndpoint();
+      const c = e.controlPoints();
+      const path = [];
+      for (let i = 0; i <= 40; i++) {
+        const t = i / 40;
+        if (c && c.length === 1) {
+          path.push({
+            x: (1 - t) ** 2 * a.x + 2 * (1 - t) * t * c[0].x + t ** 2 * b.x,
+            y: (1 - t) ** 2 * a.y + 2 * (1 - t) * t * c[0].y + t ** 2 * b.y,
+          });
+        } else {
+          path.push({x: a.x + t * (b.x - a.x), y: a.y + t * (b.y - a.y)});
+        }
+      }
+      return {
+        id: e.id(),
+        kind: e.data('kind'),
+        method: e.data('method'),
+        source: e.source().id(),
+        target: e.target().id(),
+        label: e.data('label'),
+        labelBox: e.boundingBox({
+          includeNodes: false,
+          includeEdges: false,
+          includeLabels: true,
+          includeMainLabels: false,
+          includeSourceLabels: true,
+          includeTargetLabels: false,
+        }),
+        fontPx: parseFloat(e.style('font-size')) * cy.zoom(),
+        data: {
+          staleness: e.data('staleness'),
+          samples_per_s: e.data('samples_per_s'),
+          version_lag: e.data('version_lag'),
+          last_sync_ms: e.data('last_sync_ms'),
+        },
+        path,
+      };
+    });
+    return {vertices, edges, zoom: cy.zoom()};
+  });
+}
+
+// Vertex id -> [x, y], for comparing layouts.
+async function graphPositions() {
+  const g = await graphGeometry();
+  return Object.fromEntries(g.vertices.map((v) => [v.id, [v.x, v.y]]).sort());
+}
+
+// Waits until the graph has vertices for every actor of the job (as /api/actors says).
+async function waitForGraph() {
+  const want = (await api(`api/actors?job=${encodeURIComponent(jobId)}`)).actors.length;
+  await page.waitForFunction(
+    (n) =>
+      window.troupeGraph &&
+      window.troupeGraph
+        .nodes('[kind = "actor"], [kind = "group"]')
+        .reduce((sum, v) => sum + v.data('members').length, 0) >= n,
+    want,
+    {timeout: WAIT_MS},
+  );
+}
 
 function chartPoints(metric) {
   return page.$eval(`[data-metric="${metric}"]`, (e) => Number(e.dataset.points));
@@ -264,7 +351,7 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
     await screenshot('dashboard_actors.png');
   });
 
-  test('the job graph shows one vertex per actor of the job', async () => {
+  test('the job graph shows every actor of the job, replicas grouped', async () => {
     await open(`#/jobs/${encodeURIComponent(jobId)}`);
     // Compare the graph's vertices with the head's actor list of the job until they agree (a real
     // job may still be starting actors), for at most WAIT_MS.
@@ -286,6 +373,21 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
     if (fixture) {
       assert.equal(vertices.length, 7);
       assert.deepEqual(vertices.map((v) => v.cls).sort(), FIXTURE_CLASSES);
+      // The two rollout workers are one vertex "rollout ×2".
+      const rollouts = vertices.filter((v) => v.cls === 'RolloutWorker');
+      assert.deepEqual(
+        rollouts.map((v) => [v.vertex, v.label]),
+        [
+          ['group:RolloutWorker', 'rollout ×2'],
+          ['group:RolloutWorker', 'rollout ×2'],
+        ],
+      );
+    }
+    // Every class with several actors is one vertex.
+    const perClass = {};
+    for (const v of vertices) (perClass[v.cls] ||= new Set()).add(v.vertex);
+    for (const [cls, set] of Object.entries(perClass)) {
+      assert.equal(set.size, 1, `class ${cls} has ${set.size} vertices`);
     }
     // Laid out: the vertices do not all sit on one spot.
     const spread = await page.evaluate(() => {
@@ -293,6 +395,128 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
       return box.w + box.h;
     });
     assert.ok(spread > 200, `graph bounding box ${spread}px: not laid out`);
+  });
+
+  test('the graph lays the RL loop out left to right, legibly and stably', async () => {
+    await waitForGraph();
+    const g = await graphGeometry();
+    // No vertex overlaps another.
+    for (let i = 0; i < g.vertices.length; i++) {
+      for (let j = i + 1; j < g.vertices.length; j++) {
+        const [a, b] = [g.vertices[i].box, g.vertices[j].box];
+        const overlap = a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+        assert.ok(!overlap, `vertices ${g.vertices[i].id} and ${g.vertices[j].id} overlap`);
+      }
+    }
+    // Edge labels are legible at 100% page zoom: >= 11 px rendered.
+    assert.ok(g.edges.length > 0, 'the graph has edges');
+    for (const e of g.edges) {
+      assert.ok(e.fontPx >= 11, `edge ${e.id}: label font ${e.fontPx.toFixed(1)} px rendered`);
+      assert.ok(e.label && e.label.length > 0, `edge ${e.id} has no label`);
+    }
+    // No edge runs through a vertex other than its ends.
+    for (const e of g.edges) {
+      for (const v of g.vertices) {
+        if (v.id === e.source || v.id === e.target) continue;
+        const hit = e.path.find(
+          (p) =>
+            p.x > v.box.x1 + 2 && p.x < v.box.x2 - 2 && p.y > v.box.y1 + 2 && p.y < v.box.y2 - 2,
+        );
+        assert.ok(!hit, `edge ${e.id} crosses vertex ${v.id} at ${JSON.stringify(hit)}`);
+      }
+    }
+    // The loop's stages read left to right, in one row; the driver and the others sit aside.
+    const loop = g.vertices.filter((v) => v.stage >= 0).sort((a, b) => a.stage - b.stage);
+    for (let i = 1; i < loop.length; i++) {
+      assert.ok(
+        loop[i].x > loop[i - 1].x,
+        `stage ${loop[i].cls} (x ${loop[i].x}) is not right of ${loop[i - 1].cls} (x ${loop[i - 1].x})`,
+      );
+    }
+    for (const v of g.vertices.filter((x) => !(x.stage >= 0))) {
+      assert.ok(
+        loop.every((l) => Math.abs(l.y - v.y) > 46),
+        `${v.id} (aside) is in the loop's row`,
+      );
+    }
+    if (fixture) {
+      // Edge labels cover neither each other nor a vertex (a real job's graph may leave the
+      // layout no room; the fixture's must not).
+      const boxes = [
+        ...g.edges.map((e) => ({id: `label of ${e.id}`, box: e.labelBox})),
+        ...g.vertices.map((v) => ({id: v.id, box: v.box})),
+      ];
+      for (let i = 0; i < g.edges.length; i++) {
+        for (let j = i + 1; j < boxes.length; j++) {
+          const [a, b] = [boxes[i].box, boxes[j].box];
+          const overlap = a.x1 + 1 < b.x2 && b.x1 + 1 < a.x2 && a.y1 + 1 < b.y2 && b.y1 + 1 < a.y2;
+          assert.ok(!overlap, `${boxes[i].id} overlaps ${boxes[j].id}`);
+        }
+      }
+      assert.deepEqual(
+        loop.map((v) => v.cls),
+        ['RolloutWorker', 'RewardServer', 'ReplayBuffer', 'Trainer'],
+      );
+      const edge = (method, target) =>
+        g.edges.find((e) => e.method === method && (!target || e.target === target));
+      // Staleness is per edge (samples age around the loop), and shown with samples/s, bytes/s.
+      const take = edge('Take');
+      const generate = edge('Generate');
+      assert.ok(
+        take.data.staleness > generate.data.staleness + 0.5,
+        JSON.stringify([take, generate].map((e) => e.data)),
+      );
+      assert.match(take.label, /samples\/s/);
+      assert.match(take.label, /[KMG]?i?B\/s/);
+      assert.match(take.label, /stale 1\.\d+/);
+      // Replicas' edges are summed: 48 + 44 samples/s into the rollout group (±8% jitter).
+      assert.ok(Math.abs(generate.data.samples_per_s - 92) < 10, `${generate.data.samples_per_s}`);
+      // The weights edge closes the loop, trainer -> rollout group, with the largest lag.
+      const weights = g.edges.find((e) => e.kind === 'weights');
+      assert.equal(weights.target, 'group:RolloutWorker');
+      assert.equal(weights.data.version_lag, 1);
+      assert.match(weights.label, /lag 1/);
+      assert.match(weights.label, /synced .* ago/);
+      // ... drawn below the row.
+      const rowY = loop[0].y;
+      assert.ok(
+        Math.max(...weights.path.map((p) => p.y)) > rowY + 40,
+        'weights arc below the loop',
+      );
+    }
+    const el = page.locator('#graph');
+    await fs.mkdir(ARTIFACTS, {recursive: true});
+    await el.screenshot({path: path.join(ARTIFACTS, 'dashboard_graph.png'), timeout: WAIT_MS});
+
+    // Stable: the same positions after a poll (rates change) and after reloading the page.
+    const before = await graphPositions();
+    const labels = await page.evaluate(() =>
+      window.troupeGraph
+        .edges()
+        .map((e) => e.data('label'))
+        .join('|'),
+    );
+    if (fixture) {
+      await page.waitForFunction(
+        (old) =>
+          window.troupeGraph
+            .edges()
+            .map((e) => e.data('label'))
+            .join('|') !== old,
+        labels,
+        {timeout: WAIT_MS},
+      );
+    } else {
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+    }
+    assert.deepEqual(await graphPositions(), before, 'positions after a poll');
+    await page.reload({waitUntil: 'load', timeout: WAIT_MS});
+    await waitForGraph();
+    assert.deepEqual(await graphPositions(), before, 'positions after a reload');
+    await el.screenshot({
+      path: path.join(ARTIFACTS, 'dashboard_graph_reloaded.png'),
+      timeout: WAIT_MS,
+    });
   });
 
   test('a metric chart has points and gains more after a poll', async (t) => {
@@ -322,8 +546,11 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
   });
 
   test('clicking a vertex shows its details and log tail', async () => {
-    const vertices = await graphVertices();
-    const target = vertices.find((v) => v.cls === 'RolloutWorker') || vertices[0];
+    const vertices = (await graphVertices()).filter((v) => v.vertex === v.id);
+    const target =
+      vertices.find((v) => v.cls === 'RolloutWorker') ||
+      vertices.find((v) => v.cls === 'RewardServer') ||
+      vertices[0];
     const expected = await api(`api/actors/${encodeURIComponent(target.id)}`);
     // A real mouse click at the vertex's rendered position (exercises the page's event wiring).
     const box = await page.locator('#graph').boundingBox();
@@ -362,6 +589,52 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
       window.troupeGraph.$('node:selected').map((n) => n.id()),
     );
     assert.deepEqual(selected, [target.id], 'the clicked vertex is selected');
+  });
+
+  test("clicking a replica group lists its replicas and opens one's details", async (t) => {
+    const groups = (await graphVertices()).filter((v) => v.vertex !== v.id);
+    if (!groups.length) {
+      assert.ok(!fixture, 'the fixture has a group of rollout workers');
+      t.diagnostic('no class has replicas in this job');
+      return;
+    }
+    const group = groups[0].vertex;
+    const members = groups.filter((v) => v.vertex === group).map((v) => v.id);
+    const box = await page.locator('#graph').boundingBox();
+    const pos = await page.evaluate(
+      (id) => window.troupeGraph.getElementById(id).renderedPosition(),
+      group,
+    );
+    await page.mouse.click(box.x + pos.x, box.y + pos.y);
+    const rows = page.locator('#details-panel .replica-table tr');
+    await page.waitForFunction(
+      (n) => document.querySelectorAll('#details-panel .replica-table tr').length === n,
+      members.length,
+      {timeout: WAIT_MS},
+    );
+    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.replica)), members);
+    assert.deepEqual(
+      await page.evaluate(() => window.troupeGraph.$('node:selected').map((n) => n.id())),
+      [group],
+      'the group vertex is selected',
+    );
+    await page.locator('#details-panel .replica-button').nth(1).click();
+    await page.waitForFunction(
+      (id) => {
+        const p = document.querySelector('#details-panel');
+        const log = p.querySelector('.log-tail');
+        return p.dataset.actorId === id && log && log.textContent !== 'loading…';
+      },
+      members[1],
+      {timeout: WAIT_MS},
+    );
+    const stray = await page.$eval(
+      '#details-panel',
+      (p) =>
+        [...p.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim())
+          .length,
+    );
+    assert.equal(stray, 0, 'the panel has no stray text (e.g. "null")');
   });
 
   test('the job log shows the driver output and follows it', async () => {

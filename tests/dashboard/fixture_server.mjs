@@ -324,83 +324,90 @@ function actorLogTail(actor) {
   return lines.join('\n');
 }
 
-// The actor graph of a job: vertices are its actors; edges the calls and channels between them.
+// The RL loop's stages (the application's schema, runtime/dashboard/graph_schema.h).
+const LOOP_STAGES = {RolloutWorker: 0, RewardServer: 1, ReplayBuffer: 2, Trainer: 3};
+
+// The actor graph of a job, shaped like the real head's /api/graph (api_json.h GraphJson): the
+// GRPO driver calls every actor (a star), sample edges carry samples/s and the staleness measured
+// on that edge, weights edges (trainer -> each rollout worker) the version lag and last sync.
 function graphBody(cluster, jobId, pollIndex) {
   const actors = cluster.actors.filter((a) => a.job_id === jobId);
   const byName = Object.fromEntries(actors.map((a) => [a.name, a.actor_id]));
+  const version = 12 + Math.floor(pollIndex / 4);
+  const loaded = {'rollout-0': version, 'rollout-1': version - 1};
   const nodes = actors.map((a) => ({
     id: a.actor_id,
     label: a.name,
     class: a.class_name,
     state: a.state,
     node_id: a.node_id,
+    name: `${jobId}/${a.name}`,
+    stage: LOOP_STAGES[a.class_name] ?? -1,
+    version:
+      jobId !== RUNNING_JOB
+        ? null
+        : a.class_name === 'Trainer'
+          ? version
+          : (loaded[a.name] ?? null),
   }));
   if (jobId === FINISHED_JOB) {
     // Channels of a finished job are idle.
     const idle = (source, target, kind, method) => ({
-      source: byName[source],
+      source: source === 'driver' ? 'driver' : byName[source],
       target: byName[target],
       kind,
       method,
       rate: 0,
       bytes_per_s: 0,
+      samples_per_s: 0,
       staleness: null,
     });
     return {
       nodes,
       edges: [
-        idle('rollout-0', 'reward', 'call', 'Score'),
-        idle('rollout-0', 'trainer', 'samples', 'Push'),
-        idle('trainer', 'rollout-0', 'weights', 'UpdateWeights'),
+        idle('driver', 'rollout-0', 'samples', 'Generate'),
+        idle('driver', 'reward', 'samples', 'Score'),
+        idle('driver', 'trainer', 'samples', 'Step'),
       ],
     };
   }
   if (jobId !== RUNNING_JOB) return {nodes, edges: []};
   const jitter = (base, k) => +(base * (1 + 0.08 * Math.sin(pollIndex * 0.9 + k))).toFixed(2);
-  const edge = (source, target, kind, method, rate, bytes, staleness = null) => ({
+  const edge = (source, target, kind, method, rate, bytes, samples = null, staleness = null) => ({
     source: source === 'driver' ? 'driver' : byName[source],
     target: byName[target],
     kind,
     method,
     rate: jitter(rate, rate),
     bytes_per_s: jitter(bytes, bytes % 7),
+    samples_per_s: samples === null ? null : jitter(samples, samples % 5),
     staleness,
   });
+  // Staleness differs per edge: samples age as they go round the loop.
+  const stale = (base) => +(base + 0.1 * Math.sin(pollIndex)).toFixed(2);
+  const weights = (target, lag, syncedAgoMs) => ({
+    source: byName.trainer,
+    target: byName[target],
+    kind: 'weights',
+    method: 'weights',
+    rate: 0.5,
+    bytes_per_s: null,
+    staleness: null,
+    version,
+    version_lag: lag,
+    last_sync_ms: Date.now() - syncedAgoMs,
+  });
   const edges = [
-    edge('driver', 'trainer', 'call', 'TrainStep', 0.5, 400),
-    edge('rollout-0', 'reward', 'call', 'Score', 12.5, 3.1e4),
-    edge('rollout-1', 'reward', 'call', 'Score', 11.8, 2.9e4),
-    edge(
-      'rollout-0',
-      'replay',
-      'samples',
-      'Push',
-      12.5,
-      3.2e5,
-      +(1.3 + 0.2 * Math.sin(pollIndex)).toFixed(2),
-    ),
-    edge(
-      'rollout-1',
-      'replay',
-      'samples',
-      'Push',
-      11.8,
-      3.0e5,
-      +(1.1 + 0.2 * Math.cos(pollIndex)).toFixed(2),
-    ),
-    edge(
-      'replay',
-      'trainer',
-      'samples',
-      'Sample',
-      24.0,
-      6.1e5,
-      +(1.2 + 0.1 * Math.sin(pollIndex)).toFixed(2),
-    ),
-    edge('trainer', 'reference', 'call', 'LogProbs', 0.5, 2.1e5),
-    edge('trainer', 'rollout-0', 'weights', 'UpdateWeights', 0.5, 8.4e5),
-    edge('trainer', 'rollout-1', 'weights', 'UpdateWeights', 0.5, 8.4e5),
-    edge('trainer', 'checkpointer', 'weights', 'Save', 0.1, 1.7e5),
+    edge('driver', 'rollout-0', 'samples', 'Generate', 1.5, 3.2e5, 48, stale(0.3)),
+    edge('driver', 'rollout-1', 'samples', 'Generate', 1.4, 3.0e5, 44, stale(0.5)),
+    edge('driver', 'reward', 'samples', 'Score', 2.9, 6.1e5, 92, stale(0.7)),
+    edge('driver', 'replay', 'samples', 'Add', 2.9, 6.2e5, 92, stale(0.8)),
+    edge('driver', 'replay', 'samples', 'Take', 0.5, 4.1e5, 64, stale(1.6)),
+    edge('driver', 'trainer', 'samples', 'Step', 0.5, 4.0e5, 64, stale(1.7)),
+    edge('driver', 'reference', 'call', 'LogProbs', 0.5, 2.1e5),
+    edge('trainer', 'checkpointer', 'call', 'Save', 0.1, 1.7e5),
+    weights('rollout-0', 0, 2000),
+    weights('rollout-1', 1, 9000),
   ];
   return {nodes, edges};
 }

@@ -1,13 +1,23 @@
-// The job view's actor graph (cytoscape with the dagre layout, loaded by index.html as plain
-// scripts): vertices and edges from /api/graph, their style, the layout (data flow left to right
-// or a star around the driver, feedback edges bowed around the vertices, edge labels placed off
-// the middle) and the legend.
+// The job view's actor graph (cytoscape, loaded by index.html as a plain script): vertices and
+// edges from /api/graph, their style, the layout and the legend.
+//
+// Layout (deterministic: the same vertices always get the same positions, whatever the edges and
+// rates; only a vertex coming or going moves anything):
+//   - the RL data loop's stages (each vertex's `stage` from the application's schema: rollout,
+//     reward, replay, trainer) in one row, left to right; the weights edges that close the loop
+//     (trainer → rollout) are drawn as an arc below the row;
+//   - the driver above the middle of the row, other actors (reference, checkpointer, ...) aside
+//     in the top row, left and right of the driver;
+//   - replicas (several actors of one class, e.g. 4 rollout workers) are one vertex "rollout ×4"
+//     whose edges sum the replicas' rates; the side panel lists the replicas;
+//   - an edge whose straight line would cross another vertex is bowed around it.
+// Edge labels are 12 px and the view never zooms below 0.95 (≥ 11.4 px rendered).
 //
 // Exports: createGraph (a cytoscape instance in a container), syncGraph (brings it to an
-// /api/graph answer, laying it out again when vertices or edges came or went), placeEdgeLabels,
-// renderLegend.
+// /api/graph answer), placeEdgeLabels (again, after a vertex was dragged), fitGraph,
+// renderLegend, edgeLabel, graphElements, MIN_ZOOM.
 
-import {el, fmtNumber, fmtRate, isNum} from './format.js';
+import {el, fmtBytes, fmtDuration, fmtNumber, isNum} from './format.js';
 
 // Vertex colours by actor state: [fill, border].
 const STATE_COLORS = {
@@ -18,6 +28,18 @@ const STATE_COLORS = {
 };
 const UNKNOWN_STATE_COLORS = ['#f3f4f6', '#6b7280'];
 const EDGE_COLORS = {call: '#6b7280', samples: '#2563eb', weights: '#9333ea'};
+// Worst first: a group shows the worst state of its replicas.
+const STATE_RANK = ['DEAD', 'RESTARTING', 'PENDING', 'ALIVE'];
+
+// Layout grid (model px).
+const COLUMN = 280; // between loop stages
+const TOP_ROW = -240; // the driver and the actors aside
+const ASIDE_STEP = 300; // between actors aside
+const EDGE_FONT_PX = 12;
+// The view never zooms out below this, so edge labels render at >= 11 px.
+export const MIN_ZOOM = 0.95;
+
+const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif';
 
 const GRAPH_STYLE = [
   {
@@ -25,7 +47,7 @@ const GRAPH_STYLE = [
     style: {
       'shape': 'round-rectangle',
       'width': 'data(width)',
-      'height': 44,
+      'height': 46,
       'background-color': 'data(fill)',
       'border-width': 2,
       'border-color': 'data(border)',
@@ -33,12 +55,13 @@ const GRAPH_STYLE = [
       'text-wrap': 'wrap',
       'text-valign': 'center',
       'text-halign': 'center',
-      'font-size': 11,
-      'font-family': 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif',
+      'font-size': 12,
+      'font-family': FONT,
       'color': '#111827',
-      'line-height': 1.35,
+      'line-height': 1.3,
     },
   },
+  {selector: 'node[kind = "group"]', style: {'border-width': 3, 'border-style': 'double'}},
   {
     selector: 'node[kind = "driver"]',
     style: {'shape': 'ellipse', 'border-style': 'dashed', 'color': '#374151'},
@@ -51,30 +74,32 @@ const GRAPH_STYLE = [
     selector: 'edge',
     style: {
       'curve-style': 'bezier',
+      'control-point-step-size': 56,
       'width': 'data(lineWidth)',
       'line-color': 'data(color)',
       'target-arrow-color': 'data(color)',
       'target-arrow-shape': 'triangle',
       'arrow-scale': 0.9,
-      // The label sits along the edge, ~1/4 of the way from its source (see placeEdgeLabels):
-      // off the middle, where crossing edges would put their labels on top of each other.
+      // The label sits along the edge at `labelOffset` px from its source (see placeEdgeLabels),
+      // horizontal, so that labels of edges fanning out of one vertex do not pile up.
       'source-label': 'data(label)',
       'source-text-offset': 'data(labelOffset)',
-      'source-text-rotation': 'autorotate',
-      'font-size': 10,
-      'color': '#374151',
+      'text-wrap': 'wrap',
+      'font-size': EDGE_FONT_PX,
+      'font-family': FONT,
+      'color': '#1f2937',
       'text-background-color': '#ffffff',
-      'text-background-opacity': 0.9,
+      'text-background-opacity': 0.92,
       'text-background-padding': 2,
       'text-background-shape': 'roundrectangle',
       'opacity': 0.9,
     },
   },
   {selector: 'edge[kind = "weights"]', style: {'line-style': 'dashed'}},
+  {selector: 'edge[kind != "weights"][!active]', style: {opacity: 0.45, width: 1.5}},
   {
-    // Edges that run against the data flow (weights going back to the rollout workers) are left
-    // out of the layout and drawn as arcs so they do not cut through the vertices in between.
-    selector: 'edge.back',
+    // Edges bowed around the vertices in their way, and the weights arc closing the loop.
+    selector: 'edge.bowed',
     style: {
       'curve-style': 'unbundled-bezier',
       'control-point-distances': 'data(bow)',
@@ -94,80 +119,199 @@ const GRAPH_STYLE = [
   },
 ];
 
-// Cytoscape elements for /api/graph: one vertex per actor, a "driver" vertex when an edge
-// starts or ends at the driver, edges whose endpoints are both known.
-function graphElements(graph) {
-  const nodes = Array.isArray(graph.nodes) ? graph.nodes : [];
-  const ids = new Set(nodes.map((n) => String(n.id)));
-  const elements = [];
+// "rollout-3" -> "rollout": the name replicas share.
+function replicaBase(label) {
+  return String(label).replace(/[-_.]?\d+$/, '') || String(label);
+}
+
+// The edge label: what crossed it and how fast (samples/s, bytes/s, staleness, calls/s), or for
+// a weights edge the version, the receivers' lag and the last sync.
+export function edgeLabel(d, nowMs = Date.now()) {
+  if (d.kind === 'weights') {
+    const lines = [`weights v${isNum(d.version) ? d.version : '–'}`];
+    if (isNum(d.version_lag)) lines.push(`lag ${fmtNumber(d.version_lag, 2)} versions`);
+    lines.push(
+      isNum(d.last_sync_ms)
+        ? `synced ${fmtDuration(Math.max(0, nowMs - d.last_sync_ms) / 1000)} ago`
+        : `${fmtNumber(d.rate, 2)} updates/s`,
+    );
+    return lines.join('\n');
+  }
+  // An idle edge (no calls over the window) says only what it is; the panel has its totals.
+  if (!(d.rate > 0)) return `${d.method || d.kind} (idle)`;
+  const lines = [`${d.method || d.kind} · ${fmtNumber(d.rate, 3)} calls/s`];
+  const flow = [];
+  if (d.kind === 'samples' && isNum(d.samples_per_s)) {
+    flow.push(`${fmtNumber(d.samples_per_s, 3)} samples/s`);
+  }
+  if (isNum(d.bytes_per_s)) flow.push(`${fmtBytes(Math.round(d.bytes_per_s))}/s`);
+  if (flow.length) lines.push(flow.join(' · '));
+  if (d.kind === 'samples' && isNum(d.staleness)) {
+    lines.push(`stale ${fmtNumber(d.staleness, 2)} versions`);
+  }
+  return lines.join('\n');
+}
+
+// Sums of the replicas' edges: rates add up; staleness is the samples-weighted mean; a weights
+// edge shows the largest lag and the oldest sync.
+function mergeEdges(list) {
+  const sum = (key) =>
+    list.some((e) => isNum(e[key]))
+      ? list.reduce((s, e) => s + (isNum(e[key]) ? e[key] : 0), 0)
+      : null;
+  const first = list[0];
+  const merged = {
+    kind: first.kind || 'call',
+    method: first.method || '',
+    rate: list.some((e) => isNum(e.rate)) ? sum('rate') : null,
+    bytes_per_s: sum('bytes_per_s'),
+    samples_per_s: sum('samples_per_s'),
+    staleness: null,
+    version: null,
+    version_lag: null,
+    last_sync_ms: null,
+    replicas: list.length,
+  };
+  if (merged.kind === 'weights') {
+    // The same broadcast reaches every receiver: its rate is not summed.
+    merged.rate = isNum(first.rate) ? first.rate : null;
+  }
+  const stale = list.filter((e) => isNum(e.staleness));
+  if (stale.length) {
+    const weight = (e) => (isNum(e.samples_per_s) && e.samples_per_s > 0 ? e.samples_per_s : 0);
+    const total = stale.reduce((s, e) => s + weight(e), 0);
+    merged.staleness =
+      total > 0
+        ? stale.reduce((s, e) => s + weight(e) * e.staleness, 0) / total
+        : stale.reduce((s, e) => s + e.staleness, 0) / stale.length;
+  }
+  const nums = (key) => list.map((e) => e[key]).filter(isNum);
+  if (nums('version').length) merged.version = Math.max(...nums('version'));
+  if (nums('version_lag').length) merged.version_lag = Math.max(...nums('version_lag'));
+  if (nums('last_sync_ms').length) merged.last_sync_ms = Math.min(...nums('last_sync_ms'));
+  return merged;
+}
+
+// Cytoscape elements for /api/graph: one vertex per actor, or per class with replicas; a
+// "driver" vertex when an edge starts or ends at the driver; edges between known vertices,
+// replicas' edges merged.
+export function graphElements(graph, nowMs = Date.now()) {
+  const nodes = (Array.isArray(graph.nodes) ? graph.nodes : [])
+    .slice()
+    .sort((a, b) => String(a.id).localeCompare(String(b.id)));
+  const byClass = new Map();
   for (const n of nodes) {
-    const label = n.label || n.id;
     const cls = n.class || '';
-    const [fill, border] = STATE_COLORS[n.state] || UNKNOWN_STATE_COLORS;
-    const longest = Math.max(String(label).length, cls.length);
+    if (!byClass.has(cls)) byClass.set(cls, []);
+    byClass.get(cls).push(n);
+  }
+  // actor id -> vertex id
+  const vertexOf = new Map();
+  const elements = [];
+  const vertex = (data) => {
+    const [fill, border] = STATE_COLORS[data.state] || UNKNOWN_STATE_COLORS;
+    const longest = Math.max(
+      ...String(data.display)
+        .split('\n')
+        .map((l) => l.length),
+    );
     elements.push({
       group: 'nodes',
-      data: {
+      data: {...data, fill, border, width: Math.max(104, Math.round(longest * 7.2 + 30))},
+    });
+  };
+  for (const [cls, members] of byClass) {
+    const stage = members.map((n) => (Number.isInteger(n.stage) ? n.stage : -1))[0];
+    if (members.length === 1 || !cls) {
+      for (const n of members) {
+        const label = n.label || n.id;
+        vertexOf.set(String(n.id), String(n.id));
+        vertex({
+          id: String(n.id),
+          kind: 'actor',
+          label,
+          cls,
+          state: n.state || '',
+          node_id: n.node_id || '',
+          version: isNum(n.version) ? n.version : null,
+          stage: Number.isInteger(n.stage) ? n.stage : -1,
+          members: [String(n.id)],
+          display: cls && cls !== label ? `${label}\n${cls}` : String(label),
+        });
+      }
+      continue;
+    }
+    const id = `group:${cls}`;
+    const label = `${replicaBase(members[0].label || members[0].id)} ×${members.length}`;
+    for (const n of members) vertexOf.set(String(n.id), id);
+    const states = members.map((n) => n.state || '');
+    vertex({
+      id,
+      kind: 'group',
+      label,
+      cls,
+      state: STATE_RANK.find((s) => states.includes(s)) || states[0],
+      node_id: '',
+      stage,
+      members: members.map((n) => String(n.id)),
+      replicas: members.map((n) => ({
         id: String(n.id),
-        kind: 'actor',
-        label,
-        cls,
+        label: n.label || String(n.id),
         state: n.state || '',
         node_id: n.node_id || '',
-        display: cls && cls !== label ? `${label}\n${cls}` : String(label),
-        width: Math.max(96, Math.round(longest * 6.6 + 28)),
-        fill,
-        border,
-      },
+        version: isNum(n.version) ? n.version : null,
+      })),
+      display: `${label}\n${cls}`,
     });
   }
   let driver = false;
-  const edges = [];
+  const grouped = new Map();
   for (const e of Array.isArray(graph.edges) ? graph.edges : []) {
-    const source = String(e.source);
-    const target = String(e.target);
-    const known = (id) => ids.has(id) || id === 'driver';
-    if (!known(source) || !known(target)) continue;
+    const map = (id) => (String(id) === 'driver' ? 'driver' : vertexOf.get(String(id)));
+    const source = map(e.source);
+    const target = map(e.target);
+    if (!source || !target) continue;
     if (source === 'driver' || target === 'driver') driver = true;
-    const kind = e.kind || 'call';
-    let label = fmtRate(e.rate);
-    if (kind === 'samples' && isNum(e.staleness)) label += ` · stale ${fmtNumber(e.staleness, 2)}`;
-    const bytes = isNum(e.bytes_per_s) ? e.bytes_per_s : 0;
+    const key = `${source}>${target}:${e.kind || 'call'}:${e.method || ''}`;
+    if (!grouped.has(key)) grouped.set(key, {source, target, list: []});
+    grouped.get(key).list.push(e);
+  }
+  const edges = [];
+  for (const [id, {source, target, list}] of [...grouped].sort((a, b) =>
+    a[0].localeCompare(b[0]),
+  )) {
+    const d = mergeEdges(list);
     edges.push({
       group: 'edges',
       data: {
-        id: `${source}>${target}:${kind}:${e.method || ''}`,
+        id,
         source,
         target,
-        kind,
-        method: e.method || '',
-        rate: e.rate ?? null,
-        bytes_per_s: e.bytes_per_s ?? null,
-        staleness: e.staleness ?? null,
-        label,
-        color: EDGE_COLORS[kind] || EDGE_COLORS.call,
-        bytes,
+        ...d,
+        label: edgeLabel(d, nowMs),
+        active: d.rate > 0,
+        color: EDGE_COLORS[d.kind] || EDGE_COLORS.call,
+        bytes: isNum(d.bytes_per_s) ? d.bytes_per_s : 0,
         lineWidth: 2,
         bow: 0,
         labelOffset: 40,
+        bowed: false,
       },
     });
   }
-  if (driver && !ids.has('driver')) {
-    elements.push({
-      group: 'nodes',
-      data: {
-        id: 'driver',
-        kind: 'driver',
-        label: 'driver',
-        cls: '',
-        state: '',
-        display: 'driver',
-        width: 90,
-        fill: '#f9fafb',
-        border: '#6b7280',
-      },
+  if (driver && !vertexOf.has('driver')) {
+    vertex({
+      id: 'driver',
+      kind: 'driver',
+      label: 'driver',
+      cls: '',
+      state: '',
+      stage: -1,
+      members: [],
+      display: 'driver',
     });
+    elements[elements.length - 1].data.fill = '#f9fafb';
+    elements[elements.length - 1].data.border = '#6b7280';
   }
   // Line width 1.5-4.5 px by bytes/s, on a log scale relative to the busiest edge.
   const maxBytes = Math.max(1, ...edges.map((e) => e.data.bytes));
@@ -177,41 +321,65 @@ function graphElements(graph) {
   return elements.concat(edges);
 }
 
-// Puts the driver vertex (outside the layout) below the actors it talks to.
-function placeDriver(cy) {
-  const driver = cy.getElementById('driver');
-  if (driver.empty()) return;
-  const others = cy.nodes().not(driver);
-  const peers = driver.neighborhood('node');
-  if (others.empty()) {
-    driver.position({x: 0, y: 0});
-    return;
-  }
-  const box = others.boundingBox();
-  const x = peers.nonempty()
-    ? peers.toArray().reduce((sum, n) => sum + n.position('x'), 0) / peers.length
-    : (box.x1 + box.x2) / 2;
-  driver.position({x, y: box.y2 + 80});
-}
-
-// Sets each edge's label offset (from the source vertex's border) to ~1/4 of the free length
-// between its two vertices, but never so close to either end that the label covers a vertex.
-export function placeEdgeLabels(edges) {
-  edges.forEach((edge) => {
-    const a = edge.source();
-    const b = edge.target();
-    const length = Math.hypot(b.position('x') - a.position('x'), b.position('y') - a.position('y'));
-    const free = Math.max(0, length - a.outerWidth() / 2 - b.outerWidth() / 2);
-    const half = (String(edge.data('label') || '').length * 5.6) / 2 + 8; // ~10px font.
-    edge.data('labelOffset', Math.round(Math.max(half, Math.min(0.28 * free, free - half))));
+// Positions of every vertex, from the vertices alone (see the file comment).
+function positions(cy) {
+  const out = new Map();
+  const sortKey = (n) => `${n.data('cls')}\u0000${n.id()}`;
+  const byKey = (a, b) => sortKey(a).localeCompare(sortKey(b));
+  const all = cy.nodes().toArray();
+  const loop = all.filter((n) => n.data('kind') !== 'driver' && n.data('stage') >= 0);
+  const aside = all
+    .filter((n) => n.data('kind') !== 'driver' && !(n.data('stage') >= 0))
+    .sort(byKey);
+  // Loop stages left to right (stage numbers may skip: columns follow their order).
+  const stages = [...new Set(loop.map((n) => n.data('stage')))].sort((a, b) => a - b);
+  stages.forEach((stage, column) => {
+    loop
+      .filter((n) => n.data('stage') === stage)
+      .sort(byKey)
+      .forEach((n, row) => out.set(n.id(), {x: column * COLUMN, y: row * 110}));
   });
+  const middle = stages.length ? ((stages.length - 1) * COLUMN) / 2 : 0;
+  out.set('driver', {x: middle, y: stages.length ? TOP_ROW : 0});
+  // Aside: alternately right and left of the driver in the top row, further out each time and
+  // stepping up a row every other pair (so that no straight edge from the driver crosses one).
+  aside.forEach((n, i) => {
+    const k = Math.floor(i / 2) + 1;
+    const side = i % 2 === 0 ? 1 : -1;
+    const x = middle + side * k * ASIDE_STEP;
+    const y = (stages.length ? TOP_ROW : 0) - (k - 1) * 100;
+    out.set(n.id(), {x, y});
+  });
+  return out;
 }
 
-// Bends each feedback edge into an arc that clears every other vertex: of the bends tried
-// (growing, to either side), the smallest whose curve misses all vertex boxes wins.
-function bowBackEdges(cy, back) {
-  const PAD = 10;
-  back.forEach((edge) => {
+// Where a quadratic bezier from a via c to b passes at t.
+function quad(a, c, b, t) {
+  return {
+    x: (1 - t) ** 2 * a.x + 2 * (1 - t) * t * c.x + t ** 2 * b.x,
+    y: (1 - t) ** 2 * a.y + 2 * (1 - t) * t * c.y + t ** 2 * b.y,
+  };
+}
+
+// Bows the edges whose straight line would cross another vertex (the smallest bend, trying either
+// side, that clears every vertex box), parallel edges apart, and the weights edges that run
+// against the loop (to a lower stage) always below the row.
+function bowEdges(cy) {
+  const PAD = 12;
+  // Parallel edges (same two vertices, e.g. the driver's Add and Take calls to the replay
+  // buffer) fan out 60 px apart.
+  const parallel = new Map();
+  const pairs = new Map();
+  cy.edges().forEach((e) => {
+    const key = `${e.source().id()}>${e.target().id()}`;
+    if (!pairs.has(key)) pairs.set(key, []);
+    pairs.get(key).push(e.id());
+  });
+  for (const ids of pairs.values()) {
+    if (ids.length < 2) continue;
+    ids.sort().forEach((id, i) => parallel.set(id, (i - (ids.length - 1) / 2) * 60 || 1));
+  }
+  cy.edges().forEach((edge) => {
     const source = edge.source();
     const target = edge.target();
     const a = source.position();
@@ -225,30 +393,122 @@ function bowBackEdges(cy, back) {
       .nodes()
       .not(source)
       .not(target)
-      .map((n) => n.boundingBox());
+      .map((n) => {
+        const w = n.data('width') / 2 + PAD;
+        const p = n.position();
+        return {x1: p.x - w, x2: p.x + w, y1: p.y - 23 - PAD, y2: p.y + 23 + PAD};
+      });
     const clear = (d) => {
       const c = {x: mid.x + d * normal.x, y: mid.y + d * normal.y};
-      for (let i = 1; i < 24; i++) {
-        const t = i / 24;
-        const x = (1 - t) ** 2 * a.x + 2 * (1 - t) * t * c.x + t ** 2 * b.x;
-        const y = (1 - t) ** 2 * a.y + 2 * (1 - t) * t * c.y + t ** 2 * b.y;
-        if (
-          boxes.some(
-            (box) => x > box.x1 - PAD && x < box.x2 + PAD && y > box.y1 - PAD && y < box.y2 + PAD,
-          )
-        ) {
+      for (let i = 1; i < 40; i++) {
+        const p = quad(a, c, b, i / 40);
+        if (boxes.some((box) => p.x > box.x1 && p.x < box.x2 && p.y > box.y1 && p.y < box.y2)) {
           return false;
         }
       }
       return true;
     };
+    const back =
+      edge.data('kind') === 'weights' &&
+      source.data('stage') >= 0 &&
+      target.data('stage') >= 0 &&
+      target.data('stage') < source.data('stage');
     let bow = null;
-    for (let d = 40; d <= 600 && bow === null; d += 20) {
-      if (clear(d)) bow = d;
-      else if (clear(-d)) bow = -d;
+    if (back) {
+      // Below the row: the normal of a right-to-left edge points down for d < 0.
+      const down = normal.y > 0 ? 1 : -1;
+      for (let d = 120; d <= 600 && bow === null; d += 20) if (clear(down * d)) bow = down * d;
+      if (bow === null) bow = down * 120;
+    } else if (parallel.get(edge.id())) {
+      bow = parallel.get(edge.id());
+    } else if (!clear(0)) {
+      for (let d = 30; d <= 600 && bow === null; d += 15) {
+        if (clear(d)) bow = d;
+        else if (clear(-d)) bow = -d;
+      }
+      if (bow === null) bow = 80;
     }
-    edge.data('bow', bow === null ? 80 : bow);
+    edge.data('bow', bow === null ? 0 : bow);
+    edge.toggleClass('bowed', bow !== null);
   });
+}
+
+// The drawn path of `edge` as points from its source's border to its target's border (a
+// quadratic curve when bowed, else a line), with the distance along it at each point.
+function edgePath(edge) {
+  const a = edge.source().position();
+  const b = edge.target().position();
+  const length = Math.hypot(b.x - a.x, b.y - a.y) || 1;
+  const normal = {x: -(b.y - a.y) / length, y: (b.x - a.x) / length};
+  const bow = edge.hasClass('bowed') ? edge.data('bow') || 0 : 0;
+  const c = {x: (a.x + b.x) / 2 + bow * normal.x, y: (a.y + b.y) / 2 + bow * normal.y};
+  const inside = (p, n) => {
+    const w = n.data('width') / 2;
+    const q = n.position();
+    return Math.abs(p.x - q.x) < w && Math.abs(p.y - q.y) < 23;
+  };
+  const points = [];
+  let along = 0;
+  let last = null;
+  for (let i = 0; i <= 80; i++) {
+    const p = quad(a, c, b, i / 80);
+    if (inside(p, edge.source()) || inside(p, edge.target())) continue;
+    if (last) along += Math.hypot(p.x - last.x, p.y - last.y);
+    points.push({...p, along});
+    last = p;
+  }
+  return points;
+}
+
+// The box (model px) an edge label of `text` centred at `p` covers.
+function labelBox(text, p) {
+  const lines = String(text || '').split('\n');
+  const w = Math.max(...lines.map((l) => l.length)) * EDGE_FONT_PX * 0.56 + 8;
+  const h = lines.length * EDGE_FONT_PX * 1.25 + 6;
+  return {x1: p.x - w / 2, x2: p.x + w / 2, y1: p.y - h / 2, y2: p.y + h / 2};
+}
+
+// The area two boxes share.
+function overlapArea(a, b) {
+  const w = Math.min(a.x2, b.x2) - Math.max(a.x1, b.x1);
+  const h = Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1);
+  return w > 0 && h > 0 ? w * h : 0;
+}
+
+// Spots tried for a label, as fractions of its edge's length: the middle first, then further out.
+const LABEL_SPOTS = Array.from({length: 21}, (_, i) => 0.1 + i * 0.04).sort(
+  (a, b) => Math.abs(a - 0.5) - Math.abs(b - 0.5),
+);
+
+// Sets each edge's label offset (px along the edge from its source's border): of the spots tried,
+// the first whose label covers no vertex and no label placed before it, else the one covering
+// least (edges in id order, so the result is the same on every refresh).
+export function placeEdgeLabels(cy) {
+  const vertexBoxes = cy.nodes().map((n) => {
+    const w = n.data('width') / 2 + 4;
+    const q = n.position();
+    return {x1: q.x - w, x2: q.x + w, y1: q.y - 27, y2: q.y + 27};
+  });
+  const placed = [];
+  cy.edges()
+    .sort((x, y) => x.id().localeCompare(y.id()))
+    .forEach((edge) => {
+      const path = edgePath(edge);
+      if (!path.length) return;
+      const total = path[path.length - 1].along;
+      let best = null;
+      for (const f of LABEL_SPOTS) {
+        const p = path.find((q) => q.along >= f * total) || path[path.length - 1];
+        const box = labelBox(edge.data('label'), p);
+        const cost =
+          4 * vertexBoxes.reduce((sum, v) => sum + overlapArea(v, box), 0) +
+          placed.reduce((sum, l) => sum + overlapArea(l, box), 0);
+        if (best === null || cost < best.cost) best = {along: p.along, box, cost};
+        if (cost === 0) break;
+      }
+      placed.push(best.box);
+      edge.data('labelOffset', Math.round(best.along));
+    });
 }
 
 // Fills `container` (#graph-legend) with the state colours and edge kinds.
@@ -282,24 +542,37 @@ export function createGraph(container) {
     container,
     elements: [],
     style: GRAPH_STYLE,
-    minZoom: 0.2,
+    minZoom: MIN_ZOOM,
     maxZoom: 2.5,
     boxSelectionEnabled: false,
   });
 }
 
-// Brings `cy` to `graph` (an /api/graph answer): data of known elements is updated in place
-// (keeping the bows and label offsets the last layout computed); when an element came or went the
-// whole graph is laid out again and fitted.
+// Fits the graph to the view, never zooming out below MIN_ZOOM (nor in beyond 1.3): a graph
+// wider than the view is centred and can be panned.
+export function fitGraph(cy) {
+  cy.fit(undefined, 24);
+  const zoom = Math.min(1.3, Math.max(MIN_ZOOM, cy.zoom()));
+  if (zoom !== cy.zoom()) {
+    cy.zoom(zoom);
+    cy.center();
+  }
+}
+
+// Brings `cy` to `graph` (an /api/graph answer): data of known elements is updated in place.
+// Vertex positions depend on the vertices alone, so they only move when a vertex came or went
+// (then the view is fitted again); a new edge is bowed and labelled without moving anything.
 export function syncGraph(cy, graph) {
   const elements = graphElements(graph);
   const wanted = new Set(elements.map((e) => e.data.id));
-  let changed = false;
+  let vertices = false;
+  let edges = false;
   cy.batch(() => {
     for (const ele of cy.elements().toArray()) {
       if (!ele.removed() && !wanted.has(ele.id())) {
+        if (ele.isNode()) vertices = true;
+        else edges = true;
         ele.remove();
-        changed = true;
       }
     }
     for (const e of elements) {
@@ -313,54 +586,18 @@ export function syncGraph(cy, graph) {
         existing.data(e.data);
       } else {
         cy.add(e);
-        changed = true;
+        if (e.group === 'nodes') vertices = true;
+        else edges = true;
       }
     }
   });
-  if (changed) layOut(cy);
-}
-
-// Lays the whole graph out again (dagre, with the driver and feedback edges placed by hand) and
-// fits it to the view.
-function layOut(cy) {
-  // A weights edge into an actor that also has data edges is a feedback edge: ranking by
-  // the data flow alone reads left to right (driver, rollouts, buffer, trainer, ...).
-  cy.edges().removeClass('back');
-  const back = cy.edges('[kind = "weights"]').filter((e) =>
-    e
-      .target()
-      .connectedEdges()
-      .some((o) => o.data('kind') !== 'weights'),
-  );
-  back.addClass('back');
-  const driver = cy.getElementById('driver');
-  // When every data edge runs through the driver (the GRPO recipe's driver calls each actor
-  // and moves the data itself), the actors have no edges of their own: a star reads best,
-  // the driver on top and its actors in a row below. Otherwise the actors' own data flow
-  // sets the ranks and the driver is placed under its peers.
-  const own = cy.edges().not(back).not(driver.connectedEdges());
-  const star = driver.nonempty() && own.empty();
-  const laidOut = star
-    ? cy.elements().not(back)
-    : cy.elements().not(back).not(driver).not(driver.connectedEdges());
-  laidOut
-    .layout({
-      name: 'dagre',
-      rankDir: star ? 'TB' : 'LR',
-      nodeSep: star ? 24 : 40,
-      rankSep: star ? 110 : 150,
-      edgeSep: 16,
-      padding: 24,
-      fit: false,
-      animate: false,
-    })
-    .run();
-  if (!star) placeDriver(cy);
-  bowBackEdges(cy, back);
-  placeEdgeLabels(cy.edges());
-  cy.fit(undefined, 24);
-  if (cy.zoom() > 1.4) {
-    cy.zoom(1.4);
-    cy.center();
+  if (vertices) {
+    const at = positions(cy);
+    cy.nodes().forEach((n) => n.position(at.get(n.id()) || {x: 0, y: 0}));
   }
+  if (vertices || edges) {
+    bowEdges(cy);
+    placeEdgeLabels(cy);
+  }
+  if (vertices) fitGraph(cy);
 }

@@ -27,7 +27,7 @@ import {
   isNum,
   kvTable,
 } from './format.js';
-import {createGraph, placeEdgeLabels, renderLegend, syncGraph} from './graph.js';
+import {createGraph, fitGraph, placeEdgeLabels, renderLegend, syncGraph} from './graph.js';
 import {jobDuration, TERMINAL_JOB_STATES} from './jobs_view.js';
 import {POLL_FINISHED_MS, POLL_MS, pollNow} from './poller.js';
 
@@ -113,12 +113,12 @@ export const jobView = {
     this.cy = createGraph($('#graph'));
     window.troupeGraph = this.cy;
     this.cy.on('tap', 'node', (e) => this.selectVertex(e.target));
-    this.cy.on('dragfree', 'node', (e) => placeEdgeLabels(e.target.connectedEdges()));
+    this.cy.on('dragfree', 'node', () => placeEdgeLabels(this.cy));
     this.cy.on('tap', 'edge', (e) => this.selectEdge(e.target));
     this.cy.on('tap', (e) => {
       if (e.target === this.cy) this.clearSelection();
     });
-    $('#graph-fit').onclick = () => this.cy && this.cy.fit(undefined, 24);
+    $('#graph-fit').onclick = () => this.cy && fitGraph(this.cy);
   },
 
   mountCharts() {
@@ -297,6 +297,7 @@ export const jobView = {
       const ele = cy.getElementById(this.selection.id);
       if (ele.nonempty()) {
         if (this.selection.type === 'edge') this.renderEdge(ele);
+        else if (this.selection.type === 'group') this.renderGroup(ele);
         else this.renderDriver();
       }
     }
@@ -308,29 +309,83 @@ export const jobView = {
       this.renderDriver();
       return;
     }
-    this.selection = {type: 'actor', id: node.id()};
+    if (node.data('kind') === 'group') {
+      this.selection = {type: 'group', id: node.id()};
+      this.renderGroup(node);
+      return;
+    }
+    this.showActor(node.id(), {
+      name: node.data('label'),
+      class_name: node.data('cls'),
+      state: node.data('state'),
+      node_id: node.data('node_id'),
+    });
+  },
+
+  // Selects actor `id` (a vertex, or a replica of a group vertex): the panel shows `known` at once;
+  // the full record and log tail follow.
+  showActor(id, known) {
+    this.selection = {type: 'actor', id};
     const panel = $('#details-panel');
-    // Show what the graph knows at once; the full record and log tail follow.
+    const node = this.cy ? this.cy.getElementById(id) : null;
     renderActorDetails(
       panel,
-      {
-        actor_id: node.id(),
-        name: node.data('label'),
-        class_name: node.data('cls'),
-        state: node.data('state'),
-        node_id: node.data('node_id'),
-        log_tail: 'loading…',
-      },
-      this.edgeSummary(node),
+      {actor_id: id, ...known, log_tail: 'loading…'},
+      node && node.nonempty() ? this.edgeSummary(node) : null,
     );
     const selection = this.selection;
-    getJson(`api/actors/${enc(node.id())}`)
+    getJson(`api/actors/${enc(id)}`)
       .then((actor) => {
         if (this.selection === selection) this.renderSelectedActor(actor);
       })
       .catch((e) => {
         if (this.selection === selection) renderPanelMessage(panel, e.message, true);
       });
+  },
+
+  // A group vertex (replicas of one class): its channels and one row per replica, whose button
+  // shows that replica's details and log tail.
+  renderGroup(node) {
+    const panel = $('#details-panel');
+    delete panel.dataset.actorId;
+    const replicas = node.data('replicas') || [];
+    panel.replaceChildren(
+      el(
+        'div',
+        {class: 'panel-head'},
+        el('h3', {class: 'details-name', text: node.data('label')}),
+        badge(node.data('state')),
+      ),
+      el('div', {class: 'details-class muted', text: node.data('cls')}),
+      el(
+        'table',
+        {class: 'kv replica-table'},
+        el(
+          'tbody',
+          null,
+          replicas.map((r) =>
+            el(
+              'tr',
+              {dataset: {replica: r.id}},
+              el(
+                'td',
+                null,
+                el('button', {
+                  class: 'btn replica-button',
+                  type: 'button',
+                  text: r.label,
+                  onclick: () =>
+                    this.showActor(r.id, {name: r.label, ...r, class_name: node.data('cls')}),
+                }),
+              ),
+              el('td', null, badge(r.state)),
+              el('td', {class: 'muted', text: isNum(r.version) ? `weights v${r.version}` : ''}),
+            ),
+          ),
+        ),
+      ),
+      this.edgeSummary(node),
+    );
   },
 
   renderSelectedActor(actor) {
@@ -350,8 +405,12 @@ export const jobView = {
       const outgoing = e.source().id() === node.id();
       const peer = outgoing ? e.target() : e.source();
       const parts = [fmtRate(e.data('rate'))];
+      if (isNum(e.data('samples_per_s'))) {
+        parts.push(`${fmtNumber(e.data('samples_per_s'), 3)} samples/s`);
+      }
       if (isNum(e.data('bytes_per_s'))) parts.push(fmtBytesRate(e.data('bytes_per_s')));
       if (isNum(e.data('staleness'))) parts.push(`staleness ${fmtNumber(e.data('staleness'), 2)}`);
+      if (isNum(e.data('version_lag'))) parts.push(`lag ${fmtNumber(e.data('version_lag'), 2)}`);
       rows.push(
         el(
           'li',
@@ -389,10 +448,34 @@ export const jobView = {
       ),
       kvTable([
         ['Method', d.method || '–'],
-        ['Rate', fmtRate(d.rate)],
-        ['Bytes', fmtBytesRate(d.bytes_per_s)],
+        ['Rate', `${fmtNumber(d.rate, 3)} ${d.kind === 'weights' ? 'updates' : 'calls'}/s`],
+        d.replicas > 1 ? ['Replicas', `${d.replicas} edges summed`] : null,
         d.kind === 'samples'
-          ? ['Staleness', isNum(d.staleness) ? `${fmtNumber(d.staleness, 3)} versions` : '–']
+          ? ['Samples', isNum(d.samples_per_s) ? `${fmtNumber(d.samples_per_s, 3)}/s` : '–']
+          : null,
+        ['Bytes', isNum(d.bytes_per_s) ? fmtBytesRate(d.bytes_per_s) : '–'],
+        d.kind === 'samples'
+          ? [
+              'Staleness',
+              isNum(d.staleness)
+                ? `${fmtNumber(d.staleness, 3)} versions (samples that crossed this edge)`
+                : '–',
+            ]
+          : null,
+        d.kind === 'weights' ? ['Version', isNum(d.version) ? `v${d.version}` : '–'] : null,
+        d.kind === 'weights'
+          ? [
+              'Version lag',
+              isNum(d.version_lag) ? `${d.version_lag} (largest of the receivers)` : '–',
+            ]
+          : null,
+        d.kind === 'weights'
+          ? [
+              'Last sync',
+              isNum(d.last_sync_ms)
+                ? `${fmtDuration((Date.now() - d.last_sync_ms) / 1000)} ago (oldest of the receivers)`
+                : '–',
+            ]
           : null,
       ]),
     );
