@@ -53,8 +53,9 @@ class KeyHasher {
     }
   }
   // A file's contents (or a marker that it could not be read: the job's own checks say why).
+  // Not its path: a working directory unpacks to a new one for every job (the spec's own spelling
+  // of the path is in the key already).
   void AddFile(const std::string& path) {
-    Add(path);
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       Add("<unreadable>");

@@ -358,6 +358,10 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
 
   job.submitted_ms = NowMs();
   cleanup.dir = job.job_dir;
+  if (!facts->sft_cache_key.empty()) {
+    // The warm start needs its parent directory (the driver makes the key's own).
+    std::filesystem::create_directories(options_.state_dir + "/sft_cache", ec);
+  }
   std::filesystem::create_directories(job.job_dir, ec);
   if (ec) {
     return absl::InternalError(absl::StrCat("cannot create ", job.job_dir, ": ", ec.message()));

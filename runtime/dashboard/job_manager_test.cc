@@ -538,9 +538,33 @@ TEST_F(JobManagerTest, AnSftWarmStartGoesToASharedCacheKeyedByItsSettings) {
   };
   const std::string first = sft_dir({"model.init=sft"});
   ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/state/sft_cache"));
   EXPECT_EQ(sft_dir({"model.init=sft", "trainer.total_steps=9"}), first);  // not an SFT setting
   EXPECT_NE(sft_dir({"model.init=sft", "sft.steps=700"}), first);
   EXPECT_NE(sft_dir({"model.init=sft", "trainer.seed=5"}), first);
+  // Files are keyed by their contents, wherever the job's working directory put them.
+  const std::string wd = dir_ + "/project";
+  std::filesystem::create_directories(wd + "/models");
+  std::filesystem::copy_file("examples/models/tiny.json", wd + "/models/tiny.json");
+  absl::StatusOr<PackResult> packed = PackDirectory(wd);
+  ASSERT_TRUE(packed.ok());
+  std::string spec = kSpec;
+  spec.replace(spec.find("examples/models/tiny.json"), 25, "models/tiny.json");
+  auto sft_dir_with_wd = [&]() -> std::string {
+    absl::StatusOr<std::string> id =
+        m->Submit(spec, "job.yaml", {"model.init=sft"}, {.working_dir_archive = packed->archive});
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return "";
+    const std::string yaml = ReadFile(m->Get(*id)->job_dir + "/job.yaml");
+    const size_t at = yaml.find("sft_cache/");
+    return at == std::string::npos ? "" : yaml.substr(at, 10 + 32);
+  };
+  const std::string with_wd = sft_dir_with_wd();
+  EXPECT_FALSE(with_wd.empty());
+  EXPECT_EQ(sft_dir_with_wd(), with_wd);
+  std::ofstream(wd + "/models/tiny.json", std::ios::app) << "\n";
+  packed = PackDirectory(wd);
+  EXPECT_NE(sft_dir_with_wd(), with_wd);
   // A spec that places its warm start, or has none, keeps its own.
   EXPECT_EQ(sft_dir({"model.init=sft", "sft.dir=" + ModelsDir() + "/sft"}), "");
   EXPECT_EQ(sft_dir({}), "");
