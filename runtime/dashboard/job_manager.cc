@@ -112,6 +112,7 @@ nlohmann::json JobToJson(const JobInfo& job) {
           {"resume_of", job.resume_of},
           {"overwrite", job.overwrite},
           {"working_dir", job.working_dir},
+          {"sft_cache_dir", job.sft_cache_dir},
           {"type", job.attached ? "DRIVER" : "SUBMISSION"}};
 }
 
@@ -142,6 +143,7 @@ absl::StatusOr<JobInfo> JobFromJson(const nlohmann::json& j) {
     job.resume_of = j.value("resume_of", "");
     job.overwrite = j.value("overwrite", false);
     job.working_dir = j.value("working_dir", "");
+    job.sft_cache_dir = j.value("sft_cache_dir", "");
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("job record: ", e.what()));
   }
@@ -322,9 +324,26 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
     }
     // A warm start the spec does not place goes to the head's shared cache, so a second
     // submission with the same SFT settings and files reuses it.
+    // One job at a time trains into a cache entry: while a live job may still be writing it,
+    // another with the same key trains its own (in its logging.dir, the spec's default).
     if (!facts->sft_cache_key.empty()) {
       const std::string sft_dir =
           absl::StrCat(options_.state_dir, "/sft_cache/", facts->sft_cache_key);
+      if (!std::filesystem::exists(sft_dir + "/model.safetensors", ec) ||
+          !std::filesystem::exists(sft_dir + "/tokenizer.json", ec)) {
+        absl::MutexLock lock(&mu_);
+        for (const auto& [id, other] : jobs_) {
+          if (!IsTerminal(other.status) && other.sft_cache_dir == sft_dir) {
+            facts->sft_cache_key.clear();
+            break;
+          }
+        }
+      }
+    }
+    if (!facts->sft_cache_key.empty()) {
+      const std::string sft_dir =
+          absl::StrCat(options_.state_dir, "/sft_cache/", facts->sft_cache_key);
+      job.sft_cache_dir = sft_dir;
       resolved_overrides.push_back(absl::StrCat("sft.dir=", nlohmann::json(sft_dir).dump()));
       roots.push_back(sft_dir);
     }

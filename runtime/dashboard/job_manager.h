@@ -21,6 +21,8 @@
 // SFT warm start cache: a spec with model.init: sft that does not set sft.dir trains into
 // <state dir>/sft_cache/<key>, key a hash of its SFT settings and the files they read
 // (JobSpecChecker::Facts), so a second submission with the same ones reuses the first's policy.
+// While a live job may still be training an entry, a job with the same key trains its own (in
+// its logging.dir) rather than write the same files.
 //
 // The spec is checked by the application's JobSpecChecker (job_spec_checker.h; the troupe
 // binary's is the job spec's own, recipes/job_spec): its name first, then the spec resolved with
@@ -113,6 +115,8 @@ struct JobInfo {
   // The driver's working directory, unpacked from the submission (SubmitOptions.
   // working_dir_archive); "" = the head's own.
   std::string working_dir;
+  // The head's SFT cache entry its warm start uses ("" = none; see "Files" above).
+  std::string sft_cache_dir;
 
   std::string driver_log() const { return job_dir + "/driver.log"; }
 };
@@ -120,7 +124,7 @@ struct JobInfo {
 // The job as the REST API and the KV store show it:
 //   {"job_id","name","status","submitted_ms","start_ms","end_ms","message","logging_dir",
 //    "job_dir","driver_pid","exit_code","stop_requested","resume_of","overwrite","working_dir",
-//    "type"}; type is
+//    "sft_cache_dir","type"}; type is
 //    "SUBMISSION", or "DRIVER" for an attached job.
 nlohmann::json JobToJson(const JobInfo& job);
 // The inverse; InvalidArgument naming the field.

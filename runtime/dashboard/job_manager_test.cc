@@ -531,6 +531,7 @@ TEST_F(JobManagerTest, AnSftWarmStartGoesToASharedCacheKeyedByItsSettings) {
     absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", overrides);
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return "";
+    EXPECT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));  // a live job holds an entry in training
     const std::string yaml = ReadFile(m->Get(*id)->job_dir + "/job.yaml");
     const std::string cache = dir_ + "/state/sft_cache/";
     const size_t at = yaml.find(cache);
@@ -555,6 +556,7 @@ TEST_F(JobManagerTest, AnSftWarmStartGoesToASharedCacheKeyedByItsSettings) {
         m->Submit(spec, "job.yaml", {"model.init=sft"}, {.working_dir_archive = packed->archive});
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return "";
+    EXPECT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));
     const std::string yaml = ReadFile(m->Get(*id)->job_dir + "/job.yaml");
     const size_t at = yaml.find("sft_cache/");
     return at == std::string::npos ? "" : yaml.substr(at, 10 + 32);
@@ -566,6 +568,39 @@ TEST_F(JobManagerTest, AnSftWarmStartGoesToASharedCacheKeyedByItsSettings) {
   packed = PackDirectory(wd);
   EXPECT_NE(sft_dir_with_wd(), with_wd);
   // A spec that places its warm start, or has none, keeps its own.
+  EXPECT_EQ(sft_dir({"model.init=sft", "sft.dir=" + ModelsDir() + "/sft"}), "");
+  EXPECT_EQ(sft_dir({}), "");
+}
+
+TEST_F(JobManagerTest, WhileOneJobTrainsAnSftCacheEntryAnotherWithTheSameKeyTrainsItsOwn) {
+  auto m = Manager("sleep 30", absl::Seconds(1));
+  absl::StatusOr<std::string> first = m->Submit(kSpec, "job.yaml", {"model.init=sft"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string cache = m->Get(*first)->sft_cache_dir;
+  EXPECT_TRUE(absl::StartsWith(cache, dir_ + "/state/sft_cache/")) << cache;
+  absl::StatusOr<std::string> second = m->Submit(kSpec, "job.yaml", {"model.init=sft"});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(m->Get(*second)->sft_cache_dir, "");
+  const JobInfo job = *m->Get(*second);
+  EXPECT_TRUE(absl::StrContains(ReadFile(job.job_dir + "/job.yaml"), job.logging_dir + "/sft"));
+  // Once the entry is complete, it is shared whoever runs.
+  std::filesystem::create_directories(cache);
+  std::ofstream(cache + "/model.safetensors") << "x";
+  std::ofstream(cache + "/tokenizer.json") << "{}";
+  absl::StatusOr<std::string> third = m->Submit(kSpec, "job.yaml", {"model.init=sft"});
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(m->Get(*third)->sft_cache_dir, cache);
+  EXPECT_EQ(JobFromJson(JobToJson(*m->Get(*third)))->sft_cache_dir, cache);
+  for (const std::string& id : {*first, *second, *third}) ASSERT_TRUE(m->Stop(id).ok());
+}
+
+TEST_F(JobManagerTest, ASpecThatPlacesItsWarmStartKeepsIt) {
+  auto m = Manager("exit 0");
+  auto sft_dir = [&](const std::vector<std::string>& overrides) -> std::string {
+    absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", overrides);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? m->Get(*id)->sft_cache_dir : "?";
+  };
   EXPECT_EQ(sft_dir({"model.init=sft", "sft.dir=" + ModelsDir() + "/sft"}), "");
   EXPECT_EQ(sft_dir({}), "");
 }
