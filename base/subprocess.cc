@@ -53,6 +53,7 @@ absl::StatusOr<pid_t> SpawnSubprocess(const SubprocessOptions& options) {
   argv.push_back(nullptr);
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  const char* cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
 
   const int in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const int out_fd = OpenOutput(options.stdout_path, options.append, options.file_mode);
@@ -86,6 +87,11 @@ absl::StatusOr<pid_t> SpawnSubprocess(const SubprocessOptions& options) {
     ::dup2(in_fd, 0);
     ::dup2(out_fd, 1);
     ::dup2(shared ? out_fd : err_fd, 2);
+    if (cwd != nullptr && ::chdir(cwd) != 0) {
+      const int error = -errno;  // negative: chdir, not exec, failed
+      (void)!::write(report[1], &error, sizeof(error));
+      ::_exit(127);
+    }
     ::execve(argv[0], argv.data(), envp.data());
     const int error = errno;
     (void)!::write(report[1], &error, sizeof(error));
@@ -104,6 +110,10 @@ absl::StatusOr<pid_t> SpawnSubprocess(const SubprocessOptions& options) {
   ::close(report[0]);
   if (n == static_cast<ssize_t>(sizeof(exec_error))) {
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (exec_error < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot enter working directory ", options.cwd,
+                                                     ": ", std::strerror(-exec_error)));
     }
     return absl::InvalidArgumentError(
         absl::StrCat("cannot execute ", options.argv[0], ": ", std::strerror(exec_error)));

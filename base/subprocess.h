@@ -48,13 +48,18 @@ struct SubprocessOptions {
   bool new_process_group = true;
   // The child gets SIGKILL when the spawning thread (in practice: the parent) dies.
   bool die_with_parent = true;
+  // The child's working directory; "" = the parent's. Relative argv[0] and log paths are not
+  // affected (they are resolved before the child changes directory).
+  std::string cwd;
 };
 
 // Forks and executes options.argv. In the child, before exec: ResetSignalsInChild, then
 // die_with_parent, the process group, the descriptors. Returns the child's pid once exec has
 // succeeded (the process group exists by then). InvalidArgument for an empty argv; Internal
 // naming the file for a log that cannot be opened, or fork's error; and for a program that
-// cannot be executed, InvalidArgument "cannot execute PATH: <strerror>" (that child was reaped).
+// cannot be executed, InvalidArgument "cannot execute PATH: <strerror>"; for a cwd the child
+// cannot enter, InvalidArgument "cannot enter working directory DIR: <strerror>" (that child was
+// reaped).
 absl::StatusOr<pid_t> SpawnSubprocess(const SubprocessOptions& options);
 
 // Sets every signal's disposition to SIG_DFL (but glibc's own two, 32 and 33, which it does not

@@ -152,6 +152,21 @@ TEST(Subprocess, AProgramThatCannotBeExecutedOrALogThatCannotBeOpenedIsAnError) 
   EXPECT_EQ(SpawnSubprocess({}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Subprocess, TheChildRunsInTheGivenWorkingDirectory) {
+  const std::string dir = TestFile("cwd_dir");
+  std::filesystem::create_directories(dir);
+  const std::string log = TestFile("cwd.log");
+  absl::StatusOr<pid_t> pid =
+      SpawnSubprocess({.argv = {"/bin/sh", "-c", "pwd -P"}, .stdout_path = log, .cwd = dir});
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_NE(WaitFor(*pid, std::chrono::seconds(10)), -1);
+  EXPECT_EQ(ReadFile(log), std::filesystem::canonical(dir).string() + "\n");
+  pid = SpawnSubprocess({.argv = {"/bin/true"}, .cwd = "/no/such/dir"});
+  EXPECT_EQ(pid.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(pid.status().message(),
+            "cannot enter working directory /no/such/dir: No such file or directory");
+}
+
 TEST(Subprocess, ResetSignalsInChildClearsTheMaskAndIgnoredSignals) {
   const pid_t pid = ::fork();
   if (pid == 0) {

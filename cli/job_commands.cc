@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/dir_archive.h"
 #include "cli/cluster_commands.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -21,6 +23,10 @@
 
 namespace troupe {
 namespace {
+
+// What `--working-dir` may pack to (compressed): base64 of it, with the spec, stays under the
+// head's default 10 MiB request body.
+constexpr int64_t kMaxWorkingDirArchiveBytes = int64_t{6} << 20;
 
 struct JobFlags {
   std::string address;
@@ -32,6 +38,8 @@ struct JobFlags {
   std::vector<std::string> overrides;
   std::string resume;  // an earlier job's id
   bool overwrite = false;
+  std::string working_dir;            // packed and sent ("" = none)
+  std::vector<std::string> excludes;  // --exclude GLOB, on top of the default ones
   // status / logs / stop
   std::string job_id;
   bool follow = false;
@@ -205,10 +213,41 @@ int Submit(const JobFlags& f) {
                  "a run, overwrite starts over)\n");
     return 2;
   }
+  if (!f.excludes.empty() && f.working_dir.empty()) {
+    std::fprintf(stderr, "troupe job submit: --exclude needs --working-dir\n");
+    return 2;
+  }
+  if (!f.resume.empty() && !f.working_dir.empty()) {
+    std::fprintf(stderr,
+                 "troupe job submit: --resume continues the earlier job in its own working "
+                 "directory; --working-dir cannot be sent with it\n");
+    return 2;
+  }
+  std::string packed;
+  if (!f.working_dir.empty()) {
+    // The archive goes base64 in a JSON body the head bounds (10 MiB by default): 6 MiB
+    // compressed leaves room for the encoding and the spec.
+    absl::StatusOr<PackResult> pack = PackDirectory(
+        f.working_dir, {.excludes = f.excludes, .max_archive_bytes = kMaxWorkingDirArchiveBytes});
+    if (!pack.ok()) {
+      std::fprintf(stderr, "troupe job submit: --working-dir: %s\n",
+                   std::string(pack.status().message()).c_str());
+      return 1;
+    }
+    for (const std::string& skipped : pack->skipped) {
+      std::fprintf(stderr, "troupe job submit: --working-dir: left out %s (not a regular file)\n",
+                   skipped.c_str());
+    }
+    std::fprintf(stderr, "troupe job submit: sending %s: %lld files, %lld bytes (%zu compressed)\n",
+                 f.working_dir.c_str(), static_cast<long long>(pack->files),
+                 static_cast<long long>(pack->uncompressed_bytes), pack->archive.size());
+    packed = absl::Base64Escape(pack->archive);
+  }
   JobApi api("submit", f);
   int exit_code = 0;
   nlohmann::json reply;
   nlohmann::json body = {{"spec", *text}, {"filename", f.spec_file}, {"overrides", f.overrides}};
+  if (!packed.empty()) body["working_dir"] = std::move(packed);
   if (!f.resume.empty()) body["resume"] = f.resume;
   if (f.overwrite) body["overwrite"] = true;
   if (!api.PostJson("/api/jobs/", body, &reply, &exit_code)) return exit_code;
@@ -249,6 +288,10 @@ int Status(const JobFlags& f) {
     std::printf("  message:     %s\n", job.value("message", "").c_str());
   }
   std::printf("  logging dir: %s\n", job.value("logging_dir", "").c_str());
+  if (!job.value("working_dir", "").empty()) {
+    std::printf("  working dir: %s (sent with --working-dir)\n",
+                job.value("working_dir", "").c_str());
+  }
   if (!job.value("resume_of", "").empty()) {
     std::printf("  resumes:     %s (continues its run)\n", job.value("resume_of", "").c_str());
   }
@@ -331,6 +374,15 @@ void InstallJobCommands(CLI::App& app, int* exit_code) {
   submit->add_flag("--overwrite", flags.overwrite,
                    "A fresh run that may replace an earlier run's checkpoints in its checkpoint "
                    "directory (the driver started with --overwrite)");
+  submit->add_option("--working-dir", flags.working_dir,
+                     "Send this directory with the job: the driver runs in a copy of it on the "
+                     "head, so the spec's relative paths mean what they mean here (leaves out "
+                     ".git, bazel-*, __pycache__; at most 256 MiB of files, 6 MiB compressed)");
+  submit
+      ->add_option("--exclude", flags.excludes,
+                   "Leave out of --working-dir what matches this glob (its name or its path "
+                   "in the directory); repeatable")
+      ->allow_extra_args(false);  // one glob per --exclude: the job file is not eaten
   submit->add_option("job", flags.spec_file, "Job spec YAML")->required();
   submit->add_option("overrides", flags.overrides, "Dotted overrides, e.g. algorithm.n=4");
   submit->callback([exit_code] { *exit_code = Submit(flags); });

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -872,6 +873,18 @@ void DashboardServer::Impl::SubmitJob(const httplib::Request& req, httplib::Resp
       return SendError(res, 400, "\"overwrite\" must be true or false");
     }
     submit.overwrite = body["overwrite"].get<bool>();
+  }
+  // The job's working directory: a PackDirectory archive (base/dir_archive.h), base64. The body
+  // it came in was bounded (http.max_body_bytes) before it was read; the unpacker bounds the rest.
+  if (body.contains("working_dir") && !body["working_dir"].is_null()) {
+    if (!body["working_dir"].is_string() ||
+        !absl::Base64Unescape(body["working_dir"].get<std::string>(),
+                              &submit.working_dir_archive) ||
+        submit.working_dir_archive.empty()) {
+      return SendError(res, 400,
+                       "\"working_dir\" must be a packed working directory, base64 (as `troupe "
+                       "job submit --working-dir` sends it)");
+    }
   }
   absl::StatusOr<std::string> id =
       jobs_->Submit(body["spec"].get<std::string>(), filename, overrides, submit);

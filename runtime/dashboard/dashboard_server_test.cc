@@ -311,6 +311,16 @@ TEST_F(DashboardServerTest, MalformedAndHugeBodiesAreRefusedAndTheServerKeepsSer
   EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": 7})").first, 400);
   EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": "name: x", "overrides": "a=1"})").first, 400);
   EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": "name: x", "overrides": [1]})").first, 400);
+  // A working directory must be a packed one, base64 (as `troupe job submit --working-dir` sends).
+  auto [s3, e3] = PostJson("/api/jobs/", R"({"spec": "name: x", "working_dir": "%%%"})");
+  EXPECT_EQ(s3, 400);
+  EXPECT_TRUE(absl::StrContains(e3["error"].get<std::string>(), "\"working_dir\"")) << e3.dump();
+  EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": "name: x", "working_dir": 5})").first, 400);
+  auto [s4, e4] = PostJson(
+      "/api/jobs/",
+      nlohmann::json{{"spec", kSpec}, {"working_dir", "bm90IGEgcGFjaw=="}}.dump());  // "not a pack"
+  EXPECT_EQ(s4, 400);
+  EXPECT_TRUE(absl::StrContains(e4["error"].get<std::string>(), "--working-dir: ")) << e4.dump();
   auto [s2, e2] = PostJson("/api/jobs/", R"({"entrypoint": "python train.py"})");
   EXPECT_EQ(s2, 400);
   EXPECT_TRUE(absl::StrContains(e2["error"].get<std::string>(), "spec")) << e2.dump();

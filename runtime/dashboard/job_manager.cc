@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
+#include "base/dir_archive.h"
 #include "base/log.h"
 #include "base/subprocess.h"
 #include "runtime/dashboard/job_spec_checker.h"
@@ -110,6 +111,8 @@ nlohmann::json JobToJson(const JobInfo& job) {
           {"stop_requested", job.stop_requested},
           {"resume_of", job.resume_of},
           {"overwrite", job.overwrite},
+          {"working_dir", job.working_dir},
+          {"sft_cache_dir", job.sft_cache_dir},
           {"type", job.attached ? "DRIVER" : "SUBMISSION"}};
 }
 
@@ -139,6 +142,8 @@ absl::StatusOr<JobInfo> JobFromJson(const nlohmann::json& j) {
     job.stop_requested = j.value("stop_requested", false);
     job.resume_of = j.value("resume_of", "");
     job.overwrite = j.value("overwrite", false);
+    job.working_dir = j.value("working_dir", "");
+    job.sft_cache_dir = j.value("sft_cache_dir", "");
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("job record: ", e.what()));
   }
@@ -248,27 +253,104 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
   absl::StatusOr<std::string> name = checker->Name(yaml_text, source, overrides);
   if (!name.ok()) return name.status();
 
+  if (!submit.resume.empty() && !submit.working_dir_archive.empty()) {
+    return absl::InvalidArgumentError(
+        "resume continues the earlier job in its own working directory; a new one (--working-dir) "
+        "cannot be sent with it");
+  }
+
   JobInfo job;
   job.job_id = absl::StrCat(*name, "-", RandomHexOrDie(4));
   job.name = *name;
   job.job_dir = absl::StrCat(options_.state_dir, "/jobs/", job.job_id);
-  job.logging_dir = job.job_dir + "/run";
   job.resume_of = submit.resume;
   job.overwrite = submit.overwrite;
+  std::error_code ec;
+  const std::string head_cwd = std::filesystem::current_path(ec).string();
+  // Where the job may read and write: its own directory (its working directory is inside), an
+  // earlier run it resumes, and the path roots.
+  std::vector<std::string> roots = {job.job_dir};
+  roots.insert(roots.end(), options_.path_roots.begin(), options_.path_roots.end());
+  // The job's directory goes again if the submission is refused after it was made.
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+    }
+  } cleanup;
   if (!submit.resume.empty()) {
-    absl::StatusOr<std::string> run_dir = ResumableRunDir(submit.resume, *name);
-    if (!run_dir.ok()) return run_dir.status();
-    job.logging_dir = *run_dir;
+    absl::StatusOr<JobInfo> earlier = ResumableJob(submit.resume, *name);
+    if (!earlier.ok()) return earlier.status();
+    job.logging_dir = earlier->logging_dir;
+    job.working_dir = earlier->working_dir;
+    roots.push_back(job.logging_dir);
+    if (!job.working_dir.empty()) roots.push_back(job.working_dir);
   }
-  // The job's own logging dir (a JSON string is a YAML scalar, whatever the path holds).
+  if (!submit.working_dir_archive.empty()) {
+    job.working_dir = job.job_dir + "/wd";
+    cleanup.dir = job.job_dir;
+    if (absl::Status s =
+            UnpackDirectory(submit.working_dir_archive, job.working_dir,
+                            {.max_uncompressed_bytes = options_.max_working_dir_bytes});
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--working-dir: ", s.message()));
+    }
+  }
+  // Relative paths of the spec resolve against the job's working directory: the one it sent, or
+  // the head's own.
+  const std::string cwd = job.working_dir.empty() ? head_cwd : job.working_dir;
+  const std::string relative_note =
+      job.working_dir.empty()
+          ? absl::StrCat(
+                "\n(relative paths in a submitted spec resolve against the head's working "
+                "directory, ",
+                head_cwd, "; send yours with `troupe job submit --working-dir DIR`)")
+          : absl::StrCat("\n(relative paths resolve against the job's working directory, ",
+                         job.working_dir, ", unpacked from --working-dir)");
+  absl::StatusOr<JobSpecFacts> facts = checker->Facts(yaml_text, source, overrides, cwd);
+  if (!facts.ok()) return facts.status();
   std::vector<std::string> resolved_overrides = overrides;
+  if (submit.resume.empty()) {
+    // logging.dir: the spec's, relative ones inside the job's working directory (or, without
+    // one, its directory); by default <job dir>/run, so runs of one spec never collide.
+    if (facts->logging_dir.empty()) {
+      job.logging_dir = job.job_dir + "/run";
+    } else if (std::filesystem::path(facts->logging_dir).is_absolute()) {
+      job.logging_dir = std::filesystem::path(facts->logging_dir).lexically_normal().string();
+    } else {
+      const std::string base = job.working_dir.empty() ? job.job_dir : job.working_dir;
+      job.logging_dir = (std::filesystem::path(base) / facts->logging_dir).lexically_normal();
+    }
+    // A warm start the spec does not place goes to the head's shared cache, so a second
+    // submission with the same SFT settings and files reuses it.
+    // One job at a time trains into a cache entry: while a live job may still be writing it,
+    // another with the same key trains its own (in its logging.dir, the spec's default).
+    if (!facts->sft_cache_key.empty()) {
+      const std::string sft_dir =
+          absl::StrCat(options_.state_dir, "/sft_cache/", facts->sft_cache_key);
+      if (!std::filesystem::exists(sft_dir + "/model.safetensors", ec) ||
+          !std::filesystem::exists(sft_dir + "/tokenizer.json", ec)) {
+        absl::MutexLock lock(&mu_);
+        for (const auto& [id, other] : jobs_) {
+          if (!IsTerminal(other.status) && other.sft_cache_dir == sft_dir) {
+            facts->sft_cache_key.clear();
+            break;
+          }
+        }
+      }
+    }
+    if (!facts->sft_cache_key.empty()) {
+      const std::string sft_dir =
+          absl::StrCat(options_.state_dir, "/sft_cache/", facts->sft_cache_key);
+      job.sft_cache_dir = sft_dir;
+      resolved_overrides.push_back(absl::StrCat("sft.dir=", nlohmann::json(sft_dir).dump()));
+      roots.push_back(sft_dir);
+    }
+  }
+  // The job's own logging dir, absolute (a JSON string is a YAML scalar, whatever the path holds).
   resolved_overrides.push_back(
       absl::StrCat("logging.dir=", nlohmann::json(job.logging_dir).dump()));
-  // Where the job may read and write: its own directories and the path roots.
-  std::vector<std::string> roots = {job.job_dir, job.logging_dir};
-  roots.insert(roots.end(), options_.path_roots.begin(), options_.path_roots.end());
-  std::error_code ec;
-  const std::string cwd = std::filesystem::current_path(ec).string();
   absl::StatusOr<proto::ClusterStatusReply> status = head_->Status();
   if (!status.ok()) return status.status();
   std::vector<std::map<std::string, double>> nodes;
@@ -285,15 +367,29 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
                      options_.path_roots.empty()
                          ? "\n(a submitted job may only use its own directory; start the head "
                            "with --job-path-roots DIR,... to allow more)"
-                         : ""));
+                         : "",
+                     relative_note));
+  }
+  if (resolved.status().code() == absl::StatusCode::kInvalidArgument) {
+    return absl::InvalidArgumentError(absl::StrCat(resolved.status().message(), relative_note));
   }
   if (!resolved.ok()) return resolved.status();
 
   job.submitted_ms = NowMs();
+  cleanup.dir = job.job_dir;
+  if (!facts->sft_cache_key.empty()) {
+    // The warm start needs its parent directory (the driver makes the key's own).
+    std::filesystem::create_directories(options_.state_dir + "/sft_cache", ec);
+  }
   std::filesystem::create_directories(job.job_dir, ec);
-  if (!ec) std::filesystem::create_directories(job.logging_dir, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create ", job.logging_dir, ": ", ec.message()));
+    return absl::InternalError(absl::StrCat("cannot create ", job.job_dir, ": ", ec.message()));
+  }
+  std::filesystem::create_directories(job.logging_dir, ec);
+  if (ec || ::access(job.logging_dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("logging.dir: the head (uid ", ::getuid(),
+                                                      ") cannot write ", job.logging_dir, ": ",
+                                                      ec ? ec.message() : std::strerror(errno)));
   }
   if (absl::Status s = WriteFileAtomically(job.job_dir + "/job.yaml", *resolved); !s.ok()) {
     return s;
@@ -311,14 +407,15 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
     }
     jobs_[job.job_id] = job;
   }
+  cleanup.dir.clear();  // the job is recorded: its directory stays
   Persist(job.job_id);
   // Refused only once Shutdown has begun; the job then stays PENDING, as the head is going away.
   spawner_.Post([this, id = job.job_id] { Launch(id); });
   return job.job_id;
 }
 
-absl::StatusOr<std::string> JobManager::ResumableRunDir(const std::string& job_id,
-                                                        const std::string& name) const {
+absl::StatusOr<JobInfo> JobManager::ResumableJob(const std::string& job_id,
+                                                 const std::string& name) const {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) {
@@ -340,7 +437,7 @@ absl::StatusOr<std::string> JobManager::ResumableRunDir(const std::string& job_i
     return absl::FailedPreconditionError(
         absl::StrCat("resume: job ", job_id, " ran spec '", earlier.name, "', not '", name, "'"));
   }
-  return earlier.logging_dir;
+  return earlier;
 }
 
 std::vector<std::string> JobManager::DriverArgs(const std::string& job_id,
@@ -386,7 +483,8 @@ void JobManager::Launch(const std::string& job_id) {
                                                .stdout_path = job.driver_log(),
                                                .stderr_path = job.driver_log(),
                                                .append = true,
-                                               .file_mode = 0644});
+                                               .file_mode = 0644,
+                                               .cwd = job.working_dir});
   {
     absl::MutexLock lock(&mu_);
     JobInfo& j = jobs_[job_id];

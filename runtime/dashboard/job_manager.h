@@ -6,10 +6,23 @@
 //
 // with the cluster token in TROUPE_TOKEN (never on the command line, where `ps` would show it),
 // stdout and stderr in <state dir>/jobs/<id>/driver.log, and the job's resolved spec (ToYaml) in
-// job.yaml with logging.dir set to <state dir>/jobs/<id>/run, so runs of one spec never collide.
-// The job id ("<spec name>-<8 hex>") tags the job's actors (ClusterActorOptions.job_id) and
-// prefixes their names (<id>/trainer, ...). Relative paths in the spec are relative to the head's
-// working directory, which the driver inherits.
+// job.yaml. The job id ("<spec name>-<8 hex>") tags the job's actors (ClusterActorOptions.job_id)
+// and prefixes their names (<id>/trainer, ...).
+//
+// Files (like Ray's runtime_env.working_dir): a submission may carry its working directory
+// (SubmitOptions.working_dir_archive, `troupe job submit --working-dir DIR`), unpacked into
+// <job dir>/wd, where the driver runs: relative paths of the spec mean what they meant on the
+// submitter's machine. Without one, they resolve against the head's working directory, which the
+// driver inherits, and the spec's errors say so, naming it.
+// logging.dir: the spec's, if it names one (relative: inside the working directory sent, else
+// inside <job dir>; absolute: used as it is, if allowed below and the head can write it, else
+// FAILED_PRECONDITION naming it); otherwise <job dir>/run, so runs of one spec never collide. The
+// driver gets it absolute; `troupe job logs/status/stop/resume` find it in the job's record.
+// SFT warm start cache: a spec with model.init: sft that does not set sft.dir trains into
+// <state dir>/sft_cache/<key>, key a hash of its SFT settings and the files they read
+// (JobSpecChecker::Facts), so a second submission with the same ones reuses the first's policy.
+// While a live job may still be training an entry, a job with the same key trains its own (in
+// its logging.dir) rather than write the same files.
 //
 // The spec is checked by the application's JobSpecChecker (job_spec_checker.h; the troupe
 // binary's is the job spec's own, recipes/job_spec): its name first, then the spec resolved with
@@ -17,7 +30,8 @@
 // What a submitted spec may touch: someone else wrote it, so every path it names (for the job
 // spec's checker: logging.dir, actors.checkpointer.dir, sft.dir, model.config, model.init,
 // model.tokenizer, path keys of data and actor configs) must resolve, symlinks and ".." followed,
-// inside the job's directory (its run directory) or one of options.path_roots (`troupe start
+// inside the job's directory (with its working directory), the run it resumes, its SFT cache
+// directory, or one of options.path_roots (`troupe start
 // --head --job-path-roots`). This is checked before any file of the spec is read; otherwise the
 // job is refused with PERMISSION_DENIED naming each key, its YAML line and the allowed roots.
 //
@@ -98,13 +112,19 @@ struct JobInfo {
   bool attached = false;   // driven by the process that attached it (see above)
   std::string resume_of;   // the earlier job whose run this one continues ("" = a fresh run)
   bool overwrite = false;  // its driver runs with --overwrite
+  // The driver's working directory, unpacked from the submission (SubmitOptions.
+  // working_dir_archive); "" = the head's own.
+  std::string working_dir;
+  // The head's SFT cache entry its warm start uses ("" = none; see "Files" above).
+  std::string sft_cache_dir;
 
   std::string driver_log() const { return job_dir + "/driver.log"; }
 };
 
 // The job as the REST API and the KV store show it:
 //   {"job_id","name","status","submitted_ms","start_ms","end_ms","message","logging_dir",
-//    "job_dir","driver_pid","exit_code","stop_requested","resume_of","overwrite","type"}; type is
+//    "job_dir","driver_pid","exit_code","stop_requested","resume_of","overwrite","working_dir",
+//    "sft_cache_dir","type"}; type is
 //    "SUBMISSION", or "DRIVER" for an attached job.
 nlohmann::json JobToJson(const JobInfo& job);
 // The inverse; InvalidArgument naming the field.
@@ -127,6 +147,8 @@ struct JobManagerOptions {
   // Directories besides the job's own where a submitted job's paths may lie (see above); relative
   // ones are relative to this process's working directory.
   std::vector<std::string> path_roots;
+  // The most file data a submitted working directory may unpack to (SubmitOptions).
+  int64_t max_working_dir_bytes = int64_t{256} << 20;
   // What checks a submitted spec (job_spec_checker.h); nullptr = the registered one.
   const JobSpecChecker* spec_checker = nullptr;
 };
@@ -138,6 +160,11 @@ struct SubmitOptions {
   // Run the driver with --overwrite: a fresh run may replace what an earlier run left in its
   // checkpoint directory (which, for a submitted job, can only be a directory of path_roots).
   bool overwrite = false;
+  // The job's working directory, packed by PackDirectory (base/dir_archive.h; `troupe job submit
+  // --working-dir DIR`): unpacked into <job dir>/wd, where the driver then runs, so relative paths
+  // of the spec mean what they meant where it was packed. "" = none (the head's working
+  // directory). Not with resume (a resumed job keeps the earlier job's).
+  std::string working_dir_archive;
 };
 
 class JobManager {
@@ -196,9 +223,8 @@ class JobManager {
   absl::Status Recover();
   // Writes the job's current record to the KV store (serialized per manager, newest wins).
   void Persist(const std::string& job_id);
-  // The run directory of the ended, submitted job `job_id` of spec `name` (Submit's errors).
-  absl::StatusOr<std::string> ResumableRunDir(const std::string& job_id,
-                                              const std::string& name) const;
+  // The ended, submitted job `job_id` of spec `name` (Submit's errors).
+  absl::StatusOr<JobInfo> ResumableJob(const std::string& job_id, const std::string& name) const;
   // The driver's command line.
   std::vector<std::string> DriverArgs(const std::string& job_id, const JobInfo& job) const;
   // Starts the job's driver (spawner thread).

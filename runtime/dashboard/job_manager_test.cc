@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/dir_archive.h"
 #include "gtest/gtest.h"
 #include "runtime/dashboard/fake_head_api.h"
 
@@ -399,10 +401,11 @@ TEST_F(JobManagerTest, ASubmittedJobMayUseOnlyItsOwnDirectoryAndTheAllowedRoots)
   EXPECT_TRUE(absl::StrContains(message, "override model.config=")) << message;
   EXPECT_FALSE(absl::StrContains(message, "hash")) << message;
   EXPECT_TRUE(m->List().empty());
-  // The spec's own relative logging.dir is replaced by the job's: that is no error.
+  // The spec's own absolute logging.dir is honoured, so it too must be allowed.
   id = m->Submit(std::string(kSpec) + "logging: {dir: /elsewhere}\n", "job.yaml", {});
-  ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_EQ(m->Get(*id)->logging_dir, m->Get(*id)->job_dir + "/run");
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(), "logging.dir: \"/elsewhere\""))
+      << id.status();
 
   // A cluster that allows `outside` lets the job write there.
   auto allowing =
@@ -418,6 +421,188 @@ TEST_F(JobManagerTest, ASubmittedJobMayUseOnlyItsOwnDirectoryAndTheAllowedRoots)
   EXPECT_TRUE(absl::StrContains(id.status().message(), "job.yaml:2:17: model.config:"))
       << id.status();
   EXPECT_TRUE(absl::StrContains(id.status().message(), "--job-path-roots")) << id.status();
+}
+
+TEST_F(JobManagerTest, TheSpecsLoggingDirIsHonouredRelativeToTheJobOrAbsoluteIfWritable) {
+  const std::string allowed = dir_ + "/allowed";
+  std::filesystem::create_directories(allowed);
+  auto m = Manager(R"sh(echo "pwd: $(pwd -P)")sh", absl::Seconds(5),
+                   std::vector<std::string>{ModelsDir(), allowed});
+  // Relative, without a working directory: inside the job's directory.
+  absl::StatusOr<std::string> id =
+      m->Submit(std::string(kSpec) + "logging: {dir: my/run}\n", "job.yaml", {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  JobInfo job = *m->Get(*id);
+  EXPECT_EQ(job.logging_dir, job.job_dir + "/my/run");
+  EXPECT_TRUE(std::filesystem::is_directory(job.logging_dir));
+  EXPECT_TRUE(absl::StrContains(ReadFile(job.job_dir + "/job.yaml"), job.logging_dir));
+  // Absolute, in an allowed root: used as it is.
+  id = m->Submit(std::string(kSpec) + "logging: {dir: " + allowed + "/exp1}\n", "job.yaml", {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(m->Get(*id)->logging_dir, allowed + "/exp1");
+  ASSERT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));
+  // Which a resume continues.
+  absl::StatusOr<std::string> resumed = m->Submit(kSpec, "job.yaml", {}, {.resume = *id});
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(m->Get(*resumed)->logging_dir, allowed + "/exp1");
+  // One the head cannot create: a clear error naming it, and no job left behind.
+  std::ofstream(allowed + "/file") << "x";
+  const size_t jobs = m->List().size();
+  id = m->Submit(std::string(kSpec) + "logging: {dir: " + allowed + "/file/run}\n", "job.yaml", {});
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition) << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(),
+                                "logging.dir: the head (uid " + std::to_string(::getuid()) +
+                                    ") cannot write " + allowed + "/file/run"))
+      << id.status();
+  EXPECT_EQ(m->List().size(), jobs);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_ + "/state/jobs"),
+                          std::filesystem::directory_iterator()),
+            static_cast<std::ptrdiff_t>(jobs));
+  // Relative ones cannot climb out of the job's directory.
+  id = m->Submit(std::string(kSpec) + "logging: {dir: ../../../x}\n", "job.yaml", {});
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+}
+
+// A working directory as `troupe job submit --working-dir` sends it: the spec's relative paths
+// (its model config, its logging.dir) are the directory's.
+TEST_F(JobManagerTest, AJobWithAWorkingDirectoryRunsInItWithItsRelativePaths) {
+  const std::string wd = dir_ + "/project";
+  std::filesystem::create_directories(wd + "/models");
+  std::filesystem::copy_file("examples/models/tiny.json", wd + "/models/tiny.json");
+  std::string spec = kSpec;
+  spec.replace(spec.find("examples/models/tiny.json"), 25, "models/tiny.json");
+  spec += "logging: {dir: runs/exp}\n";
+  absl::StatusOr<PackResult> packed = PackDirectory(wd);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  // No roots beyond the job's own: everything the job needs came with it.
+  auto m = Manager(R"sh(echo "pwd: $(pwd -P)"; ls models)sh", absl::Seconds(5),
+                   std::vector<std::string>{});
+  absl::StatusOr<std::string> id =
+      m->Submit(spec, "job.yaml", {}, {.working_dir_archive = packed->archive});
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));
+  const JobInfo job = *m->Get(*id);
+  EXPECT_EQ(job.status, JobStatus::kSucceeded) << job.message;
+  EXPECT_EQ(job.working_dir, job.job_dir + "/wd");
+  EXPECT_EQ(job.logging_dir, job.job_dir + "/wd/runs/exp");
+  EXPECT_EQ(JobFromJson(JobToJson(job))->working_dir, job.working_dir);
+  const std::string log = ReadFile(job.driver_log());
+  EXPECT_TRUE(absl::StrContains(
+      log, "pwd: " + std::filesystem::canonical(job.working_dir).string() + "\ntiny.json\n"))
+      << log;
+  // The resolved spec keeps the relative model path (the driver runs in the working directory).
+  EXPECT_TRUE(absl::StrContains(ReadFile(job.job_dir + "/job.yaml"), "config: models/tiny.json"));
+
+  // A file missing from the directory: the error says where relative paths resolved.
+  std::string missing = spec;
+  missing.replace(missing.find("models/tiny.json"), 16, "models/none.json");
+  id = m->Submit(missing, "job.yaml", {}, {.working_dir_archive = packed->archive});
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(),
+                                "relative paths resolve against the job's working directory"))
+      << id.status();
+  // A bad archive is refused naming --working-dir; so is one sent with a resume.
+  id = m->Submit(spec, "job.yaml", {}, {.working_dir_archive = "garbage"});
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(id.status().message(), "--working-dir: ")) << id.status();
+  id = m->Submit(spec, "job.yaml", {}, {.resume = "x-1", .working_dir_archive = packed->archive});
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->List().size(), 1u);
+}
+
+TEST_F(JobManagerTest, WithoutAWorkingDirectoryErrorsNameTheHeadsWorkingDirectory) {
+  auto m = Manager("exit 0");
+  std::string spec = kSpec;
+  spec.replace(spec.find("examples/models/tiny.json"), 25, "examples/models/none.json");
+  absl::StatusOr<std::string> id = m->Submit(spec, "job.yaml", {});
+  ASSERT_FALSE(id.ok());
+  EXPECT_TRUE(absl::StrContains(
+      id.status().message(),
+      "relative paths in a submitted spec resolve against the head's working directory, " +
+          std::filesystem::current_path().string() +
+          "; send yours with `troupe job submit "
+          "--working-dir DIR`"))
+      << id.status();
+}
+
+TEST_F(JobManagerTest, AnSftWarmStartGoesToASharedCacheKeyedByItsSettings) {
+  auto m = Manager("exit 0");
+  auto sft_dir = [&](const std::vector<std::string>& overrides) -> std::string {
+    absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", overrides);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return "";
+    EXPECT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));  // a live job holds an entry in training
+    const std::string yaml = ReadFile(m->Get(*id)->job_dir + "/job.yaml");
+    const std::string cache = dir_ + "/state/sft_cache/";
+    const size_t at = yaml.find(cache);
+    return at == std::string::npos ? "" : yaml.substr(at, cache.size() + 32);
+  };
+  const std::string first = sft_dir({"model.init=sft"});
+  ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ + "/state/sft_cache"));
+  EXPECT_EQ(sft_dir({"model.init=sft", "trainer.total_steps=9"}), first);  // not an SFT setting
+  EXPECT_NE(sft_dir({"model.init=sft", "sft.steps=700"}), first);
+  EXPECT_NE(sft_dir({"model.init=sft", "trainer.seed=5"}), first);
+  // Files are keyed by their contents, wherever the job's working directory put them.
+  const std::string wd = dir_ + "/project";
+  std::filesystem::create_directories(wd + "/models");
+  std::filesystem::copy_file("examples/models/tiny.json", wd + "/models/tiny.json");
+  absl::StatusOr<PackResult> packed = PackDirectory(wd);
+  ASSERT_TRUE(packed.ok());
+  std::string spec = kSpec;
+  spec.replace(spec.find("examples/models/tiny.json"), 25, "models/tiny.json");
+  auto sft_dir_with_wd = [&]() -> std::string {
+    absl::StatusOr<std::string> id =
+        m->Submit(spec, "job.yaml", {"model.init=sft"}, {.working_dir_archive = packed->archive});
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return "";
+    EXPECT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));
+    const std::string yaml = ReadFile(m->Get(*id)->job_dir + "/job.yaml");
+    const size_t at = yaml.find("sft_cache/");
+    return at == std::string::npos ? "" : yaml.substr(at, 10 + 32);
+  };
+  const std::string with_wd = sft_dir_with_wd();
+  EXPECT_FALSE(with_wd.empty());
+  EXPECT_EQ(sft_dir_with_wd(), with_wd);
+  std::ofstream(wd + "/models/tiny.json", std::ios::app) << "\n";
+  packed = PackDirectory(wd);
+  EXPECT_NE(sft_dir_with_wd(), with_wd);
+  // A spec that places its warm start, or has none, keeps its own.
+  EXPECT_EQ(sft_dir({"model.init=sft", "sft.dir=" + ModelsDir() + "/sft"}), "");
+  EXPECT_EQ(sft_dir({}), "");
+}
+
+TEST_F(JobManagerTest, WhileOneJobTrainsAnSftCacheEntryAnotherWithTheSameKeyTrainsItsOwn) {
+  auto m = Manager("sleep 30", absl::Seconds(1));
+  absl::StatusOr<std::string> first = m->Submit(kSpec, "job.yaml", {"model.init=sft"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string cache = m->Get(*first)->sft_cache_dir;
+  EXPECT_TRUE(absl::StartsWith(cache, dir_ + "/state/sft_cache/")) << cache;
+  absl::StatusOr<std::string> second = m->Submit(kSpec, "job.yaml", {"model.init=sft"});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(m->Get(*second)->sft_cache_dir, "");
+  const JobInfo job = *m->Get(*second);
+  EXPECT_TRUE(absl::StrContains(ReadFile(job.job_dir + "/job.yaml"), job.logging_dir + "/sft"));
+  // Once the entry is complete, it is shared whoever runs.
+  std::filesystem::create_directories(cache);
+  std::ofstream(cache + "/model.safetensors") << "x";
+  std::ofstream(cache + "/tokenizer.json") << "{}";
+  absl::StatusOr<std::string> third = m->Submit(kSpec, "job.yaml", {"model.init=sft"});
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(m->Get(*third)->sft_cache_dir, cache);
+  EXPECT_EQ(JobFromJson(JobToJson(*m->Get(*third)))->sft_cache_dir, cache);
+  for (const std::string& id : {*first, *second, *third}) ASSERT_TRUE(m->Stop(id).ok());
+}
+
+TEST_F(JobManagerTest, ASpecThatPlacesItsWarmStartKeepsIt) {
+  auto m = Manager("exit 0");
+  auto sft_dir = [&](const std::vector<std::string>& overrides) -> std::string {
+    absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", overrides);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? m->Get(*id)->sft_cache_dir : "?";
+  };
+  EXPECT_EQ(sft_dir({"model.init=sft", "sft.dir=" + ModelsDir() + "/sft"}), "");
+  EXPECT_EQ(sft_dir({}), "");
 }
 
 TEST_F(JobManagerTest, AHugeOrBinarySpecIsRefusedQuicklyWithoutEchoingIt) {

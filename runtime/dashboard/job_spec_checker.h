@@ -25,6 +25,16 @@
 
 namespace troupe::dashboard {
 
+// What the job manager needs to know about a spec to place the job's files.
+struct JobSpecFacts {
+  // The spec's logging.dir as written (or overridden); "" when it leaves it to its default.
+  std::string logging_dir;
+  // For a spec that trains an SFT warm start into a directory it does not name: a key (hex) of
+  // everything that warm start depends on (its settings and the contents of the files it reads,
+  // relative paths against `cwd`), so submissions with equal keys can share one; "" otherwise.
+  std::string sft_cache_key;
+};
+
 class JobSpecChecker {
  public:
   virtual ~JobSpecChecker() = default;
@@ -37,13 +47,21 @@ class JobSpecChecker {
 
   // The spec with `overrides` (the job manager's set logging.dir) resolved and checked: every
   // path it names within `roots` (relative paths against `cwd`; PERMISSION_DENIED naming the
-  // path), its files, its resources against the alive `nodes` ({"CPU": 4, ...} each). Returns
-  // the resolved spec as the YAML to record beside the job.
+  // path), its files (relative paths against `cwd` too), its resources against the alive `nodes`
+  // ({"CPU": 4, ...} each). Returns the resolved spec as the YAML to record beside the job.
   virtual absl::StatusOr<std::string> Resolve(
       absl::string_view yaml_text, absl::string_view source_name,
       const std::vector<std::string>& overrides, const std::string& cwd,
       const std::vector<std::string>& roots,
       const std::vector<std::map<std::string, double>>& nodes) const = 0;
+
+  // The spec's JobSpecFacts (call after Name succeeded). The default knows nothing: empty facts.
+  virtual absl::StatusOr<JobSpecFacts> Facts(absl::string_view yaml_text,
+                                             absl::string_view source_name,
+                                             const std::vector<std::string>& overrides,
+                                             const std::string& cwd) const {
+    return JobSpecFacts{};
+  }
 };
 
 // Makes `checker` the one RegisteredJobSpecChecker returns (a later registration replaces it).
