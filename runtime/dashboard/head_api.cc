@@ -39,20 +39,12 @@ class GrpcHeadApi final : public HeadApi {
 
   absl::StatusOr<WorkerLog> ReadWorkerLog(const std::string& node_address,
                                           const std::string& actor_id, int64_t max_bytes) override {
-    std::shared_ptr<proto::NodeService::Stub> stub = Stub(node_address);
-    grpc::ClientContext ctx;
-    ctx.AddMetadata(transport::kTokenMetadataKey, token_);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
     proto::ReadWorkerLogRequest req;
     req.mutable_actor_id()->set_id(actor_id);
     req.set_max_bytes(max_bytes);
-    proto::ReadWorkerLogReply reply;
-    grpc::Status s = stub->ReadWorkerLog(&ctx, req, &reply);
-    if (!s.ok()) {
-      absl::Status st = transport::FromGrpcStatus(s);
-      return absl::Status(st.code(),
-                          absl::StrCat("node agent at ", node_address, ": ", st.message()));
-    }
+    absl::StatusOr<proto::ReadWorkerLogReply> r = CallReadWorkerLog(node_address, req);
+    if (!r.ok()) return r.status();
+    const proto::ReadWorkerLogReply& reply = *r;
     WorkerLog log;
     log.found = reply.found();
     log.stdout_tail = reply.stdout_tail();
@@ -66,23 +58,15 @@ class GrpcHeadApi final : public HeadApi {
                                                     const std::string& actor_id,
                                                     WorkerLogStream stream, int64_t offset,
                                                     int64_t max_bytes) override {
-    std::shared_ptr<proto::NodeService::Stub> stub = Stub(node_address);
-    grpc::ClientContext ctx;
-    ctx.AddMetadata(transport::kTokenMetadataKey, token_);
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
     proto::ReadWorkerLogRequest req;
     req.mutable_actor_id()->set_id(actor_id);
     req.set_max_bytes(max_bytes);
     req.set_offset(offset);
     const bool err = stream == WorkerLogStream::kStderr;
     req.set_stream(err ? proto::WORKER_LOG_STDERR : proto::WORKER_LOG_STDOUT);
-    proto::ReadWorkerLogReply reply;
-    grpc::Status s = stub->ReadWorkerLog(&ctx, req, &reply);
-    if (!s.ok()) {
-      absl::Status st = transport::FromGrpcStatus(s);
-      return absl::Status(st.code(),
-                          absl::StrCat("node agent at ", node_address, ": ", st.message()));
-    }
+    absl::StatusOr<proto::ReadWorkerLogReply> r = CallReadWorkerLog(node_address, req);
+    if (!r.ok()) return r.status();
+    const proto::ReadWorkerLogReply& reply = *r;
     WorkerLogRange range;
     range.found = reply.found();
     range.bytes = err ? reply.stderr_tail() : reply.stdout_tail();
@@ -92,6 +76,22 @@ class GrpcHeadApi final : public HeadApi {
   }
 
  private:
+  // NodeService.ReadWorkerLog on the node agent at `address` (5 s deadline); errors name it.
+  absl::StatusOr<proto::ReadWorkerLogReply> CallReadWorkerLog(
+      const std::string& address, const proto::ReadWorkerLogRequest& req) {
+    std::shared_ptr<proto::NodeService::Stub> stub = Stub(address);
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(transport::kTokenMetadataKey, token_);
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    proto::ReadWorkerLogReply reply;
+    grpc::Status s = stub->ReadWorkerLog(&ctx, req, &reply);
+    if (!s.ok()) {
+      absl::Status st = transport::FromGrpcStatus(s);
+      return absl::Status(st.code(), absl::StrCat("node agent at ", address, ": ", st.message()));
+    }
+    return reply;
+  }
+
   std::shared_ptr<proto::NodeService::Stub> Stub(const std::string& address) {
     absl::MutexLock lock(&mu_);
     std::shared_ptr<proto::NodeService::Stub>& stub = stubs_[address];
