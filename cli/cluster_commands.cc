@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "base/subprocess.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
+#include "runtime/cluster/local_heads.h"
 #include "runtime/cluster/node_agent.h"
 #include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/dashboard_server.h"
@@ -33,11 +35,30 @@
 
 namespace troupe {
 
-const char kTokenFlagRefusal[] =
-    "troupe start: --token is refused: it would put the cluster token on this process's command "
-    "line, where every local user can read it (ps, /proc/<pid>/cmdline) for as long as the head "
-    "or node runs. Put the token in a file only you can read and pass --token-file PATH, or set "
-    "TROUPE_TOKEN in the environment.";
+std::string TokenFlagRefusal(const std::string& command) {
+  return absl::StrCat(
+      "troupe ", command,
+      ": --token is refused: it would put the cluster token on this process's command line, "
+      "where every local user can read it (ps, /proc/<pid>/cmdline) for as long as the process "
+      "runs. Put the token in a file only you can read and pass --token-file PATH, or set "
+      "TROUPE_TOKEN in the environment.");
+}
+
+absl::StatusOr<std::string> ClientToken(const std::string& command, const std::string& token_flag,
+                                        const std::string& token_file, const std::string& state_dir,
+                                        const std::string& address) {
+  if (!token_flag.empty()) return absl::InvalidArgumentError(TokenFlagRefusal(command));
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> t = ReadSecretFile(token_file);
+    if (!t.ok()) {
+      return absl::Status(
+          t.status().code(),
+          absl::StrCat("troupe ", command, ": --token-file: ", t.status().message()));
+    }
+    return t;
+  }
+  return DefaultToken(state_dir, address);
+}
 
 namespace {
 
@@ -238,8 +259,21 @@ std::string DefaultHeadAddress(const std::string& state_dir) {
   return ReadFirstLine(state_dir + "/head.address");
 }
 
-std::string DefaultToken(const std::string& state_dir) {
+std::string DefaultToken(const std::string& state_dir, const std::string& address) {
   if (const char* t = std::getenv("TROUPE_TOKEN"); t != nullptr && *t != '\0') return t;
+  if (!address.empty()) {
+    bool here = false;
+    for (const char* file : {"/head.address", "/dashboard.address"}) {
+      const std::string registered = ReadFirstLine(state_dir + file);
+      here = here || (!registered.empty() && SameLocalEndpoint(registered, address));
+    }
+    if (!here) {
+      if (std::optional<std::string> dir = FindLocalHeadStateDir(address); dir.has_value()) {
+        absl::StatusOr<std::string> t = ReadSecretFile(*dir + "/token");
+        if (t.ok()) return *t;
+      }
+    }
+  }
   return ReadFirstLine(state_dir + "/token");
 }
 
@@ -254,7 +288,7 @@ int RunStart(const StartFlags& f) {
     return 2;
   }
   if (!f.token.empty()) {
-    std::fprintf(stderr, "%s\n", kTokenFlagRefusal);
+    std::fprintf(stderr, "%s\n", TokenFlagRefusal("start").c_str());
     return 2;
   }
   // The state directory holds the token and the logs: owner only, and the user's own.
@@ -385,9 +419,14 @@ int RunStatus(const StatusFlags& f) {
                  f.state_dir.c_str());
     return 1;
   }
-  const std::string token = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
+  absl::StatusOr<std::string> token =
+      ClientToken("status", f.token, f.token_file, f.state_dir, address);
+  if (!token.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
+    return absl::IsInvalidArgument(token.status()) ? 2 : 1;
+  }
   absl::StatusOr<std::unique_ptr<Cluster>> cluster =
-      Cluster::Connect({.address = address, .token = token, .rpc_timeout = absl::Seconds(5)});
+      Cluster::Connect({.address = address, .token = *token, .rpc_timeout = absl::Seconds(5)});
   if (!cluster.ok()) {
     std::fprintf(stderr, "troupe status: %s\n", cluster.status().ToString().c_str());
     return 1;

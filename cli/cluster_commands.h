@@ -18,17 +18,21 @@
 // from --token-file PATH (a file only its owner may read, else refused), else $TROUPE_TOKEN, else
 // <state-dir>/token (written by a head on the same machine); a head from --token-file, else its
 // state directory's token, else it generates one (128 bits from getrandom). `--token T` is refused
-// with an explanation (kTokenFlagRefusal): a token there is readable by every local user through
-// ps for the process's lifetime. The join command the head prints names the token file, not the
-// token. The state directory (default /tmp/troupe) is created 0700 and must belong to the user;
-// logs in it are 0600. The head also serves the dashboard
-// and the jobs API over HTTP (runtime/dashboard), on 127.0.0.1:8265 unless told otherwise; its URL
-// goes to <state-dir>/dashboard.address, where `troupe job` looks for it.
+// with an explanation (TokenFlagRefusal): a token there is readable by every local user through
+// ps for the process's lifetime; so is it by the client commands (status, job, run --address,
+// timeline), which take --token-file, $TROUPE_TOKEN, or find the token of a head this user runs on
+// this machine by its address (DefaultToken). The join command the head prints names the token
+// file, not the token. The state directory (default /tmp/troupe) is created 0700 and must belong to
+// the user; logs in it are 0600. The head also serves the dashboard and the jobs API over HTTP
+// (runtime/dashboard), on 127.0.0.1:8265 unless told otherwise; its URL goes to
+// <state-dir>/dashboard.address, where `troupe job` looks for it.
 #ifndef TROUPE_CLI_CLUSTER_COMMANDS_H_
 #define TROUPE_CLI_CLUSTER_COMMANDS_H_
 
 #include <string>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace troupe {
 
@@ -39,7 +43,7 @@ struct StartFlags {
   int port = 6380;
   std::string node_ip = "127.0.0.1";
   bool block = false;
-  std::string token;       // refused if set (see kTokenFlagRefusal)
+  std::string token;       // refused if set (see TokenFlagRefusal)
   std::string token_file;  // --token-file: the cluster token's file (mode 0600 or stricter)
   std::string state_dir = "/tmp/troupe";
   std::string resources;  // JSON
@@ -61,22 +65,36 @@ struct StartFlags {
 
 struct StatusFlags {
   std::string address;
-  std::string token;
+  std::string token;  // refused if set (see TokenFlagRefusal)
+  std::string token_file;
   std::string state_dir = "/tmp/troupe";
 };
 
-// Why `troupe start --token T` is refused, and what to do instead.
-extern const char kTokenFlagRefusal[];
+// Why `troupe <command> --token T` is refused, and what to do instead.
+std::string TokenFlagRefusal(const std::string& command);
+
+// The token a client command (`troupe status`, `troupe job ...`, `troupe run --address`) sends to
+// the head at `address`: INVALID_ARGUMENT (TokenFlagRefusal) if --token was given; the token in
+// --token-file if given (its errors, naming the flag); else DefaultToken(state_dir, address).
+absl::StatusOr<std::string> ClientToken(const std::string& command, const std::string& token_flag,
+                                        const std::string& token_file, const std::string& state_dir,
+                                        const std::string& address);
 
 // Each returns the process exit code and prints a one-line error naming the culprit on failure.
 int RunStart(const StartFlags& flags);
 int RunStop(const std::string& state_dir, bool force);
 int RunStatus(const StatusFlags& flags);
 
-// The address and token of the cluster in `state_dir` (what `troupe status` and drivers on the
-// head machine use when none is given).
+// The address of the cluster in `state_dir` (what `troupe status` and drivers on the head machine
+// use when none is given).
 std::string DefaultHeadAddress(const std::string& state_dir);
-std::string DefaultToken(const std::string& state_dir);
+
+// The token for the head at `address` (its gRPC or dashboard address; empty = the one in
+// `state_dir`) when none is given: $TROUPE_TOKEN, else the token in `state_dir` if that is the
+// address's state directory, else the token of the head this user started on this machine at that
+// address, whatever its --state-dir (runtime/cluster/local_heads.h), else `state_dir`'s token.
+// Empty if there is none.
+std::string DefaultToken(const std::string& state_dir, const std::string& address = "");
 
 }  // namespace troupe
 

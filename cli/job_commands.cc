@@ -30,8 +30,10 @@ constexpr int64_t kMaxWorkingDirArchiveBytes = int64_t{6} << 20;
 
 struct JobFlags {
   std::string address;
-  std::string token;
+  std::string token;  // --token: refused (TokenFlagRefusal)
+  std::string token_file;
   std::string state_dir = "/tmp/troupe";
+  std::string resolved_token;  // what the commands send (ClientToken), set before they run
   // submit
   bool no_wait = false;
   std::string spec_file;
@@ -87,7 +89,7 @@ class JobApi {
  public:
   JobApi(std::string command, const JobFlags& f)
       : command_(std::move(command)), address_(ResolveAddress(f)) {
-    token_ = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
+    token_ = f.resolved_token;
     client_ = std::make_unique<httplib::Client>(address_);
     client_->set_connection_timeout(5, 0);
     client_->set_read_timeout(120, 0);
@@ -350,6 +352,19 @@ int List(const JobFlags& f) {
   return 0;
 }
 
+// Resolves the token `command` sends (ClientToken: --token refused) into `flags`, then runs it.
+int WithToken(const char* name, int (*command)(const JobFlags&), JobFlags& flags) {
+  absl::StatusOr<std::string> token =
+      ClientToken(absl::StrCat("job ", name), flags.token, flags.token_file, flags.state_dir,
+                  ResolveAddress(flags));
+  if (!token.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
+    return absl::IsInvalidArgument(token.status()) ? 2 : 1;
+  }
+  flags.resolved_token = *token;
+  return command(flags);
+}
+
 }  // namespace
 
 void InstallJobCommands(CLI::App& app, int* exit_code) {
@@ -361,7 +376,12 @@ void InstallJobCommands(CLI::App& app, int* exit_code) {
     c->add_option("--address", flags.address,
                   "Dashboard URL, http://HOST:8265 (default: TROUPE_ADDRESS, the state dir, "
                   "http://127.0.0.1:8265)");
-    c->add_option("--token", flags.token, "Cluster token (default: TROUPE_TOKEN, the state dir)");
+    c->add_option("--token-file", flags.token_file,
+                  "File holding the cluster token, mode 0600 (default: TROUPE_TOKEN, then the "
+                  "token of the head at --address if this user runs it here, then the state "
+                  "dir's)");
+    c->add_option("--token", flags.token,
+                  "Refused: a token on the command line is visible in ps; use --token-file");
     c->add_option("--state-dir", flags.state_dir,
                   "State dir of a head on this machine (default /tmp/troupe)");
   };
@@ -385,27 +405,27 @@ void InstallJobCommands(CLI::App& app, int* exit_code) {
       ->allow_extra_args(false);  // one glob per --exclude: the job file is not eaten
   submit->add_option("job", flags.spec_file, "Job spec YAML")->required();
   submit->add_option("overrides", flags.overrides, "Dotted overrides, e.g. algorithm.n=4");
-  submit->callback([exit_code] { *exit_code = Submit(flags); });
+  submit->callback([exit_code] { *exit_code = WithToken("submit", Submit, flags); });
 
   CLI::App* status = job->add_subcommand("status", "Show a job's status");
   common(status);
   status->add_option("id", flags.job_id, "Job id")->required();
-  status->callback([exit_code] { *exit_code = Status(flags); });
+  status->callback([exit_code] { *exit_code = WithToken("status", Status, flags); });
 
   CLI::App* logs = job->add_subcommand("logs", "Print a job's driver log");
   common(logs);
   logs->add_option("id", flags.job_id, "Job id")->required();
   logs->add_flag("--follow,-f", flags.follow, "Keep printing until the job ends");
-  logs->callback([exit_code] { *exit_code = Logs(flags); });
+  logs->callback([exit_code] { *exit_code = WithToken("logs", Logs, flags); });
 
   CLI::App* stop = job->add_subcommand("stop", "Stop a job (its driver and its actors)");
   common(stop);
   stop->add_option("id", flags.job_id, "Job id")->required();
-  stop->callback([exit_code] { *exit_code = Stop(flags); });
+  stop->callback([exit_code] { *exit_code = WithToken("stop", Stop, flags); });
 
   CLI::App* list = job->add_subcommand("list", "List the cluster's jobs");
   common(list);
-  list->callback([exit_code] { *exit_code = List(flags); });
+  list->callback([exit_code] { *exit_code = WithToken("list", List, flags); });
 }
 
 }  // namespace troupe

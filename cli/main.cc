@@ -184,7 +184,12 @@ int main(int argc, char** argv) {
   troupe::StatusFlags status_flags;
   CLI::App* status = app.add_subcommand("status", "Show nodes, actors and placement groups");
   status->add_option("--address", status_flags.address, "Head HOST:PORT (default: state dir)");
-  status->add_option("--token", status_flags.token, "Cluster token");
+  status->add_option("--token-file", status_flags.token_file,
+                     "File holding the cluster token, mode 0600 (default: TROUPE_TOKEN, then the "
+                     "token of the head at --address if this user runs it here, then the state "
+                     "dir's)");
+  status->add_option("--token", status_flags.token,
+                     "Refused: a token on the command line is visible in ps; use --token-file");
   status->add_option("--state-dir", status_flags.state_dir, "State dir (default /tmp/troupe)");
   status->callback([&] { exit_code = troupe::RunStatus(status_flags); });
 

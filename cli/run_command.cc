@@ -64,7 +64,8 @@ struct RunFlags {
   bool resume = false;
   bool overwrite = false;
   std::string address;
-  std::string token;
+  std::string token;  // --token: refused (TokenFlagRefusal)
+  std::string token_file;
   std::string state_dir = "/tmp/troupe";
   std::string job_id;
   int dashboard_port = 8265;  // embedded cluster only; -1 = none
@@ -225,6 +226,16 @@ void CopyLogTail(const std::string& from, long offset, const std::string& to, bo
 }
 
 int RunJob(const RunFlags& f) {
+  if (!f.token.empty()) {
+    std::fprintf(stderr, "%s\n", TokenFlagRefusal("run").c_str());
+    return 2;
+  }
+  if (!f.token_file.empty() && f.address.empty()) {
+    std::fprintf(stderr,
+                 "troupe run: --token-file is for a cluster given with --address; the embedded "
+                 "cluster makes its own token\n");
+    return 2;
+  }
   const absl::Time started = absl::Now();
   InstallStopSignals();
   absl::StatusOr<recipes::JobSpec> spec = recipes::LoadJobSpec(f.job, f.overrides);
@@ -290,7 +301,13 @@ int RunJob(const RunFlags& f) {
                    (f.job_id.empty() ? spec->name : f.job_id).c_str());
     }
   } else {
-    token = f.token.empty() ? DefaultToken(f.state_dir) : f.token;
+    absl::StatusOr<std::string> t =
+        ClientToken("run", f.token, f.token_file, f.state_dir, f.address);
+    if (!t.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(t.status().message()).c_str());
+      return absl::IsInvalidArgument(t.status()) ? 2 : 1;
+    }
+    token = *t;
     absl::StatusOr<std::unique_ptr<Cluster>> c =
         Cluster::Connect({.address = f.address, .token = token});
     if (!c.ok()) {
@@ -355,7 +372,13 @@ int RunJob(const RunFlags& f) {
   absl::StatusOr<recipes::RunResult> r = recipes::RunRecipe(*spec, *cluster, options);
   const std::string timeline = WriteRunTimeline(*spec, embedded.get(), cluster, job_id, token);
   const int signal_number = stop_signal.load();
-  if (jobs != nullptr) jobs->EndAttached(options.job_id, r.status());
+  if (jobs != nullptr) {
+    jobs->EndAttached(options.job_id,
+                      r.ok() && signal_number != 0
+                          ? absl::CancelledError(absl::StrCat("stopped by signal ", signal_number,
+                                                              " after step ", r->steps))
+                          : r.status());
+  }
   if (driver_log != nullptr) {
     std::fprintf(driver_log, "%s\n",
                  !r.ok()                      ? ("job failed: " + r.status().ToString()).c_str()
@@ -437,7 +460,12 @@ void Install(CLI::App& app, int* exit_code) {
       "Replace an earlier run's outputs (metrics, checkpoints) in the spec's directories");
   run->add_option("--address", flags.address,
                   "Run on this cluster (HOST:PORT) instead of an embedded one");
-  run->add_option("--token", flags.token, "Cluster token (default: TROUPE_TOKEN, state dir)");
+  run->add_option("--token-file", flags.token_file,
+                  "With --address: file holding the cluster token, mode 0600 (default: "
+                  "TROUPE_TOKEN, then the token of that head if this user runs it here, then the "
+                  "state dir's)");
+  run->add_option("--token", flags.token,
+                  "Refused: a token on the command line is visible in ps; use --token-file");
   run->add_option("--state-dir", flags.state_dir, "Where to find the token (default /tmp/troupe)");
   run->add_option("--job-id", flags.job_id, "Tag of the job's actors (default: the spec's name)");
   run->add_option("--dashboard-port", flags.dashboard_port,

@@ -78,7 +78,7 @@ int RunTimeline(const TimelineFlags& f) {
                                 "a running head (none in ",
                                 f.state_dir, ")"));
   }
-  const std::string token = DefaultToken(f.state_dir);
+  const std::string token = DefaultToken(f.state_dir, address);
   absl::StatusOr<std::unique_ptr<Cluster>> cluster =
       Cluster::Connect({.address = address, .token = token});
   if (!cluster.ok()) return Fail(1, cluster.status().ToString());

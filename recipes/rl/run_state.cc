@@ -306,9 +306,16 @@ absl::Status RunState::Finish() {
                      a.used() + a.dropped_stale() + a.buffered(),
                      " used, dropped as stale or buffered"));
   }
+  // How the loop ended: `troupe dashboard RUN_DIR` shows a stopped run as STOPPED.
+  const char* ended = step_ >= spec_.trainer.total_steps ? "completed"
+                      : accuracy_reached_                ? "reached stop_at_accuracy"
+                      : stop_requested()                 ? "stopped"
+                                                         : "reached stop_after_steps";
   nlohmann::json s = {{"name", spec_.name},
                       {"recipe", spec_.recipe},
                       {"steps", step_},
+                      {"total_steps", spec_.trainer.total_steps},
+                      {"ended", ended},
                       {"max_staleness", spec_.async.max_staleness},
                       {"sft_accuracy", result_.sft_accuracy},
                       {"initial_accuracy", result_.initial_accuracy},

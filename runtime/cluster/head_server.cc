@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/cluster/head/cluster_coordinator.h"
 #include "runtime/cluster/head/kv_manager.h"
+#include "runtime/cluster/local_heads.h"
 #include "runtime/cluster/state_store.h"
 #include "runtime/secret_file.h"
 #include "runtime/secure_random.h"
@@ -270,6 +272,7 @@ void HeadServer::Impl::Shutdown() {
   kv_.Stop();
   if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   cluster_.Stop();
+  UnregisterLocalHead(options_.state_dir);
   absl::MutexLock lock(&life_mu_);
   stopped_ = true;
 }
@@ -423,6 +426,12 @@ absl::StatusOr<std::unique_ptr<HeadServer>> HeadServer::Start(HeadOptions option
   TROUPE_RETURN_IF_ERROR(impl->Recover());
   TROUPE_RETURN_IF_ERROR(impl->Listen());
   (void)WriteFileAtomically(options.state_dir + "/head.address", impl->address() + "\n");
+  // So that commands given only this head's address find its token (runtime/cluster/local_heads.h).
+  if (absl::Status s = RegisterLocalHead(options.state_dir); !s.ok()) {
+    std::fprintf(stderr,
+                 "troupe head: warning: %s (commands on this machine need --state-dir %s)\n",
+                 std::string(s.message()).c_str(), options.state_dir.c_str());
+  }
   return std::unique_ptr<HeadServer>(new HeadServer(std::move(impl)));
 }
 

@@ -602,6 +602,9 @@ void JobManager::EndAttached(const std::string& job_id, const absl::Status& outc
     } else if (outcome.ok()) {
       j.status = JobStatus::kSucceeded;
       j.message = "Job finished successfully.";
+    } else if (absl::IsCancelled(outcome)) {  // stopped from outside the dashboard (a signal)
+      j.status = JobStatus::kStopped;
+      j.message = std::string(outcome.message());
     } else {
       j.status = JobStatus::kFailed;
       j.message = std::string(outcome.message());

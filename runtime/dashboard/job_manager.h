@@ -197,7 +197,8 @@ class JobManager {
                       const std::string& job_dir, const std::string& logging_dir,
                       std::function<void()> stop);
   // Ends an attached job: its live actors are killed, then it is recorded SUCCEEDED (outcome OK,
-  // unless Stop was called: STOPPED) or FAILED with the outcome's message.
+  // unless Stop was called: STOPPED), STOPPED (outcome CANCELLED: stopped some other way, e.g. by
+  // a signal) or FAILED, with the outcome's message.
   void EndAttached(const std::string& job_id, const absl::Status& outcome);
 
   // Every job, oldest first.

@@ -275,6 +275,11 @@ TEST_F(JobManagerTest, AnAttachedJobIsStoppedThroughItsCallbackAndEndsAsItsDrive
   EXPECT_EQ(m->Get("bad")->status, JobStatus::kFailed);
   EXPECT_EQ(m->Get("bad")->message, "trainer died");
   EXPECT_EQ(*m->Stop("bad"), false);  // already ended
+  // Stopped some other way (troupe run on SIGINT): STOPPED, not FAILED.
+  ASSERT_TRUE(m->Attach("sig", "sig", dir_ + "/jobs/sig", dir_ + "/run4", [] {}).ok());
+  m->EndAttached("sig", absl::CancelledError("stopped by signal 2 after step 3"));
+  EXPECT_EQ(m->Get("sig")->status, JobStatus::kStopped);
+  EXPECT_EQ(m->Get("sig")->message, "stopped by signal 2 after step 3");
   // A rerun of an ended job takes its place; a running one cannot be attached twice.
   ASSERT_TRUE(m->Attach("bad", "bad", dir_ + "/jobs/bad", dir_ + "/run3", [] {}).ok());
   EXPECT_EQ(m->Get("bad")->status, JobStatus::kRunning);

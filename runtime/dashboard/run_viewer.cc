@@ -72,12 +72,12 @@ std::string RandomToken() {
 }
 
 // The spec's name from summary.json, else "".
-std::string SummaryName(const fs::path& dir) {
+// A string field of summary.json, else "".
+std::string SummaryField(const fs::path& dir, const char* key) {
   std::ifstream in(dir / "summary.json");
   if (!in) return "";
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("name") && j["name"].is_string() ? j["name"].get<std::string>()
-                                                                      : "";
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 
 }  // namespace
@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
     fs::path dir, job_dir;
     std::string id, name;
     bool finished = false;
+    bool stopped = false;  // ended early by a stop (summary.json "ended")
   };
   std::vector<Run> runs;
   std::set<std::string> ids;
@@ -114,7 +115,8 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
                         !fs::exists(trimmed.parent_path() / "driver.log", ec)
                     ? trimmed
                     : trimmed.parent_path();
-    r.name = SummaryName(trimmed);
+    r.name = SummaryField(trimmed, "name");
+    r.stopped = SummaryField(trimmed, "ended") == "stopped";
     const std::string base = trimmed.filename().string();
     r.id = base;
     for (int n = 2; !ids.insert(r.id).second; ++n) r.id = absl::StrCat(base, "-", n);
@@ -139,7 +141,12 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
     absl::Status s =
         viewer->server_->jobs().Attach(r.id, r.name, r.job_dir.string(), r.dir.string(), [] {});
     if (!s.ok()) return s;
-    if (r.finished) viewer->server_->jobs().EndAttached(r.id, absl::OkStatus());
+    if (r.finished) {
+      viewer->server_->jobs().EndAttached(
+          r.id, r.stopped
+                    ? absl::CancelledError("stopped before trainer.total_steps (summary.json)")
+                    : absl::OkStatus());
+    }
     viewer->job_ids_.push_back(r.id);
   }
   return viewer;

@@ -56,21 +56,24 @@ TEST_F(RunViewerTest, ServesFinishedAndRunningRunsFromTheirFiles) {
   Write(dir + "/a/run/driver.log", "step 1\nstep 2\njob finished\n");
   Write(dir + "/b/run/metrics.jsonl", "{\"step\":1,\"time\":1796225343.5,\"actor/loss\":1.5}\n");
   Write(dir + "/b/driver.log", "submitted job log\n");
+  // A run stopped early (Ctrl-C): its summary says so.
+  Write(dir + "/c/summary.json", "{\"name\": \"c\", \"steps\": 3, \"ended\": \"stopped\"}\n");
 
   absl::StatusOr<std::unique_ptr<RunViewer>> viewer =
-      RunViewer::Start({dir + "/a/run", dir + "/b/run/"}, Options());
+      RunViewer::Start({dir + "/a/run", dir + "/b/run/", dir + "/c"}, Options());
   ASSERT_TRUE(viewer.ok()) << viewer.status();
-  EXPECT_EQ((*viewer)->job_ids(), (std::vector<std::string>{"run", "run-2"}));
+  EXPECT_EQ((*viewer)->job_ids(), (std::vector<std::string>{"run", "run-2", "c"}));
   httplib::Client c("127.0.0.1", (*viewer)->port());
 
   const nlohmann::json jobs = Get(c, "/api/jobs/");
-  ASSERT_EQ(jobs["jobs"].size(), 2u) << jobs.dump();
+  ASSERT_EQ(jobs["jobs"].size(), 3u) << jobs.dump();
   std::map<std::string, nlohmann::json> by_id;
   for (const nlohmann::json& j : jobs["jobs"]) by_id[j["job_id"]] = j;
   EXPECT_EQ(by_id["run"]["status"], "SUCCEEDED");
   EXPECT_EQ(by_id["run"]["name"], "grpo-arith");
   EXPECT_EQ(by_id["run-2"]["status"], "RUNNING");
   EXPECT_EQ(by_id["run-2"]["name"], "run");
+  EXPECT_EQ(by_id["c"]["status"], "STOPPED");
 
   const nlohmann::json job = Get(c, "/api/jobs/run");
   EXPECT_EQ(job["summary"]["steps"], 2);

@@ -82,6 +82,22 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   EXPECT_TRUE(absl::StrContains(status, "CPU 0/3")) << status;
   EXPECT_TRUE(absl::StrContains(status, "GPU 0/2")) << status;
 
+  // On the head's machine, its address alone is enough: the token is found in the state dir
+  // the head was started with (not the default one), whatever the address is spelled as.
+  const std::string address = ReadFile(dir + "/head.address");
+  const std::string port = address.substr(address.rfind(':') + 1, std::string::npos);
+  for (const std::string& a : {address.substr(0, address.size() - 1), "localhost:" + port}) {
+    auto [rc, by_address] = RunCommand({kTroupe, "status", "--address", a}, dir + ".byaddr.out");
+    EXPECT_EQ(rc, 0) << a << ": " << by_address;
+    EXPECT_TRUE(absl::StrContains(by_address, "Nodes: 1 alive")) << by_address;
+  }
+  const std::string url = ReadFile(dir + "/dashboard.address");
+  auto [rcl, listed] =
+      RunCommand({kTroupe, "job", "list", "--address", url.substr(0, url.size() - 1)},
+                 dir + ".listbyaddr.out");
+  EXPECT_EQ(rcl, 0) << listed;
+  EXPECT_TRUE(absl::StrContains(listed, "no jobs")) << listed;
+
   auto [rc3, stopped] = RunCommand({kTroupe, "stop", "--state-dir", dir}, dir + ".stop.out");
   ASSERT_EQ(rc3, 0) << stopped;
   EXPECT_TRUE(absl::StrContains(stopped, "stopped head")) << stopped;
@@ -186,6 +202,19 @@ TEST(TroupeCli, TheTokenFlagIsRefusedAndTokenFilesMustBeOwnerOnly) {
   EXPECT_TRUE(absl::StrContains(out, "--token-file PATH")) << out;
   EXPECT_TRUE(absl::StrContains(out, "TROUPE_TOKEN")) << out;
   EXPECT_FALSE(absl::StrContains(out, "s3cret-on-the-command-line")) << out;
+  // ... and so it is by every command that talks to a head (`troupe run`, not in this test's
+  // binary: //tests/ux:newcomer_walkthrough_test).
+  for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
+           {"status", "--address", "127.0.0.1:1"}, {"job", "list", "--address", "127.0.0.1:1"}}) {
+    std::vector<std::string> argv = {kTroupe};
+    argv.insert(argv.end(), command.begin(), command.end());
+    argv.insert(argv.end(), {"--token", "s3cret-on-the-command-line"});
+    auto [rc, refused] = RunCommand(argv, dir + "/flag-" + command[0] + ".out");
+    EXPECT_EQ(rc, 2) << command[0] << ": " << refused;
+    EXPECT_TRUE(absl::StrContains(refused, "--token is refused")) << refused;
+    EXPECT_TRUE(absl::StrContains(refused, "--token-file PATH")) << refused;
+    EXPECT_FALSE(absl::StrContains(refused, "s3cret-on-the-command-line")) << refused;
+  }
 
   const std::string loose = dir + "/loose-token";
   std::ofstream(loose) << "0123456789abcdef0123456789abcdef\n";

@@ -49,6 +49,8 @@ logging: {dir: )",
   nlohmann::json s = ReadJson(dir + "/run/summary.json");
   SCOPED_TRACE(s.dump(2));
   EXPECT_EQ(s["steps"], 16);
+  EXPECT_EQ(s["total_steps"], 16);
+  EXPECT_EQ(s["ended"], "completed");
   EXPECT_GE(before, 3);
   const nlohmann::json& a = s["accounting"];
   const int64_t added = a["added"], used = a["used"], dropped = a["dropped_stale"],
