@@ -20,6 +20,9 @@ namespace {
 
 using models::CatchTorch;
 
+// Cap on GSPO's log sequence ratio (as verl's compute_policy_loss_gspo), so exp cannot overflow.
+constexpr double kMaxLogSequenceRatio = 10.0;
+
 std::string ShapeString(const at::Tensor& t) {
   return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
 }
@@ -457,6 +460,10 @@ absl::StatusOr<PolicyLossOutput> ClippedPolicyLoss(const PolicyLossInputs& in,
     return absl::InvalidArgumentError(absl::StrCat(kFn, ": importance_weight_cap must be > 0"));
   }
   TROUPE_RETURN_IF_ERROR(ValidateAggregation(options.aggregation, options.normalizer_length, kFn));
+  if (options.ratio_level != PolicyRatioLevel::kToken &&
+      options.ratio_level != PolicyRatioLevel::kSequence) {
+    return absl::InvalidArgumentError(absl::StrCat(kFn, ": unknown ratio_level"));
+  }
 
   return CatchTorch(kFn, [&]() -> absl::StatusOr<PolicyLossOutput> {
     const at::ScalarType dtype = ComputeType(in.logp);
@@ -471,7 +478,16 @@ absl::StatusOr<PolicyLossOutput> ClippedPolicyLoss(const PolicyLossInputs& in,
     advantages = Sanitize(advantages, m);
 
     const at::Tensor log_ratio = logp - anchor;
-    const at::Tensor ratio = at::exp(log_ratio);
+    at::Tensor ratio;
+    if (options.ratio_level == PolicyRatioLevel::kSequence) {
+      // GSPO: sg[s_i] · exp(logp - sg[logp]); masked log ratios are 0 after Sanitize.
+      const at::Tensor mf = m.to(dtype);
+      const at::Tensor seq_log_ratio =
+          log_ratio.detach().sum(1, /*keepdim=*/true) / mf.sum(1, /*keepdim=*/true).clamp_min(1);
+      ratio = at::exp((logp - logp.detach() + seq_log_ratio).clamp_max(kMaxLogSequenceRatio));
+    } else {
+      ratio = at::exp(log_ratio);
+    }
     const double low = 1.0 - options.clip_eps_low;
     const double high = 1.0 + options.clip_eps_high;
     const at::Tensor surrogate = at::min(ratio * advantages, ratio.clamp(low, high) * advantages);

@@ -167,10 +167,27 @@ enum class OffPolicyCorrection {
   kMask,      // Drop tokens whose π_prox / π_behav exceeds cap (AReaL's behav_imp_weight_cap).
 };
 
+// Which importance ratio the clipped surrogate uses.
+enum class PolicyRatioLevel {
+  // ρ_{i,t} = exp(logp_{i,t} - anchor_{i,t}) per token (PPO / GRPO).
+  kToken,
+  // GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"): the length-normalised sequence
+  // ratio s_i = exp(Σ_t m_{i,t}(logp_{i,t} - anchor_{i,t}) / Σ_t m_{i,t}) in the token-level form
+  //   ρ_{i,t} = sg[s_i] · exp(logp_{i,t} - sg[logp_{i,t}])
+  // (value s_i on every token of sequence i, ∂ρ_{i,t}/∂logp_{i,t} = s_i; sg = stop-gradient), so
+  // the clip decides per sequence. log ρ is capped at 10 (no overflow; no gradient beyond). GSPO
+  // uses much smaller clip ranges than PPO (e.g. 3e-4 / 4e-4) and "seq-mean-token-mean", i.e.
+  // LossAggregation::kSequenceMean, which gives exactly the paper's gradient
+  //   ∇J = mean_i s_i A_i (1/|y_i|) Σ_t ∇logp_{i,t}   (for unclipped sequences).
+  kSequence,
+};
+
 struct PolicyLossOptions {
   // Ratio clip range [1 - clip_eps_low, 1 + clip_eps_high]. DAPO's clip-higher uses 0.2 / 0.28.
   double clip_eps_low = 0.2;
   double clip_eps_high = 0.2;
+  // Token ratio (default, PPO/GRPO) or GSPO's sequence ratio; see PolicyRatioLevel.
+  PolicyRatioLevel ratio_level = PolicyRatioLevel::kToken;
   // β for the KL-to-reference term (0 disables it; ref_logp is then not required).
   double kl_coef = 0.0;
   KlEstimator kl_estimator = KlEstimator::kK3;
@@ -203,6 +220,8 @@ struct PolicyLossOptions {
 //   J_token = w · min(ρ·A, clip(ρ, 1-ε_low, 1+ε_high)·A) - β·KL_k(π_θ || π_ref) + c_H·H
 //   ρ = exp(logp - anchor),  anchor = old_logp if given else behaviour_logp
 //   loss = -Aggregate(J_token)
+// With ratio_level = kSequence, ρ is GSPO's sequence ratio against the same anchor (see
+// PolicyRatioLevel); w, the KL and the entropy terms stay per token.
 struct PolicyLossInputs {
   at::Tensor logp;            // [B, T], differentiable.
   at::Tensor old_logp;        // [B, T] or undefined; detached.
@@ -219,14 +238,16 @@ struct PolicyLossOutput {
   double pg_loss = 0;  // Aggregated -w·min(...) term alone.
   double kl_loss = 0;  // Aggregated KL estimate (before multiplying by β); 0 without ref_logp.
   // Fraction of unmasked tokens whose gradient the clip removed (ρ > 1+ε_high with A > 0, or
-  // ρ < 1-ε_low with A < 0), and the two sides separately.
+  // ρ < 1-ε_low with A < 0), and the two sides separately. For kSequence every token of a
+  // clipped sequence counts (a token-weighted fraction of sequences).
   double clip_fraction = 0;
   double clip_fraction_high = 0;
   double clip_fraction_low = 0;
-  double ratio_mean = 0;  // Token mean of ρ.
+  double ratio_mean = 0;  // Token mean of ρ (for kSequence: of s_i, token-weighted).
   double ratio_max = 0;
   // Token mean of the k3 estimate of KL(π_anchor || π_θ), exp(logp - anchor) - (logp - anchor) - 1
   // (the samples come from the anchor): how far this step has moved from the anchor policy.
+  // Always per token, whatever the ratio level.
   double approx_kl = 0;
   double entropy = 0;  // Token mean of `entropy` when given, else 0.
   // Off-policy correction (only when both old_logp and behaviour_logp are given, correction on):

@@ -628,5 +628,198 @@ TEST(ClippedPolicyLoss, PromotesBfloat16InputsToFloat32) {
   EXPECT_FLOAT_EQ(out->loss.item<float>(), -1.0f);
 }
 
+// ----------------------------------------------------------------------------------------------
+// GSPO (sequence-level ratio)
+// ----------------------------------------------------------------------------------------------
+
+// Five sequences; row 4 has an empty mask. The mean log ratio d_i of each row is set so that, with
+// ε = 0.2 / 0.28: row 0 (s = 1.5, A > 0) is clipped high, row 1 (s = 0.5, A < 0) clipped low, row 2
+// (s = 1.1) is inside the range, row 3 (s = 1.5, A < 0) is outside it but unclipped (pessimistic
+// branch). Per-token log ratios spread around d_i (offsets sum to 0), so token-level clipping
+// would decide differently.
+struct GspoCase {
+  std::vector<std::vector<double>> logp, anchor, mask;
+  std::vector<double> advantages = {1.0, -1.0, 0.5, -2.0, 3.0};
+  std::vector<double> seq_ratio = {1.5, 0.5, 1.1, 1.5, 1.0};
+};
+
+GspoCase MakeGspoCase() {
+  GspoCase c;
+  c.mask = {{1, 1, 1, 0}, {1, 1, 0, 0}, {1, 1, 1, 1}, {1, 0, 0, 0}, {0, 0, 0, 0}};
+  const std::vector<std::vector<double>> offsets = {
+      {0.3, -0.1, -0.2, 0}, {0.2, -0.2, 0, 0}, {0.3, -0.1, -0.2, 0.0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+  const double anchor_row[] = {-1.0, -2.0, -0.5, -3.0};
+  for (int b = 0; b < 5; ++b) {
+    c.logp.emplace_back();
+    c.anchor.emplace_back();
+    for (int t = 0; t < 4; ++t) {
+      const bool on = c.mask[b][t] != 0;
+      c.anchor[b].push_back(on ? anchor_row[t] : 7.0);  // Garbage on padding.
+      c.logp[b].push_back(on ? anchor_row[t] + std::log(c.seq_ratio[b]) + offsets[b][t]
+                             : -INFINITY);
+    }
+  }
+  return c;
+}
+
+at::Tensor FromRows(const std::vector<std::vector<double>>& rows) {
+  std::vector<double> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return at::tensor(flat, at::kDouble)
+      .reshape({static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+}
+
+// The GSPO loss by loops: s_i = exp(mean_t (logp - anchor)), per-token objective
+// min(s_i A_i, clip(s_i) A_i) on every unmasked token, aggregated.
+double ReferenceGspoLoss(const std::vector<std::vector<double>>& logp, const GspoCase& c,
+                         double eps_low, double eps_high, LossAggregation aggregation) {
+  double token_sum = 0, tokens = 0, seq_sum = 0, seqs = 0;
+  for (size_t b = 0; b < logp.size(); ++b) {
+    double len = 0, log_ratio = 0;
+    for (size_t t = 0; t < logp[b].size(); ++t) {
+      if (c.mask[b][t] == 0) continue;
+      len += 1;
+      log_ratio += logp[b][t] - c.anchor[b][t];
+    }
+    if (len == 0) continue;
+    const double s = std::exp(log_ratio / len);
+    const double a = c.advantages[b];
+    const double clipped = std::min(std::max(s, 1 - eps_low), 1 + eps_high);
+    const double objective = std::min(s * a, clipped * a);
+    token_sum += len * objective;
+    tokens += len;
+    seq_sum += objective;
+    seqs += 1;
+  }
+  switch (aggregation) {
+    case LossAggregation::kTokenMean:
+      return -token_sum / tokens;
+    case LossAggregation::kSequenceMean:
+      return -seq_sum / seqs;
+    case LossAggregation::kSequenceSumNormalized:
+      return -token_sum / (logp.size() * logp[0].size());
+  }
+  return 0;
+}
+
+TEST(ClippedPolicyLoss, GspoClipsTheSequenceRatioAndMatchesALoopReferenceAndItsGradient) {
+  const double eps_low = 0.2, eps_high = 0.28;
+  for (LossAggregation aggregation : {LossAggregation::kTokenMean, LossAggregation::kSequenceMean,
+                                      LossAggregation::kSequenceSumNormalized}) {
+    SCOPED_TRACE(static_cast<int>(aggregation));
+    const GspoCase c = MakeGspoCase();
+    at::Tensor logp = Leaf(FromRows(c.logp));
+    auto out = ClippedPolicyLoss({.logp = logp,
+                                  .old_logp = FromRows(c.anchor),
+                                  .advantages = Vec(c.advantages),
+                                  .mask = FromRows(c.mask)},
+                                 {.clip_eps_low = eps_low,
+                                  .clip_eps_high = eps_high,
+                                  .ratio_level = PolicyRatioLevel::kSequence,
+                                  .aggregation = aggregation});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const double expected = ReferenceGspoLoss(c.logp, c, eps_low, eps_high, aggregation);
+    EXPECT_NEAR(out->loss.item<double>(), expected, kTol);
+    EXPECT_NEAR(out->pg_loss, expected, kTol);
+    out->loss.backward();
+
+    // Gradient against central finite differences of the reference (the sequence ratio is a
+    // function of every token of its sequence) and against the hand formula
+    // -A_i s_i · (aggregation weight of a token of row i) on unclipped rows, 0 on clipped ones.
+    const double n_tokens = 10, n_seqs = 4, cells = 20;
+    const double lengths[] = {3, 2, 4, 1, 0};
+    const bool clipped[] = {true, true, false, false, false};
+    for (int b = 0; b < 5; ++b)
+      for (int t = 0; t < 4; ++t) {
+        const double grad = At(logp.grad(), b, t);
+        if (c.mask[b][t] == 0) {
+          EXPECT_EQ(grad, 0.0) << b << "," << t;
+          continue;
+        }
+        const double h = 1e-5;
+        auto plus = c.logp, minus = c.logp;
+        plus[b][t] += h;
+        minus[b][t] -= h;
+        const double numeric = (ReferenceGspoLoss(plus, c, eps_low, eps_high, aggregation) -
+                                ReferenceGspoLoss(minus, c, eps_low, eps_high, aggregation)) /
+                               (2 * h);
+        EXPECT_NEAR(grad, numeric, 1e-8) << b << "," << t;
+        const double weight = aggregation == LossAggregation::kTokenMean ? 1 / n_tokens
+                              : aggregation == LossAggregation::kSequenceMean
+                                  ? 1 / (n_seqs * lengths[b])
+                                  : 1 / cells;
+        const double hand = clipped[b] ? 0.0 : -c.advantages[b] * c.seq_ratio[b] * weight;
+        EXPECT_NEAR(grad, hand, 1e-12) << b << "," << t;
+      }
+
+    // Diagnostics count every token of a clipped sequence; ratio statistics use s_i; approx_kl
+    // stays per token.
+    EXPECT_NEAR(out->clip_fraction_high, 3 / n_tokens, kTol);
+    EXPECT_NEAR(out->clip_fraction_low, 2 / n_tokens, kTol);
+    EXPECT_NEAR(out->clip_fraction, 5 / n_tokens, kTol);
+    EXPECT_NEAR(out->ratio_mean, (3 * 1.5 + 2 * 0.5 + 4 * 1.1 + 1 * 1.5) / n_tokens, kTol);
+    EXPECT_NEAR(out->ratio_max, 1.5, kTol);
+    double approx_kl = 0;
+    for (int b = 0; b < 5; ++b)
+      for (int t = 0; t < 4; ++t) {
+        if (c.mask[b][t] == 0) continue;
+        const double lr = c.logp[b][t] - c.anchor[b][t];
+        approx_kl += std::exp(lr) - lr - 1;
+      }
+    EXPECT_NEAR(out->approx_kl, approx_kl / n_tokens, kTol);
+    EXPECT_EQ(out->num_tokens, 10);
+  }
+}
+
+TEST(ClippedPolicyLoss, GspoDiffersFromTokenLevelClippingOnTheSameInputs) {
+  // Row 2 has s = 1.1 (inside the range) but its first token has ratio 1.1·e^0.3 ≈ 1.48, which the
+  // token level clips: the two levels must not agree.
+  const GspoCase c = MakeGspoCase();
+  PolicyLossInputs in{.logp = FromRows(c.logp),
+                      .old_logp = FromRows(c.anchor),
+                      .advantages = Vec(c.advantages),
+                      .mask = FromRows(c.mask)};
+  auto token = ClippedPolicyLoss(in, {});
+  auto sequence = ClippedPolicyLoss(in, {.ratio_level = PolicyRatioLevel::kSequence});
+  ASSERT_TRUE(token.ok() && sequence.ok());
+  EXPECT_GT(std::abs(token->loss.item<double>() - sequence->loss.item<double>()), 1e-3);
+  EXPECT_NEAR(sequence->loss.item<double>(),
+              ReferenceGspoLoss(c.logp, c, 0.2, 0.2, LossAggregation::kTokenMean), kTol);
+}
+
+TEST(ClippedPolicyLoss, GspoComposesPerTokenWithTheOffPolicyWeightAndTheKlTerm) {
+  // s = exp(mean(0.15, -0.05)) = e^0.05, inside [0.8, 1.2]; π_prox/π_behav = e^0.5 and e^2 → 2.
+  const double proximal[] = {-1.0, -2.0};
+  const double offset[] = {0.15, -0.05};
+  const double behaviour[] = {-1.5, -4.0};
+  const double ref[] = {-1.2, -1.8};
+  const double w[] = {std::exp(0.5), 2.0};
+  const double beta = 0.1, s = std::exp(0.05), a = 1.5;
+  double lp[2];
+  for (int t = 0; t < 2; ++t) lp[t] = proximal[t] + offset[t];
+  at::Tensor logp = Leaf(Mat({{lp[0], lp[1]}}));
+  auto out = ClippedPolicyLoss({.logp = logp,
+                                .old_logp = Mat({{proximal[0], proximal[1]}}),
+                                .behaviour_logp = Mat({{behaviour[0], behaviour[1]}}),
+                                .ref_logp = Mat({{ref[0], ref[1]}}),
+                                .advantages = Vec({a}),
+                                .mask = at::ones({1, 2})},
+                               {.ratio_level = PolicyRatioLevel::kSequence, .kl_coef = beta});
+  ASSERT_TRUE(out.ok()) << out.status();
+  double loss = 0;
+  for (int t = 0; t < 2; ++t) {
+    const double r = ref[t] - lp[t];
+    loss += (-w[t] * s * a + beta * (std::exp(r) - r - 1)) / 2;
+  }
+  EXPECT_NEAR(out->loss.item<double>(), loss, kTol);
+  EXPECT_NEAR(out->importance_weight_mean, (w[0] + w[1]) / 2, kTol);
+  out->loss.backward();
+  // Token form: ∂ρ_t/∂logp_t = s, so each token's gradient carries its own weight w_t.
+  for (int t = 0; t < 2; ++t) {
+    const double expected = (-w[t] * s * a + beta * (1 - std::exp(ref[t] - lp[t]))) / 2;
+    EXPECT_NEAR(At(logp.grad(), 0, t), expected, kTol) << t;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::trainers
