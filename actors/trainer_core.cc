@@ -182,7 +182,27 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
     return ConfigError(
         absl::StrCat("importance_cap must be > 0, got ", loss_options_.importance_weight_cap));
   }
-  norm_adv_by_std_ = c.norm_adv_by_std();
+  // The advantage estimator: the registry's entry named by the enum value's spelling.
+  if (c.adv_estimator() == proto::ADV_ESTIMATOR_GAE) {
+    return absl::InvalidArgumentError(
+        "adv_estimator gae needs a critic (values per token); this trainer has none");
+  }
+  const google::protobuf::EnumValueDescriptor* estimator =
+      proto::AdvEstimator_descriptor()->FindValueByNumber(c.adv_estimator());
+  if (estimator == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("adv_estimator ", static_cast<int>(c.adv_estimator()), " is unknown"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(estimator_, trainers::FindAdvantageEstimator(
+                                          estimator->options().GetExtension(proto::spelling)));
+  if (!(c.gamma() >= 0 && c.gamma() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("gamma must be in [0, 1], got ", c.gamma()));
+  }
+  advantage_options_.gamma = c.gamma();
+  advantage_options_.norm_adv_by_std = c.norm_adv_by_std();
+  loss_options_.ratio_level = c.policy_loss() == proto::POLICY_LOSS_GSPO
+                                  ? trainers::PolicyRatioLevel::kSequence
+                                  : trainers::PolicyRatioLevel::kToken;
 
   // Resume: weights from the checkpoint's safetensors, optimizer and RNG from trainer_state.pt.
   const std::string& resume = c.resume_dir();
@@ -261,11 +281,12 @@ absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
       ref.emplace_back(l.values().begin(), l.values().end());
     TROUPE_ASSIGN_OR_RETURN(ref_logp, ScatterResponseValues(batch, ref));
   }
-  // Over the whole batch, before it is cut into micro-batches.
-  TROUPE_ASSIGN_OR_RETURN(
-      at::Tensor advantages,
-      trainers::GroupNormalizedAdvantages(torch::tensor(rewards, torch::kFloat), group_size,
-                                          {.scale_by_std = norm_adv_by_std_}));
+  // Over the whole batch, before it is cut into micro-batches: [B, T], 0 off the response.
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor advantages,
+                          estimator_->Compute({.rewards = torch::tensor(rewards, torch::kFloat),
+                                               .group_size = group_size,
+                                               .mask = batch.response_mask},
+                                              advantage_options_));
 
   const int64_t rows = static_cast<int64_t>(samples.size());
   const int64_t per_micro = micro_batch_size_ > 0 ? std::min(micro_batch_size_, rows) : rows;
@@ -294,7 +315,7 @@ absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
         // optimizer step comes after every micro-batch), so its detached log-probs are π_prox.
         if (proximal) in.old_logp = policy.logp.detach();
         in.ref_logp = SliceRows(ref_logp, begin, end, micro);
-        in.advantages = advantages.slice(0, begin, end);
+        in.advantages = SliceRows(advantages, begin, end, micro);
         in.mask = micro.response_mask;
         in.entropy = entropy_bonus ? policy.entropy : policy.entropy.detach();
         TROUPE_ASSIGN_OR_RETURN(trainers::PolicyLossOutput out,

@@ -1,11 +1,13 @@
-// TrainerCore: the GRPO policy update, without the actor around it (actors/trainer.h). Takes groups
-// of scored samples (with their behaviour log-probs and the reference log-probs), computes
-// group-normalised advantages and the clipped policy-gradient loss with the KL penalty
-// (trainers/losses.h), steps AdamW, bumps the weight version and publishes the new weights to the
-// rollout workers over the weight-sync group.
+// TrainerCore: the critic-free policy update (GRPO, RLOO, REINFORCE++, GSPO), without the actor
+// around it (actors/trainer.h). Takes groups of scored samples (with their behaviour log-probs and
+// the reference log-probs), computes advantages with the estimator config.adv_estimator names
+// (trainers/advantage_estimators.h: grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline)
+// and the clipped policy-gradient loss with the KL penalty (trainers/losses.h; per-sequence ratio
+// with config.policy_loss gspo), steps AdamW, bumps the weight version and publishes the new
+// weights to the rollout workers over the weight-sync group.
 //
-// The update (Update, the actor's Step): the samples' group-normalised advantages are computed once
-// over the whole batch; the batch is then cut into micro-batches of `micro_batch_size` sequences
+// The update (Update, the actor's Step): the samples' advantages [B, T] are computed once over the
+// whole batch; the batch is then cut into micro-batches of `micro_batch_size` sequences
 // (the last one may be shorter; 0 = one micro-batch), each forward/backward on its rows (trimmed to
 // their longest sequence), the gradients accumulated, and one AdamW step taken. The micro-batches
 // are weighted as the loss aggregation requires (by tokens for token-mean, by sequences for the
@@ -57,6 +59,7 @@
 #include "actors/policy_util.h"
 #include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
+#include "trainers/advantage_estimators.h"
 #include "trainers/losses.h"
 #include "trainers/train_step.h"
 
@@ -110,7 +113,8 @@ class TrainerCore {
   std::unique_ptr<trainers::Trainer> trainer_;
   trainers::PolicyLossOptions loss_options_;
   int64_t micro_batch_size_ = 0;
-  bool norm_adv_by_std_ = true;
+  const trainers::AdvantageEstimator* estimator_ = nullptr;  // from the registry; not owned
+  trainers::AdvantageOptions advantage_options_;
   int64_t pad_id_ = 0;
   int64_t version_ = 0;
   // What every checkpoint gets besides the weights: the policy directory's config.json and

@@ -347,6 +347,105 @@ TEST(TrainerActor, ReportsTokenWeightedAdvantagesKlCoefAndMemory) {
   EXPECT_GE(run.metric("timing_s/update_actor"), 0.0);
 }
 
+// Token-weighted critic/advantages/{mean,max,min} of per-sample advantages `a` (sample i of a
+// group has i + 1 response tokens).
+struct AdvantageStats {
+  double mean = 0, max = -1e9, min = 1e9;
+};
+AdvantageStats TokenWeighted(const std::vector<double>& a) {
+  AdvantageStats s;
+  double tokens = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const double n = k % 4 + 1;
+    s.mean += a[k] * n;
+    tokens += n;
+    s.max = std::max(s.max, a[k]);
+    s.min = std::min(s.min, a[k]);
+  }
+  s.mean /= tokens;
+  return s;
+}
+
+// adv_estimator picks the registry's estimator: RLOO's leave-one-out baseline and REINFORCE++'s
+// batch-whitened return, worked out here from the rewards.
+TEST(TrainerActor, TheAdvantageEstimatorIsTheConfiguredOne) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {0.0f});
+  std::vector<double> rloo;
+  for (int g = 0; g < 2; ++g) {
+    for (int i = 0; i < 4; ++i) {
+      double others = 0;
+      for (int j = 0; j < 4; ++j) others += j == i ? 0 : kRewards[g * 4 + j];
+      rloo.push_back(kRewards[g * 4 + i] - others / 3);
+    }
+  }
+  // REINFORCE++ with γ = 1 and no KL in the reward: every token's return is its sample's reward,
+  // whitened over all response tokens (Bessel variance).
+  double sum = 0, tokens = 0;
+  for (size_t k = 0; k < kRewards.size(); ++k) {
+    sum += kRewards[k] * (k % 4 + 1);
+    tokens += k % 4 + 1;
+  }
+  const double mu = sum / tokens;
+  double var = 0;
+  for (size_t k = 0; k < kRewards.size(); ++k) {
+    var += (k % 4 + 1) * (kRewards[k] - mu) * (kRewards[k] - mu);
+  }
+  var /= tokens - 1;
+  std::vector<double> whitened;
+  for (float r : kRewards) whitened.push_back((r - mu) / std::sqrt(var + 1e-8));
+
+  for (const auto& [estimator, want] : std::vector<std::pair<std::string, std::vector<double>>>{
+           {"ADV_ESTIMATOR_RLOO", rloo}, {"ADV_ESTIMATOR_REINFORCE_PLUS_PLUS", whitened}}) {
+    const TrainerRun run = Train(Config({{"adv_estimator", estimator}}), {req});
+    ASSERT_EQ(run.replies.size(), 1u) << estimator;
+    const AdvantageStats s = TokenWeighted(want);
+    EXPECT_NEAR(run.metric("critic/advantages/mean"), s.mean, 1e-5) << estimator;
+    EXPECT_NEAR(run.metric("critic/advantages/max"), s.max, 1e-5) << estimator;
+    EXPECT_NEAR(run.metric("critic/advantages/min"), s.min, 1e-5) << estimator;
+    EXPECT_GT(MaxAbsDiff(run.params, InitialParams()), 1e-3) << estimator;
+  }
+}
+
+// policy_loss gspo: one ratio per sequence. On stale samples it updates differently from the
+// per-token ratio, reports the sequence ratios, and micro-batches still give the whole-batch
+// update.
+TEST(TrainerActor, GspoTakesOneRatioPerSequenceAndMicroBatchesAgree) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  const std::vector<float> offsets = {-0.3f, 0.2f, -0.1f, 0.05f, 0.25f};
+  SetBehaviour(req, current.logp, offsets);
+  const nlohmann::json gspo = {{"policy_loss", "POLICY_LOSS_GSPO"},
+                               {"clip_eps_low", 0.1},
+                               {"clip_eps_high", 0.1},
+                               {"loss_agg_mode", "LOSS_AGG_SEQ_MEAN_TOKEN_MEAN"}};
+  nlohmann::json gspo_micro = gspo, vanilla = gspo;
+  gspo_micro["micro_batch_size"] = 3;
+  vanilla["policy_loss"] = "POLICY_LOSS_VANILLA";
+  const TrainerRun whole = Train(Config(gspo), {req});
+  const TrainerRun micro = Train(Config(gspo_micro), {req});
+  const TrainerRun token = Train(Config(vanilla), {req});
+  ASSERT_FALSE(whole.replies.empty() || micro.replies.empty() || token.replies.empty());
+  EXPECT_GT(MaxAbsDiff(whole.params, token.params), 1e-4) << "the ratio level matters";
+  EXPECT_GT(MaxAbsDiff(whole.params, InitialParams()), 1e-3);
+  EXPECT_LT(MaxAbsDiff(whole.params, micro.params), 5e-5);
+  EXPECT_NEAR(whole.metric("actor/pg_loss"), micro.metric("actor/pg_loss"), 1e-5);
+  // The ratios are per sequence: s_i = exp of the mean over its tokens of (logp - behaviour) =
+  // exp(-mean offset), reported as their token mean (each s_i counted once per token).
+  double weighted = 0, tokens = 0;
+  size_t k = 0;
+  for (size_t i = 0; i < current.logp.size(); ++i) {
+    const double n = current.logp[i].size();
+    double log_s = 0;
+    for (size_t t = 0; t < n; ++t) log_s -= offsets[k++ % offsets.size()];
+    weighted += n * std::exp(log_s / n);
+    tokens += n;
+  }
+  EXPECT_NEAR(whole.metric("actor/ratio_mean"), weighted / tokens, 1e-4);
+  EXPECT_GT(std::abs(whole.metric("actor/ratio_mean") - token.metric("actor/ratio_mean")), 1e-4);
+}
+
 TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {
   ActorSystem system(ActorSystemOptions{.num_threads = 1});
   const std::vector<std::pair<nlohmann::json, std::string>> cases = {
@@ -356,6 +455,8 @@ TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {
       {{{"off_policy", "sometimes"}}, "off_policy"},
       {{{"checkpoint_attempts", 0}}, "checkpoint_attempts"},
       {{{"learning_rate", 0.1}}, "learning_rate"},  // not a TrainerConfig field
+      {{{"adv_estimator", "ADV_ESTIMATOR_GAE"}}, "critic"},
+      {{{"gamma", 1.5}}, "gamma"},
   };
   for (const auto& [overrides, key] : cases) {
     absl::StatusOr<ActorHandle<Trainer>> t = system.Spawn<Trainer>({.config = Config(overrides)});

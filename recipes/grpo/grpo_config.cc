@@ -84,14 +84,19 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
     problems.push_back(key.empty() ? std::string(why)
                                    : std::string(spec.ErrorAt(key, why).message()));
   };
-  if (spec.algorithm.adv_estimator != proto::ADV_ESTIMATOR_GRPO) {
+  if (spec.algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE) {
     refuse("algorithm.adv_estimator",
-           absl::StrCat(AdvEstimatorName(spec.algorithm.adv_estimator),
-                        " is not supported by recipe grpo (supported: grpo)"));
+           "gae is not supported by recipe grpo, which has no critic (supported: grpo, rloo, "
+           "reinforce_plus_plus, reinforce_plus_plus_baseline)");
   }
-  for (const char* key : {"algorithm.gamma", "algorithm.lam"}) {
-    if (spec.locations.contains(key))
-      refuse(key, "recipe grpo has no GAE: gamma and lam are unused");
+  if (spec.locations.contains("algorithm.lam"))
+    refuse("algorithm.lam", "recipe grpo has no GAE: lam is unused");
+  if (spec.locations.contains("algorithm.gamma") &&
+      spec.algorithm.adv_estimator != proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS &&
+      spec.algorithm.adv_estimator != proto::ADV_ESTIMATOR_GAE) {  // gae: refused above
+    refuse("algorithm.gamma",
+           absl::StrCat("is the discount of adv_estimator reinforce_plus_plus; ",
+                        AdvEstimatorName(spec.algorithm.adv_estimator), " does not use it"));
   }
   if (spec.actors.critic.replicas > 0)
     refuse("actors.critic.replicas", "recipe grpo has no critic");
@@ -218,6 +223,9 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
   c.set_entropy_coeff(a.entropy_coeff);
   c.set_loss_agg_mode(a.loss_agg_mode);
   c.set_norm_adv_by_std(a.norm_adv_by_std);
+  c.set_adv_estimator(a.adv_estimator);
+  c.set_gamma(a.gamma);
+  c.set_policy_loss(a.policy_loss);
   c.set_off_policy(a.off_policy.correction);
   c.set_importance_cap(a.off_policy.cap);
   c.set_max_response_length(spec.data.max_response_length);

@@ -165,6 +165,28 @@ TEST(GrpoSpec, TheExampleJobIsHonoured) {
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
 }
 
+// The group recipes' estimators and GSPO reach the trainer; gamma only where it is read.
+TEST(GrpoSpec, EstimatorsPolicyLossAndGammaReachTheTrainer) {
+  absl::StatusOr<JobSpec> spec =
+      Parse("algorithm: {adv_estimator: reinforce_plus_plus, gamma: 0.9, policy_loss: gspo}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+  const proto::TrainerConfig c = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  EXPECT_EQ(c.adv_estimator(), proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS);
+  EXPECT_EQ(c.gamma(), 0.9);
+  EXPECT_EQ(c.policy_loss(), proto::POLICY_LOSS_GSPO);
+
+  absl::StatusOr<JobSpec> rloo = Parse("algorithm: {adv_estimator: rloo, gamma: 0.9}\n");
+  ASSERT_TRUE(rloo.ok()) << rloo.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*rloo).message()),
+              HasSubstr("job.yaml:5:41: algorithm.gamma: is the discount of adv_estimator "
+                        "reinforce_plus_plus; rloo does not use it"));
+  // rloo needs a group, as grpo does.
+  absl::StatusOr<JobSpec> single = Parse("algorithm: {adv_estimator: rloo, n: 1}\n");
+  EXPECT_THAT(std::string(single.status().message()),
+              HasSubstr("algorithm.n: adv_estimator rloo needs at least 2 responses per prompt"));
+}
+
 TEST(GrpoSpec, RefusesWhatItCannotRunWithTheKeysLocation) {
   absl::StatusOr<JobSpec> spec = Parse(R"(algorithm: {adv_estimator: gae, gamma: 0.99}
 actors:
@@ -177,8 +199,8 @@ actors:
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   const std::string m(s.message());
   EXPECT_THAT(m, HasSubstr("job.yaml:5:28: algorithm.adv_estimator: gae is not supported by "
-                           "recipe grpo (supported: grpo)"));
-  EXPECT_THAT(m, HasSubstr("algorithm.gamma: recipe grpo has no GAE"));
+                           "recipe grpo, which has no critic (supported: grpo, rloo, "
+                           "reinforce_plus_plus, reinforce_plus_plus_baseline)"));
   EXPECT_THAT(m, HasSubstr("actors.critic.replicas: recipe grpo has no critic"));
   EXPECT_THAT(m, HasSubstr("actors.trainer.replicas: recipe grpo trains on one trainer"));
   EXPECT_THAT(m, HasSubstr("job.yaml:9:18: actors.reward.type: MyReward is not a registered "

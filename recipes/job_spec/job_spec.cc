@@ -76,6 +76,7 @@ const NameTable<E>& Spellings() {
 const NameTable<AdvEstimator>& AdvEstimators() { return Spellings<AdvEstimator>(); }
 const NameTable<KlType>& KlTypes() { return Spellings<KlType>(); }
 const NameTable<LossAggMode>& LossAggModes() { return Spellings<LossAggMode>(); }
+const NameTable<PolicyLoss>& PolicyLosses() { return Spellings<PolicyLoss>(); }
 const NameTable<OffPolicyMode>& OffPolicyModes() { return Spellings<OffPolicyMode>(); }
 const NameTable<LrSchedule>& LrSchedules() { return Spellings<LrSchedule>(); }
 const NameTable<Truncation>& Truncations() {
@@ -822,9 +823,12 @@ class JobSpecReader {
     const JobSpec& s = *spec_;
     CheckDataAndReward();
     const AlgorithmSpec& a = s.algorithm;
-    if (a.adv_estimator == proto::ADV_ESTIMATOR_GRPO && a.n < 2) {
-      Add("algorithm.n", absl::StrCat("adv_estimator grpo needs at least 2 responses per prompt "
-                                      "to form a group, got ",
+    if ((a.adv_estimator == proto::ADV_ESTIMATOR_GRPO ||
+         a.adv_estimator == proto::ADV_ESTIMATOR_RLOO) &&
+        a.n < 2) {
+      Add("algorithm.n", absl::StrCat("adv_estimator ", AdvEstimatorName(a.adv_estimator),
+                                      " needs at least 2 responses per prompt to form a group, "
+                                      "got ",
                                       a.n));
     }
     if (a.adv_estimator == proto::ADV_ESTIMATOR_GAE && s.actors.critic.replicas == 0) {
@@ -1083,6 +1087,7 @@ class JobSpecReader {
     kl.Finish();
     a.Double("entropy_coeff", &alg.entropy_coeff, NonNegative());
     a.Enum("loss_agg_mode", &alg.loss_agg_mode, LossAggModes());
+    a.Enum("policy_loss", &alg.policy_loss, PolicyLosses());
     a.Double("gamma", &alg.gamma, Closed(0, 1));
     a.Double("lam", &alg.lam, Closed(0, 1));
     Section off_policy = a.Sub("off_policy");
@@ -1295,11 +1300,13 @@ ordered_json ToJsonValue(const JobSpec& s) {
   algorithm["kl"] = std::move(kl);
   algorithm["entropy_coeff"] = a.entropy_coeff;
   algorithm["loss_agg_mode"] = LossAggModeName(a.loss_agg_mode);
-  if (a.adv_estimator ==
-      proto::ADV_ESTIMATOR_GAE) {  // GAE's own parameters; nothing else reads them
+  algorithm["policy_loss"] = PolicyLossName(a.policy_loss);
+  // gamma: GAE's and REINFORCE++'s discount; lam: GAE's. Nothing else reads them.
+  if (a.adv_estimator == proto::ADV_ESTIMATOR_GAE ||
+      a.adv_estimator == proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS) {
     algorithm["gamma"] = a.gamma;
-    algorithm["lam"] = a.lam;
   }
+  if (a.adv_estimator == proto::ADV_ESTIMATOR_GAE) algorithm["lam"] = a.lam;
   ordered_json off_policy;
   off_policy["correction"] = OffPolicyModeName(a.off_policy.correction);
   off_policy["cap"] = a.off_policy.cap;
@@ -1538,6 +1545,7 @@ absl::string_view ModelInitName(ModelInit init) {
   return "?";
 }
 absl::string_view AdvEstimatorName(AdvEstimator v) { return NameOf(AdvEstimators(), v); }
+absl::string_view PolicyLossName(PolicyLoss v) { return NameOf(PolicyLosses(), v); }
 absl::string_view KlTypeName(KlType v) { return NameOf(KlTypes(), v); }
 absl::string_view LossAggModeName(LossAggMode v) { return NameOf(LossAggModes(), v); }
 absl::string_view OffPolicyModeName(OffPolicyMode v) { return NameOf(OffPolicyModes(), v); }

@@ -91,6 +91,7 @@ enum class ModelInit { kSft, kRandom, kPath };
 using AdvEstimator = proto::AdvEstimator;
 using KlType = proto::KlEstimator;
 using LossAggMode = proto::LossAggregation;
+using PolicyLoss = proto::PolicyLossMode;
 using OffPolicyMode = proto::OffPolicyCorrection;
 using LrSchedule = proto::LrSchedule;
 
@@ -105,6 +106,7 @@ absl::string_view ModelInitName(ModelInit init);
 absl::string_view AdvEstimatorName(AdvEstimator estimator);
 absl::string_view KlTypeName(KlType type);
 absl::string_view LossAggModeName(LossAggMode mode);
+absl::string_view PolicyLossName(PolicyLoss mode);
 absl::string_view OffPolicyModeName(OffPolicyMode mode);
 absl::string_view LrScheduleName(LrSchedule schedule);
 
@@ -171,6 +173,7 @@ struct AlgorithmSpec {
   KlSpec kl;
   double entropy_coeff = TrainerDefaults().entropy_coeff();
   LossAggMode loss_agg_mode = TrainerDefaults().loss_agg_mode();
+  PolicyLoss policy_loss = TrainerDefaults().policy_loss();
   double gamma = 1.0;
   double lam = 1.0;
   OffPolicySpec off_policy;

@@ -67,8 +67,10 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"data.heldout_size", "held-out problems for evaluations (of a task, or of data.val_files)"},
       {"data.seed",
        "chooses the task's splits, or seeds a dataset's shuffle (as verl's data.seed)"},
-      {"algorithm.adv_estimator", "advantage estimator: grpo, or gae (PPO with a critic)"},
-      {"algorithm.n", "responses per prompt (verl: rollout.n); grpo needs >= 2"},
+      {"algorithm.adv_estimator",
+       "advantage estimator: grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline "
+       "(trainers/advantage_estimators.h), or gae (PPO with a critic)"},
+      {"algorithm.n", "responses per prompt (verl: rollout.n); grpo and rloo need >= 2"},
       {"algorithm.norm_adv_by_std", "GRPO: divide by the group's std; false = Dr. GRPO"},
       {"algorithm.clip_eps", "PPO clip (verl: clip_ratio)"},
       {"algorithm.clip_eps_low", "ratio floor 1 - eps_low", nullptr, "algorithm.clip_eps"},
@@ -79,7 +81,10 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"algorithm.kl.type", "KL estimator (verl's low_var_kl is k3, kl is k1, mse is k2)"},
       {"algorithm.entropy_coeff", "entropy bonus weight"},
       {"algorithm.loss_agg_mode", "how token losses are averaged into the step's loss (verl's)"},
-      {"algorithm.gamma", "GAE discount (gae only)"},
+      {"algorithm.policy_loss",
+       "importance ratio of the clipped loss: vanilla (per token) or gspo (per sequence, GSPO; "
+       "use clip_eps_low/high around 3e-4/4e-4) (verl: actor.policy_loss.loss_mode)"},
+      {"algorithm.gamma", "discount of gae and reinforce_plus_plus"},
       {"algorithm.lam", "GAE lambda (gae only)"},
       {"algorithm.off_policy.correction",
        "the pi_prox / pi_behav weight of stale samples (AReaL's decoupled objective; "

@@ -188,7 +188,8 @@ TEST(JobSpec, AWrongTypeNamesTheLineColumnAndKeyPath) {
   EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {trainer: {config: 3}}\n")),
             "job.yaml:5:28: actors.trainer.config: expected a map, got 3");
   EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {adv_estimator: ppo}\n")),
-            "job.yaml:5:28: algorithm.adv_estimator: expected one of grpo, gae, got \"ppo\" "
+            "job.yaml:5:28: algorithm.adv_estimator: expected one of grpo, gae, rloo, "
+            "reinforce_plus_plus, reinforce_plus_plus_baseline, got \"ppo\" "
             "(PPO's estimator is called gae, as in verl)");
   EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {kl: {type: k4}}\n")),
             "job.yaml:5:24: algorithm.kl.type: expected one of k1, k2, k3, got \"k4\" (did you "
@@ -784,7 +785,8 @@ TEST(JobSpecLimits, EchoedValuesAreCutTo80Bytes) {
   const std::string message =
       ParseError(absl::StrCat(kBase, "algorithm: {adv_estimator: ", long_name, "}\n"));
   EXPECT_EQ(message, absl::StrCat("job.yaml:5:28: algorithm.adv_estimator: expected one of grpo, "
-                                  "gae, got \"",
+                                  "gae, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, "
+                                  "got \"",
                                   std::string(80, 'n'), "\u2026\" (500000 bytes)"));
   // A key path (and the override naming it) is cut at 512 bytes.
   const std::string unknown = ParseError(kBase, {long_name + "=1"});
