@@ -412,12 +412,13 @@ int RunJob(const RunFlags& f) {
               100 * r->final_accuracy, 100 * (r->final_accuracy - r->initial_accuracy));
   // Counted from the generators' side: a sample lost anywhere after generation shows as lost.
   std::printf(
-      "  samples: %lld generated = %lld used + %lld dropped as stale + %lld buffered + %lld lost"
-      " (%lld prompts regenerated, %lld calls retried)\n",
+      "  samples: %lld generated = %lld used + %lld dropped as stale + %lld buffered + %lld "
+      "filtered (all-equal rewards) + %lld lost (%lld prompts regenerated, %lld calls retried)\n",
       static_cast<long long>(r->samples_generated), static_cast<long long>(r->accounting.used()),
       static_cast<long long>(r->accounting.dropped_stale()),
-      static_cast<long long>(r->accounting.buffered()), static_cast<long long>(r->samples_lost),
-      static_cast<long long>(r->prompts_regenerated), static_cast<long long>(r->call_retries));
+      static_cast<long long>(r->accounting.buffered()), static_cast<long long>(r->samples_filtered),
+      static_cast<long long>(r->samples_lost), static_cast<long long>(r->prompts_regenerated),
+      static_cast<long long>(r->call_retries));
   if (!r->checkpoint_failures.empty()) {
     std::printf("  checkpoints NOT written: %s\n",
                 absl::StrJoin(r->checkpoint_failures, "; ").c_str());

@@ -85,6 +85,9 @@ constexpr MetricInfo kCatalog[] = {
     {n::kSamplesDroppedStale, "samples", "driver",
      "Samples dropped so far because they were older than `async.max_staleness` allows."},
     {n::kSamplesBuffered, "samples", "driver", "Samples waiting in the replay buffer now."},
+    {n::kSamplesFiltered, "samples", "driver",
+     "Samples dropped so far by dynamic sampling (`algorithm.filter_groups`): their group's "
+     "rewards were all equal."},
 
     // weights/*
     {n::kWeightsVersion, "", "driver",

@@ -86,6 +86,7 @@ inline constexpr char kSamplesAdded[] = "samples/added";
 inline constexpr char kSamplesUsed[] = "samples/used";
 inline constexpr char kSamplesDroppedStale[] = "samples/dropped_stale";
 inline constexpr char kSamplesBuffered[] = "samples/buffered";
+inline constexpr char kSamplesFiltered[] = "samples/filtered";
 inline constexpr char kWeightsVersion[] = "weights/version";
 inline constexpr char kTimingStep[] = "timing_s/step";
 inline constexpr char kTimingGen[] = "timing_s/gen";

@@ -113,9 +113,14 @@ struct RunResult {
   // Counted from the generator's side: every sample a rollout worker returned (over the run's
   // lineage: a resumed run starts from its checkpoint's count).
   int64_t samples_generated = 0;
-  // samples_generated - (used + dropped_stale + buffered): samples that reached no one. 0 unless
-  // something is wrong; shown in the accounting line and summary.json so it cannot go unseen.
+  // samples_generated - (used + dropped_stale + buffered + filtered): samples that reached no one.
+  // 0 unless something is wrong; shown in the accounting line and summary.json so it cannot go
+  // unseen.
   int64_t samples_lost = 0;
+  // Dropped by dynamic sampling (algorithm.filter_groups: groups whose rewards were all equal;
+  // recipes/rl/group_filter.h), and how many groups; over the run's lineage.
+  int64_t samples_filtered = 0;
+  int64_t groups_filtered = 0;
   // Prompts drawn from the data (the cursor minus the prompts given back and not yet drawn
   // again), and how many groups of them reached the replay buffer (added); equal at the end of
   // a run unless a prompt was lost.

@@ -14,6 +14,7 @@
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
+#include "recipes/rl/group_filter.h"
 #include "recipes/rl/initial_policy.h"
 #include "recipes/rl/rollout_pool.h"
 #include "recipes/rl/run_state.h"
@@ -34,7 +35,15 @@ class GrpoRecipe : public Recipe {
         cluster_(cluster),
         options_(LogAboveProgress(options, [this] { return state_.progress(); })),
         state_(spec, options_),
-        prefix_(options.job_id.empty() ? spec.name : options.job_id) {}
+        prefix_(options.job_id.empty() ? spec.name : options.job_id),
+        filter_(GroupFilterOptions{
+            .overlong_buffer_len =
+                spec.reward.overlong_buffer.enable ? spec.reward.overlong_buffer.len : 0,
+            .overlong_penalty_factor = spec.reward.overlong_buffer.penalty_factor,
+            .max_response_length = spec.data.max_response_length,
+            .filter_groups = spec.algorithm.filter_groups.enable,
+            .max_num_gen_batches = spec.algorithm.filter_groups.max_num_gen_batches,
+            .batch_size = spec.data.train_batch_size}) {}
   // The job's actors end with it (their groups kill them), whether it succeeded or not.
   ~GrpoRecipe() override {
     if (pool_ != nullptr) pool_->ClearRendezvousKeys();
@@ -42,6 +51,7 @@ class GrpoRecipe : public Recipe {
 
   absl::StatusOr<RunResult> Run() override {
     TROUPE_RETURN_IF_ERROR(state_.Begin());
+    filter_.Restore(state_.result().groups_filtered, state_.result().samples_filtered);
     TROUPE_ASSIGN_OR_RETURN(policy_dir_, PrepareInitialPolicy(spec_, options_, &state_.result()));
     TROUPE_RETURN_IF_ERROR(PreparePrompts());
     TROUPE_RETURN_IF_ERROR(SpawnRoles());
@@ -187,7 +197,7 @@ class GrpoRecipe : public Recipe {
     while (!(state_.Done() && !training_.has_value())) {
       TROUPE_RETURN_IF_ERROR(Collect());
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::ScoreReply> scored, scoring_->Poll());
-      TROUPE_RETURN_IF_ERROR(feed_->Add(std::move(scored)));
+      TROUPE_RETURN_IF_ERROR(Buffer(std::move(scored)));
       TROUPE_RETURN_IF_ERROR(FinishStep());
       if (state_.Done() && !training_.has_value()) break;
       // Weight-group changes happen between training steps.
@@ -223,8 +233,11 @@ class GrpoRecipe : public Recipe {
       });
     }
     const int64_t chunk = std::max<int64_t>(1, batch() / spec_.actors.rollout.replicas);
-    while (pool_->idle() > 0 && pending_ + chunk <= std::max<int64_t>(1, eta()) * batch()) {
-      TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(chunk));
+    // A smaller last chunk fills the room: groups dropped as stale or by dynamic sampling leave
+    // pending_ at any count, and a batch short of a few groups must still be completed.
+    for (int64_t room;
+         pool_->idle() > 0 && (room = std::max<int64_t>(1, eta()) * batch() - pending_) > 0;) {
+      TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(std::min(chunk, room)));
       // Recent enough to be within eta when taken (at version + 2 at the latest), not stale.
       const int64_t fresh = state_.version() + (training_ ? 2 : 1) - eta();
       TROUPE_RETURN_IF_ERROR(pool_->Start(
@@ -249,6 +262,17 @@ class GrpoRecipe : public Recipe {
     return absl::OkStatus();
   }
 
+  // Buffer: scored groups, shaped and filtered (DAPO), into the replay buffer. A dropped group
+  // leaves the groups ahead of training, so Generate draws another prompt in its place.
+  absl::Status Buffer(std::vector<proto::ScoreReply> scored) {
+    const int64_t before = filter_.filtered_groups();
+    TROUPE_RETURN_IF_ERROR(filter_.Apply(scored));
+    pending_ -= filter_.filtered_groups() - before;
+    state_.result().groups_filtered = filter_.filtered_groups();
+    state_.result().samples_filtered = filter_.filtered_samples();
+    return feed_->Add(std::move(scored));
+  }
+
   // Train: the next batch (taken against the version the running step will produce), with its
   // reference log-probs, to the trainer once it is free.
   absl::Status StartNext() {
@@ -259,6 +283,7 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(std::optional<proto::TrainStepRequest> req,
                             feed_->Next(&training_groups_, &reference_seconds_));
     if (!req.has_value()) return absl::OkStatus();
+    filter_.OnBatchTaken();
     pending_ -= static_cast<int64_t>(training_groups_.size());
     req->set_step(state_.step());
     train_start_ = absl::Now();
@@ -320,7 +345,7 @@ class GrpoRecipe : public Recipe {
     TROUPE_RETURN_IF_ERROR(feed_->ReturnBatch().status());
     TROUPE_RETURN_IF_ERROR(Collect(/*drain=*/true));
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::ScoreReply> scored, scoring_->Drain());
-    TROUPE_RETURN_IF_ERROR(feed_->Add(std::move(scored)));
+    TROUPE_RETURN_IF_ERROR(Buffer(std::move(scored)));
     state_.result().call_retries += scoring_->retries();
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
     state_.RecordAccounting(stats, prompts_->drawn(), nullptr);
@@ -343,6 +368,7 @@ class GrpoRecipe : public Recipe {
   std::optional<Future<proto::TrainStepReply>> training_;
   std::vector<proto::SampleGroup> training_groups_;
   int64_t pending_ = 0;  // groups drawn, not yet sent to the trainer nor dropped (bounded)
+  GroupFilter filter_;   // overlong shaping and dynamic sampling (DAPO)
   bool publish_failed_ = false;
   absl::Time train_start_;
   double reference_seconds_ = 0;

@@ -840,6 +840,13 @@ class JobSpecReader {
                                                  "not ",
                                                  AdvEstimatorName(a.adv_estimator)));
     }
+    const OverlongBufferSpec& o = s.reward.overlong_buffer;
+    if (o.enable && (o.len <= 0 || o.len >= s.data.max_response_length)) {
+      Add("reward.overlong_buffer.len",
+          absl::StrCat("must be in [1, data.max_response_length) = [1, ",
+                       s.data.max_response_length, ") when overlong_buffer is enabled, got ",
+                       o.len));
+    }
     if (a.kl.coef > 0 && s.actors.reference.replicas == 0) {
       Add("actors.reference.replicas",
           "algorithm.kl.coef > 0 needs a reference model (replicas >= 1); set kl.coef: 0 to run "
@@ -1066,6 +1073,11 @@ class JobSpecReader {
     r.NameList("name", &reward.names);
     r.NumberList("weights", &reward.weights);
     r.Json("config", &reward.config);
+    Section overlong = r.Sub("overlong_buffer");
+    overlong.Bool("enable", &reward.overlong_buffer.enable);
+    overlong.Int("len", &reward.overlong_buffer.len, Positive());
+    overlong.Double("penalty_factor", &reward.overlong_buffer.penalty_factor, NonNegative());
+    overlong.Finish();
     r.Finish();
   }
 
@@ -1088,6 +1100,10 @@ class JobSpecReader {
     a.Double("entropy_coeff", &alg.entropy_coeff, NonNegative());
     a.Enum("loss_agg_mode", &alg.loss_agg_mode, LossAggModes());
     a.Enum("policy_loss", &alg.policy_loss, PolicyLosses());
+    Section filter = a.Sub("filter_groups");
+    filter.Bool("enable", &alg.filter_groups.enable);
+    filter.Int("max_num_gen_batches", &alg.filter_groups.max_num_gen_batches, NonNegative());
+    filter.Finish();
     a.Double("gamma", &alg.gamma, Closed(0, 1));
     a.Double("lam", &alg.lam, Closed(0, 1));
     Section off_policy = a.Sub("off_policy");
@@ -1278,11 +1294,18 @@ ordered_json ToJsonValue(const JobSpec& s) {
     }
   }
   j["data"] = std::move(data);
-  if (!s.reward.names.empty() || !s.reward.config.empty()) {
+  if (!s.reward.names.empty() || !s.reward.config.empty() || s.reward.overlong_buffer.enable) {
     ordered_json reward;
     if (!s.reward.names.empty()) reward["name"] = s.reward.names;
     if (!s.reward.weights.empty()) reward["weights"] = s.reward.weights;
     reward["config"] = ordered_json::parse(s.reward.config.dump());
+    if (s.reward.overlong_buffer.enable) {
+      ordered_json overlong;
+      overlong["enable"] = true;
+      overlong["len"] = s.reward.overlong_buffer.len;
+      overlong["penalty_factor"] = s.reward.overlong_buffer.penalty_factor;
+      reward["overlong_buffer"] = std::move(overlong);
+    }
     j["reward"] = std::move(reward);
   }
 
@@ -1301,6 +1324,10 @@ ordered_json ToJsonValue(const JobSpec& s) {
   algorithm["entropy_coeff"] = a.entropy_coeff;
   algorithm["loss_agg_mode"] = LossAggModeName(a.loss_agg_mode);
   algorithm["policy_loss"] = PolicyLossName(a.policy_loss);
+  ordered_json filter_groups;
+  filter_groups["enable"] = a.filter_groups.enable;
+  filter_groups["max_num_gen_batches"] = a.filter_groups.max_num_gen_batches;
+  algorithm["filter_groups"] = std::move(filter_groups);
   // gamma: GAE's and REINFORCE++'s discount; lam: GAE's. Nothing else reads them.
   if (a.adv_estimator == proto::ADV_ESTIMATOR_GAE ||
       a.adv_estimator == proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS) {

@@ -147,10 +147,18 @@ struct DataSpec {
 
 // The rewards that score the job's samples. Empty `names` = the task's own verifier (data.task),
 // or for a dataset the reward named by each record's data_source.
+// reward.overlong_buffer: DAPO's overlong reward shaping (recipes/rl/group_filter.h).
+struct OverlongBufferSpec {
+  bool enable = false;
+  int64_t len = 0;  // > 0 and < data.max_response_length when enabled.
+  double penalty_factor = 1.0;
+};
+
 struct RewardSpec {
   std::vector<std::string> names;
   std::vector<double> weights;                       // Empty = 1 each; else one per name.
   nlohmann::json config = nlohmann::json::object();  // name -> that reward's config object
+  OverlongBufferSpec overlong_buffer;
 };
 
 struct KlSpec {
@@ -161,6 +169,12 @@ struct KlSpec {
 struct OffPolicySpec {
   OffPolicyMode correction = TrainerDefaults().off_policy();
   double cap = TrainerDefaults().importance_cap();
+};
+
+// algorithm.filter_groups: DAPO's dynamic sampling (recipes/rl/group_filter.h).
+struct FilterGroupsSpec {
+  bool enable = false;
+  int64_t max_num_gen_batches = 10;  // 0 = no limit.
 };
 
 struct AlgorithmSpec {
@@ -174,6 +188,7 @@ struct AlgorithmSpec {
   double entropy_coeff = TrainerDefaults().entropy_coeff();
   LossAggMode loss_agg_mode = TrainerDefaults().loss_agg_mode();
   PolicyLoss policy_loss = TrainerDefaults().policy_loss();
+  FilterGroupsSpec filter_groups;
   double gamma = 1.0;
   double lam = 1.0;
   OffPolicySpec off_policy;

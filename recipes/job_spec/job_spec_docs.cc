@@ -61,6 +61,11 @@ const std::vector<KeyDoc>& KeyDocs() {
        "own, or per record by data_source"},
       {"reward.weights", "one weight per reward.name"},
       {"reward.config", "reward name -> that reward's config map"},
+      {"reward.overlong_buffer.enable",
+       "DAPO's overlong reward shaping: responses longer than data.max_response_length - len "
+       "lose up to penalty_factor, linearly (reward/overlong)"},
+      {"reward.overlong_buffer.len", "the shaped tail of the response length, in tokens"},
+      {"reward.overlong_buffer.penalty_factor", "the penalty at the maximum length"},
       {"data.train_batch_size", "prompts per step"},
       {"data.max_prompt_length", "prompt tokens"},
       {"data.max_response_length", "response tokens"},
@@ -84,6 +89,11 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"algorithm.policy_loss",
        "importance ratio of the clipped loss: vanilla (per token) or gspo (per sequence, GSPO; "
        "use clip_eps_low/high around 3e-4/4e-4) (verl: actor.policy_loss.loss_mode)"},
+      {"algorithm.filter_groups.enable",
+       "DAPO's dynamic sampling: drop groups whose rewards are all equal and generate more "
+       "(counted as samples/filtered)"},
+      {"algorithm.filter_groups.max_num_gen_batches",
+       "fail after this many batches' worth of dropped groups in a row; 0 = no limit"},
       {"algorithm.gamma", "discount of gae and reinforce_plus_plus"},
       {"algorithm.lam", "GAE lambda (gae only)"},
       {"algorithm.off_policy.correction",

@@ -115,6 +115,8 @@ absl::Status RunState::Begin() {
     const nlohmann::json counters = st.value("counters", nlohmann::json::object());
     result_.samples_generated = counters.value("samples_generated", int64_t{0});
     result_.prompts_regenerated = counters.value("prompts_regenerated", int64_t{0});
+    result_.samples_filtered = counters.value("samples_filtered", int64_t{0});
+    result_.groups_filtered = counters.value("groups_filtered", int64_t{0});
     result_.call_retries = counters.value("call_retries", int64_t{0});
     if (st.contains("recipe")) {
       resumed_state_ = st["recipe"];
@@ -181,6 +183,7 @@ void RunState::RecordAccounting(const proto::ReplayStats& stats, int64_t prompts
   (*m)[n::kSamplesUsed] = static_cast<double>(stats.used());
   (*m)[n::kSamplesDroppedStale] = static_cast<double>(stats.dropped_stale());
   (*m)[n::kSamplesBuffered] = static_cast<double>(stats.buffered());
+  (*m)[n::kSamplesFiltered] = static_cast<double>(result_.samples_filtered);
 }
 
 void RunState::Advance(const proto::TrainStepReply& reply, std::map<std::string, double>* m) {
@@ -241,6 +244,8 @@ absl::Status RunState::Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohman
                        {"counters",
                         {{"samples_generated", result_.samples_generated - samples_out},
                          {"prompts_regenerated", result_.prompts_regenerated},
+                         {"samples_filtered", result_.samples_filtered},
+                         {"groups_filtered", result_.groups_filtered},
                          {"call_retries", result_.call_retries}}},
                        {"recipe", std::move(state)}};
   proto::CheckpointRequest req;
@@ -300,11 +305,11 @@ absl::Status RunState::Finish() {
   if (progress_ != nullptr) progress_->Finish();
   result_.steps = step_;
   const proto::ReplayStats& a = result_.accounting;
-  result_.samples_lost = result_.samples_generated - (a.used() + a.dropped_stale() + a.buffered());
+  const int64_t accounted = a.used() + a.dropped_stale() + a.buffered() + result_.samples_filtered;
+  result_.samples_lost = result_.samples_generated - accounted;
   if (result_.samples_lost != 0) {
-    Log(absl::StrCat("SAMPLES LOST: ", result_.samples_generated, " generated but only ",
-                     a.used() + a.dropped_stale() + a.buffered(),
-                     " used, dropped as stale or buffered"));
+    Log(absl::StrCat("SAMPLES LOST: ", result_.samples_generated, " generated but only ", accounted,
+                     " used, dropped as stale, buffered or filtered"));
   }
   // How the loop ended: `troupe dashboard RUN_DIR` shows a stopped run as STOPPED.
   const char* ended = step_ >= spec_.trainer.total_steps ? "completed"
@@ -323,6 +328,8 @@ absl::Status RunState::Finish() {
                       {"seconds", result_.seconds},
                       {"samples_generated", result_.samples_generated},
                       {"samples_lost", result_.samples_lost},
+                      {"samples_filtered", result_.samples_filtered},
+                      {"groups_filtered", result_.groups_filtered},
                       {"prompts_drawn", result_.prompts_drawn},
                       {"prompts_regenerated", result_.prompts_regenerated},
                       {"prompts_filtered", result_.prompts_filtered},

@@ -340,6 +340,37 @@ TEST_F(GrpoEndToEnd, ARandomInitStartsFromRandomWeightsWithoutAnSftStage) {
   ExpectNoSampleLost(*r);
 }
 
+// DAPO's dynamic sampling on a real run: groups whose rewards are all equal are dropped and
+// replaced by new prompts, and every sample is accounted for, the filtered ones included.
+TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
+  const std::string dir = TestDir("dapo");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/3);
+  // The 20-step SFT policy is right ~5% of the time: most groups of 4 are all wrong.
+  spec.algorithm.filter_groups = {.enable = true, .max_num_gen_batches = 50};
+  int64_t steps_seen = 0;
+  absl::StatusOr<GrpoResult> r =
+      RunGrpo(spec, cluster_->cluster(),
+              {.log = Log,
+               .job_id = "dapo",
+               .on_step = [&](int64_t, const std::map<std::string, double>& m) {
+                 ++steps_seen;
+                 EXPECT_EQ(m.count("samples/filtered"), 1u);
+                 // Every trained group had rewards that differ, so its advantages are not all 0.
+                 EXPECT_GT(m.at("critic/advantages/max") - m.at("critic/advantages/min"), 0);
+               }});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 3);
+  EXPECT_EQ(steps_seen, 3);
+  EXPECT_GT(r->groups_filtered, 0) << "the tiny SFT policy solves or fails some groups entirely";
+  EXPECT_EQ(r->samples_filtered, r->groups_filtered * spec.algorithm.n);
+  const proto::ReplayStats& s = r->accounting;
+  EXPECT_EQ(r->samples_lost, 0);
+  EXPECT_EQ(r->samples_generated,
+            s.used() + s.dropped_stale() + s.buffered() + r->samples_filtered);
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir + "/summary.json"));
+  EXPECT_EQ(summary["samples_filtered"], r->samples_filtered);
+}
+
 TEST_F(GrpoEndToEnd, KillingARolloutWorkerMidRunDoesNotStopTheJob) {
   const std::string dir = TestDir("kill");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/8);
