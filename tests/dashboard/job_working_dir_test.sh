@@ -12,16 +12,10 @@
 # Usage: bazel test //tests/dashboard:job_working_dir_test
 set -euo pipefail
 
+source tests/lib/cluster_test_lib.sh  # (runfiles) newest_step, dump_cluster_logs
 fail() {
   echo "job_working_dir_test: FAIL: $*" >&2
-  if [[ -n "${state:-}" && -d "${state:-}" ]]; then
-    tail -20 "$state/logs/head.log" >&2 2>/dev/null || true
-    for f in "$state"/jobs/*/driver.log; do
-      [[ -s "$f" ]] || continue
-      echo "--- $f (tail)" >&2
-      tail -8 "$f" >&2
-    done
-  fi
+  dump_cluster_logs "${state:-}" >&2
   exit 1
 }
 step() { echo "== $*"; }

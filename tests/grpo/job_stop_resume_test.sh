@@ -13,17 +13,10 @@
 # Usage: bazel test //tests/grpo:job_stop_resume_test
 set -euo pipefail
 
+source tests/lib/cluster_test_lib.sh  # (runfiles) newest_step, dump_cluster_logs
 fail() {
   echo "job_stop_resume_test: FAIL: $*" >&2
-  if [[ -n "${state:-}" && -d "${state:-}" ]]; then
-    echo "--- head log (tail)" >&2
-    tail -20 "$state/logs/head.log" >&2 2>/dev/null || true
-    for f in "$state"/jobs/*/driver.log; do
-      [[ -s "$f" ]] || continue
-      echo "--- $f (tail)" >&2
-      tail -8 "$f" >&2
-    done
-  fi
+  dump_cluster_logs "${state:-}" >&2
   exit 1
 }
 step() { echo "== $*"; }
@@ -55,17 +48,6 @@ actors:
 logging: {tensorboard: false}
 YAML
 
-# newest_step DIR: the number of the newest step_N checkpoint in DIR (0 if none).
-newest_step() {
-  local newest=0 d n
-  for d in "$1"/step_*; do
-    [[ -d "$d" ]] || continue
-    n=${d##*step_}
-    n=$((10#${n:-0}))
-    ((n > newest)) && newest=$n
-  done
-  echo "$newest"
-}
 # driver_pid ID: the pid of the process running `troupe run ... --job-id ID`.
 driver_pid() {
   local p

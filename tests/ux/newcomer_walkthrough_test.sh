@@ -24,16 +24,10 @@
 # Needs what tools/install_deps.sh installs (chromium, node_modules of tests/dashboard, python3).
 set -euo pipefail
 
+source tests/lib/cluster_test_lib.sh  # (runfiles) newest_step, dump_cluster_logs
 fail() {
   echo "newcomer_walkthrough_test: FAIL: $*" >&2
-  if [[ -n "${state:-}" && -d "${state:-}" ]]; then
-    tail -20 "$state/logs/head.log" >&2 2>/dev/null || true
-    for f in "$state"/jobs/*/driver.log; do
-      [[ -s "$f" ]] || continue
-      echo "--- $f (tail)" >&2
-      tail -8 "$f" >&2
-    done
-  fi
+  dump_cluster_logs "${state:-}" >&2
   exit 1
 }
 step() { echo "== $*"; }
@@ -74,17 +68,6 @@ actors:
 logging: {dir: runs/walkthrough, tensorboard: false}
 YAML
 
-# newest_step DIR: the number of the newest step_N checkpoint in DIR (0 if none).
-newest_step() {
-  local newest=0 d n
-  for d in "$1"/step_*; do
-    [[ -d "$d" ]] || continue
-    n=${d##*step_}
-    n=$((10#${n:-0}))
-    ((n > newest)) && newest=$n
-  done
-  echo "$newest"
-}
 # summary_field RUN_DIR KEY: a field of RUN_DIR/summary.json.
 summary_field() {
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" \
