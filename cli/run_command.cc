@@ -33,9 +33,11 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/checkpointer.h"
@@ -407,8 +409,14 @@ int RunJob(const RunFlags& f) {
               r->seconds);
   if (r->sft_accuracy >= 0)
     std::printf("  SFT held-out exact match:   %5.1f%%\n", 100 * r->sft_accuracy);
-  std::printf("  held-out exact match before GRPO: %5.1f%%\n", 100 * r->initial_accuracy);
-  std::printf("  held-out exact match after GRPO:  %5.1f%%  (%+.1f points)\n",
+  // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, ...).
+  std::string rl =
+      spec->algorithm.policy_loss == proto::POLICY_LOSS_GSPO
+          ? "GSPO"
+          : absl::AsciiStrToUpper(recipes::AdvEstimatorName(spec->algorithm.adv_estimator));
+  rl = absl::StrReplaceAll(rl, {{"_PLUS_PLUS", "++"}, {"_BASELINE", " (baseline)"}});
+  std::printf("  held-out exact match before %s: %5.1f%%\n", rl.c_str(), 100 * r->initial_accuracy);
+  std::printf("  held-out exact match after %s:  %5.1f%%  (%+.1f points)\n", rl.c_str(),
               100 * r->final_accuracy, 100 * (r->final_accuracy - r->initial_accuracy));
   // Counted from the generators' side: a sample lost anywhere after generation shows as lost.
   std::printf(

@@ -371,6 +371,28 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
   EXPECT_EQ(summary["samples_filtered"], r->samples_filtered);
 }
 
+// reward.overlong_buffer on a real run: with data.max_response_length 4 and a buffer of 3, a
+// response of L >= 2 tokens loses 0.5 · (L - 1) / 3 (at most 0.5), reported as reward/overlong.
+TEST_F(GrpoEndToEnd, OverlongResponsesAreShapedAndReported) {
+  const std::string dir = TestDir("overlong");
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/0, /*steps=*/2);
+  spec.reward.overlong_buffer = {.enable = true, .len = 3, .penalty_factor = 0.5};
+  double lowest = 0;
+  absl::StatusOr<GrpoResult> r =
+      RunGrpo(spec, cluster_->cluster(),
+              {.log = Log,
+               .job_id = "overlong",
+               .on_step = [&](int64_t, const std::map<std::string, double>& m) {
+                 auto it = m.find("reward/overlong");
+                 if (it != m.end()) lowest = std::min(lowest, it->second);
+                 EXPECT_GE(m.at("critic/score/min"), -0.5);
+               }});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(lowest, 0) << "no response was shaped";
+  EXPECT_GE(lowest, -0.5);
+  ExpectNoSampleLost(*r);
+}
+
 TEST_F(GrpoEndToEnd, KillingARolloutWorkerMidRunDoesNotStopTheJob) {
   const std::string dir = TestDir("kill");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/8);
