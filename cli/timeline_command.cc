@@ -34,6 +34,8 @@ struct TimelineFlags {
   std::string run_dir;
   std::string job;
   std::string address;
+  std::string token;  // --token: refused (TokenFlagRefusal)
+  std::string token_file;
   std::string state_dir = "/tmp/troupe";
   std::string output;
 };
@@ -60,6 +62,10 @@ int Write(const std::vector<ProcessSpans>& processes, const std::string& output)
 }
 
 int RunTimeline(const TimelineFlags& f) {
+  if (!f.token.empty()) {
+    std::fprintf(stderr, "%s\n", TokenFlagRefusal("timeline").c_str());
+    return 2;
+  }
   if (f.run_dir.empty() == f.job.empty()) {
     return Fail(2, "give a run directory (a job's logging.dir) or --job ID, not both or neither");
   }
@@ -78,12 +84,17 @@ int RunTimeline(const TimelineFlags& f) {
                                 "a running head (none in ",
                                 f.state_dir, ")"));
   }
-  const std::string token = DefaultToken(f.state_dir, address);
+  absl::StatusOr<std::string> token =
+      ClientToken("timeline", "", f.token_file, f.state_dir, address);
+  if (!token.ok()) {  // the message names the command and the flag
+    std::fprintf(stderr, "%s\n", std::string(token.status().message()).c_str());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<Cluster>> cluster =
-      Cluster::Connect({.address = address, .token = token});
+      Cluster::Connect({.address = address, .token = *token});
   if (!cluster.ok()) return Fail(1, cluster.status().ToString());
   absl::StatusOr<CollectedSpans> collected =
-      CollectClusterSpans(**cluster, f.job, {.token = token});
+      CollectClusterSpans(**cluster, f.job, {.token = *token});
   if (!collected.ok()) return Fail(1, std::string(collected.status().message()));
   for (const std::string& e : collected->errors) {
     std::fprintf(stderr, "troupe timeline: warning: %s\n", e.c_str());
@@ -108,6 +119,12 @@ void Install(CLI::App& app, int* exit_code) {
   timeline->add_option("run_dir", flags.run_dir, "A run's logging.dir (troupe run)");
   timeline->add_option("--job", flags.job, "A job on a running cluster (its actors' spans)");
   timeline->add_option("--address", flags.address, "Head HOST:PORT (default: state dir)");
+  timeline->add_option("--token-file", flags.token_file,
+                       "File holding the cluster token, mode 0600 (default: TROUPE_TOKEN, then "
+                       "the token of the head at --address if this user runs it here, then the "
+                       "state dir's)");
+  timeline->add_option("--token", flags.token,
+                       "Refused: a token on the command line is visible in ps; use --token-file");
   timeline->add_option("--state-dir", flags.state_dir, "State dir (default /tmp/troupe)");
   timeline->add_option("-o,--output", flags.output, "Trace file to write (JSON)");
   timeline->callback([exit_code] { *exit_code = RunTimeline(flags); });

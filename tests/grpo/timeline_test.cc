@@ -176,6 +176,11 @@ TEST(TroupeTimeline, RefusesBadInputWithAClearError) {
       {{"--job", "j", "--state-dir", dir + "/no-cluster", "-o", dir + "/t.json"},
        1,
        "no cluster address"},
+      {{"--job", "j", "--token", "s3cret", "-o", dir + "/t.json"}, 2, "--token is refused"},
+      {{"--job", "j", "--address", "127.0.0.1:1", "--token-file", dir + "/no-token", "-o",
+        dir + "/t.json"},
+       1,
+       "troupe timeline: --token-file: "},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {kTroupe, "timeline"};
