@@ -291,6 +291,17 @@ TEST(JobSpec, RulesBetweenKeysAreCheckedWithTheLocationOfTheKeyToChange) {
             "job.yaml:5:27: rollout.max_new_tokens: 600 exceeds data.max_response_length (512)");
   EXPECT_EQ(ParseError(absl::StrCat(kBase, "name: x\n")),
             "job.yaml:5:1: name: duplicate key (first at job.yaml:1:1)");
+  EXPECT_THAT(
+      ParseError(absl::StrCat(kBase, "reward: {overlong_buffer: {enable: true, len: 512}}\n")),
+      HasSubstr("reward.overlong_buffer.len: must be in [1, data.max_response_length) = "
+                "[1, 512) when overlong_buffer is enabled, got 512"));
+  EXPECT_THAT(ParseError(absl::StrCat(kBase, "reward: {overlong_buffer: {enable: true}}\n")),
+              HasSubstr("reward.overlong_buffer.len: must be in [1, "));
+  EXPECT_THAT(
+      ParseError(absl::StrCat(kBase, "algorithm: {filter_groups: {max_num_gen_batches: -1}}\n")),
+      HasSubstr("algorithm.filter_groups.max_num_gen_batches"));
+  EXPECT_THAT(ParseError(absl::StrCat(kBase, "algorithm: {policy_loss: gpso}\n")),
+              HasSubstr("algorithm.policy_loss: expected one of vanilla, gspo, got \"gpso\""));
   // Fine: no KL term, so no reference model needed; gae with a critic.
   Parse(absl::StrCat(kBase, "algorithm: {kl: {coef: 0}}\nactors: {reference: {replicas: 0}}\n"));
   Parse(absl::StrCat(kBase,
@@ -448,6 +459,26 @@ sft: {lr: 0.001}
   absl::StatusOr<JobSpec> from_json = ParseJobSpec(ToJson(spec), "resolved.json");
   ASSERT_TRUE(from_json.ok()) << from_json.status();
   EXPECT_EQ(ToJson(*from_json), ToJson(spec));
+}
+
+// The group recipe's options (issue 17) survive the resolved spec: ToYaml, then Parse.
+TEST(JobSpec, TheGroupRecipeOptionsRoundTrip) {
+  const JobSpec spec =
+      Parse(absl::StrCat(kBase, R"(algorithm: {adv_estimator: reinforce_plus_plus, gamma: 0.9,
+  policy_loss: gspo, filter_groups: {enable: true, max_num_gen_batches: 3}}
+reward: {overlong_buffer: {enable: true, len: 64, penalty_factor: 0.5}}
+)"));
+  EXPECT_EQ(spec.algorithm.adv_estimator, proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS);
+  EXPECT_EQ(spec.algorithm.policy_loss, proto::POLICY_LOSS_GSPO);
+  EXPECT_TRUE(spec.algorithm.filter_groups.enable);
+  EXPECT_EQ(spec.algorithm.filter_groups.max_num_gen_batches, 3);
+  EXPECT_EQ(spec.reward.overlong_buffer.len, 64);
+  EXPECT_EQ(spec.reward.overlong_buffer.penalty_factor, 0.5);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(ToYaml(spec), "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << ToYaml(spec);
+  EXPECT_EQ(ToJson(*again), ToJson(spec));
+  EXPECT_EQ(again->algorithm.gamma, 0.9);
+  EXPECT_TRUE(again->reward.overlong_buffer.enable);
 }
 
 TEST(JobSpec, ToYamlOfAModelInitPathWithoutAConfigParsesBack) {

@@ -101,6 +101,10 @@ rc=0
 "$troupe" run job.yaml --token s3cret >/dev/null 2>"$tmp/token.err" || rc=$?
 [[ $rc == 2 ]] && grep -q -- "--token is refused" "$tmp/token.err" ||
   fail "troupe run --token was not refused (exit $rc): $(cat "$tmp/token.err")"
+rc=0
+"$troupe" run job.yaml --token-file "$tmp/no-token" >/dev/null 2>"$tmp/token_file.err" || rc=$?
+[[ $rc == 2 ]] && grep -q -- "--token-file is for a cluster given with --address" \
+  "$tmp/token_file.err" || fail "troupe run --token-file without --address (exit $rc)"
 
 step "2. troupe run job.yaml, from the project directory, on a terminal"
 cd "$project"
