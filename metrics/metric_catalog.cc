@@ -43,6 +43,15 @@ constexpr MetricInfo kCatalog[] = {
      "Micro-batches the step's batch was cut into (`trainer.micro_batch_size`)."},
     {n::kSkipped, "", "trainer",
      "1 if the step's gradient was not finite and the optimizer step was skipped, else 0."},
+    {n::kOptimizerSteps, "", "trainer",
+     "Optimizer steps the batch took: `trainer.ppo_epochs` × its mini-batches "
+     "(`trainer.mini_batch_size`); 1 by default."},
+    {n::kRewardKlPenalty, "nats", "trainer",
+     "KL in the reward (`algorithm.use_kl_in_reward`): the mean per-token KL estimate of the "
+     "behaviour policy against the reference, before multiplying by its coefficient."},
+    {n::kRewardKlPenaltyCoeff, "", "trainer",
+     "The coefficient of the KL in the reward this step used (`algorithm.kl_ctrl`: fixed, or "
+     "adapted towards `target_kl`)."},
 
     // critic/*: scores and advantages of the samples trained on.
     {n::kScoreMean, "", "driver",
@@ -55,6 +64,24 @@ constexpr MetricInfo kCatalog[] = {
      "over the sample's tokens)."},
     {n::kAdvantagesMax, "", "trainer", "Largest advantage of a sample with response tokens."},
     {n::kAdvantagesMin, "", "trainer", "Smallest advantage of a sample with response tokens."},
+    {n::kVfLoss, "", "critic",
+     "PPO's clipped value loss ½·max((V−R)², (V_clip−R)²), aggregated as the policy loss, over "
+     "the critic's optimizer steps of the batch."},
+    {n::kVfClipFrac, "fraction", "critic",
+     "Share of response tokens where the clipped value error was the larger one "
+     "(`actors.critic.config.cliprange_value`)."},
+    {n::kVfExplainedVar, "", "critic",
+     "1 − Var(R − V_old) / Var(R) over the batch's response tokens: how much of the returns' "
+     "variance the critic's values (before the update) explain; 1 is perfect, ≤ 0 is no better "
+     "than a constant."},
+    {n::kVpredMean, "", "critic", "Mean value the critic predicted during its update."},
+    {n::kValuesMean, "", "critic",
+     "Mean of the critic's values (before the update) over the batch's response tokens."},
+    {n::kReturnsMean, "", "critic",
+     "Mean GAE return (the critic's target) over the batch's response tokens."},
+    {n::kCriticGradNorm, "", "critic", "Global L2 norm of the critic's gradient before clipping "
+     "(mean over its optimizer steps)."},
+    {n::kCriticLr, "", "critic", "The critic's learning rate of this step."},
 
     // reward/*: the reward's components.
     {"reward/<component>", "", "driver",
@@ -107,6 +134,11 @@ constexpr MetricInfo kCatalog[] = {
     {n::kTimingUpdateActor, "s", "trainer", "The trainer's forward, backward and optimizer step."},
     {n::kTimingUpdateWeights, "s", "trainer",
      "Publishing the new weights to the rollout workers' weight group."},
+    {n::kTimingUpdateCritic, "s", "critic",
+     "The critic's update of the step: returns, forward, backward and optimizer steps."},
+    {n::kTimingValues, "s", "driver",
+     "The driver's Critic.Values call for the step's batch (the critic's values before its "
+     "update, which the policy's GAE advantages use)."},
     {n::kTimingTesting, "s", "evaluation",
      "The held-out evaluation at this step (generation and scoring)."},
 

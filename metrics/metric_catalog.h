@@ -28,7 +28,7 @@ namespace troupe::metrics {
 struct MetricInfo {
   absl::string_view name;         // exact, or ending in "<placeholder>"
   absl::string_view unit;         // "" for a plain number, else e.g. "s", "tokens/s", "GB"
-  absl::string_view source;       // who computes it: "trainer", "driver" or "evaluation"
+  absl::string_view source;  // who computes it: "trainer", "critic", "driver" or "evaluation"
   absl::string_view description;  // one or two sentences of Markdown
 };
 
@@ -58,6 +58,9 @@ inline constexpr char kGradNorm[] = "actor/grad_norm";
 inline constexpr char kLr[] = "actor/lr";
 inline constexpr char kMicroBatches[] = "actor/micro_batches";
 inline constexpr char kSkipped[] = "actor/skipped";
+inline constexpr char kOptimizerSteps[] = "actor/optimizer_steps";
+inline constexpr char kRewardKlPenalty[] = "actor/reward_kl_penalty";
+inline constexpr char kRewardKlPenaltyCoeff[] = "actor/reward_kl_penalty_coeff";
 inline constexpr char kAdvantagesMean[] = "critic/advantages/mean";
 inline constexpr char kAdvantagesMax[] = "critic/advantages/max";
 inline constexpr char kAdvantagesMin[] = "critic/advantages/min";
@@ -66,6 +69,17 @@ inline constexpr char kMaxMemoryGb[] = "perf/max_memory_gb";
 inline constexpr char kCpuMemoryUsedGb[] = "perf/cpu_memory_used_gb";
 inline constexpr char kTimingUpdateActor[] = "timing_s/update_actor";
 inline constexpr char kTimingUpdateWeights[] = "timing_s/update_weights";
+// Critic (actors/critic.cc).
+inline constexpr char kVfLoss[] = "critic/vf_loss";
+inline constexpr char kVfClipFrac[] = "critic/vf_clipfrac";
+inline constexpr char kVfExplainedVar[] = "critic/vf_explained_var";
+inline constexpr char kVpredMean[] = "critic/vpred_mean";
+inline constexpr char kValuesMean[] = "critic/values/mean";
+inline constexpr char kReturnsMean[] = "critic/returns/mean";
+inline constexpr char kCriticGradNorm[] = "critic/grad_norm";
+inline constexpr char kCriticLr[] = "critic/lr";
+inline constexpr char kTimingUpdateCritic[] = "timing_s/update_critic";
+inline constexpr char kTimingValues[] = "timing_s/values";
 // Driver: the samples a step trained on (recipes/rl/step_metrics.cc).
 inline constexpr char kScoreMean[] = "critic/score/mean";
 inline constexpr char kScoreMax[] = "critic/score/max";

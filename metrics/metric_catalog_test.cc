@@ -43,7 +43,8 @@ TEST(MetricCatalog, EveryEntryIsUniqueDocumentedAndGrouped) {
   for (const MetricInfo& m : MetricCatalog()) {
     EXPECT_TRUE(names.insert(std::string(m.name)).second) << "duplicate " << m.name;
     EXPECT_FALSE(m.description.empty()) << m.name;
-    EXPECT_TRUE(m.source == "trainer" || m.source == "driver" || m.source == "evaluation")
+    EXPECT_TRUE(m.source == "trainer" || m.source == "critic" || m.source == "driver" ||
+                m.source == "evaluation")
         << m.name << ": source " << m.source;
     const std::string g(m.name.substr(0, m.name.find('/')));
     ASSERT_NE(m.name.find('/'), absl::string_view::npos) << m.name << " has no group";

@@ -47,6 +47,18 @@ if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
   failed=1
   echo "run_tests: bazel exited with code $bazel_rc before reporting test results" >&2
 fi
+# Name what failed, with the end of each failed test's log, just above the count: CI keeps only the
+# tail of this output.
+if [[ $failed -gt 0 ]]; then
+  testlogs=$("$BAZEL" info bazel-testlogs 2>/dev/null)
+  grep -E '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log" |
+    while read -r target _; do
+      echo "run_tests: failed: $target"
+      target=${target%:cuda}
+      tlog="$testlogs/$(sed -E 's#^//##; s#:#/#' <<<"$target")/test.log"
+      [[ -f "$tlog" ]] && tail -n 25 "$tlog" | sed 's/^/    /'
+    done
+fi
 echo "run_tests: $(( $(date +%s) - start )) s"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

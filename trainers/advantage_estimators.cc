@@ -179,7 +179,63 @@ class ReinforcePlusPlusBaselineEstimator : public AdvantageEstimator {
   }
 };
 
+// ρ_t: the outcome reward on the last unmasked position, minus the penalty on every one.
+std::vector<double> TokenRewards(const AdvantageBatch& batch) {
+  const int64_t length = batch.length;
+  std::vector<double> rewards(batch.batch_size * length, 0.0);
+  for (int64_t b = 0; b < batch.batch_size; ++b) {
+    bool last_seen = false;
+    for (int64_t t = length - 1; t >= 0; --t) {
+      if (!Unmasked(batch, b, t)) continue;
+      double& r = rewards[b * length + t];
+      if (!batch.kl_penalty.empty()) r -= batch.kl_penalty[b * length + t];
+      if (!last_seen) {
+        r += batch.rewards[b];
+        last_seen = true;
+      }
+    }
+  }
+  return rewards;
+}
+
+// GAE's reverse scan over each row's unmasked positions: {advantages, returns = A + V}.
+std::pair<std::vector<double>, std::vector<double>> GaeScan(const AdvantageBatch& batch,
+                                                            const AdvantageOptions& options) {
+  const int64_t length = batch.length;
+  const std::vector<double> rewards = TokenRewards(batch);
+  std::vector<double> advantages(rewards.size(), 0.0), returns(rewards.size(), 0.0);
+  for (int64_t b = 0; b < batch.batch_size; ++b) {
+    double next_value = 0, next_advantage = 0;
+    for (int64_t t = length - 1; t >= 0; --t) {
+      const int64_t k = b * length + t;
+      if (!batch.mask[k]) continue;
+      const double delta = rewards[k] + options.gamma * next_value - batch.values[k];
+      next_advantage = delta + options.gamma * options.lambda * next_advantage;
+      next_value = batch.values[k];
+      advantages[k] = next_advantage;
+      returns[k] = next_advantage + batch.values[k];
+    }
+  }
+  return {std::move(advantages), std::move(returns)};
+}
+
+class GaeEstimator : public AdvantageEstimator {
+ public:
+  absl::string_view description() const override {
+    return "PPO's GAE(gamma, lam) over the critic's values, whitened over the batch (Schulman et "
+           "al. 2016); needs a critic";
+  }
+  bool needs_values() const override { return true; }
+
+ protected:
+  absl::StatusOr<std::vector<double>> Estimate(const AdvantageBatch& batch,
+                                               const AdvantageOptions& options) const override {
+    return MaskedWhiten(batch, GaeScan(batch, options).first, options.whiten_eps);
+  }
+};
+
 TROUPE_REGISTER_ADVANTAGE_ESTIMATOR("grpo", GrpoEstimator);
+TROUPE_REGISTER_ADVANTAGE_ESTIMATOR("gae", GaeEstimator);
 TROUPE_REGISTER_ADVANTAGE_ESTIMATOR("rloo", RlooEstimator);
 TROUPE_REGISTER_ADVANTAGE_ESTIMATOR("reinforce_plus_plus", ReinforcePlusPlusEstimator);
 TROUPE_REGISTER_ADVANTAGE_ESTIMATOR("reinforce_plus_plus_baseline",
@@ -189,6 +245,10 @@ absl::Status ValidateOptions(const AdvantageOptions& options) {
   if (!(options.gamma >= 0 && options.gamma <= 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("advantage options: gamma must lie in [0, 1], got ", options.gamma));
+  }
+  if (!(options.lambda >= 0 && options.lambda <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("advantage options: lambda must lie in [0, 1], got ", options.lambda));
   }
   if (!(options.eps >= 0) || !std::isfinite(options.eps)) {
     return absl::InvalidArgumentError(
@@ -223,9 +283,13 @@ absl::StatusOr<at::Tensor> ComputeAdvantages(absl::string_view name, const Advan
   return estimator->Compute(inputs, options);
 }
 
-absl::StatusOr<at::Tensor> AdvantageEstimator::Compute(const AdvantageInputs& in,
-                                                       const AdvantageOptions& options) const {
-  constexpr char kFn[] = "AdvantageEstimator::Compute";
+namespace {
+
+constexpr char kFn[] = "AdvantageEstimator::Compute";
+
+// The validated inputs (the file comment's rules) for an estimator with these needs.
+absl::StatusOr<AdvantageBatch> Prepare(const AdvantageInputs& in, const AdvantageOptions& options,
+                                       int64_t min_group_size, bool needs_values) {
   if (!in.rewards.defined() || !at::isFloatingType(in.rewards.scalar_type()) ||
       in.rewards.dim() != 1) {
     return absl::InvalidArgumentError(
@@ -245,10 +309,16 @@ absl::StatusOr<at::Tensor> AdvantageEstimator::Compute(const AdvantageInputs& in
         absl::StrCat(kFn, ": `kl_penalty` must be floating with the shape of `mask` ",
                      ShapeString(in.mask), ", got ", ShapeString(in.kl_penalty)));
   }
-  if (in.group_size < min_group_size()) {
+  if (needs_values && (!in.values.defined() || !at::isFloatingType(in.values.scalar_type()) ||
+                       !in.values.sizes().equals(in.mask.sizes()))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kFn, ": `values` (the critic's) must be floating with the shape of `mask` ",
+        ShapeString(in.mask), ", got ", in.values.defined() ? ShapeString(in.values) : "nothing"));
+  }
+  if (in.group_size < min_group_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         kFn, ": group_size ", in.group_size, " is below this estimator's minimum ",
-        min_group_size(), needs_groups() ? " (it needs several samples per prompt)" : ""));
+        min_group_size, min_group_size > 1 ? " (it needs several samples per prompt)" : ""));
   }
   if (batch_size % in.group_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -270,6 +340,10 @@ absl::StatusOr<at::Tensor> AdvantageEstimator::Compute(const AdvantageInputs& in
       const at::Tensor kl = in.kl_penalty.detach().to(at::kCPU, at::kDouble).contiguous();
       batch.kl_penalty.assign(kl.data_ptr<double>(), kl.data_ptr<double>() + kl.numel());
     }
+    if (needs_values) {
+      const at::Tensor v = in.values.detach().to(at::kCPU, at::kDouble).contiguous();
+      batch.values.assign(v.data_ptr<double>(), v.data_ptr<double>() + v.numel());
+    }
     return absl::OkStatus();
   }));
   for (int64_t b = 0; b < batch_size; ++b) {
@@ -287,20 +361,50 @@ absl::StatusOr<at::Tensor> AdvantageEstimator::Compute(const AdvantageInputs& in
     }
   }
 
-  TROUPE_ASSIGN_OR_RETURN(std::vector<double> advantages, Estimate(batch, options));
-  if (advantages.size() != batch.mask.size()) {
-    return absl::InternalError(absl::StrCat(kFn, ": estimator returned ", advantages.size(),
+  for (size_t k = 0; k < batch.values.size(); ++k) {
+    if (!batch.mask[k]) {
+      batch.values[k] = 0;
+    } else if (!std::isfinite(batch.values[k])) {
+      return absl::InvalidArgumentError(absl::StrCat(kFn, ": `values`[", k / batch.length, ", ",
+                                                     k % batch.length, "] is not finite"));
+    }
+  }
+  return batch;
+}
+
+// `per_token` [B·T] (masked entries zeroed here) as the [B, T] tensor the file comment promises.
+absl::StatusOr<at::Tensor> ToTensor(std::vector<double> per_token, const AdvantageBatch& batch,
+                                    const AdvantageInputs& in) {
+  if (per_token.size() != batch.mask.size()) {
+    return absl::InternalError(absl::StrCat(kFn, ": estimator returned ", per_token.size(),
                                             " values for ", batch.mask.size(), " tokens"));
   }
-  for (size_t k = 0; k < advantages.size(); ++k) {
-    if (!batch.mask[k]) advantages[k] = 0;
+  for (size_t k = 0; k < per_token.size(); ++k) {
+    if (!batch.mask[k]) per_token[k] = 0;
   }
   return CatchTorch(kFn, [&]() -> absl::StatusOr<at::Tensor> {
     const at::ScalarType dtype = in.rewards.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-    return at::tensor(advantages, at::kDouble)
+    return at::tensor(per_token, at::kDouble)
         .reshape({batch.batch_size, batch.length})
         .to(in.mask.device(), dtype);
   });
+}
+
+}  // namespace
+
+absl::StatusOr<at::Tensor> AdvantageEstimator::Compute(const AdvantageInputs& in,
+                                                       const AdvantageOptions& options) const {
+  TROUPE_ASSIGN_OR_RETURN(AdvantageBatch batch,
+                          Prepare(in, options, min_group_size(), needs_values()));
+  TROUPE_ASSIGN_OR_RETURN(std::vector<double> advantages, Estimate(batch, options));
+  return ToTensor(std::move(advantages), batch, in);
+}
+
+absl::StatusOr<at::Tensor> GaeReturns(const AdvantageInputs& in,
+                                      const AdvantageOptions& options) {
+  TROUPE_ASSIGN_OR_RETURN(AdvantageBatch batch,
+                          Prepare(in, options, /*min_group_size=*/1, /*needs_values=*/true));
+  return ToTensor(GaeScan(batch, options).second, batch, in);
 }
 
 }  // namespace troupe::trainers

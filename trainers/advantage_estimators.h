@@ -29,6 +29,13 @@
 //                                 Aligning Large Language Models"). Any G.
 //   reinforce_plus_plus_baseline  A_{i,t} = W(s_i - mean_g) broadcast over the response (Hu 2025,
 //                                 group-baseline variant). Any G; with G = 1 the baseline is 0.
+//   gae                           PPO with a critic: the token rewards ρ_t of reinforce_plus_plus
+//                                 and the critic's values V [B, T] (`values`, required) give
+//                                 δ_t = ρ_t + γ V_{t'} - V_t, A_t = δ_t + γλ A_{t'} (t' the next
+//                                 unmasked position; V, A = 0 past the last), then W(A)
+//                                 (Schulman et al. 2016; verl's gae with masked whitening). Any G.
+//                                 GaeReturns gives the critic's regression targets A + V (before
+//                                 whitening) from the same inputs.
 //
 // W is whitening over every unmasked token of the batch:
 //   W(x)_{i,t} = (x_{i,t} - μ) / sqrt(σ² + whiten_eps),  μ, σ² (Bessel) over unmasked tokens.
@@ -70,7 +77,8 @@
 namespace troupe::trainers {
 
 struct AdvantageOptions {
-  double gamma = 1.0;           // reinforce_plus_plus discount, in [0, 1].
+  double gamma = 1.0;           // reinforce_plus_plus and gae discount, in [0, 1].
+  double lambda = 1.0;          // gae's λ, in [0, 1].
   bool norm_adv_by_std = true;  // grpo: divide by the group std (false = Dr. GRPO).
   double eps = 1e-6;            // grpo: added to the group std; >= 0.
   double whiten_eps = 1e-8;     // Whitening: added to the variance; >= 0.
@@ -81,6 +89,7 @@ struct AdvantageInputs {
   int64_t group_size = 1;  // G >= 1, B % G == 0.
   at::Tensor mask;         // [B, T].
   at::Tensor kl_penalty;   // [B, T] floating, or undefined for no penalty.
+  at::Tensor values;       // [B, T] floating, finite on unmasked positions: the critic's (gae).
 };
 
 // The validated inputs as an estimator sees them: float64, row-major, on the CPU.
@@ -91,6 +100,7 @@ struct AdvantageBatch {
   std::vector<double> rewards;     // [B], finite.
   std::vector<uint8_t> mask;       // [B·T], 0 or 1.
   std::vector<double> kl_penalty;  // [B·T] (0 on masked positions), or empty.
+  std::vector<double> values;      // [B·T] (0 on masked positions), or empty.
 };
 
 // One advantage estimator. Implementations are stateless.
@@ -104,6 +114,8 @@ class AdvantageEstimator {
   // is meaningless for one sample).
   virtual int64_t min_group_size() const { return 1; }
   bool needs_groups() const { return min_group_size() > 1; }
+  // Whether `values` (a critic's) is required; it is ignored by the others.
+  virtual bool needs_values() const { return false; }
 
   // Advantages [B, T] as described in the file comment; INVALID_ARGUMENT for bad inputs.
   absl::StatusOr<at::Tensor> Compute(const AdvantageInputs& inputs,
@@ -127,6 +139,12 @@ absl::StatusOr<const AdvantageEstimator*> FindAdvantageEstimator(absl::string_vi
 
 // Every registered estimator name, sorted.
 std::vector<std::string> AdvantageEstimatorNames();
+
+// The critic's targets for gae: A + V on unmasked positions (A before whitening), 0 elsewhere,
+// [B, T] detached float32 (float64 for float64 rewards) on the device of `mask`; the same inputs
+// and errors as the gae estimator's Compute.
+absl::StatusOr<at::Tensor> GaeReturns(const AdvantageInputs& inputs,
+                                      const AdvantageOptions& options);
 
 // FindAdvantageEstimator(name) then Compute(inputs, options).
 absl::StatusOr<at::Tensor> ComputeAdvantages(absl::string_view name, const AdvantageInputs& inputs,
