@@ -79,7 +79,8 @@ constexpr MetricInfo kCatalog[] = {
      "Mean of the critic's values (before the update) over the batch's response tokens."},
     {n::kReturnsMean, "", "critic",
      "Mean GAE return (the critic's target) over the batch's response tokens."},
-    {n::kCriticGradNorm, "", "critic", "Global L2 norm of the critic's gradient before clipping "
+    {n::kCriticGradNorm, "", "critic",
+     "Global L2 norm of the critic's gradient before clipping "
      "(mean over its optimizer steps)."},
     {n::kCriticLr, "", "critic", "The critic's learning rate of this step."},
 

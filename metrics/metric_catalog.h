@@ -28,7 +28,7 @@ namespace troupe::metrics {
 struct MetricInfo {
   absl::string_view name;         // exact, or ending in "<placeholder>"
   absl::string_view unit;         // "" for a plain number, else e.g. "s", "tokens/s", "GB"
-  absl::string_view source;  // who computes it: "trainer", "critic", "driver" or "evaluation"
+  absl::string_view source;       // who computes it: "trainer", "critic", "driver" or "evaluation"
   absl::string_view description;  // one or two sentences of Markdown
 };
 

@@ -317,8 +317,8 @@ absl::StatusOr<AdvantageBatch> Prepare(const AdvantageInputs& in, const Advantag
   }
   if (in.group_size < min_group_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        kFn, ": group_size ", in.group_size, " is below this estimator's minimum ",
-        min_group_size, min_group_size > 1 ? " (it needs several samples per prompt)" : ""));
+        kFn, ": group_size ", in.group_size, " is below this estimator's minimum ", min_group_size,
+        min_group_size > 1 ? " (it needs several samples per prompt)" : ""));
   }
   if (batch_size % in.group_size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -400,8 +400,7 @@ absl::StatusOr<at::Tensor> AdvantageEstimator::Compute(const AdvantageInputs& in
   return ToTensor(std::move(advantages), batch, in);
 }
 
-absl::StatusOr<at::Tensor> GaeReturns(const AdvantageInputs& in,
-                                      const AdvantageOptions& options) {
+absl::StatusOr<at::Tensor> GaeReturns(const AdvantageInputs& in, const AdvantageOptions& options) {
   TROUPE_ASSIGN_OR_RETURN(AdvantageBatch batch,
                           Prepare(in, options, /*min_group_size=*/1, /*needs_values=*/true));
   return ToTensor(GaeScan(batch, options).second, batch, in);
