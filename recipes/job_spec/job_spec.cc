@@ -79,6 +79,11 @@ const NameTable<LossAggMode>& LossAggModes() { return Spellings<LossAggMode>(); 
 const NameTable<PolicyLoss>& PolicyLosses() { return Spellings<PolicyLoss>(); }
 const NameTable<OffPolicyMode>& OffPolicyModes() { return Spellings<OffPolicyMode>(); }
 const NameTable<LrSchedule>& LrSchedules() { return Spellings<LrSchedule>(); }
+const NameTable<KlCtrlType>& KlCtrlTypes() {
+  static const NameTable<KlCtrlType> table = {{"fixed", KlCtrlType::kFixed},
+                                              {"adaptive", KlCtrlType::kAdaptive}};
+  return table;
+}
 const NameTable<Truncation>& Truncations() {
   static const NameTable<Truncation> table = {
       {"error", Truncation::kError}, {"left", Truncation::kLeft}, {"right", Truncation::kRight}};
@@ -816,6 +821,14 @@ class JobSpecReader {
     if (!written_.clip_eps_low) s.algorithm.clip_eps_low = s.algorithm.clip_eps;
     if (!written_.clip_eps_high) s.algorithm.clip_eps_high = s.algorithm.clip_eps;
     if (!written_.max_new_tokens) s.rollout.max_new_tokens = s.data.max_response_length;
+    // Recipe ppo runs GAE with a critic unless told otherwise; gae brings its critic.
+    if (s.recipe == "ppo" && !ctx_->locs.contains("algorithm.adv_estimator")) {
+      s.algorithm.adv_estimator = proto::ADV_ESTIMATOR_GAE;
+    }
+    if (s.algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE &&
+        !ctx_->locs.contains("actors.critic.replicas")) {
+      s.actors.critic.replicas = 1;
+    }
   }
 
   // Rules between keys; run only when every key was valid on its own.
@@ -851,6 +864,38 @@ class JobSpecReader {
       Add("actors.reference.replicas",
           "algorithm.kl.coef > 0 needs a reference model (replicas >= 1); set kl.coef: 0 to run "
           "without one");
+    }
+    if (a.use_kl_in_reward && s.actors.reference.replicas == 0) {
+      Add("actors.reference.replicas",
+          "algorithm.use_kl_in_reward needs a reference model (replicas >= 1)");
+    }
+    if (!a.use_kl_in_reward) {
+      for (const char* key : {"algorithm.kl_ctrl.type", "algorithm.kl_ctrl.kl_coef",
+                              "algorithm.kl_ctrl.target_kl", "algorithm.kl_ctrl.horizon"}) {
+        if (ctx_->locs.contains(key)) {
+          Add(key,
+              "the KL controller sets the KL in the reward: it needs "
+              "algorithm.use_kl_in_reward: true");
+        }
+      }
+    }
+    if (ctx_->locs.contains("algorithm.kl_ctrl.target_kl") &&
+        a.kl_ctrl.type != KlCtrlType::kAdaptive) {
+      Add("algorithm.kl_ctrl.target_kl", "only the adaptive controller has a target");
+    }
+    if (ctx_->locs.contains("algorithm.kl_ctrl.horizon") &&
+        a.kl_ctrl.type != KlCtrlType::kAdaptive) {
+      Add("algorithm.kl_ctrl.horizon", "only the adaptive controller has a horizon");
+    }
+    if (s.trainer.mini_batch_size > s.data.train_batch_size) {
+      Add("trainer.mini_batch_size",
+          absl::StrCat("larger than a step's batch (data.train_batch_size = ",
+                       s.data.train_batch_size, " prompts), got ", s.trainer.mini_batch_size));
+    }
+    if (s.trainer.critic_warmup > 0 && s.trainer.critic_warmup >= s.trainer.total_steps) {
+      Add("trainer.critic_warmup",
+          absl::StrCat("must be less than trainer.total_steps (", s.trainer.total_steps, "), got ",
+                       s.trainer.critic_warmup));
     }
     if (s.rollout.max_new_tokens > s.data.max_response_length) {
       Add("rollout.max_new_tokens",
@@ -1104,6 +1149,13 @@ class JobSpecReader {
     filter.Bool("enable", &alg.filter_groups.enable);
     filter.Int("max_num_gen_batches", &alg.filter_groups.max_num_gen_batches, NonNegative());
     filter.Finish();
+    a.Bool("use_kl_in_reward", &alg.use_kl_in_reward);
+    Section ctrl = a.Sub("kl_ctrl");
+    ctrl.Enum("type", &alg.kl_ctrl.type, KlCtrlTypes());
+    ctrl.Double("kl_coef", &alg.kl_ctrl.kl_coef, NonNegative());
+    ctrl.Double("target_kl", &alg.kl_ctrl.target_kl, Positive());
+    ctrl.Int("horizon", &alg.kl_ctrl.horizon, Positive());
+    ctrl.Finish();
     a.Double("gamma", &alg.gamma, Closed(0, 1));
     a.Double("lam", &alg.lam, Closed(0, 1));
     Section off_policy = a.Sub("off_policy");
@@ -1134,6 +1186,9 @@ class JobSpecReader {
     t.Double("weight_decay", &trainer.weight_decay, NonNegative());
     t.Double("grad_clip", &trainer.grad_clip, Positive());
     t.Int("micro_batch_size", &trainer.micro_batch_size, NonNegative());
+    t.Int("ppo_epochs", &trainer.ppo_epochs, Positive());
+    t.Int("mini_batch_size", &trainer.mini_batch_size, NonNegative());
+    t.Int("critic_warmup", &trainer.critic_warmup, NonNegative());
     t.Int("eval_every", &trainer.eval_every, NonNegative());
     t.StepRange("profile_steps", &trainer.profile_from, &trainer.profile_to);
     t.Finish();
@@ -1328,6 +1383,17 @@ ordered_json ToJsonValue(const JobSpec& s) {
   filter_groups["enable"] = a.filter_groups.enable;
   filter_groups["max_num_gen_batches"] = a.filter_groups.max_num_gen_batches;
   algorithm["filter_groups"] = std::move(filter_groups);
+  algorithm["use_kl_in_reward"] = a.use_kl_in_reward;
+  if (a.use_kl_in_reward) {
+    ordered_json ctrl;
+    ctrl["type"] = KlCtrlTypeName(a.kl_ctrl.type);
+    ctrl["kl_coef"] = a.kl_ctrl.kl_coef;
+    if (a.kl_ctrl.type == KlCtrlType::kAdaptive) {
+      ctrl["target_kl"] = a.kl_ctrl.target_kl;
+      ctrl["horizon"] = a.kl_ctrl.horizon;
+    }
+    algorithm["kl_ctrl"] = std::move(ctrl);
+  }
   // gamma: GAE's and REINFORCE++'s discount; lam: GAE's. Nothing else reads them.
   if (a.adv_estimator == proto::ADV_ESTIMATOR_GAE ||
       a.adv_estimator == proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS) {
@@ -1362,6 +1428,9 @@ ordered_json ToJsonValue(const JobSpec& s) {
   trainer["weight_decay"] = t.weight_decay;
   trainer["grad_clip"] = t.grad_clip;
   trainer["micro_batch_size"] = t.micro_batch_size;
+  trainer["ppo_epochs"] = t.ppo_epochs;
+  trainer["mini_batch_size"] = t.mini_batch_size;
+  if (s.recipe == "ppo") trainer["critic_warmup"] = t.critic_warmup;
   trainer["eval_every"] = t.eval_every;
   if (t.profile_from > 0) trainer["profile_steps"] = {t.profile_from, t.profile_to};
   j["trainer"] = std::move(trainer);
@@ -1578,6 +1647,7 @@ absl::string_view LossAggModeName(LossAggMode v) { return NameOf(LossAggModes(),
 absl::string_view OffPolicyModeName(OffPolicyMode v) { return NameOf(OffPolicyModes(), v); }
 absl::string_view LrScheduleName(LrSchedule v) { return NameOf(LrSchedules(), v); }
 absl::string_view TruncationName(Truncation v) { return NameOf(Truncations(), v); }
+absl::string_view KlCtrlTypeName(KlCtrlType v) { return NameOf(KlCtrlTypes(), v); }
 
 std::map<std::string, double> ActorResources::AsMap() const {
   std::map<std::string, double> amounts;

@@ -177,6 +177,18 @@ struct FilterGroupsSpec {
   int64_t max_num_gen_batches = 10;  // 0 = no limit.
 };
 
+// algorithm.kl_ctrl: the coefficient of the KL in the reward (algorithm.use_kl_in_reward), fixed
+// or adapted towards target_kl (Ziegler et al. 2019; verl's kl_ctrl; recipes/rl/kl_controller.h).
+enum class KlCtrlType { kFixed, kAdaptive };
+absl::string_view KlCtrlTypeName(KlCtrlType type);
+
+struct KlCtrlSpec {
+  KlCtrlType type = KlCtrlType::kFixed;
+  double kl_coef = 0.001;
+  double target_kl = 0.1;
+  int64_t horizon = 10000;
+};
+
 struct AlgorithmSpec {
   AdvEstimator adv_estimator = proto::ADV_ESTIMATOR_GRPO;
   int64_t n = 8;
@@ -189,6 +201,8 @@ struct AlgorithmSpec {
   LossAggMode loss_agg_mode = TrainerDefaults().loss_agg_mode();
   PolicyLoss policy_loss = TrainerDefaults().policy_loss();
   FilterGroupsSpec filter_groups;
+  bool use_kl_in_reward = false;
+  KlCtrlSpec kl_ctrl;
   double gamma = 1.0;
   double lam = 1.0;
   OffPolicySpec off_policy;
@@ -215,6 +229,12 @@ struct TrainerSpec {
   double weight_decay = TrainerDefaults().weight_decay();
   double grad_clip = TrainerDefaults().grad_clip();
   int64_t micro_batch_size = TrainerDefaults().micro_batch_size();
+  // PPO's optimizer steps per batch: ppo_epochs passes over mini-batches of mini_batch_size
+  // prompts (0 = the whole batch); the critic's too.
+  int64_t ppo_epochs = TrainerDefaults().ppo_epochs();
+  int64_t mini_batch_size = TrainerDefaults().mini_batch_size();
+  // Recipe ppo: the first critic_warmup steps train the critic only (the policy is not updated).
+  int64_t critic_warmup = 0;
   int64_t eval_every = 0;
   // trainer.profile_steps [from, to]: the trainer records LibTorch operators as timeline spans
   // during these steps (1 = the first); 0, 0 = none.

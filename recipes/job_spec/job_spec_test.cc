@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_tasks.h"
 
 namespace troupe::recipes {
 namespace {
@@ -284,9 +285,31 @@ TEST(JobSpec, RulesBetweenKeysAreCheckedWithTheLocationOfTheKeyToChange) {
   EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {reference: {replicas: 0}}\n")),
             "job.yaml:5:32: actors.reference.replicas: algorithm.kl.coef > 0 needs a reference "
             "model (replicas >= 1); set kl.coef: 0 to run without one");
-  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {adv_estimator: gae}\n")),
-            "job.yaml: actors.critic.replicas: adv_estimator gae needs a critic: set "
+  EXPECT_EQ(ParseError(absl::StrCat(kBase,
+                                    "algorithm: {adv_estimator: gae}\n"
+                                    "actors: {critic: {replicas: 0}}\n")),
+            "job.yaml:6:29: actors.critic.replicas: adv_estimator gae needs a critic: set "
             "actors.critic.replicas >= 1");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase,
+                                    "algorithm: {kl: {coef: 0}, use_kl_in_reward: true}\n"
+                                    "actors: {reference: {replicas: 0}}\n")),
+            "job.yaml:6:32: actors.reference.replicas: algorithm.use_kl_in_reward needs a "
+            "reference model (replicas >= 1)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "algorithm: {kl_ctrl: {kl_coef: 0.1}}\n")),
+            "job.yaml:5:32: algorithm.kl_ctrl.kl_coef: the KL controller sets the KL in the "
+            "reward: it needs algorithm.use_kl_in_reward: true");
+  EXPECT_THAT(ParseError(absl::StrCat(
+                  kBase, "algorithm: {use_kl_in_reward: true, kl_ctrl: {target_kl: 0.1}}\n")),
+              HasSubstr("algorithm.kl_ctrl.target_kl: only the adaptive controller has a target"));
+  EXPECT_THAT(ParseError(absl::StrCat(kBase, "algorithm: {kl_ctrl: {type: adaptiv}}\n")),
+              HasSubstr("algorithm.kl_ctrl.type: expected one of fixed, adaptive"));
+  EXPECT_THAT(ParseError(kBase, {"trainer.mini_batch_size=2000"}),
+              HasSubstr("trainer.mini_batch_size: larger than a step's batch "
+                        "(data.train_batch_size = 1024 prompts), got 2000"));
+  EXPECT_THAT(ParseError(kBase, {"trainer.ppo_epochs=0"}), HasSubstr("trainer.ppo_epochs"));
+  EXPECT_THAT(ParseError(kBase, {"trainer.critic_warmup=10"}),
+              HasSubstr("trainer.critic_warmup: must be less than trainer.total_steps (10), got "
+                        "10"));
   EXPECT_EQ(ParseError(absl::StrCat(kBase, "rollout: {max_new_tokens: 600}\n")),
             "job.yaml:5:27: rollout.max_new_tokens: 600 exceeds data.max_response_length (512)");
   EXPECT_EQ(ParseError(absl::StrCat(kBase, "name: x\n")),
@@ -459,6 +482,32 @@ sft: {lr: 0.001}
   absl::StatusOr<JobSpec> from_json = ParseJobSpec(ToJson(spec), "resolved.json");
   ASSERT_TRUE(from_json.ok()) << from_json.status();
   EXPECT_EQ(ToJson(*from_json), ToJson(spec));
+}
+
+// Recipe ppo runs gae with a critic unless the spec says otherwise; its keys round-trip.
+TEST(JobSpec, RecipePpoDefaultsToGaeWithACriticAndRoundTrips) {
+  RegisterJobRecipe("ppo");  // (the recipe library is not linked into this test)
+  const JobSpec spec =
+      Parse(absl::StrCat(kBase, R"(recipe: ppo
+algorithm: {n: 2, gamma: 0.99, lam: 0.95, use_kl_in_reward: true,
+  kl_ctrl: {type: adaptive, kl_coef: 0.02, target_kl: 0.05, horizon: 500}}
+)"),
+            {"trainer.ppo_epochs=2", "trainer.mini_batch_size=16", "trainer.critic_warmup=3"});
+  EXPECT_EQ(spec.algorithm.adv_estimator, proto::ADV_ESTIMATOR_GAE);
+  EXPECT_EQ(spec.actors.critic.replicas, 1);
+  EXPECT_EQ(spec.algorithm.kl_ctrl.type, KlCtrlType::kAdaptive);
+  EXPECT_EQ(spec.trainer.ppo_epochs, 2);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(ToYaml(spec), "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << ToYaml(spec);
+  EXPECT_EQ(ToJson(*again), ToJson(spec));
+  EXPECT_EQ(again->algorithm.kl_ctrl.target_kl, 0.05);
+  EXPECT_EQ(again->algorithm.kl_ctrl.horizon, 500);
+  EXPECT_EQ(again->trainer.critic_warmup, 3);
+  EXPECT_EQ(again->trainer.mini_batch_size, 16);
+  // The default recipe keeps grpo and no critic.
+  const JobSpec grpo = Parse(kBase);
+  EXPECT_EQ(grpo.algorithm.adv_estimator, proto::ADV_ESTIMATOR_GRPO);
+  EXPECT_EQ(grpo.actors.critic.replicas, 0);
 }
 
 // The group recipe's options (issue 17) survive the resolved spec: ToYaml, then Parse.

@@ -35,6 +35,13 @@ mode_t ModeOf(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
 }
 
+// A command's output file, in the test's own temporary directory (concurrent runs of this test,
+// e.g. --runs_per_test, must not share one).
+std::string OutPath(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+}
+
 TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli");
@@ -397,7 +404,7 @@ TEST(TroupeCli, JobSubmitIsBoundedAndConfinedToTheJobPathRoots) {
 }
 
 TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {
-  auto [rc, out] = RunCommand({kTroupe, "start"}, "/tmp/troupe-cli-test-missing.out");
+  auto [rc, out] = RunCommand({kTroupe, "start"}, OutPath("troupe-cli-test-missing.out"));
   EXPECT_EQ(rc, 2);
   EXPECT_TRUE(absl::StrContains(out, "--head")) << out;
 }
@@ -406,17 +413,17 @@ TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {
 // a bad TROUPE_LOG_LEVEL is said, not ignored.
 TEST(TroupeCli, LogLevelIsCheckedAndTakenAnywhere) {
   auto [rc, out] =
-      RunCommand({kTroupe, "--log-level", "loud", "version"}, "/tmp/troupe-cli-test-level.out");
+      RunCommand({kTroupe, "--log-level", "loud", "version"}, OutPath("troupe-cli-test-level.out"));
   EXPECT_NE(rc, 0);
   EXPECT_TRUE(absl::StrContains(out,
                                 "--log-level: expected debug, info, warning or error, "
                                 "got 'loud'"))
       << out;
-  auto [rc2, out2] =
-      RunCommand({kTroupe, "version", "--log-level", "warning"}, "/tmp/troupe-cli-test-level2.out");
+  auto [rc2, out2] = RunCommand({kTroupe, "version", "--log-level", "warning"},
+                                OutPath("troupe-cli-test-level2.out"));
   EXPECT_EQ(rc2, 0) << out2;
   auto [rc3, out3] = RunCommand({"/usr/bin/env", "TROUPE_LOG_LEVEL=shouty", kTroupe, "version"},
-                                "/tmp/troupe-cli-test-level3.out");
+                                OutPath("troupe-cli-test-level3.out"));
   EXPECT_EQ(rc3, 0) << out3;
   EXPECT_TRUE(absl::StrContains(out3,
                                 "TROUPE_LOG_LEVEL: expected debug, info, warning or error, "
@@ -425,18 +432,18 @@ TEST(TroupeCli, LogLevelIsCheckedAndTakenAnywhere) {
 }
 
 TEST(TroupeCli, VersionIsPrintedByTheFlagAndTheCommand) {
-  auto [rc, out] = RunCommand({kTroupe, "--version"}, "/tmp/troupe-cli-test-version.out");
+  auto [rc, out] = RunCommand({kTroupe, "--version"}, OutPath("troupe-cli-test-version.out"));
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, absl::StrCat("troupe ", kTroupeVersion))) << out;
   EXPECT_FALSE(absl::StrContains(out, "subcommand")) << out;
-  auto [rc2, out2] = RunCommand({kTroupe, "version"}, "/tmp/troupe-cli-test-version2.out");
+  auto [rc2, out2] = RunCommand({kTroupe, "version"}, OutPath("troupe-cli-test-version2.out"));
   EXPECT_EQ(rc2, 0) << out2;
   EXPECT_EQ(out2, out);
 }
 
 // A mistyped command or flag is named, with the closest known one, and the exit code is 2.
 TEST(TroupeCli, AnUnknownCommandIsNamedWithTheClosestOne) {
-  auto [rc, out] = RunCommand({kTroupe, "statsu"}, "/tmp/troupe-cli-test-statsu.out");
+  auto [rc, out] = RunCommand({kTroupe, "statsu"}, OutPath("troupe-cli-test-statsu.out"));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_TRUE(absl::StrContains(out,
                                 "troupe: unknown command \"statsu\" (did you mean "
@@ -445,13 +452,13 @@ TEST(TroupeCli, AnUnknownCommandIsNamedWithTheClosestOne) {
   EXPECT_TRUE(absl::StrContains(out, "start")) << out;
   EXPECT_FALSE(absl::StrContains(out, "worker")) << out;  // hidden from --help, and here
   // Below a command too, and with nothing close only the list.
-  auto [rc2, out2] = RunCommand({kTroupe, "job", "sumbit"}, "/tmp/troupe-cli-test-sumbit.out");
+  auto [rc2, out2] = RunCommand({kTroupe, "job", "sumbit"}, OutPath("troupe-cli-test-sumbit.out"));
   EXPECT_EQ(rc2, 2) << out2;
   EXPECT_TRUE(absl::StrContains(out2,
                                 "troupe job: unknown command \"sumbit\" (did you mean "
                                 "\"submit\"?)"))
       << out2;
-  auto [rc3, out3] = RunCommand({kTroupe, "frobnicate"}, "/tmp/troupe-cli-test-frob.out");
+  auto [rc3, out3] = RunCommand({kTroupe, "frobnicate"}, OutPath("troupe-cli-test-frob.out"));
   EXPECT_EQ(rc3, 2) << out3;
   EXPECT_TRUE(absl::StrContains(out3, "troupe: unknown command \"frobnicate\"; commands: "))
       << out3;
@@ -459,37 +466,37 @@ TEST(TroupeCli, AnUnknownCommandIsNamedWithTheClosestOne) {
 
 TEST(TroupeCli, AnUnknownFlagIsNamedWithTheClosestOne) {
   // `run` is linked into //cli:troupe only; `job submit` has the same --resume.
-  auto [rc, out] =
-      RunCommand({kTroupe, "job", "submit", "--resme", "x.yaml"}, "/tmp/troupe-cli-test-resme.out");
+  auto [rc, out] = RunCommand({kTroupe, "job", "submit", "--resme", "x.yaml"},
+                              OutPath("troupe-cli-test-resme.out"));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_TRUE(
       absl::StrContains(out, "troupe job submit: unknown option --resme (did you mean --resume?)"))
       << out;
-  auto [rc2, out2] =
-      RunCommand({kTroupe, "status", "--adress=127.0.0.1:1"}, "/tmp/troupe-cli-test-adress.out");
+  auto [rc2, out2] = RunCommand({kTroupe, "status", "--adress=127.0.0.1:1"},
+                                OutPath("troupe-cli-test-adress.out"));
   EXPECT_EQ(rc2, 2) << out2;
   EXPECT_TRUE(absl::StrContains(out2,
                                 "troupe status: unknown option --adress (did you mean "
                                 "--address?)"))
       << out2;
   auto [rc3, out3] =
-      RunCommand({kTroupe, "stop", "--loglevel", "info"}, "/tmp/troupe-cli-test-loglevel.out");
+      RunCommand({kTroupe, "stop", "--loglevel", "info"}, OutPath("troupe-cli-test-loglevel.out"));
   EXPECT_EQ(rc3, 2) << out3;
   EXPECT_TRUE(absl::StrContains(out3, "(did you mean --log-level?)")) << out3;
-  auto [rc4, out4] = RunCommand({kTroupe, "stop", "--zzz"}, "/tmp/troupe-cli-test-zzz.out");
+  auto [rc4, out4] = RunCommand({kTroupe, "stop", "--zzz"}, OutPath("troupe-cli-test-zzz.out"));
   EXPECT_EQ(rc4, 2) << out4;
   EXPECT_TRUE(absl::StrContains(out4, "troupe stop: unknown option --zzz; see troupe stop --help"))
       << out4;
   // Other usage errors (a value of the wrong type, a missing argument) exit 2 as well.
-  auto [rc6, out6] =
-      RunCommand({kTroupe, "dashboard", "x", "--port", "eighty"}, "/tmp/troupe-cli-test-port.out");
+  auto [rc6, out6] = RunCommand({kTroupe, "dashboard", "x", "--port", "eighty"},
+                                OutPath("troupe-cli-test-port.out"));
   EXPECT_EQ(rc6, 2) << out6;
   EXPECT_TRUE(absl::StrContains(out6, "--port")) << out6;
-  auto [rc7, out7] = RunCommand({kTroupe, "dashboard"}, "/tmp/troupe-cli-test-norun.out");
+  auto [rc7, out7] = RunCommand({kTroupe, "dashboard"}, OutPath("troupe-cli-test-norun.out"));
   EXPECT_EQ(rc7, 2) << out7;
   EXPECT_TRUE(absl::StrContains(out7, "run_dirs")) << out7;
   // --help still prints the commands.
-  auto [rc5, out5] = RunCommand({kTroupe, "--help"}, "/tmp/troupe-cli-test-help.out");
+  auto [rc5, out5] = RunCommand({kTroupe, "--help"}, OutPath("troupe-cli-test-help.out"));
   EXPECT_EQ(rc5, 0) << out5;
   EXPECT_TRUE(absl::StrContains(out5, "--version")) << out5;
   EXPECT_TRUE(absl::StrContains(out5, "status")) << out5;

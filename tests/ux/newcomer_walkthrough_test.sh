@@ -30,7 +30,7 @@ fail() {
   dump_cluster_logs "${state:-}" >&2
   exit 1
 }
-step() { echo "== $*"; }
+step() { echo "== $(date +%T) $*"; }
 
 troupe=$(readlink -f cli/troupe) || fail "cli/troupe is not in the runfiles"
 dashboard_test=$(readlink -f tests/dashboard/dashboard_test.sh) ||
@@ -109,7 +109,7 @@ rc=0
 step "2. troupe run job.yaml, from the project directory, on a terminal"
 cd "$project"
 # script(1) gives troupe a pty, so the progress bar is drawn in place as a user sees it.
-script -qefc "'$troupe' run job.yaml --dashboard-port -1" "$tmp/first.typescript" \
+timeout 300 script -qefc "'$troupe' run job.yaml --dashboard-port -1" "$tmp/first.typescript" \
   >"$tmp/first.out" 2>&1 </dev/null || fail "the short job failed: $(tail -20 "$tmp/first.out")"
 run=runs/walkthrough
 grep -q "checkpoints: $run/ckpt (newest: $run/ckpt/step_0*4)" "$tmp/first.out" ||
@@ -153,6 +153,9 @@ step "4. Ctrl-C on troupe run ends it at a step boundary with a final checkpoint
 run_pid=$!
 wait_for_checkpoint runs/ctrlc/ckpt 2 "$run_pid"
 kill -INT "$run_pid"
+# Bounded: a run that ignores Ctrl-C fails here, not at Bazel's timeout.
+for ((i = 0; i < 1200; i++)); do kill -0 "$run_pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$run_pid" 2>/dev/null && { kill -9 "$run_pid"; fail "troupe run still runs 120 s after Ctrl-C"; }
 rc=0
 wait "$run_pid" || rc=$?
 [[ $rc == 130 ]] || fail "troupe run exited $rc after Ctrl-C, want 130: $(tail -5 "$tmp/ctrlc.err")"
@@ -200,12 +203,12 @@ id=$("$troupe" job submit --no-wait --address "$url" --working-dir ../project --
 [[ "$id" == walkthrough-* ]] || fail "submit printed '$id'"
 job_run="$state/jobs/$id/wd/runs/walkthrough"
 wait_for_checkpoint "$job_run/ckpt" 2
-TROUPE_DASHBOARD_URL="$url/" TROUPE_DASHBOARD_JOB="$id" "$dashboard_test" ||
+TROUPE_DASHBOARD_URL="$url/" TROUPE_DASHBOARD_JOB="$id" timeout 400 "$dashboard_test" ||
   fail "the dashboard pages of the running job"
 
 step "8. troupe job stop: STOPPED, with its final checkpoint"
-"$troupe" job stop "$id" --address "$url" >/dev/null || fail "troupe job stop failed"
-"$troupe" job status "$id" --address "$url" >"$tmp/job_status.out"
+timeout 180 "$troupe" job stop "$id" --address "$url" >/dev/null || fail "troupe job stop failed"
+timeout 60 "$troupe" job status "$id" --address "$url" >"$tmp/job_status.out"
 grep -q "STOPPED" "$tmp/job_status.out" || fail "not STOPPED: $(cat "$tmp/job_status.out")"
 [[ "$(summary_field "$job_run" ended)" == stopped ]] || fail "$job_run/summary.json: not 'stopped'"
 final_checkpoint_matches "$job_run"
