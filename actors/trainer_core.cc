@@ -117,11 +117,32 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   TROUPE_RETURN_IF_ERROR(SerializeTokenizer());
   if (c.checkpoint_attempts() < 1) return ConfigError("checkpoint_attempts must be at least 1");
 
+  // PPO's optimizer steps per batch: ppo_epochs passes over mini-batches of mini_batch_size groups.
+  if (c.ppo_epochs() < 1) {
+    return ConfigError(absl::StrCat("ppo_epochs must be >= 1, got ", c.ppo_epochs()));
+  }
+  if (c.mini_batch_size() < 0) {
+    return ConfigError(absl::StrCat(
+        "mini_batch_size must be >= 0 groups (0 = the whole batch), got ", c.mini_batch_size()));
+  }
+  if (c.train_batch_size() < 0) {
+    return ConfigError(absl::StrCat("train_batch_size must be >= 0 groups (0 = unknown), got ",
+                                    c.train_batch_size()));
+  }
+  ppo_epochs_ = c.ppo_epochs();
+  mini_batch_groups_ = c.mini_batch_size();
+  // The schedule counts optimizer steps; total_steps and warmup_steps count batches.
+  int64_t steps_per_batch = ppo_epochs_;
+  if (c.train_batch_size() > 0 && mini_batch_groups_ > 0) {
+    steps_per_batch *= (c.train_batch_size() + mini_batch_groups_ - 1) / mini_batch_groups_;
+  }
+
   trainers::TrainerOptions to;
   to.weight_decay = c.weight_decay();
   to.schedule.peak_lr = c.lr();
-  to.schedule.warmup_steps = c.warmup_steps();
-  to.schedule.total_steps = std::max<int64_t>(c.total_steps(), to.schedule.warmup_steps + 1);
+  to.schedule.warmup_steps = c.warmup_steps() * steps_per_batch;
+  to.schedule.total_steps =
+      std::max<int64_t>(c.total_steps() * steps_per_batch, to.schedule.warmup_steps + 1);
   to.schedule.min_lr_ratio =
       c.lr_schedule() == proto::LR_SCHEDULE_CONSTANT ? 1.0 : c.min_lr_ratio();
   to.max_grad_norm = c.grad_clip();
@@ -182,11 +203,8 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
     return ConfigError(
         absl::StrCat("importance_cap must be > 0, got ", loss_options_.importance_weight_cap));
   }
-  // The advantage estimator: the registry's entry named by the enum value's spelling.
-  if (c.adv_estimator() == proto::ADV_ESTIMATOR_GAE) {
-    return absl::InvalidArgumentError(
-        "adv_estimator gae needs a critic (values per token); this trainer has none");
-  }
+  // The advantage estimator: the registry's entry named by the enum value's spelling (gae reads
+  // the critic's values from the samples, Sample.values).
   const google::protobuf::EnumValueDescriptor* estimator =
       proto::AdvEstimator_descriptor()->FindValueByNumber(c.adv_estimator());
   if (estimator == nullptr) {
@@ -198,7 +216,11 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   if (!(c.gamma() >= 0 && c.gamma() <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat("gamma must be in [0, 1], got ", c.gamma()));
   }
+  if (!(c.lam() >= 0 && c.lam() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("lam must be in [0, 1], got ", c.lam()));
+  }
   advantage_options_.gamma = c.gamma();
+  advantage_options_.lambda = c.lam();
   advantage_options_.norm_adv_by_std = c.norm_adv_by_std();
   loss_options_.ratio_level = c.policy_loss() == proto::POLICY_LOSS_GSPO
                                   ? trainers::PolicyRatioLevel::kSequence
@@ -244,11 +266,13 @@ absl::StatusOr<proto::TrainStepReply> TrainerCore::Update(const proto::TrainStep
     }
   }
   proto::TrainStepReply reply;
-  absl::StatusOr<bool> skipped =
-      CatchTorch("Trainer::Step", [&] { return Step(req, samples, rewards, group_size, reply); });
-  if (!skipped.ok()) return skipped.status();
-  if (!*skipped) ++version_;
-  if (skipped_out != nullptr) *skipped_out = *skipped;
+  bool applied = false;
+  const absl::Status status = CatchTorch(
+      "Trainer::Step", [&] { return Step(req, samples, rewards, group_size, reply, applied); });
+  // Weights that changed get a new version, even if a later optimizer step then failed.
+  if (applied) ++version_;
+  if (!status.ok()) return status;
+  if (skipped_out != nullptr) *skipped_out = !applied;
   reply.set_weight_version(version_);
   auto& m = *reply.mutable_metrics();
   m[n::kTimingUpdateActor] = absl::ToDoubleSeconds(absl::Now() - start);
@@ -259,10 +283,15 @@ absl::StatusOr<proto::TrainStepReply> TrainerCore::Update(const proto::TrainStep
   return reply;
 }
 
-absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
-                                       const std::vector<const proto::Sample*>& samples,
-                                       const std::vector<float>& rewards, int group_size,
-                                       proto::TrainStepReply& reply) {
+absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
+                               const std::vector<const proto::Sample*>& samples,
+                               const std::vector<float>& rewards, int group_size,
+                               proto::TrainStepReply& reply, bool& applied) {
+  const double reward_kl_coef = req.kl_in_reward_coef();
+  if (!(reward_kl_coef >= 0) || !std::isfinite(reward_kl_coef)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Step: kl_in_reward_coef must be a finite number >= 0, got ", reward_kl_coef));
+  }
   TROUPE_ASSIGN_OR_RETURN(SequenceBatch batch, BuildBatch(samples, pad_id_));
   std::vector<std::vector<float>> behaviour;
   for (const proto::Sample* s : samples) {
@@ -270,27 +299,65 @@ absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
   }
   TROUPE_ASSIGN_OR_RETURN(at::Tensor behaviour_logp, ScatterResponseValues(batch, behaviour));
   at::Tensor ref_logp;
-  if (loss_options_.kl_coef != 0) {
+  if (loss_options_.kl_coef != 0 || reward_kl_coef > 0) {
     if (req.ref_logprobs_size() != static_cast<int>(samples.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("Step: ", req.ref_logprobs_size(),
-                                                     " reference log-prob lists for ",
-                                                     samples.size(), " samples"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Step: ", req.ref_logprobs_size(), " reference log-prob lists for ",
+                       samples.size(), " samples (kl_coef ", loss_options_.kl_coef,
+                       ", kl_in_reward_coef ", reward_kl_coef, ")"));
     }
     std::vector<std::vector<float>> ref;
     for (const proto::FloatList& l : req.ref_logprobs())
       ref.emplace_back(l.values().begin(), l.values().end());
     TROUPE_ASSIGN_OR_RETURN(ref_logp, ScatterResponseValues(batch, ref));
   }
-  // Over the whole batch, before it is cut into micro-batches: [B, T], 0 off the response.
+  const at::Tensor response = batch.response_mask.to(torch::kDouble);
+  // The critic's values, for estimators that need them (gae).
+  at::Tensor values;
+  if (estimator_->needs_values()) {
+    std::vector<std::vector<float>> per_sample;
+    for (const proto::Sample* s : samples) {
+      if (s->values_size() != s->response_tokens_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Step: sample ", s->sample_index(), " of prompt ", s->prompt_id(), " has ",
+            s->values_size(), " critic values for ", s->response_tokens_size(),
+            " response tokens (the advantage estimator needs the critic's value of every "
+            "response token)"));
+      }
+      per_sample.emplace_back(s->values().begin(), s->values().end());
+    }
+    TROUPE_ASSIGN_OR_RETURN(values, ScatterResponseValues(batch, per_sample));
+  }
+  // KL in the reward: coef · KL(π_behav || π_ref) per response token, 0 elsewhere.
+  at::Tensor kl_penalty;
+  double reward_kl_mean = 0;
+  if (reward_kl_coef > 0) {
+    TROUPE_ASSIGN_OR_RETURN(at::Tensor kl, trainers::KlPenalty(behaviour_logp.to(torch::kDouble),
+                                                               ref_logp.to(torch::kDouble),
+                                                               loss_options_.kl_estimator));
+    kl = kl.detach() * response;
+    reward_kl_mean = (kl.sum() / response.sum().clamp_min(1)).item<double>();
+    kl_penalty = kl * reward_kl_coef;
+  }
+  // Over the whole batch, before it is cut into mini- and micro-batches: [B, T], 0 off the
+  // response.
   TROUPE_ASSIGN_OR_RETURN(at::Tensor advantages,
                           estimator_->Compute({.rewards = torch::tensor(rewards, torch::kFloat),
                                                .group_size = group_size,
-                                               .mask = batch.response_mask},
+                                               .mask = batch.response_mask,
+                                               .kl_penalty = kl_penalty,
+                                               .values = values},
                                               advantage_options_));
 
   const int64_t rows = static_cast<int64_t>(samples.size());
-  const int64_t per_micro = micro_batch_size_ > 0 ? std::min(micro_batch_size_, rows) : rows;
-  const int64_t num_micro = (rows + per_micro - 1) / per_micro;
+  const int64_t groups = rows / group_size;
+  const int64_t groups_per_mini =
+      mini_batch_groups_ > 0 ? std::min(mini_batch_groups_, groups) : groups;
+  const int64_t num_mini = (groups + groups_per_mini - 1) / groups_per_mini;
+  const int64_t num_steps = ppo_epochs_ * num_mini;
+  const auto micro_rows = [&](int64_t n) {
+    return micro_batch_size_ > 0 ? std::min(micro_batch_size_, n) : n;
+  };
   trainers::PolicyLossOptions options = loss_options_;
   // Micro-batches are trimmed to their own longest sequence: "use T" must mean the whole batch's.
   if (options.aggregation == trainers::LossAggregation::kSequenceSumNormalized &&
@@ -300,45 +367,87 @@ absl::StatusOr<bool> TrainerCore::Step(const proto::TrainStepRequest& req,
   const bool token_mean = options.aggregation == trainers::LossAggregation::kTokenMean;
   const bool proximal = options.off_policy_correction != trainers::OffPolicyCorrection::kNone;
   const bool entropy_bonus = options.entropy_coef != 0;
-  LossDiagnostics diagnostics;
-  absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
-      [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
-        const int64_t begin = ctx.micro_batch * per_micro;
-        const int64_t end = std::min(rows, begin + per_micro);
-        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
-        TROUPE_ASSIGN_OR_RETURN(ResponseLogprobsAndEntropy policy,
-                                ResponseLogprobsWithEntropy(*policy_.model, micro));
-        trainers::PolicyLossInputs in;
-        in.logp = policy.logp;
-        in.behaviour_logp = SliceRows(behaviour_logp, begin, end, micro);
-        // π_prox: this forward runs on the weights held at the start of the step (the one
-        // optimizer step comes after every micro-batch), so its detached log-probs are π_prox.
-        if (proximal) in.old_logp = policy.logp.detach();
-        in.ref_logp = SliceRows(ref_logp, begin, end, micro);
-        in.advantages = SliceRows(advantages, begin, end, micro);
-        in.mask = micro.response_mask;
-        in.entropy = entropy_bonus ? policy.entropy : policy.entropy.detach();
-        TROUPE_ASSIGN_OR_RETURN(trainers::PolicyLossOutput out,
-                                trainers::ClippedPolicyLoss(in, options));
-        const int64_t terms = token_mean ? out.num_tokens : end - begin;
-        diagnostics.Add(out, terms);
-        return trainers::MicroBatchLoss{out.loss, out.num_tokens, terms};
-      },
-      num_micro);
-  if (!metrics.ok()) return metrics.status();
 
-  reply.set_step(metrics->step);
+  // π_prox with several optimizer steps: the policy before the first one, from a no-grad forward
+  // pass over the batch (in micro-batches). With one step the step's own forward gives it.
+  at::Tensor prox_logp;
+  if (proximal && num_steps > 1) {
+    torch::NoGradGuard no_grad;
+    prox_logp = torch::zeros_like(behaviour_logp);
+    const int64_t per_micro = micro_rows(rows);
+    for (int64_t begin = 0; begin < rows; begin += per_micro) {
+      const int64_t end = std::min(rows, begin + per_micro);
+      TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+      TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, micro));
+      prox_logp.slice(0, begin, end).slice(1, 0, logp.size(1)).copy_(logp);
+    }
+  }
+
+  LossDiagnostics diagnostics;
+  double loss_sum = 0, grad_norm_sum = 0, lr = 0;
+  int64_t steps_taken = 0, micro_batches = 0, tokens = 0, last_step = 0;
+  bool any_skipped = false;
+  for (int64_t epoch = 0; epoch < ppo_epochs_; ++epoch) {
+    for (int64_t mini = 0; mini < num_mini; ++mini) {
+      const int64_t mini_begin = mini * groups_per_mini * group_size;
+      const int64_t mini_end = std::min(rows, mini_begin + groups_per_mini * group_size);
+      const int64_t per_micro = micro_rows(mini_end - mini_begin);
+      const int64_t num_micro = (mini_end - mini_begin + per_micro - 1) / per_micro;
+      absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+          [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
+            const int64_t begin = mini_begin + ctx.micro_batch * per_micro;
+            const int64_t end = std::min(mini_end, begin + per_micro);
+            TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+            TROUPE_ASSIGN_OR_RETURN(ResponseLogprobsAndEntropy policy,
+                                    ResponseLogprobsWithEntropy(*policy_.model, micro));
+            trainers::PolicyLossInputs in;
+            in.logp = policy.logp;
+            in.behaviour_logp = SliceRows(behaviour_logp, begin, end, micro);
+            // π_prox: the pre-pass's, or, with one optimizer step (which comes after every
+            // micro-batch), this forward's detached log-probs: it runs on the same weights.
+            if (proximal) {
+              in.old_logp = prox_logp.defined() ? SliceRows(prox_logp, begin, end, micro)
+                                                : policy.logp.detach();
+            }
+            in.ref_logp = SliceRows(ref_logp, begin, end, micro);
+            in.advantages = SliceRows(advantages, begin, end, micro);
+            in.mask = micro.response_mask;
+            in.entropy = entropy_bonus ? policy.entropy : policy.entropy.detach();
+            TROUPE_ASSIGN_OR_RETURN(trainers::PolicyLossOutput out,
+                                    trainers::ClippedPolicyLoss(in, options));
+            const int64_t terms = token_mean ? out.num_tokens : end - begin;
+            diagnostics.Add(out, terms);
+            return trainers::MicroBatchLoss{out.loss, out.num_tokens, terms};
+          },
+          num_micro);
+      if (!metrics.ok()) return metrics.status();
+      applied = applied || !metrics->skipped;
+      any_skipped = any_skipped || metrics->skipped;
+      ++steps_taken;
+      loss_sum += metrics->loss;
+      grad_norm_sum += metrics->grad_norm;
+      lr = metrics->lr;
+      last_step = metrics->step;
+      micro_batches += num_micro;
+      if (epoch == 0) tokens += metrics->tokens;  // Each response token once.
+    }
+  }
+
+  reply.set_step(last_step);
   auto& m = *reply.mutable_metrics();
-  m[n::kLoss] = metrics->loss;
+  m[n::kLoss] = loss_sum / steps_taken;
   m[n::kKlCoef] = loss_options_.kl_coef;
   diagnostics.Report(m);
   ReportAdvantages(advantages, batch.response_mask, m);
-  m[n::kGradNorm] = metrics->grad_norm;
-  m[n::kLr] = metrics->lr;
-  m[n::kTotalNumTokens] = static_cast<double>(metrics->tokens);
-  m[n::kMicroBatches] = static_cast<double>(num_micro);
-  m[n::kSkipped] = metrics->skipped ? 1 : 0;
-  return metrics->skipped;
+  m[n::kRewardKlPenalty] = reward_kl_mean;
+  m[n::kRewardKlPenaltyCoeff] = reward_kl_coef;
+  m[n::kGradNorm] = grad_norm_sum / steps_taken;
+  m[n::kLr] = lr;
+  m[n::kTotalNumTokens] = static_cast<double>(tokens);
+  m[n::kMicroBatches] = static_cast<double>(micro_batches);
+  m[n::kOptimizerSteps] = static_cast<double>(steps_taken);
+  m[n::kSkipped] = any_skipped ? 1 : 0;
+  return absl::OkStatus();
 }
 
 absl::Status TrainerCore::SerializeTokenizer() {

@@ -1,18 +1,29 @@
-// TrainerCore: the critic-free policy update (GRPO, RLOO, REINFORCE++, GSPO), without the actor
-// around it (actors/trainer.h). Takes groups of scored samples (with their behaviour log-probs and
-// the reference log-probs), computes advantages with the estimator config.adv_estimator names
-// (trainers/advantage_estimators.h: grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline)
-// and the clipped policy-gradient loss with the KL penalty (trainers/losses.h; per-sequence ratio
-// with config.policy_loss gspo), steps AdamW, bumps the weight version and publishes the new
+// TrainerCore: the policy update (GRPO, RLOO, REINFORCE++, GSPO, and PPO's actor with gae over
+// the critic's values), without the actor around it (actors/trainer.h). Takes groups of scored
+// samples (with their behaviour log-probs, the reference log-probs and, for gae, the critic's
+// values), computes advantages with the estimator config.adv_estimator names
+// (trainers/advantage_estimators.h: grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline,
+// gae) and the clipped policy-gradient loss with the KL penalty (trainers/losses.h; per-sequence
+// ratio with config.policy_loss gspo), steps AdamW, bumps the weight version and publishes the new
 // weights to the rollout workers over the weight-sync group.
 //
 // The update (Update, the actor's Step): the samples' advantages [B, T] are computed once over the
-// whole batch; the batch is then cut into micro-batches of `micro_batch_size` sequences
-// (the last one may be shorter; 0 = one micro-batch), each forward/backward on its rows (trimmed to
-// their longest sequence), the gradients accumulated, and one AdamW step taken. The micro-batches
-// are weighted as the loss aggregation requires (by tokens for token-mean, by sequences for the
-// per-sequence modes), so the update equals the whole-batch one up to float rounding; only the
-// peak activation memory changes.
+// whole batch. Then `ppo_epochs` passes over the batch, each cutting it into mini-batches of
+// `mini_batch_size` groups (in order, no shuffle; the last one may be shorter; 0 = the whole
+// batch), and every mini-batch takes one AdamW step: ppo_epochs × ceil(groups / mini_batch_size)
+// optimizer steps per Update (1 by default). A mini-batch is cut into micro-batches of
+// `micro_batch_size` sequences (the last one may be shorter; 0 = one micro-batch), each
+// forward/backward on its rows (trimmed to their longest sequence), the gradients accumulated. The
+// micro-batches are weighted as the loss aggregation requires (by tokens for token-mean, by
+// sequences for the per-sequence modes), so a mini-batch's step equals its whole-mini-batch one up
+// to float rounding; only the peak activation memory changes. The learning-rate schedule counts
+// optimizer steps: Create scales total_steps and warmup_steps (in batches) by ppo_epochs ×
+// ceil(train_batch_size / mini_batch_size) (by ppo_epochs when either is 0).
+//
+// Advantage inputs: gae needs every sample's `values` (the critic's old value per response
+// token). KL in the reward (TrainStepRequest.kl_in_reward_coef β > 0, which then needs
+// ref_logprobs): kl_penalty = β·KL(π_behav || π_ref) per response token (config.kl_type's
+// estimator), which every estimator subtracts from the reward.
 //
 // Loss per token (trainers::ClippedPolicyLoss; PolicyLossInputs spells out the roles):
 //   J = w · min(ρ·A, clip(ρ, 1-ε_low, 1+ε_high)·A) - kl_coef·KL(π_θ || π_ref) + entropy_coeff·H
@@ -26,26 +37,32 @@
 //             sample's update; the replay buffer's staleness bound keeps the gap small.
 //   truncate  the decoupled objective (AReaL): ρ = π_θ / π_prox, w = min(π_prox / π_behav, cap),
 //   mask      ... or w = π_prox / π_behav, and 0 where it exceeds the cap (`importance_cap`).
-// π_prox is the policy the trainer holds at the start of the step, on the sampled tokens, without
-// gradient. It costs no extra forward pass: a step takes exactly one optimizer step, after the
-// forward passes of all its micro-batches, so the log-probs of those forward passes, detached,
-// are π_prox (there is no dropout). A trainer that took several optimizer steps per call (PPO
-// epochs or mini-batches) would need a no-grad forward pass over the batch before the first one.
+// π_prox is the policy the trainer holds at the start of the Update, on the sampled tokens, without
+// gradient, the same for every epoch and mini-batch. With one optimizer step per Update it costs
+// no extra forward pass: the step comes after the forward passes of all its micro-batches, so the
+// log-probs of those forward passes, detached, are π_prox (there is no dropout). With several
+// optimizer steps (PPO epochs or mini-batches) a no-grad forward pass over the batch (in
+// micro-batches) computes it before the first step.
 // Reported: actor/is_weight_mean (token mean of w after truncation/masking) and
 // actor/is_weight_clipfrac (tokens whose π_prox / π_behav exceeded the cap); 1 and 0 with `none`.
 //
 // Step reply metrics (names and meanings: metrics/metric_catalog.h, docs/metrics.md): actor/{loss,
 // pg_loss, kl_loss, kl_coef, entropy, pg_clipfrac, ratio_mean, ppo_kl, is_weight_mean,
-// is_weight_clipfrac, grad_norm, lr, micro_batches, skipped}, critic/advantages/{mean,max,min},
-// perf/{total_num_tokens, max_memory_gb, cpu_memory_used_gb}, timing_s/update_actor (and
-// timing_s/update_weights from the Trainer actor). Token means (clip fraction, ratio, entropy,
-// weights, advantages) are over all response tokens of the step; pg_loss and kl_loss are
-// aggregated as the loss is.
+// is_weight_clipfrac, grad_norm, lr, micro_batches, skipped, optimizer_steps, reward_kl_penalty,
+// reward_kl_penalty_coeff}, critic/advantages/{mean,max,min}, perf/{total_num_tokens,
+// max_memory_gb, cpu_memory_used_gb}, timing_s/update_actor (and timing_s/update_weights from the
+// Trainer actor). loss and grad_norm are means over the optimizer steps, lr the last step's,
+// micro_batches the total over all steps, skipped 1 if any step was skipped. Token means (clip
+// fraction, ratio, entropy, weights) are over the response tokens of every micro-batch of every
+// step (each token once per epoch); pg_loss and kl_loss are aggregated as the loss is;
+// advantages and total_num_tokens count each response token of the batch once.
+// reward_kl_penalty is the token mean of the KL estimate in the reward before β, 0 without it.
 //
 // Config: proto::TrainerConfig (proto/actor_config.proto, where each field's meaning and default
 // are). Create refuses (INVALID_ARGUMENT, naming the field) micro_batch_size, entropy_coeff,
-// importance_cap or checkpoint_attempts out of range; a policy or a resume checkpoint that cannot
-// be loaded is its loader's error.
+// importance_cap, checkpoint_attempts, gamma, lam, ppo_epochs, mini_batch_size or
+// train_batch_size out of range; a policy or a resume checkpoint that cannot be loaded is its
+// loader's error.
 //
 // Thread-safety: none; one caller at a time (the Trainer actor's mailbox).
 #ifndef TROUPE_ACTORS_TRAINER_CORE_H_
@@ -72,11 +89,15 @@ class TrainerCore {
   static absl::StatusOr<std::unique_ptr<TrainerCore>> Create(const proto::TrainerConfig& config);
 
   // One update over req.groups (every group the same non-zero size; ref_logprobs aligned with
-  // the samples when kl_coef != 0): advantages, micro-batched forward/backward, one optimizer
-  // step, and the weight version bumped unless the step was skipped. Fills the reply's step,
-  // weight_version and metrics (actor/*, critic/advantages/*, ...: above). INVALID_ARGUMENT
-  // for malformed groups or per-token lists; a LibTorch error is INTERNAL. On error nothing is
-  // updated. `skipped` (optional) is set to whether the optimizer step was skipped.
+  // the samples when kl_coef != 0 or kl_in_reward_coef > 0; every sample's values as long as its
+  // response when the estimator needs them): advantages, then the optimizer steps of the
+  // epochs and mini-batches (above), and the weight version bumped once unless every step was
+  // skipped. Fills the reply's step (the last optimizer step's), weight_version and metrics
+  // (actor/*, critic/advantages/*, ...: above). INVALID_ARGUMENT for malformed groups, per-token
+  // lists or a negative or non-finite kl_in_reward_coef; a LibTorch error is INTERNAL. An error
+  // found before the first optimizer step (every input check) updates nothing; one in a later
+  // step leaves the earlier steps applied and the version bumped. `skipped` (optional) is set to
+  // whether every optimizer step was skipped.
   absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req,
                                                bool* skipped = nullptr);
 
@@ -96,11 +117,12 @@ class TrainerCore {
  private:
   TrainerCore() = default;
   absl::Status Init(const proto::TrainerConfig& config);
-  // The update of Update after the groups are checked; returns whether the step was skipped.
-  absl::StatusOr<bool> Step(const proto::TrainStepRequest& req,
-                            const std::vector<const proto::Sample*>& samples,
-                            const std::vector<float>& rewards, int group_size,
-                            proto::TrainStepReply& reply);
+  // The update of Update after the groups are checked; sets `applied` once an optimizer step
+  // changed the weights (not skipped).
+  absl::Status Step(const proto::TrainStepRequest& req,
+                    const std::vector<const proto::Sample*>& samples,
+                    const std::vector<float>& rewards, int group_size, proto::TrainStepReply& reply,
+                    bool& applied);
   // Sets tokenizer_json_ and tokenizer_config_json_ (which holds the policy directory's
   // tokenizer_config.json text on entry) from the loaded tokenizer: Tokenizer::ToTokenizerJson,
   // and ToTokenizerConfigJson over the directory's file (its chat_template and other keys kept).
@@ -113,6 +135,8 @@ class TrainerCore {
   std::unique_ptr<trainers::Trainer> trainer_;
   trainers::PolicyLossOptions loss_options_;
   int64_t micro_batch_size_ = 0;
+  int64_t ppo_epochs_ = 1;
+  int64_t mini_batch_groups_ = 0;  // Groups per mini-batch; 0 = the whole batch.
   const trainers::AdvantageEstimator* estimator_ = nullptr;  // from the registry; not owned
   trainers::AdvantageOptions advantage_options_;
   int64_t pad_id_ = 0;

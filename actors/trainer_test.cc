@@ -39,10 +39,11 @@ const std::string& PolicyDir() {
   return dir;
 }
 
-// Two prompts, four samples each, responses of 1 to 4 tokens (ids 3..14 are characters).
+// rewards.size() / 4 prompts, four samples each, responses of 1 to 4 tokens (ids 3..14 are
+// characters).
 proto::TrainStepRequest Request(const std::vector<float>& rewards) {
   proto::TrainStepRequest req;
-  for (int g = 0; g < 2; ++g) {
+  for (int g = 0; g < static_cast<int>(rewards.size()) / 4; ++g) {
     proto::SampleGroup* group = req.add_groups();
     group->set_prompt_id(g);
     for (int i = 0; i < 4; ++i) {
@@ -446,6 +447,149 @@ TEST(TrainerActor, GspoTakesOneRatioPerSequenceAndMicroBatchesAgree) {
   EXPECT_GT(std::abs(whole.metric("actor/ratio_mean") - token.metric("actor/ratio_mean")), 1e-4);
 }
 
+// The status of one Step of a fresh Trainer with `config` on `req`.
+absl::Status StepStatus(const nlohmann::json& config, const proto::TrainStepRequest& req) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  absl::StatusOr<ActorHandle<Trainer>> t = system.Spawn<Trainer>({.config = config});
+  if (!t.ok()) return t.status();
+  return t->Call(&Trainer::Step, req).Get().status();
+}
+
+// Groups [first, last) of `req` (with their behaviour log-probs) as a request of their own.
+proto::TrainStepRequest Groups(const proto::TrainStepRequest& req, int first, int last) {
+  proto::TrainStepRequest out;
+  for (int g = first; g < last; ++g) *out.add_groups() = req.groups(g);
+  return out;
+}
+
+// PPO epochs and mini-batches: one Update with 2 epochs over mini-batches of 2 groups takes the
+// optimizer steps that four single-batch Updates on [g0, g1], [g2, g3], [g0, g1], [g2, g3] take
+// (GRPO's advantages are per group, so both see the same advantages).
+TEST(TrainerActor, EpochsOfMiniBatchesTakeTheStepsOfSingleBatchUpdatesInOrder) {
+  proto::TrainStepRequest req =
+      Request({1, 0, 0.5f, 0, /**/ 0, 1, 1, 0.2f, /**/ 0.3f, 1, 0, 0.6f, /**/ 1, 0, 0, 0.5f});
+  SetBehaviour(req, CurrentPolicy(req).logp, {0});
+  const proto::TrainStepRequest first = Groups(req, 0, 2), second = Groups(req, 2, 4);
+  const TrainerRun ppo = Train(Config({{"ppo_epochs", 2}, {"mini_batch_size", 2}}), {req});
+  const TrainerRun single = Train(Config({}), {first, second, first, second});
+  ASSERT_EQ(ppo.replies.size(), 1u);
+  ASSERT_EQ(single.replies.size(), 4u);
+  EXPECT_EQ(ppo.metric("actor/optimizer_steps"), 4);
+  EXPECT_EQ(single.metric("actor/optimizer_steps"), 1);
+  EXPECT_EQ(ppo.metric("actor/micro_batches"), 4);
+  EXPECT_EQ(ppo.replies[0].weight_version(), 1) << "one version per Update";
+  EXPECT_EQ(ppo.replies[0].step(), 3) << "the last optimizer step";
+  EXPECT_GT(MaxAbsDiff(ppo.params, InitialParams()), 1e-3);
+  EXPECT_LT(MaxAbsDiff(ppo.params, single.params), 1e-6);
+  // The loss is the mean of the four steps' losses.
+  double loss = 0;
+  for (const proto::TrainStepReply& r : single.replies) loss += r.metrics().at("actor/loss") / 4;
+  EXPECT_NEAR(ppo.metric("actor/loss"), loss, 1e-6);
+  // Each response token counted once: 4 groups × (1 + 2 + 3 + 4).
+  EXPECT_EQ(ppo.metric("perf/total_num_tokens"), 40);
+}
+
+// With several optimizer steps π_prox is the policy before the first one, for every step: the
+// importance weights π_prox / π_behav are the ones the initial policy gives (had the second step
+// taken the moved policy as π_prox, they would differ), and the second step's ratio π_θ / π_prox
+// is away from 1 (ppo_kl > 0; it is exactly 0 when π_θ = π_prox).
+TEST(TrainerActor, SeveralOptimizerStepsKeepThePreUpdatePolicyAsProximal) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {-1.0f, 0.3f, -0.2f, 0.0f, -0.9f});
+  const Weights hand = HandWeights(current.logp, req, 2.0, /*mask=*/false);
+  for (const nlohmann::json& steps :
+       {nlohmann::json{{"ppo_epochs", 2}},
+        nlohmann::json{{"mini_batch_size", 1}, {"micro_batch_size", 3}}}) {
+    nlohmann::json config =
+        Config({{"off_policy", "OFF_POLICY_TRUNCATE"}, {"importance_cap", 2.0}});
+    for (auto it = steps.begin(); it != steps.end(); ++it) config[it.key()] = it.value();
+    const TrainerRun run = Train(config, {req});
+    ASSERT_EQ(run.replies.size(), 1u) << steps.dump();
+    EXPECT_EQ(run.metric("actor/optimizer_steps"), 2) << steps.dump();
+    EXPECT_NEAR(run.metric("actor/is_weight_mean"), hand.mean, 1e-5) << steps.dump();
+    EXPECT_NEAR(run.metric("actor/is_weight_clipfrac"), hand.capped_fraction, 1e-9) << steps.dump();
+    EXPECT_GT(run.metric("actor/ppo_kl"), 1e-7) << steps.dump();
+    EXPECT_GT(MaxAbsDiff(run.params, InitialParams()), 1e-3) << steps.dump();
+  }
+}
+
+TEST(TrainerActor, GaeNeedsTheCriticValuesOfEveryResponseToken) {
+  proto::TrainStepRequest req = Request(kRewards);
+  SetBehaviour(req, CurrentPolicy(req).logp, {0});
+  const nlohmann::json config =
+      Config({{"adv_estimator", "ADV_ESTIMATOR_GAE"}, {"gamma", 0.99}, {"lam", 0.9}});
+  const absl::Status missing = StepStatus(config, req);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+  EXPECT_THAT(std::string(missing.message()), HasSubstr("sample 0 of prompt 0"));
+
+  for (proto::SampleGroup& g : *req.mutable_groups()) {
+    for (proto::Sample& s : *g.mutable_samples()) {
+      for (int t = 0; t < s.response_tokens_size(); ++t) {
+        s.add_values(0.1f * t - 0.2f * s.sample_index() + 0.05f * g.prompt_id());
+      }
+    }
+  }
+  proto::TrainStepRequest short_values = req;
+  short_values.mutable_groups(1)->mutable_samples(2)->mutable_values()->RemoveLast();
+  const absl::Status short_status = StepStatus(config, short_values);
+  EXPECT_EQ(short_status.code(), absl::StatusCode::kInvalidArgument) << short_status;
+  EXPECT_THAT(std::string(short_status.message()), HasSubstr("sample 2 of prompt 1"));
+
+  const TrainerRun run = Train(config, {req});
+  ASSERT_EQ(run.replies.size(), 1u);
+  EXPECT_NEAR(run.metric("critic/advantages/mean"), 0.0, 1e-5) << "whitened";
+  EXPECT_GT(run.metric("critic/advantages/max"), 0.5);
+  EXPECT_GT(MaxAbsDiff(run.params, InitialParams()), 1e-3);
+}
+
+TEST(TrainerActor, KlInTheRewardNeedsTheReferenceAndChangesTheAdvantages) {
+  proto::TrainStepRequest req = Request(kRewards);
+  const Current current = CurrentPolicy(req);
+  SetBehaviour(req, current.logp, {0.1f, -0.2f, 0.05f});
+  const nlohmann::json config = Config({{"adv_estimator", "ADV_ESTIMATOR_REINFORCE_PLUS_PLUS"}});
+  proto::TrainStepRequest with = req;
+  with.set_kl_in_reward_coef(0.5);
+  const absl::Status no_ref = StepStatus(config, with);
+  EXPECT_EQ(no_ref.code(), absl::StatusCode::kInvalidArgument) << no_ref;
+  EXPECT_THAT(std::string(no_ref.message()), HasSubstr("reference"));
+
+  SetReference(with, current.logp);
+  proto::TrainStepRequest negative = with;
+  negative.set_kl_in_reward_coef(-0.1);
+  EXPECT_EQ(StepStatus(config, negative).code(), absl::StatusCode::kInvalidArgument);
+  negative.set_kl_in_reward_coef(NAN);
+  EXPECT_EQ(StepStatus(config, negative).code(), absl::StatusCode::kInvalidArgument);
+
+  // k3 (the default kl_type) of the behaviour against the reference, r = ref - behaviour, by hand.
+  double sum = 0, tokens = 0;
+  const std::vector<const proto::Sample*> samples = Samples(with);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    for (int t = 0; t < samples[i]->behaviour_logprobs_size(); ++t) {
+      const double r = static_cast<double>(with.ref_logprobs(i).values(t)) -
+                       static_cast<double>(samples[i]->behaviour_logprobs(t));
+      sum += std::exp(r) - r - 1;
+      tokens += 1;
+    }
+  }
+  ASSERT_GT(sum / tokens, 1e-3);
+  const TrainerRun kl = Train(config, {with});
+  proto::TrainStepRequest without = with;
+  without.set_kl_in_reward_coef(0);
+  const TrainerRun plain = Train(config, {without});
+  ASSERT_EQ(kl.replies.size(), 1u);
+  ASSERT_EQ(plain.replies.size(), 1u);
+  EXPECT_NEAR(kl.metric("actor/reward_kl_penalty"), sum / tokens, 1e-6);
+  EXPECT_EQ(kl.metric("actor/reward_kl_penalty_coeff"), 0.5);
+  EXPECT_EQ(plain.metric("actor/reward_kl_penalty"), 0.0);
+  EXPECT_EQ(plain.metric("actor/reward_kl_penalty_coeff"), 0.0);
+  EXPECT_GT(
+      std::abs(kl.metric("critic/advantages/max") - plain.metric("critic/advantages/max")) +
+          std::abs(kl.metric("critic/advantages/min") - plain.metric("critic/advantages/min")),
+      1e-3);
+  EXPECT_GT(MaxAbsDiff(kl.params, plain.params), 1e-5);
+}
+
 TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {
   ActorSystem system(ActorSystemOptions{.num_threads = 1});
   const std::vector<std::pair<nlohmann::json, std::string>> cases = {
@@ -455,8 +599,11 @@ TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {
       {{{"off_policy", "sometimes"}}, "off_policy"},
       {{{"checkpoint_attempts", 0}}, "checkpoint_attempts"},
       {{{"learning_rate", 0.1}}, "learning_rate"},  // not a TrainerConfig field
-      {{{"adv_estimator", "ADV_ESTIMATOR_GAE"}}, "critic"},
       {{{"gamma", 1.5}}, "gamma"},
+      {{{"lam", -0.1}}, "lam"},
+      {{{"ppo_epochs", 0}}, "ppo_epochs"},
+      {{{"mini_batch_size", -1}}, "mini_batch_size"},
+      {{{"train_batch_size", -2}}, "train_batch_size"},
   };
   for (const auto& [overrides, key] : cases) {
     absl::StatusOr<ActorHandle<Trainer>> t = system.Spawn<Trainer>({.config = Config(overrides)});

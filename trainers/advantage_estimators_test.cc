@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -169,9 +170,9 @@ void ExpectRowsNear(const at::Tensor& actual, const Rows& expected, double tol =
 // -------------------------------------------------------------------------------------
 
 TEST(AdvantageEstimatorRegistry, FindsEveryBuiltInEstimatorByNameWithADescription) {
-  EXPECT_THAT(
-      AdvantageEstimatorNames(),
-      testing::ElementsAre("grpo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "rloo"));
+  EXPECT_THAT(AdvantageEstimatorNames(),
+              testing::ElementsAre("gae", "grpo", "reinforce_plus_plus",
+                                   "reinforce_plus_plus_baseline", "rloo"));
   for (const std::string& name : AdvantageEstimatorNames()) {
     auto estimator = FindAdvantageEstimator(name);
     ASSERT_TRUE(estimator.ok()) << estimator.status();
@@ -182,6 +183,9 @@ TEST(AdvantageEstimatorRegistry, FindsEveryBuiltInEstimatorByNameWithADescriptio
   EXPECT_EQ((*FindAdvantageEstimator("rloo"))->min_group_size(), 2);
   EXPECT_FALSE((*FindAdvantageEstimator("reinforce_plus_plus"))->needs_groups());
   EXPECT_FALSE((*FindAdvantageEstimator("reinforce_plus_plus_baseline"))->needs_groups());
+  EXPECT_FALSE((*FindAdvantageEstimator("gae"))->needs_groups());
+  EXPECT_TRUE((*FindAdvantageEstimator("gae"))->needs_values());
+  EXPECT_FALSE((*FindAdvantageEstimator("grpo"))->needs_values());
 }
 
 TEST(AdvantageEstimatorRegistry, UnknownNameIsNotFoundListingEveryRegisteredName) {
@@ -285,10 +289,133 @@ TEST(ReinforcePlusPlusBaselineEstimator, CentresInGroupsThenWhitensOverTheBatch)
   ExpectRowsNear(*single, RefReinforcePlusPlusBaseline(c));
 }
 
+// ---- GAE --------------------------------------------------------------------------------------
+
+// The critic's values of Case(): NaN on masked positions (ignored).
+Rows CaseValues() {
+  return {{0.3, -0.1, 0.6, NAN, NAN}, {NAN, NAN, NAN, NAN, NAN},   {NAN, 0.2, 0.4, -0.5, 0.1},
+          {0.7, NAN, 0.05, 0.9, NAN}, {-0.2, 0.35, NAN, NAN, NAN}, {0.1, 0.2, 0.3, 0.4, 0.5}};
+}
+
+AdvantageInputs GaeInputs(const Case& c, bool with_kl) {
+  AdvantageInputs in = Inputs(c, with_kl);
+  in.values = ToTensor(CaseValues());
+  return in;
+}
+
+// GAE before whitening, summed forwards: over row b's unmasked positions p_0 < p_1 < ... < p_{n-1}
+// with token rewards ρ (the reward on p_{n-1}, minus the KL on each) and V (0 past the end),
+//   δ_k = ρ_k + γ V_{k+1} - V_k,   A_k = Σ_{l ≥ 0} (γλ)^l δ_{k+l}.
+// Returns {A, A + V}.
+std::pair<Rows, Rows> RefGae(const Case& c, double gamma, double lambda, bool with_kl) {
+  const Rows v = CaseValues();
+  Rows adv = c.mask, ret = c.mask;
+  for (size_t b = 0; b < c.mask.size(); ++b) {
+    std::vector<size_t> pos;
+    for (size_t t = 0; t < c.mask[b].size(); ++t) {
+      adv[b][t] = ret[b][t] = 0;
+      if (c.mask[b][t] != 0) pos.push_back(t);
+    }
+    const size_t n = pos.size();
+    std::vector<double> delta(n);
+    for (size_t k = 0; k < n; ++k) {
+      const double rho = (k + 1 == n ? c.rewards[b] : 0.0) - (with_kl ? c.kl[b][pos[k]] : 0.0);
+      const double next = k + 1 < n ? v[b][pos[k + 1]] : 0.0;
+      delta[k] = rho + gamma * next - v[b][pos[k]];
+    }
+    for (size_t k = 0; k < n; ++k) {
+      double a = 0, w = 1;
+      for (size_t l = k; l < n; ++l, w *= gamma * lambda) a += w * delta[l];
+      adv[b][pos[k]] = a;
+      ret[b][pos[k]] = a + v[b][pos[k]];
+    }
+  }
+  return {adv, ret};
+}
+
+TEST(GaeEstimator, MatchesALoopReferenceOverHolesAndPaddingThenWhitens) {
+  const Case c;  // Row 3 has a hole at t = 1, rows 0 and 4 padding, row 2 a late start.
+  for (bool with_kl : {false, true}) {
+    auto adv = ComputeAdvantages("gae", GaeInputs(c, with_kl), {.gamma = 0.9, .lambda = 0.8});
+    ASSERT_TRUE(adv.ok()) << adv.status();
+    EXPECT_FALSE(adv->requires_grad());
+    ExpectRowsNear(*adv, RefWhiten(c, RefGae(c, 0.9, 0.8, with_kl).first), 1e-10);
+    EXPECT_EQ((*adv)[3][1].item<double>(), 0.0);  // The hole stays 0.
+    EXPECT_EQ(adv->select(0, 1).abs().sum().item<double>(), 0.0);
+  }
+}
+
+TEST(GaeEstimator, RowZeroByHandBeforeWhitening) {
+  // One row, mask {1, 1, 0}, V = {0.5, 0.25}, reward 1, γ = 0.9, λ = 0.8:
+  //   δ_1 = 1 + 0 - 0.25 = 0.75,  δ_0 = 0 + 0.9·0.25 - 0.5 = -0.275,
+  //   A_1 = 0.75,  A_0 = -0.275 + 0.72·0.75 = 0.265;  returns A + V = {0.765, 1.0}.
+  auto returns = GaeReturns({.rewards = at::tensor({1.0}, at::kDouble),
+                             .mask = ToTensor({{1, 1, 0}}),
+                             .values = ToTensor({{0.5, 0.25, 7.0}})},
+                            {.gamma = 0.9, .lambda = 0.8});
+  ASSERT_TRUE(returns.ok()) << returns.status();
+  ExpectRowsNear(*returns, {{0.765, 1.0, 0.0}});
+}
+
+TEST(GaeEstimator, ReturnsAreAdvantagesPlusValuesBeforeWhitening) {
+  const Case c;
+  for (bool with_kl : {false, true}) {
+    auto returns = GaeReturns(GaeInputs(c, with_kl), {.gamma = 0.9, .lambda = 0.8});
+    ASSERT_TRUE(returns.ok()) << returns.status();
+    ExpectRowsNear(*returns, RefGae(c, 0.9, 0.8, with_kl).second, 1e-12);
+  }
+}
+
+TEST(GaeEstimator, SubtractsTheKlPenaltyPerToken) {
+  // λ = 0, V = 0: A_t = δ_t = ρ_t, so the penalty shows token by token.
+  auto returns = GaeReturns({.rewards = at::tensor({1.0}, at::kDouble),
+                             .mask = ToTensor({{1, 1, 1}}),
+                             .kl_penalty = ToTensor({{0.1, 0.2, 0.3}}),
+                             .values = ToTensor({{0.0, 0.0, 0.0}})},
+                            {.gamma = 1.0, .lambda = 0.0});
+  ASSERT_TRUE(returns.ok()) << returns.status();
+  ExpectRowsNear(*returns, {{-0.1, -0.2, 0.7}});
+}
+
+TEST(GaeEstimator, RefusesMissingMisshapedOrNonFiniteValuesAndLambdaOutOfRange) {
+  const Case c;
+  const auto code = [](const absl::StatusOr<at::Tensor>& s) { return s.status().code(); };
+  const auto message = [](const absl::StatusOr<at::Tensor>& s) {
+    return std::string(s.status().message());
+  };
+  auto missing = ComputeAdvantages("gae", Inputs(c, false), {});
+  EXPECT_EQ(code(missing), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(message(missing), testing::HasSubstr("values"));
+  EXPECT_EQ(code(GaeReturns(Inputs(c, false), {})), absl::StatusCode::kInvalidArgument);
+
+  AdvantageInputs shape = GaeInputs(c, false);
+  shape.values = at::zeros({6, 4}, at::kDouble);
+  EXPECT_EQ(code(ComputeAdvantages("gae", shape, {})), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(message(ComputeAdvantages("gae", shape, {})), testing::HasSubstr("values"));
+  AdvantageInputs integer = GaeInputs(c, false);
+  integer.values = at::zeros({6, 5}, at::kLong);
+  EXPECT_EQ(code(ComputeAdvantages("gae", integer, {})), absl::StatusCode::kInvalidArgument);
+
+  AdvantageInputs inf = GaeInputs(c, false);
+  inf.values[5][2] = INFINITY;  // Unmasked.
+  EXPECT_EQ(code(ComputeAdvantages("gae", inf, {})), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(message(ComputeAdvantages("gae", inf, {})), testing::HasSubstr("values"));
+  EXPECT_EQ(code(GaeReturns(inf, {})), absl::StatusCode::kInvalidArgument);
+
+  for (double lambda : {-0.1, 1.5, static_cast<double>(NAN)}) {
+    auto bad = ComputeAdvantages("gae", GaeInputs(c, false), {.lambda = lambda});
+    EXPECT_EQ(code(bad), absl::StatusCode::kInvalidArgument) << lambda;
+    EXPECT_THAT(message(bad), testing::HasSubstr("lambda")) << lambda;
+  }
+  // The other estimators ignore `values`, even when missing.
+  EXPECT_TRUE(ComputeAdvantages("reinforce_plus_plus", Inputs(c, false), {}).ok());
+}
+
 TEST(AdvantageEstimators, GiveZerosNotNanForConstantValuesAndEmptyMasks) {
   Case c;
   c.rewards = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1};  // Under γ = 1 every return is 0.1 as well.
   for (const std::string& name : AdvantageEstimatorNames()) {
+    if (name == "gae") continue;  // Needs values; covered by its own tests.
     auto adv = ComputeAdvantages(name, Inputs(c, false), {});
     ASSERT_TRUE(adv.ok()) << name << ": " << adv.status();
     EXPECT_EQ(adv->abs().sum().item<double>(), 0.0) << name;
@@ -304,7 +431,9 @@ TEST(AdvantageEstimators, GiveZerosNotNanForConstantValuesAndEmptyMasks) {
   empty.rewards = {1, 0, 2, 3, 1, 0};
   empty.mask = Rows(6, std::vector<double>(5, 0.0));
   for (const std::string& name : AdvantageEstimatorNames()) {
-    auto adv = ComputeAdvantages(name, Inputs(empty, true), {});
+    AdvantageInputs in = Inputs(empty, true);
+    in.values = at::ones({6, 5}, at::kDouble);
+    auto adv = ComputeAdvantages(name, in, {});
     ASSERT_TRUE(adv.ok()) << name << ": " << adv.status();
     EXPECT_EQ(adv->abs().sum().item<double>(), 0.0) << name;
     EXPECT_FALSE(adv->isnan().any().item<bool>()) << name;
