@@ -1,9 +1,9 @@
 // The RL actors' part in the live actor graph (runtime/dashboard/graph_schema.h): the calls that
 // carry samples around the loop — RolloutWorker.Generate sends them out, RewardServer.Score
-// scores them, ReplayBuffer.Add / Take store them and hand them to training, Trainer.Step
-// trains on them — the loop's order (rollout → reward → replay → trainer, and the weights back
-// to the rollout workers), and the weights the Trainer broadcasts to the RolloutWorkers over
-// their collective group.
+// scores them, ReplayBuffer.Add / Take store them and hand them to training, Trainer.Step (and,
+// in PPO, Critic.Update) trains on them — the loop's order (rollout → reward → replay → trainer,
+// and the weights back to the rollout workers), and the weights the Trainer broadcasts to the
+// RolloutWorkers over their collective group.
 //
 // It also registers the transport's sample probes (runtime/transport/sample_probe.h), so that
 // the call statistics of those calls count the samples crossing each edge with their policy
@@ -50,7 +50,8 @@ const bool kRegistered = [] {
         {"RewardServer", "Score"},
         {"ReplayBuffer", "Add"},
         {"ReplayBuffer", "Take"},
-        {"Trainer", "Step"}}) {
+        {"Trainer", "Step"},
+        {"Critic", "Update"}}) {
     s.call_kinds[{type, method}] = "samples";
   }
   s.loop = {"RolloutWorker", "RewardServer", "ReplayBuffer", "Trainer"};

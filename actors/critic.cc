@@ -1,0 +1,402 @@
+#include "actors/critic.h"
+
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "actors/policy_util.h"
+#include "base/atomic_file.h"
+#include "base/status_macros.h"
+#include "metrics/metric_catalog.h"
+#include "models/catch_torch.h"
+#include "models/safetensors.h"
+#include "models/tokenizers/tokenizer.h"
+#include "models/transformer.h"
+#include "nlohmann/json.hpp"
+#include "runtime/actor_registry.h"
+#include "trainers/advantage_estimators.h"
+
+namespace troupe::actors {
+namespace {
+
+namespace fs = std::filesystem;
+namespace n = metrics::metric_names;
+using models::CatchTorch;
+
+absl::Status ConfigError(const std::string& what) {
+  return absl::InvalidArgumentError("critic config: " + what);
+}
+
+// Rows [begin, end) of a whole-batch per-token tensor [B, L - 1], cut to `slice`'s columns.
+at::Tensor SliceRows(const at::Tensor& values, int64_t begin, int64_t end,
+                     const SequenceBatch& slice) {
+  return values.slice(0, begin, end).slice(1, 0, slice.targets.size(1));
+}
+
+// Σ mask·x / Σ mask in double; 0 for an empty mask.
+double MaskedMean(const at::Tensor& x, const at::Tensor& mask) {
+  const double count = mask.sum().item<double>();
+  if (count == 0) return 0;
+  return (x.detach().to(torch::kDouble) * mask.to(torch::kDouble)).sum().item<double>() / count;
+}
+
+// Population variance of x over the positions `mask` marks.
+double MaskedVariance(const at::Tensor& x, const at::Tensor& mask) {
+  const at::Tensor v = x.detach().to(torch::kDouble).masked_select(mask.to(torch::kBool));
+  if (v.numel() == 0) return 0;
+  return (v - v.mean()).pow(2).mean().item<double>();
+}
+
+}  // namespace
+
+CriticCore::~CriticCore() = default;
+
+absl::StatusOr<std::unique_ptr<CriticCore>> CriticCore::Create(const proto::CriticConfig& config) {
+  std::unique_ptr<CriticCore> core(new CriticCore());
+  TROUPE_RETURN_IF_ERROR(CatchTorch("CriticCore::Create", [&] { return core->Init(config); }));
+  return core;
+}
+
+absl::Status CriticCore::Init(const proto::CriticConfig& config) {
+  config_ = config;
+  const proto::CriticConfig& c = config_;
+  if (!(c.cliprange_value() > 0) || !std::isfinite(c.cliprange_value())) {
+    return ConfigError(absl::StrCat("cliprange_value must be > 0, got ", c.cliprange_value()));
+  }
+  if (c.ppo_epochs() < 1) {
+    return ConfigError(absl::StrCat("ppo_epochs must be >= 1, got ", c.ppo_epochs()));
+  }
+  if (c.mini_batch_size() < 0) {
+    return ConfigError(absl::StrCat(
+        "mini_batch_size must be >= 0 (groups; 0 = the whole batch), got ", c.mini_batch_size()));
+  }
+  if (c.micro_batch_size() < 0) {
+    return ConfigError(
+        absl::StrCat("micro_batch_size must be >= 0 (sequences; 0 = the whole mini-batch), got ",
+                     c.micro_batch_size()));
+  }
+  if (!(c.gamma() >= 0 && c.gamma() <= 1)) {
+    return ConfigError(absl::StrCat("gamma must be in [0, 1], got ", c.gamma()));
+  }
+  if (!(c.lam() >= 0 && c.lam() <= 1)) {
+    return ConfigError(absl::StrCat("lam must be in [0, 1], got ", c.lam()));
+  }
+  if (!(c.lr() > 0) || !std::isfinite(c.lr())) {
+    return ConfigError(absl::StrCat("lr must be a finite number > 0, got ", c.lr()));
+  }
+
+  TROUPE_ASSIGN_OR_RETURN(models::ValueModel model,
+                          models::LoadValueModel(c.model_dir(), static_cast<uint64_t>(c.seed())));
+  model_ = model.ptr();
+  model_->train();
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tokenizer,
+                          models::LoadTokenizer(c.model_dir() + "/tokenizer.json"));
+  pad_id_ = tokenizer->pad_id().value_or(0);
+
+  trainers::TrainerOptions to;
+  to.weight_decay = c.weight_decay();
+  to.schedule.peak_lr = c.lr();
+  to.schedule.warmup_steps = c.warmup_steps();
+  to.schedule.total_steps = std::max<int64_t>(c.warmup_steps() + 1, 1);
+  to.schedule.min_lr_ratio = 1.0;  // Constant after the warm-up.
+  to.max_grad_norm = c.grad_clip();
+  to.seed = static_cast<uint64_t>(c.seed());
+  // The update draws no random numbers: leave the process's generators to the policy's trainer.
+  to.seed_default_generator = false;
+  // Micro-batches differ in size: each loss is weighted by the tokens (or sequences) it averages.
+  to.accumulation = trainers::AccumulationScaling::kTokenWeighted;
+  TROUPE_ASSIGN_OR_RETURN(trainer_, trainers::Trainer::Create(*model_, to));
+
+  loss_options_.clip_range = c.cliprange_value();
+  switch (c.loss_agg_mode()) {
+    case proto::LOSS_AGG_TOKEN_MEAN:
+      loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
+      break;
+    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_MEAN:
+      loss_options_.aggregation = trainers::LossAggregation::kSequenceMean;
+      break;
+    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM:
+      loss_options_.aggregation = trainers::LossAggregation::kSequenceSumNormalized;
+      break;
+  }
+  switch (c.kl_type()) {
+    case proto::KL_K1:
+      kl_estimator_ = trainers::KlEstimator::kK1;
+      break;
+    case proto::KL_K2:
+      kl_estimator_ = trainers::KlEstimator::kK2;
+      break;
+    case proto::KL_K3:
+      kl_estimator_ = trainers::KlEstimator::kK3;
+      break;
+  }
+
+  const std::string& resume = c.resume_dir();
+  if (!resume.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(models::SafetensorsReader reader,
+                            models::SafetensorsReader::Open(resume + "/model.safetensors"));
+    TROUPE_RETURN_IF_ERROR(models::LoadIntoModule(reader, *model_));
+    TROUPE_RETURN_IF_ERROR(trainer_->Load(resume + "/critic_state.pt"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> CriticCore::PositionValues(const SequenceBatch& batch) {
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor values,
+                          model_->Forward(batch.input_ids, batch.attention_mask));
+  // The value at position p is the state's before token p + 1: aligned with targets.
+  return values.slice(1, 0, batch.targets.size(1)).to(torch::kFloat);
+}
+
+absl::StatusOr<proto::ValuesReply> CriticCore::Values(const proto::LogprobRequest& req) {
+  TROUPE_RETURN_IF_ERROR(poisoned_);
+  return CatchTorch("Critic::Values", [&]() -> absl::StatusOr<proto::ValuesReply> {
+    torch::NoGradGuard no_grad;
+    proto::ValuesReply reply;
+    if (req.samples().empty()) return reply;
+    std::vector<const proto::Sample*> samples;
+    for (const proto::Sample& s : req.samples()) samples.push_back(&s);
+    TROUPE_ASSIGN_OR_RETURN(SequenceBatch batch, BuildBatch(samples, pad_id_));
+    TROUPE_ASSIGN_OR_RETURN(at::Tensor values, PositionValues(batch));
+    for (const std::vector<float>& v : GatherResponseValues(batch, values)) {
+      *reply.add_values()->mutable_values() = {v.begin(), v.end()};
+    }
+    return reply;
+  });
+}
+
+absl::StatusOr<proto::TrainStepReply> CriticCore::Update(const proto::TrainStepRequest& req) {
+  TROUPE_RETURN_IF_ERROR(poisoned_);
+  const absl::Time start = absl::Now();
+  if (req.groups().empty()) return absl::InvalidArgumentError("Critic.Update: no sample groups");
+  for (const proto::SampleGroup& g : req.groups()) {
+    if (g.samples().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Critic.Update: the group of prompt ", g.prompt_id(), " has no samples"));
+    }
+    for (const proto::Sample& s : g.samples()) {
+      const std::string which = absl::StrCat("Critic.Update: sample (prompt_id ", s.prompt_id(),
+                                             ", sample_index ", s.sample_index(), ")");
+      if (s.values_size() != s.response_tokens_size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(which, " has ", s.values_size(), " values for ", s.response_tokens_size(),
+                         " response tokens (fill them with Critic.Values)"));
+      }
+      for (float v : s.values()) {
+        if (!std::isfinite(v)) {
+          return absl::InvalidArgumentError(absl::StrCat(which, " has a non-finite value ", v));
+        }
+      }
+      if (!std::isfinite(s.reward())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(which, " has a non-finite reward ", s.reward()));
+      }
+    }
+  }
+  const double kl_coef = req.kl_in_reward_coef();
+  if (!(kl_coef >= 0) || !std::isfinite(kl_coef)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Critic.Update: kl_in_reward_coef must be a finite number >= 0, got ", kl_coef));
+  }
+  absl::StatusOr<proto::TrainStepReply> reply =
+      CatchTorch("Critic::Update", [&] { return UpdateImpl(req); });
+  if (!reply.ok()) {
+    if (absl::IsFailedPrecondition(reply.status())) poisoned_ = reply.status();
+    return reply.status();
+  }
+  (*reply->mutable_metrics())[n::kTimingUpdateCritic] = absl::ToDoubleSeconds(absl::Now() - start);
+  return reply;
+}
+
+absl::StatusOr<proto::TrainStepReply> CriticCore::UpdateImpl(const proto::TrainStepRequest& req) {
+  std::vector<const proto::Sample*> samples;
+  std::vector<float> rewards;
+  std::vector<int64_t> group_begin;  // First row of each group, then the number of rows.
+  std::vector<std::vector<float>> old_values, behaviour;
+  for (const proto::SampleGroup& g : req.groups()) {
+    group_begin.push_back(static_cast<int64_t>(samples.size()));
+    for (const proto::Sample& s : g.samples()) {
+      samples.push_back(&s);
+      rewards.push_back(s.reward());
+      old_values.emplace_back(s.values().begin(), s.values().end());
+      behaviour.emplace_back(s.behaviour_logprobs().begin(), s.behaviour_logprobs().end());
+    }
+  }
+  const int64_t rows = static_cast<int64_t>(samples.size());
+  const int64_t num_groups = static_cast<int64_t>(group_begin.size());
+  group_begin.push_back(rows);
+
+  TROUPE_ASSIGN_OR_RETURN(SequenceBatch batch, BuildBatch(samples, pad_id_));
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor v_old, ScatterResponseValues(batch, old_values));
+  const at::Tensor mask = batch.response_mask.to(torch::kFloat);
+  at::Tensor kl_penalty;
+  const double kl_coef = req.kl_in_reward_coef();
+  if (kl_coef > 0) {
+    if (req.ref_logprobs_size() != rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Critic.Update: kl_in_reward_coef ", kl_coef, " needs one reference ",
+          "log-prob list per sample: got ", req.ref_logprobs_size(), " for ", rows, " samples"));
+    }
+    std::vector<std::vector<float>> ref;
+    for (const proto::FloatList& l : req.ref_logprobs()) {
+      ref.emplace_back(l.values().begin(), l.values().end());
+    }
+    TROUPE_ASSIGN_OR_RETURN(at::Tensor ref_logp, ScatterResponseValues(batch, ref));
+    TROUPE_ASSIGN_OR_RETURN(at::Tensor behaviour_logp, ScatterResponseValues(batch, behaviour));
+    TROUPE_ASSIGN_OR_RETURN(at::Tensor kl,
+                            trainers::KlPenalty(behaviour_logp, ref_logp, kl_estimator_));
+    kl_penalty = (kl * kl_coef * mask).detach();
+  }
+  TROUPE_ASSIGN_OR_RETURN(
+      at::Tensor returns,
+      trainers::GaeReturns({.rewards = torch::tensor(rewards, torch::kFloat),
+                            .group_size = 1,
+                            .mask = batch.response_mask,
+                            .kl_penalty = kl_penalty,
+                            .values = v_old},
+                           {.gamma = config_.gamma(), .lambda = config_.lam()}));
+  returns = returns.to(torch::kFloat);
+
+  trainers::ValueLossOptions options = loss_options_;
+  // Micro-batches are trimmed to their own longest sequence: "use T" must mean the whole batch's.
+  if (options.aggregation == trainers::LossAggregation::kSequenceSumNormalized &&
+      options.normalizer_length == 0) {
+    options.normalizer_length = batch.targets.size(1);
+  }
+  const bool token_mean = options.aggregation == trainers::LossAggregation::kTokenMean;
+  const int64_t groups_per_mini =
+      config_.mini_batch_size() > 0 ? std::min(config_.mini_batch_size(), num_groups) : num_groups;
+  const int64_t num_mini = (num_groups + groups_per_mini - 1) / groups_per_mini;
+
+  double loss_sum = 0, grad_norm_sum = 0, last_lr = 0;
+  double tokens = 0, clipped_tokens = 0, vpred_sum = 0;
+  int64_t steps = 0;
+  for (int64_t epoch = 0; epoch < config_.ppo_epochs(); ++epoch) {
+    for (int64_t k = 0; k < num_mini; ++k) {
+      const int64_t mini_begin = group_begin[k * groups_per_mini];
+      const int64_t mini_end = group_begin[std::min(num_groups, (k + 1) * groups_per_mini)];
+      const int64_t mini_rows = mini_end - mini_begin;
+      const int64_t per_micro = config_.micro_batch_size() > 0
+                                    ? std::min(config_.micro_batch_size(), mini_rows)
+                                    : mini_rows;
+      const int64_t num_micro = (mini_rows + per_micro - 1) / per_micro;
+      const absl::Status diverged = absl::FailedPreconditionError(
+          absl::StrCat("critic: value loss is not finite at step ", req.step(), " (epoch ", epoch,
+                       ", mini-batch ", k, "): the critic diverged"));
+      double step_tokens = 0, step_clipped = 0, step_vpred = 0;
+      absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+          [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
+            const int64_t begin = mini_begin + ctx.micro_batch * per_micro;
+            const int64_t end = std::min(mini_end, begin + per_micro);
+            TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+            TROUPE_ASSIGN_OR_RETURN(at::Tensor values, PositionValues(micro));
+            const at::Tensor micro_mask = micro.response_mask.to(torch::kFloat);
+            TROUPE_ASSIGN_OR_RETURN(
+                trainers::ValueLossOutput out,
+                trainers::ClippedValueLoss(values, SliceRows(v_old, begin, end, micro),
+                                           SliceRows(returns, begin, end, micro), micro_mask,
+                                           options));
+            // Dropping this step's gradients: the trainer applies nothing when the closure fails.
+            if (!std::isfinite(out.loss.item<double>())) return diverged;
+            const int64_t num_tokens = static_cast<int64_t>(micro_mask.sum().item<double>());
+            step_tokens += static_cast<double>(num_tokens);
+            step_clipped += out.clip_fraction * static_cast<double>(num_tokens);
+            step_vpred += (values.detach().to(torch::kDouble) * micro_mask.to(torch::kDouble))
+                              .sum()
+                              .item<double>();
+            return trainers::MicroBatchLoss{out.loss, num_tokens, token_mean ? 0 : end - begin};
+          },
+          num_micro);
+      if (!metrics.ok()) return metrics.status();
+      if (metrics->skipped || !std::isfinite(metrics->grad_norm) || !std::isfinite(metrics->loss)) {
+        return diverged;
+      }
+      ++steps;
+      loss_sum += metrics->loss;
+      grad_norm_sum += metrics->grad_norm;
+      last_lr = metrics->lr;
+      tokens += step_tokens;
+      clipped_tokens += step_clipped;
+      vpred_sum += step_vpred;
+    }
+  }
+
+  proto::TrainStepReply reply;
+  reply.set_step(req.step());
+  auto& m = *reply.mutable_metrics();
+  m[n::kVfLoss] = loss_sum / static_cast<double>(steps);
+  m[n::kCriticGradNorm] = grad_norm_sum / static_cast<double>(steps);
+  m[n::kCriticLr] = last_lr;
+  m[n::kVfClipFrac] = tokens > 0 ? clipped_tokens / tokens : 0;
+  m[n::kVpredMean] = tokens > 0 ? vpred_sum / tokens : 0;
+  m[n::kValuesMean] = MaskedMean(v_old, mask);
+  m[n::kReturnsMean] = MaskedMean(returns, mask);
+  const double var_returns = MaskedVariance(returns, mask);
+  m[n::kVfExplainedVar] =
+      var_returns > 0 ? 1.0 - MaskedVariance(returns - v_old, mask) / var_returns : 0.0;
+  return reply;
+}
+
+absl::StatusOr<proto::CriticSaveReply> CriticCore::Save(const proto::CriticSaveRequest& req) {
+  TROUPE_RETURN_IF_ERROR(poisoned_);
+  const std::string& dir = req.dir();
+  if (dir.empty()) return absl::InvalidArgumentError("Critic.Save: no dir");
+  TROUPE_RETURN_IF_ERROR(CatchTorch("Critic::Save", [&]() -> absl::Status {
+    for (const auto& item : model_->named_parameters()) {
+      if (!torch::isfinite(item.value()).all().item<bool>()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "critic: parameter ", item.key(), " is not finite; nothing saved to ", dir));
+      }
+    }
+    return absl::OkStatus();
+  }));
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat("Critic.Save: ", dir, " already exists"));
+  }
+  const fs::path target(dir);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  const std::string tmp = absl::StrCat(dir, ".tmp-", ::getpid());
+  fs::remove_all(tmp, ec);
+  absl::Status written = CatchTorch("Critic::Save", [&]() -> absl::Status {
+    TROUPE_RETURN_IF_ERROR(models::SavePretrained(*model_, tmp));
+    TROUPE_RETURN_IF_ERROR(trainer_->Save(tmp + "/critic_state.pt", /*include_parameters=*/false));
+    const nlohmann::json meta = {{"step", req.step()}};
+    TROUPE_RETURN_IF_ERROR(WriteFileAtomically(tmp + "/meta.json", meta.dump(2) + "\n"));
+    std::error_code rename_ec;
+    fs::rename(tmp, dir, rename_ec);
+    if (rename_ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot rename ", tmp, " to ", dir, ": ", rename_ec.message()));
+    }
+    return absl::OkStatus();
+  });
+  if (!written.ok()) {
+    fs::remove_all(tmp, ec);
+    return written;
+  }
+  proto::CriticSaveReply reply;
+  reply.set_path(dir);
+  return reply;
+}
+
+absl::StatusOr<std::unique_ptr<Critic>> Critic::Create(const ActorContext& ctx) {
+  TROUPE_ASSIGN_OR_RETURN(proto::CriticConfig config, ctx.ConfigAs<proto::CriticConfig>());
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<CriticCore> core, CriticCore::Create(config));
+  return std::unique_ptr<Critic>(new Critic(std::move(core)));
+}
+
+TROUPE_REGISTER_ACTOR(Critic, Values, Update, Save);
+
+}  // namespace troupe::actors

@@ -1,0 +1,141 @@
+// Critic: PPO's value model. Predicts the value of the state before each response token
+// (Values), regresses those predictions on GAE returns with the clipped value loss (Update), and
+// writes checkpoints it can resume from (Save).
+//
+// CriticCore is the computation (testable without an actor system); Critic is the registered
+// actor around it (type "Critic", methods Values, Update, Save).
+// Config: proto::CriticConfig (proto/actor_config.proto, where each field's default is).
+//
+// Values: V [B, L] = ValueModel(prompt + response); the value of response token j of sample b is
+// the value at the position before it (the state the token was generated from), i.e. V[:, :L-1]
+// read at SequenceBatch's response positions.
+//
+// Update (one call per training step):
+//   ρ_t   = r·[t = last response token] - kl_in_reward_coef · KL_kl_type(π_behav || π_ref)_t
+//   R     = trainers::GaeReturns(ρ, V_old; gamma, lam)              (targets, over the whole batch)
+//   for epoch in 1..ppo_epochs:
+//     for each mini-batch of mini_batch_size groups (0 = the whole batch; in order, the last may
+//     be shorter): one AdamW step over micro-batches of micro_batch_size sequences (0 = the
+//     whole mini-batch), accumulated token-weighted, on
+//       trainers::ClippedValueLoss(V_θ, V_old, R, mask; cliprange_value, loss_agg_mode)
+// where V_old are the samples' `values` (Values' output for them, before this update). The
+// learning rate warms up linearly over warmup_steps optimizer steps, then stays at lr.
+//
+// Update's reply: step = the request's step; metrics (metrics/metric_catalog.h):
+//   critic/vf_loss, critic/grad_norm     means over the call's optimizer steps
+//   critic/vf_clipfrac, critic/vpred_mean token means over every micro-batch of every step
+//   critic/values/mean, critic/returns/mean token means of V_old and R over the batch
+//   critic/vf_explained_var              1 - Var(R - V_old) / Var(R) over the response tokens
+//                                        (population variances); 0 when Var(R) == 0
+//   critic/lr                            the learning rate of the call's last optimizer step
+//   timing_s/update_critic               wall time of the call
+//
+// Divergence: a mini-batch whose loss or gradient norm is not finite is not applied (its
+// gradients are dropped) and Update returns FAILED_PRECONDITION "critic: value loss is not finite
+// at step S (epoch E, mini-batch K): the critic diverged" (S the request's step, E and K 0-based).
+// The critic is then poisoned: every later Values, Update and Save returns that error (the run
+// must stop; restart from a checkpoint).
+//
+// Save writes a directory that Create's resume_dir reads: model.safetensors + config.json
+// (models::SavePretrained), critic_state.pt (optimizer state and step, no parameters) and
+// meta.json {"step": <request's step>} (for people and tools; Create does not read it). It is
+// written as a temporary sibling and renamed into place, so `dir` is complete or absent.
+//
+// Errors: Create's are INVALID_ARGUMENT naming the field ("critic config: cliprange_value must be
+// > 0, got 0") for cliprange_value <= 0, ppo_epochs < 1, mini_batch_size < 0, micro_batch_size < 0,
+// gamma or lam outside [0, 1], lr not a finite number > 0 (and the trainer's for the other
+// optimizer fields); a model or checkpoint that cannot be loaded is its loader's error. A LibTorch
+// error in any call is INTERNAL.
+//
+// Thread-safety: none; one caller at a time (the Critic actor's mailbox).
+#ifndef TROUPE_ACTORS_CRITIC_H_
+#define TROUPE_ACTORS_CRITIC_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/actor_config.pb.h"
+#include "proto/rl.pb.h"
+#include "runtime/actor.h"
+#include "trainers/losses.h"
+#include "trainers/train_step.h"
+
+namespace troupe::models {
+class ValueModelImpl;
+}  // namespace troupe::models
+
+namespace troupe::actors {
+
+struct SequenceBatch;
+
+class CriticCore {
+ public:
+  // Loads config.model_dir as a value model (models::LoadValueModel with config.seed: a policy's
+  // backbone and a fresh score head, or a value model's weights) and its tokenizer's pad id,
+  // builds the optimizer, and with resume_dir loads its model.safetensors and critic_state.pt.
+  // Errors: see the file comment.
+  static absl::StatusOr<std::unique_ptr<CriticCore>> Create(const proto::CriticConfig& config);
+  ~CriticCore();
+
+  // One list per sample, in request order, as long as its response: the value before each
+  // response token (no gradient). INVALID_ARGUMENT for a sample without prompt or response
+  // tokens; FAILED_PRECONDITION once poisoned.
+  absl::StatusOr<proto::ValuesReply> Values(const proto::LogprobRequest& req);
+
+  // The update of the file comment over req.groups. INVALID_ARGUMENT (nothing updated) for no
+  // groups, an empty group, a sample whose `values` are not as long as its response or not
+  // finite (naming its prompt_id and sample_index), a non-finite reward, a negative or non-finite
+  // kl_in_reward_coef, or kl_in_reward_coef > 0 without one reference log-prob list per sample.
+  // FAILED_PRECONDITION on divergence (see above) or once poisoned. An error after the first
+  // optimizer step of the call leaves the steps already taken applied.
+  absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req);
+
+  // Writes req.dir (see the file comment); reply.path = req.dir. INVALID_ARGUMENT for an empty
+  // dir; ALREADY_EXISTS if req.dir exists (never replaced); FAILED_PRECONDITION, with nothing
+  // written, if a parameter is not finite or the critic is poisoned; the writer's error otherwise
+  // (the temporary directory removed, req.dir absent).
+  absl::StatusOr<proto::CriticSaveReply> Save(const proto::CriticSaveRequest& req);
+
+  // Optimizer steps taken since the initial weights (restored on resume).
+  int64_t optimizer_steps() const { return trainer_->step(); }
+
+ private:
+  CriticCore() = default;
+  absl::Status Init(const proto::CriticConfig& config);
+  // Per-position values [B, L - 1] aligned with batch.targets (differentiable in grad mode).
+  absl::StatusOr<at::Tensor> PositionValues(const SequenceBatch& batch);
+  absl::StatusOr<proto::TrainStepReply> UpdateImpl(const proto::TrainStepRequest& req);
+
+  proto::CriticConfig config_;
+  std::shared_ptr<models::ValueModelImpl> model_;
+  std::unique_ptr<trainers::Trainer> trainer_;
+  trainers::ValueLossOptions loss_options_;
+  trainers::KlEstimator kl_estimator_ = trainers::KlEstimator::kK3;
+  int64_t pad_id_ = 0;
+  // OK until the critic diverges; then the error every call returns.
+  absl::Status poisoned_;
+};
+
+class Critic : public Actor {
+ public:
+  // The CriticConfig of ctx's config; Create's errors.
+  static absl::StatusOr<std::unique_ptr<Critic>> Create(const ActorContext& ctx);
+  absl::StatusOr<proto::ValuesReply> Values(const proto::LogprobRequest& req) {
+    return core_->Values(req);
+  }
+  absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req) {
+    return core_->Update(req);
+  }
+  absl::StatusOr<proto::CriticSaveReply> Save(const proto::CriticSaveRequest& req) {
+    return core_->Save(req);
+  }
+
+ private:
+  explicit Critic(std::unique_ptr<CriticCore> core) : core_(std::move(core)) {}
+  std::unique_ptr<CriticCore> core_;
+};
+
+}  // namespace troupe::actors
+
+#endif  // TROUPE_ACTORS_CRITIC_H_
