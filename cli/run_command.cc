@@ -409,10 +409,11 @@ int RunJob(const RunFlags& f) {
               r->seconds);
   if (r->sft_accuracy >= 0)
     std::printf("  SFT held-out exact match:   %5.1f%%\n", 100 * r->sft_accuracy);
-  // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, ...).
+  // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, PPO, ...).
   std::string rl =
-      spec->algorithm.policy_loss == proto::POLICY_LOSS_GSPO
-          ? "GSPO"
+      spec->algorithm.policy_loss == proto::POLICY_LOSS_GSPO ? "GSPO"
+      : spec->algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE
+          ? "PPO"
           : absl::AsciiStrToUpper(recipes::AdvEstimatorName(spec->algorithm.adv_estimator));
   rl = absl::StrReplaceAll(rl, {{"_PLUS_PLUS", "++"}, {"_BASELINE", " (baseline)"}});
   std::printf("  held-out exact match before %s: %5.1f%%\n", rl.c_str(), 100 * r->initial_accuracy);

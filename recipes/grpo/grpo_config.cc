@@ -77,29 +77,45 @@ nlohmann::json GrpoRewardConfig(const JobSpec& spec) {
   return {{"reward", {{"name", r.names}, {"weights", weights}, {"config", r.config}}}};
 }
 
-absl::Status CheckGrpoSpec(const JobSpec& spec) {
+absl::Status CheckGrpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "grpo"); }
+absl::Status CheckPpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "ppo"); }
+
+absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
+  const bool ppo = recipe == "ppo";
   std::vector<std::string> problems;
   // An empty key: `why` is a message that already names its key and location.
   auto refuse = [&](absl::string_view key, absl::string_view why) {
     problems.push_back(key.empty() ? std::string(why)
                                    : std::string(spec.ErrorAt(key, why).message()));
   };
-  if (spec.algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE) {
+  const AdvEstimator estimator = spec.algorithm.adv_estimator;
+  if (!ppo && estimator == proto::ADV_ESTIMATOR_GAE) {
     refuse("algorithm.adv_estimator",
            "gae is not supported by recipe grpo, which has no critic (supported: grpo, rloo, "
-           "reinforce_plus_plus, reinforce_plus_plus_baseline)");
+           "reinforce_plus_plus, reinforce_plus_plus_baseline; recipe ppo runs gae)");
   }
-  if (spec.locations.contains("algorithm.lam"))
+  if (ppo && estimator != proto::ADV_ESTIMATOR_GAE) {
+    refuse("algorithm.adv_estimator",
+           absl::StrCat("recipe ppo trains a critic for adv_estimator gae; ",
+                        AdvEstimatorName(estimator), " needs no critic: run it with recipe grpo"));
+  }
+  if (!ppo && spec.locations.contains("algorithm.lam"))
     refuse("algorithm.lam", "recipe grpo has no GAE: lam is unused");
   if (spec.locations.contains("algorithm.gamma") &&
-      spec.algorithm.adv_estimator != proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS &&
-      spec.algorithm.adv_estimator != proto::ADV_ESTIMATOR_GAE) {  // gae: refused above
+      estimator != proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS &&
+      estimator != proto::ADV_ESTIMATOR_GAE) {
     refuse("algorithm.gamma",
-           absl::StrCat("is the discount of adv_estimator reinforce_plus_plus; ",
-                        AdvEstimatorName(spec.algorithm.adv_estimator), " does not use it"));
+           absl::StrCat("is the discount of adv_estimator reinforce_plus_plus and gae; ",
+                        AdvEstimatorName(estimator), " does not use it"));
   }
-  if (spec.actors.critic.replicas > 0)
+  if (!ppo && spec.actors.critic.replicas > 0)
     refuse("actors.critic.replicas", "recipe grpo has no critic");
+  if (ppo && spec.actors.critic.replicas > 1) {
+    refuse("actors.critic.replicas",
+           "recipe ppo trains one critic (data-parallel training does not exist yet)");
+  }
+  if (!ppo && spec.trainer.critic_warmup > 0)
+    refuse("trainer.critic_warmup", "recipe grpo has no critic to warm up");
   if (spec.trainer.profile_from > 0) {
     if (absl::Status s = trainers::CanRecordOps(); !s.ok()) {
       refuse("trainer.profile_steps", absl::StrCat("cannot be honoured: ", s.message()));
@@ -107,19 +123,21 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
   }
   if (spec.actors.trainer.replicas > 1) {
     refuse("actors.trainer.replicas",
-           "recipe grpo trains on one trainer (data-parallel training does not exist yet)");
+           absl::StrCat("recipe ", recipe,
+                        " trains on one trainer (data-parallel training does not exist yet)"));
   }
   // (A KL term without a reference is refused by the parser.)
-  if (spec.algorithm.kl.coef == 0 && spec.locations.contains("actors.reference.replicas") &&
+  if (!NeedsReference(spec) && spec.locations.contains("actors.reference.replicas") &&
       spec.actors.reference.replicas > 0) {
     refuse("actors.reference.replicas",
-           "algorithm.kl.coef is 0, so recipe grpo runs no reference: set it to 0 or remove it");
+           absl::StrCat("algorithm.kl.coef is 0 and use_kl_in_reward is off, so recipe ", recipe,
+                        " runs no reference: set it to 0 or remove it"));
   }
   // Each role's type: registered (from a library, maybe) and serving the built-in type's methods.
   const JobSpec defaults;
   const auto default_kinds = ActorGroups(defaults);
   for (const auto& [kind, group] : default_kinds) {
-    if (kind == "critic") continue;
+    if (kind == "critic" && !ppo) continue;
     const ActorTypeInfo* role = ActorRegistry::Global().Find(group->type);
     if (role == nullptr) {
       return absl::InternalError(absl::StrCat("actor type ", group->type, " (", kind,
@@ -137,7 +155,8 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
       {"rollout", &proto::RolloutWorkerConfig::default_instance()},
       {"reference", &proto::ReferenceConfig::default_instance()},
       {"checkpointer", &proto::CheckpointerConfig::default_instance()},
-      {"replay_buffer", &proto::ReplayBufferConfig::default_instance()}};
+      {"replay_buffer", &proto::ReplayBufferConfig::default_instance()},
+      {"critic", &proto::CriticConfig::default_instance()}};
   const auto kinds = ActorGroups(spec);
   for (const auto& [kind, prototype] : typed) {
     for (size_t i = 0; i < kinds.size(); ++i) {
@@ -191,7 +210,7 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) {
     CheckDataset(spec, refuse);
   } else if (const tasks::TaskDefinition* task = tasks::FindTask(spec.data.task);
              task == nullptr || task->make_problems == nullptr) {
-    refuse("data.task", absl::StrCat("recipe grpo needs a task with prompts of its own; ",
+    refuse("data.task", absl::StrCat("recipe ", recipe, " needs a task with prompts of its own; ",
                                      spec.data.task, " has none"));
   }
   if (problems.empty()) return absl::OkStatus();
@@ -225,12 +244,40 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
   c.set_norm_adv_by_std(a.norm_adv_by_std);
   c.set_adv_estimator(a.adv_estimator);
   c.set_gamma(a.gamma);
+  c.set_lam(a.lam);
+  c.set_ppo_epochs(t.ppo_epochs);
+  c.set_mini_batch_size(t.mini_batch_size);
+  c.set_train_batch_size(spec.data.train_batch_size);
   c.set_policy_loss(a.policy_loss);
   c.set_off_policy(a.off_policy.correction);
   c.set_importance_cap(a.off_policy.cap);
   c.set_max_response_length(spec.data.max_response_length);
   c.set_profile_from(t.profile_from);
   c.set_profile_to(t.profile_to);
+  return c;
+}
+
+bool NeedsReference(const JobSpec& spec) {
+  return spec.algorithm.kl.coef != 0 || spec.algorithm.use_kl_in_reward;
+}
+
+proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& model_dir,
+                                    const std::string& resume_dir) {
+  const TrainerSpec& t = spec.trainer;
+  const AlgorithmSpec& a = spec.algorithm;
+  proto::CriticConfig c;
+  c.set_model_dir(model_dir);
+  c.set_resume_dir(resume_dir);
+  c.set_weight_decay(t.weight_decay);
+  c.set_grad_clip(t.grad_clip);
+  c.set_seed(t.seed);
+  c.set_micro_batch_size(t.micro_batch_size);
+  c.set_ppo_epochs(t.ppo_epochs);
+  c.set_mini_batch_size(t.mini_batch_size);
+  c.set_loss_agg_mode(a.loss_agg_mode);
+  c.set_gamma(a.gamma);
+  c.set_lam(a.lam);
+  c.set_kl_type(a.kl.type);
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 #include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
@@ -30,6 +31,21 @@ namespace troupe::recipes {
 // registered reward when reward.name is not set, data.chat_template (no renderer linked yet), a
 // reward.config its reward refuses, or actors.reward.config (reward.config is the place).
 absl::Status CheckGrpoSpec(const JobSpec& spec);
+// The same for recipe ppo: adv_estimator gae with one critic (actors.critic: a registered type
+// serving the Critic's methods, its config a CriticConfig), trainer.critic_warmup; and for
+// `recipe` either name.
+absl::Status CheckPpoSpec(const JobSpec& spec);
+absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe);
+
+// Whether the job runs a reference model: a KL loss (algorithm.kl.coef) or KL in the reward.
+bool NeedsReference(const JobSpec& spec);
+
+// The critic's config (recipe ppo): the initial weights (the policy's backbone with a new value
+// head), the optimizer as the trainer's but the learning rate (CriticConfig's default, or
+// actors.critic.config.lr), the same epochs and mini-batches, GAE's gamma and lam, the KL
+// estimator of the KL in the reward, and a critic checkpoint to resume from.
+proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& model_dir,
+                                    const std::string& resume_dir);
 
 // The reward servers' config: {"task": NAME} (score every sample with the registered reward
 // NAME: the task's own verifier for a task job without reward.name, or the one reward.name with

@@ -12,6 +12,7 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_tasks.h"
 #include "reward/reward_function.h"
 #include "runtime/actor.h"
 #include "tasks/task.h"
@@ -180,7 +181,7 @@ TEST(GrpoSpec, EstimatorsPolicyLossAndGammaReachTheTrainer) {
   ASSERT_TRUE(rloo.ok()) << rloo.status();
   EXPECT_THAT(std::string(CheckGrpoSpec(*rloo).message()),
               HasSubstr("job.yaml:5:41: algorithm.gamma: is the discount of adv_estimator "
-                        "reinforce_plus_plus; rloo does not use it"));
+                        "reinforce_plus_plus and gae; rloo does not use it"));
   // rloo needs a group, as grpo does.
   absl::StatusOr<JobSpec> single = Parse("algorithm: {adv_estimator: rloo, n: 1}\n");
   EXPECT_THAT(std::string(single.status().message()),
@@ -200,12 +201,63 @@ actors:
   const std::string m(s.message());
   EXPECT_THAT(m, HasSubstr("job.yaml:5:28: algorithm.adv_estimator: gae is not supported by "
                            "recipe grpo, which has no critic (supported: grpo, rloo, "
-                           "reinforce_plus_plus, reinforce_plus_plus_baseline)"));
+                           "reinforce_plus_plus, reinforce_plus_plus_baseline; recipe ppo runs "
+                           "gae)"));
   EXPECT_THAT(m, HasSubstr("actors.critic.replicas: recipe grpo has no critic"));
   EXPECT_THAT(m, HasSubstr("actors.trainer.replicas: recipe grpo trains on one trainer"));
   EXPECT_THAT(m, HasSubstr("job.yaml:9:18: actors.reward.type: MyReward is not a registered "
                            "actor type (registered: Checkpointer, "));
   EXPECT_THAT(m, HasSubstr("a type from a shared library needs actors.reward.library"));
+}
+
+// Recipe ppo: gae with one critic (a registered type serving the Critic's methods, its config a
+// CriticConfig); what it hands the critic and the trainer.
+TEST(PpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheCriticAndTrainer) {
+  RegisterJobRecipe("ppo");  // (the recipes themselves are not linked into this test)
+  absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/ppo_arith.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckPpoSpec(*spec).ok()) << CheckPpoSpec(*spec);
+  EXPECT_FALSE(CheckGrpoSpec(*spec).ok());
+  const proto::CriticConfig c = PpoCriticConfig(*spec, "model", "resume");
+  EXPECT_EQ(c.model_dir(), "model");
+  EXPECT_EQ(c.resume_dir(), "resume");
+  EXPECT_EQ(c.ppo_epochs(), 2);
+  EXPECT_EQ(c.mini_batch_size(), 32);
+  EXPECT_EQ(c.gamma(), spec->algorithm.gamma);
+  EXPECT_EQ(c.lam(), spec->algorithm.lam);
+  const proto::TrainerConfig t = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  EXPECT_EQ(t.adv_estimator(), proto::ADV_ESTIMATOR_GAE);
+  EXPECT_EQ(t.ppo_epochs(), 2);
+  EXPECT_EQ(t.mini_batch_size(), 32);
+  EXPECT_EQ(t.train_batch_size(), spec->data.train_batch_size);
+  EXPECT_EQ(t.lam(), spec->algorithm.lam);
+}
+
+TEST(PpoSpec, RefusesWhatItCannotRunWithTheKeysLocation) {
+  RegisterJobRecipe("ppo");
+  absl::StatusOr<JobSpec> rloo = Parse("recipe: ppo\nalgorithm: {adv_estimator: rloo}\n");
+  ASSERT_TRUE(rloo.ok()) << rloo.status();
+  EXPECT_THAT(std::string(CheckPpoSpec(*rloo).message()),
+              HasSubstr("job.yaml:6:28: algorithm.adv_estimator: recipe ppo trains a critic for "
+                        "adv_estimator gae; rloo needs no critic: run it with recipe grpo"));
+  absl::StatusOr<JobSpec> spec = Parse(R"(recipe: ppo
+actors:
+  critic: {replicas: 2, config: {cliprange: 0.2}}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string m(CheckPpoSpec(*spec).message());
+  EXPECT_THAT(m, HasSubstr("actors.critic.replicas: recipe ppo trains one critic"));
+  EXPECT_THAT(m, HasSubstr("actors.critic.config: not a valid CriticConfig"));
+  // A critic type that does not serve the Critic's methods.
+  absl::StatusOr<JobSpec> typed = Parse("recipe: ppo\nactors: {critic: {type: Reference}}\n");
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_THAT(std::string(CheckPpoSpec(*typed).message()), HasSubstr("actors.critic.type"));
+  // The critic's warm-up is recipe ppo's.
+  absl::StatusOr<JobSpec> warm = Parse("");
+  ASSERT_TRUE(warm.ok());
+  warm->trainer.critic_warmup = 1;
+  EXPECT_THAT(std::string(CheckGrpoSpec(*warm).message()),
+              HasSubstr("trainer.critic_warmup: recipe grpo has no critic to warm up"));
 }
 
 TEST(GrpoSpec, RefusesProfileStepsItCannotHonour) {
@@ -237,9 +289,11 @@ TEST(GrpoSpec, RefusesReferenceReplicasWithoutAKlTerm) {
   absl::StatusOr<JobSpec> spec =
       Parse("algorithm: {kl: {coef: 0}}\nactors:\n  reference: {replicas: 2}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
-              HasSubstr("actors.reference.replicas: algorithm.kl.coef is 0, so recipe grpo runs "
-                        "no reference"));
+  EXPECT_THAT(
+      std::string(CheckGrpoSpec(*spec).message()),
+      HasSubstr("actors.reference.replicas: algorithm.kl.coef is 0 and use_kl_in_reward is off, "
+                "so recipe grpo runs "
+                "no reference"));
   spec = Parse("actors:\n  reference: {replicas: 2}\n");  // with the base's KL term
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);

@@ -1,12 +1,18 @@
 #include "recipes/grpo/grpo_recipe.h"
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "actors/critic.h"
 #include "actors/reference.h"
 #include "actors/replay_buffer.h"
 #include "base/status_macros.h"
@@ -16,6 +22,7 @@
 #include "recipes/grpo/grpo_config.h"
 #include "recipes/rl/group_filter.h"
 #include "recipes/rl/initial_policy.h"
+#include "recipes/rl/kl_controller.h"
 #include "recipes/rl/rollout_pool.h"
 #include "recipes/rl/run_state.h"
 #include "recipes/rl/scoring_pool.h"
@@ -28,6 +35,9 @@ namespace {
 
 namespace n = metrics::metric_names;
 
+// The online RL loop of recipes grpo (critic-free estimators) and ppo (gae, with a critic): the
+// same stages, and for ppo the batch's values from the critic before the policy and the critic
+// train on it side by side (the critic alone for trainer.critic_warmup steps).
 class GrpoRecipe : public Recipe {
  public:
   GrpoRecipe(const JobSpec& spec, Cluster& cluster, const RunOptions& options)
@@ -36,6 +46,8 @@ class GrpoRecipe : public Recipe {
         options_(LogAboveProgress(options, [this] { return state_.progress(); })),
         state_(spec, options_),
         prefix_(options.job_id.empty() ? spec.name : options.job_id),
+        ppo_(spec.recipe == "ppo"),
+        kl_(spec.algorithm),
         filter_(GroupFilterOptions{
             .overlong_buffer_len =
                 spec.reward.overlong_buffer.enable ? spec.reward.overlong_buffer.len : 0,
@@ -51,9 +63,21 @@ class GrpoRecipe : public Recipe {
 
   absl::StatusOr<RunResult> Run() override {
     TROUPE_RETURN_IF_ERROR(state_.Begin());
+    if (ppo_) {
+      TROUPE_ASSIGN_OR_RETURN(critic_resume_, CriticResumeDir());
+    }
     filter_.Restore(state_.result().groups_filtered, state_.result().samples_filtered);
     TROUPE_ASSIGN_OR_RETURN(policy_dir_, PrepareInitialPolicy(spec_, options_, &state_.result()));
     TROUPE_RETURN_IF_ERROR(PreparePrompts());
+    if (state_.resumed_state().contains("kl_in_reward_coef")) {
+      const nlohmann::json& coef = state_.resumed_state()["kl_in_reward_coef"];
+      if (!coef.is_number()) {
+        return absl::DataLossError(absl::StrCat(state_.resume_dir(),
+                                                "/driver_state.json: kl_in_reward_coef is not a "
+                                                "number"));
+      }
+      TROUPE_RETURN_IF_ERROR(kl_.Restore(coef.get<double>()));
+    }
     TROUPE_RETURN_IF_ERROR(SpawnRoles());
     pool_->ClearRendezvousKeys();  // the names were free: keys under this id are a dead run's
     TROUPE_ASSIGN_OR_RETURN(int64_t version, pool_->FormWeightGroup());
@@ -61,8 +85,8 @@ class GrpoRecipe : public Recipe {
     TROUPE_RETURN_IF_ERROR(state_.OpenMetrics());
     if (state_.result().initial_accuracy < 0) TROUPE_RETURN_IF_ERROR(Evaluate(nullptr));
     state_.Log(absl::StrCat(eta() == 0 ? "synchronous" : "asynchronous",
-                            " GRPO: ", spec_.trainer.total_steps - state_.step(), " steps of ",
-                            batch(), " prompts x ", spec_.algorithm.n, " samples",
+                            ppo_ ? " PPO: " : " GRPO: ", spec_.trainer.total_steps - state_.step(),
+                            " steps of ", batch(), " prompts x ", spec_.algorithm.n, " samples",
                             eta() == 0 ? "" : absl::StrCat(", max staleness ", eta())));
     state_.StartLoop();
     absl::Status loop = Loop();
@@ -104,10 +128,11 @@ class GrpoRecipe : public Recipe {
   // Every role's replicas, by the type the spec names, up before the loop starts.
   absl::Status SpawnRoles() {
     const ActorsSpec& a = spec_.actors;
-    const bool kl = spec_.algorithm.kl.coef != 0;
+    const bool kl = NeedsReference(spec_);
     state_.Log(absl::StrCat("starting actors: ", a.rollout.replicas, " rollout, ",
                             a.reward.replicas, " reward, ", kl ? a.reference.replicas : 0,
-                            " reference, trainer, replay buffer, checkpointer"));
+                            " reference, trainer, ", ppo_ ? "critic, " : "",
+                            "replay buffer, checkpointer"));
     auto spawn = [this, libraries = JobLibraries(spec_)](ActorGroupOptions o) {
       o.libraries = libraries;  // user code any of the job's actors may run or look up
       o.nice = o.role == "rollout" || o.role == "reference" ? options_.off_critical_path_nice : 0;
@@ -124,6 +149,12 @@ class GrpoRecipe : public Recipe {
           spawn(RoleOptions(prefix_, "reference", a.reference, a.reference.replicas,
                             ConfigJson(GrpoReferenceConfig(policy_dir_)))));
     }
+    if (ppo_) {
+      TROUPE_ASSIGN_OR_RETURN(
+          critic_group_,
+          spawn(RoleOptions(prefix_, "critic", a.critic, 1,
+                            ConfigJson(PpoCriticConfig(spec_, policy_dir_, critic_resume_)))));
+    }
     TROUPE_ASSIGN_OR_RETURN(checkpointer_,
                             spawn(RoleOptions(prefix_, "checkpointer", a.checkpointer, 1,
                                               ConfigJson(GrpoCheckpointerConfig(spec_)))));
@@ -137,9 +168,12 @@ class GrpoRecipe : public Recipe {
                                        /*indexed=*/true);
     ro.max_concurrency = 3;  // Generate beside JoinWeightGroup and Status
     TROUPE_ASSIGN_OR_RETURN(ActorGroup workers, spawn(std::move(ro)));
-    for (ActorGroup* g :
-         {&replay_group_, &rewards, &reference_group_, &checkpointer_, &trainer_group_, &workers}) {
+    for (ActorGroup* g : {&replay_group_, &rewards, &reference_group_, &critic_group_,
+                          &checkpointer_, &trainer_group_, &workers}) {
       TROUPE_RETURN_IF_ERROR(g->WaitAlive());
+    }
+    if (ppo_) {
+      TROUPE_ASSIGN_OR_RETURN(critic_, critic_group_.As<actors::Critic>(0));
     }
     TROUPE_ASSIGN_OR_RETURN(auto replay, replay_group_.As<actors::ReplayBuffer>(0));
     TROUPE_ASSIGN_OR_RETURN(trainer_, trainer_group_.As<actors::Trainer>(0));
@@ -194,15 +228,16 @@ class GrpoRecipe : public Recipe {
 
   // generate → score → buffer → reference → train → publish, each stage doing what is ready.
   absl::Status Loop() {
-    while (!(state_.Done() && !training_.has_value())) {
+    while (!(state_.Done() && !busy())) {
       TROUPE_RETURN_IF_ERROR(Collect());
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::ScoreReply> scored, scoring_->Poll());
       TROUPE_RETURN_IF_ERROR(Buffer(std::move(scored)));
+      TROUPE_RETURN_IF_ERROR(TakeValues());
       TROUPE_RETURN_IF_ERROR(FinishStep());
-      if (state_.Done() && !training_.has_value()) break;
+      if (state_.Done() && !busy()) break;
       // Weight-group changes happen between training steps.
       TROUPE_ASSIGN_OR_RETURN(std::optional<int64_t> regrouped,
-                              pool_->Maintain(!training_.has_value(), publish_failed_));
+                              pool_->Maintain(!busy(), publish_failed_));
       if (regrouped.has_value()) {
         state_.set_version(*regrouped);
         publish_failed_ = false;
@@ -226,7 +261,7 @@ class GrpoRecipe : public Recipe {
       return prompts_->Next(n);
     };
     if (eta() == 0) {
-      if (training_ || feed_->has_batch() || pending_ >= batch()) return absl::OkStatus();
+      if (busy() || feed_->has_batch() || pending_ >= batch()) return absl::OkStatus();
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(batch() - pending_));
       return pool_->StartSplit(std::move(ps), [this](std::vector<proto::Prompt> part) {
         return GrpoGenerateRequest(spec_, std::move(part), state_.version());
@@ -239,7 +274,7 @@ class GrpoRecipe : public Recipe {
          pool_->idle() > 0 && (room = std::max<int64_t>(1, eta()) * batch() - pending_) > 0;) {
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(std::min(chunk, room)));
       // Recent enough to be within eta when taken (at version + 2 at the latest), not stale.
-      const int64_t fresh = state_.version() + (training_ ? 2 : 1) - eta();
+      const int64_t fresh = state_.version() + (bumps_version() ? 2 : 1) - eta();
       TROUPE_RETURN_IF_ERROR(pool_->Start(
           GrpoGenerateRequest(spec_, std::move(ps), std::max(pool_->group_version(), fresh))));
     }
@@ -277,28 +312,127 @@ class GrpoRecipe : public Recipe {
   // reference log-probs, to the trainer once it is free.
   absl::Status StartNext() {
     TROUPE_ASSIGN_OR_RETURN(
-        auto taken, feed_->Prefetch(batch(), state_.version() + (training_ ? 1 : 0), eta()));
+        auto taken, feed_->Prefetch(batch(), state_.version() + (bumps_version() ? 1 : 0), eta()));
     pending_ -= taken.second / std::max<int64_t>(1, spec_.algorithm.n);  // dropped as stale
-    if (training_) return absl::OkStatus();
+    if (busy()) return absl::OkStatus();
     TROUPE_ASSIGN_OR_RETURN(std::optional<proto::TrainStepRequest> req,
                             feed_->Next(&training_groups_, &reference_seconds_));
     if (!req.has_value()) return absl::OkStatus();
     filter_.OnBatchTaken();
     pending_ -= static_cast<int64_t>(training_groups_.size());
     req->set_step(state_.step());
-    train_start_ = absl::Now();
-    training_ = wake_.Watch(trainer_.Call(&actors::Trainer::Step, *std::move(req),
-                                          {.timeout = options_.train_timeout}));
+    req->set_kl_in_reward_coef(kl_.coef());
+    values_seconds_ = 0;
+    if (!ppo_) {
+      StartUpdates(*std::move(req));
+      return absl::OkStatus();
+    }
+    // PPO: the critic's values of the batch first (the policy's GAE and the critic's targets).
+    proto::LogprobRequest values;
+    for (const proto::SampleGroup& g : req->groups()) {
+      for (const proto::Sample& sample : g.samples()) *values.add_samples() = sample;
+    }
+    valued_ = *std::move(req);
+    values_start_ = absl::Now();
+    valuing_ = wake_.Watch(critic_.Call(&actors::Critic::Values, std::move(values),
+                                        {.timeout = options_.train_timeout}));
     return absl::OkStatus();
+  }
+
+  // A step's calls are in flight: the critic's values, the trainer's or the critic's update.
+  bool busy() const {
+    return training_.has_value() || valuing_.has_value() || critic_update_.has_value();
+  }
+  // The step in flight trains the critic alone (trainer.critic_warmup), or not.
+  bool warming_up() const { return ppo_ && state_.step() < spec_.trainer.critic_warmup; }
+  // The step in flight will produce a new weight version (a policy update: not a warm-up step).
+  bool bumps_version() const { return training_.has_value() || (busy() && !warming_up()); }
+
+  // The policy's update (the trainer's Step) and, for ppo, the critic's, side by side; during
+  // the critic's warm-up only the critic's.
+  void StartUpdates(proto::TrainStepRequest req) {
+    train_start_ = absl::Now();
+    if (ppo_) {
+      critic_update_ = wake_.Watch(
+          critic_.Call(&actors::Critic::Update, req, {.timeout = options_.train_timeout}));
+    }
+    if (!warming_up()) {
+      training_ = wake_.Watch(trainer_.Call(&actors::Trainer::Step, std::move(req),
+                                            {.timeout = options_.train_timeout}));
+    }
+  }
+
+  // PPO: the critic's values into the waiting batch's samples, then its updates start.
+  absl::Status TakeValues() {
+    if (!valuing_ || !valuing_->ready()) return absl::OkStatus();
+    absl::StatusOr<proto::ValuesReply> values = valuing_->Get();
+    valuing_.reset();
+    values_seconds_ = SecondsSince(values_start_);
+    TROUPE_RETURN_IF_ERROR(values.status());
+    proto::TrainStepRequest req = *std::move(valued_);
+    valued_.reset();
+    int samples = 0;
+    for (const proto::SampleGroup& g : req.groups()) samples += g.samples_size();
+    if (samples != values->values_size()) {
+      return absl::InternalError(absl::StrCat("Critic.Values returned ", values->values_size(),
+                                              " value lists for a batch of ", samples, " samples"));
+    }
+    int k = 0;
+    for (proto::SampleGroup& g : *req.mutable_groups()) {
+      for (proto::Sample& sample : *g.mutable_samples()) {
+        const proto::FloatList& v = values->values(k++);
+        for (float x : v.values()) {
+          if (!std::isfinite(x)) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("step ", state_.step() + 1,
+                             ": the critic's values are not finite (sample ", sample.sample_index(),
+                             " of prompt ", sample.prompt_id(), "): the critic diverged"));
+          }
+        }
+        *sample.mutable_values() = v.values();
+      }
+    }
+    StartUpdates(std::move(req));
+    return absl::OkStatus();
+  }
+
+  // The step's replies: the trainer's (during the critic's warm-up, the step without a policy
+  // update: the weight version stays) with the critic's metrics. A critic that diverged ends the
+  // run here, its last good checkpoint intact.
+  absl::StatusOr<std::optional<proto::TrainStepReply>> TakeUpdates() {
+    if (valuing_.has_value() || (!training_ && !critic_update_)) return std::nullopt;
+    if ((training_ && !training_->ready()) || (critic_update_ && !critic_update_->ready())) {
+      return std::nullopt;
+    }
+    proto::TrainStepReply reply;
+    if (training_) {
+      absl::StatusOr<proto::TrainStepReply> trained = training_->Get();
+      training_.reset();
+      TROUPE_RETURN_IF_ERROR(trained.status());
+      reply = *std::move(trained);
+    } else {
+      reply.set_step(state_.step());
+      reply.set_weight_version(state_.version());
+    }
+    if (critic_update_) {
+      absl::StatusOr<proto::TrainStepReply> critic = critic_update_->Get();
+      critic_update_.reset();
+      if (!critic.ok()) {
+        return absl::Status(critic.status().code(), absl::StrCat("step ", state_.step() + 1,
+                                                                 ": the critic's update failed: ",
+                                                                 critic.status().message()));
+      }
+      for (const auto& [k, v] : critic->metrics()) (*reply.mutable_metrics())[k] = v;
+      (*reply.mutable_metrics())[n::kTimingValues] = values_seconds_;
+    }
+    return reply;
   }
 
   // Publish: the step's weights went out with it (the group is re-formed if that failed); then
   // its metrics, evaluation and checkpoint.
   absl::Status FinishStep() {
-    if (!training_ || !training_->ready()) return absl::OkStatus();
-    absl::StatusOr<proto::TrainStepReply> reply = training_->Get();
-    training_.reset();
-    TROUPE_RETURN_IF_ERROR(reply.status());
+    TROUPE_ASSIGN_OR_RETURN(std::optional<proto::TrainStepReply> reply, TakeUpdates());
+    if (!reply.has_value()) return absl::OkStatus();
     const int64_t previous = state_.version();
     std::map<std::string, double> m(reply->metrics().begin(), reply->metrics().end());
     state_.Advance(*reply, &m);
@@ -309,6 +443,11 @@ class GrpoRecipe : public Recipe {
     for (const auto& [k, v] : samples.Metrics()) m[k] = v;
     m[n::kTimingTrainCall] = SecondsSince(train_start_);
     m[n::kTimingRef] = reference_seconds_;
+    if (kl_.enabled() && m.count(n::kRewardKlPenalty) > 0) {
+      int64_t samples_trained = 0;
+      for (const proto::SampleGroup& g : training_groups_) samples_trained += g.samples_size();
+      TROUPE_RETURN_IF_ERROR(kl_.Update(m[n::kRewardKlPenalty], samples_trained));
+    }
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
     state_.RecordAccounting(stats, prompts_->drawn(), &m);
     if (spec_.trainer.eval_every > 0 && state_.step() % spec_.trainer.eval_every == 0) {
@@ -334,14 +473,67 @@ class GrpoRecipe : public Recipe {
     std::vector<int64_t> out = pool_->InFlightPromptIds();
     for (int64_t id : scoring_->OutstandingPromptIds()) out.push_back(id);
     TROUPE_ASSIGN_OR_RETURN(std::string replay, feed_->Export());
-    return state_.Checkpoint(trainer_, {{"prompts", prompts_->State(out)}}, std::move(replay),
-                             scoring_->OutstandingSamples());
+    nlohmann::json recipe_state = {{"prompts", prompts_->State(out)}};
+    if (kl_.enabled()) recipe_state["kl_in_reward_coef"] = kl_.coef();
+    TROUPE_RETURN_IF_ERROR(state_.Checkpoint(trainer_, std::move(recipe_state), std::move(replay),
+                                             scoring_->OutstandingSamples()));
+    return ppo_ ? CheckpointCritic() : absl::OkStatus();
+  }
+
+  // PPO: the critic's weights and optimizer beside the trainer's checkpoints, in
+  // <checkpointer dir>/critic/step_<N> (written atomically by the critic); those older than the
+  // oldest trainer checkpoint left are removed.
+  absl::Status CheckpointCritic() {
+    const std::string root = spec_.actors.checkpointer.dir;
+    proto::CriticSaveRequest req;
+    req.set_step(state_.step());
+    req.set_dir(absl::StrFormat("%s/critic/step_%08d", root, state_.step()));
+    std::error_code ec;
+    // A step written again (the run's final checkpoint of a step already saved) replaces it.
+    std::filesystem::create_directories(root + "/critic", ec);
+    std::filesystem::remove_all(req.dir(), ec);
+    TROUPE_RETURN_IF_ERROR(
+        critic_.Call(&actors::Critic::Save, req, {.timeout = options_.checkpoint_timeout})
+            .Get()
+            .status());
+    int64_t oldest = state_.step();
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+      int64_t step = 0;
+      if (absl::SimpleAtoi(absl::StripPrefix(e.path().filename().string(), "step_"), &step) &&
+          absl::StartsWith(e.path().filename().string(), "step_")) {
+        oldest = std::min(oldest, step);
+      }
+    }
+    for (const auto& e : std::filesystem::directory_iterator(root + "/critic", ec)) {
+      const std::string name = e.path().filename().string();
+      int64_t step = 0;
+      if (absl::StartsWith(name, "step_") &&
+          absl::SimpleAtoi(absl::StripPrefix(name, "step_"), &step) && step < oldest) {
+        std::filesystem::remove_all(e.path(), ec);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // PPO resuming: the critic's checkpoint of the step the run resumes from ("" when not
+  // resuming); NOT_FOUND if it is missing (the critic cannot start again from scratch unseen).
+  absl::StatusOr<std::string> CriticResumeDir() const {
+    if (!state_.resuming()) return std::string();
+    const std::filesystem::path resume(state_.resume_dir());
+    const std::string dir =
+        (resume.parent_path() / "critic" / resume.filename()).lexically_normal().string();
+    if (!std::filesystem::is_directory(dir)) {
+      return absl::NotFoundError(absl::StrCat("--resume: ", state_.resume_dir(),
+                                              " has no critic checkpoint beside it (", dir,
+                                              "); recipe ppo cannot resume without its critic"));
+    }
+    return dir;
   }
 
   // The end: every call in flight finishes, its samples scored and buffered.
   absl::Status Drain() {
-    if (training_) TROUPE_RETURN_IF_ERROR(training_->Get().status());
-    training_.reset();
+    // (The loop ends with no step in flight; an error ends the run without a drain.)
+    if (busy()) return absl::InternalError("drain with a training step in flight");
     TROUPE_RETURN_IF_ERROR(feed_->ReturnBatch().status());
     TROUPE_RETURN_IF_ERROR(Collect(/*drain=*/true));
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::ScoreReply> scored, scoring_->Drain());
@@ -357,11 +549,22 @@ class GrpoRecipe : public Recipe {
   const RunOptions options_;
   RunState state_;
   const std::string prefix_;
+  const bool ppo_;   // recipe ppo: a critic
+  KlController kl_;  // the KL in the reward's coefficient (algorithm.kl_ctrl)
   std::string policy_dir_;
   Wakeup wake_;
   std::unique_ptr<PromptSource> prompts_;
   ActorGroup replay_group_, reference_group_, checkpointer_, trainer_group_;
   ActorHandle<actors::Trainer> trainer_;
+  ActorGroup critic_group_;
+  std::string critic_resume_;  // the critic's checkpoint to resume from ("" = a fresh critic)
+  ActorHandle<actors::Critic> critic_;
+  // PPO: the batch waiting for its values, the Values call, the critic's update.
+  std::optional<proto::TrainStepRequest> valued_;
+  std::optional<Future<proto::ValuesReply>> valuing_;
+  std::optional<Future<proto::TrainStepReply>> critic_update_;
+  absl::Time values_start_;
+  double values_seconds_ = 0;
   std::unique_ptr<RolloutPool> pool_;
   std::unique_ptr<ScoringPool> scoring_;
   std::unique_ptr<TrainingFeed> feed_;
@@ -383,5 +586,6 @@ absl::StatusOr<RunResult> RunGrpo(const JobSpec& spec, Cluster& cluster,
 }
 
 TROUPE_REGISTER_RECIPE("grpo", GrpoRecipe, CheckGrpoSpec);
+TROUPE_REGISTER_RECIPE("ppo", GrpoRecipe, CheckPpoSpec);
 
 }  // namespace troupe::recipes

@@ -40,8 +40,12 @@ std::vector<std::string> FindEarlierRun(const JobSpec& spec) {
     }
   }
   int checkpoints = 0;
-  for (const auto& e : fs::directory_iterator(spec.actors.checkpointer.dir, ec)) {
-    checkpoints += e.path().filename().string().rfind("step_", 0) == 0;
+  // (critic/: recipe ppo's critic checkpoints, beside the trainer's.)
+  for (const std::string& dir :
+       {spec.actors.checkpointer.dir, spec.actors.checkpointer.dir + "/critic"}) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      checkpoints += e.path().filename().string().rfind("step_", 0) == 0;
+    }
   }
   if (checkpoints > 0) {
     found.push_back(absl::StrCat(checkpoints, " checkpoint(s) in ", spec.actors.checkpointer.dir));
@@ -77,7 +81,8 @@ absl::Status RunState::Begin() {
       std::error_code ec;
       for (const auto& e : fs::directory_iterator(spec_.actors.checkpointer.dir, ec)) {
         const std::string name = e.path().filename().string();
-        if (name.rfind("step_", 0) != 0 && name != "latest") continue;  // latest: their pointer
+        // latest: their pointer; critic: recipe ppo's critic checkpoints.
+        if (name.rfind("step_", 0) != 0 && name != "latest" && name != "critic") continue;
         std::error_code rm;
         fs::remove_all(e.path(), rm);
         if (rm) {
