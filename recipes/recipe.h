@@ -1,6 +1,6 @@
-// Recipes: how a job spec becomes a run. A recipe (GRPO, and next PPO with a critic, DPO,
-// reward-model training, SFT) is registered by name and found through the spec's `recipe:` key
-// (default grpo); `troupe run` and the head's jobs call RunRecipe.
+// Recipes: how a job spec becomes a run. A recipe (grpo; ppo, the same loop with a critic; and
+// next DPO, reward-model training, SFT) is registered by name and found through the spec's
+// `recipe:` key (default grpo); `troupe run` and the head's jobs call RunRecipe.
 //
 // A recipe is a few hundred lines of named stages over the building blocks in recipes/rl/:
 //

@@ -13,6 +13,16 @@
 // (the next batch's log-probs, computed while the trainer runs the current step in async mode) →
 // train → publish (the weights reach the workers; the group is re-formed after a failure).
 //
+// The PPO recipe (`recipe: ppo`) is the same loop with a Critic actor (actors/critic.h): a taken
+// batch goes to the critic for its values first (Critic.Values; each sample's Sample.values), then
+// to the trainer (GAE advantages, trainers/advantage_estimators.h) and the critic (its update
+// towards the GAE returns) side by side; the step ends when both replied. For
+// trainer.critic_warmup steps only the critic trains (the weight version stays). Checkpoints hold
+// the critic's state in <ckpt dir>/critic/step_N (Critic.Save), which a resumed run needs. A
+// critic whose values or loss are not finite fails the run at that step (no checkpoint of it is
+// written; the earlier ones stay). KL in the reward (both recipes): its coefficient comes from a
+// KlController (recipes/rl/kl_controller.h), sent with each step and checkpointed.
+//
 // Faults, outputs, resume: see recipes/recipe.h and recipes/rl/ (RolloutPool, RetriedCall,
 // RunState). A resumed run continues with the prompts, replay-buffer groups and counters of its
 // checkpoint: no prompt is skipped or drawn twice, and the sample accounting adds up over the
