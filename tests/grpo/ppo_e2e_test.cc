@@ -5,6 +5,7 @@
 // a checkpoint (the critic's beside the trainer's) reproduces the uninterrupted run's losses; a
 // critic that diverges stops the run at that step, naming it, with the last good checkpoints
 // intact and none written for the diverged step.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +187,55 @@ TEST_F(PpoEndToEnd, ADivergingCriticStopsTheRunAtThatStepWithTheLastGoodCheckpoi
   }
   EXPECT_FALSE(fs::exists(absl::StrFormat("%s/ckpt/step_%08d", base, last + 1)));
   EXPECT_FALSE(fs::exists(absl::StrFormat("%s/ckpt/critic/step_%08d", base, last + 1)));
+}
+
+// KL in the reward with the adaptive controller: each step's coefficient is the previous one moved
+// by Ziegler's rule from the KL the trainer measured (worked out here from the reported metrics),
+// and a resumed run continues with the checkpointed coefficient.
+TEST_F(PpoEndToEnd, AdaptiveKlInTheRewardFollowsTheMeasuredKlAndSurvivesAResume) {
+  const std::string base = TestDir("klctrl");
+  auto job = [&](const std::string& dir) {
+    JobSpec spec = SmallPpoJob(dir, 4, base + "/sft");
+    spec.algorithm.kl.coef = 0;
+    spec.algorithm.use_kl_in_reward = true;
+    spec.algorithm.kl_ctrl = {.type = KlCtrlType::kAdaptive,
+                              .kl_coef = 0.05,
+                              .target_kl = 1e-4,  // far below what is measured: the coef grows
+                              .horizon = 20};
+    spec.trainer.critic_warmup = 0;
+    return spec;
+  };
+  StepMetrics full;
+  absl::StatusOr<RunResult> r =
+      RunRecipe(job(base + "/a"), cluster_->cluster(), Recording(&full, "kl-a"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(full.size(), 4u);
+  EXPECT_DOUBLE_EQ(full[1].at("actor/reward_kl_penalty_coeff"), 0.05);
+  for (int64_t step = 2; step <= 4; ++step) {
+    const double kl = full[step - 1].at("actor/reward_kl_penalty");
+    const double error = std::clamp(kl / 1e-4 - 1, -0.2, 0.2);
+    const double samples = 4 * 2;  // prompts x samples a step
+    EXPECT_NEAR(full[step].at("actor/reward_kl_penalty_coeff"),
+                full[step - 1].at("actor/reward_kl_penalty_coeff") * (1 + error * samples / 20),
+                1e-12)
+        << "step " << step;
+  }
+  EXPECT_GT(full[4].at("actor/reward_kl_penalty_coeff"), 0.05);
+
+  StepMetrics resumed;
+  const JobSpec b = job(base + "/b");
+  RunOptions first = Recording(&resumed, "kl-b1");
+  first.stop_after_steps = 2;
+  ASSERT_TRUE(RunRecipe(b, cluster_->cluster(), first).ok());
+  RunOptions second = Recording(&resumed, "kl-b2");
+  second.resume = true;
+  ASSERT_TRUE(RunRecipe(b, cluster_->cluster(), second).ok());
+  ASSERT_EQ(resumed.size(), 4u);
+  for (int64_t step = 1; step <= 4; ++step) {
+    EXPECT_DOUBLE_EQ(resumed[step].at("actor/reward_kl_penalty_coeff"),
+                     full[step].at("actor/reward_kl_penalty_coeff"))
+        << "step " << step;
+  }
 }
 
 // A critic that refuses its config fails the run before the loop, naming what was wrong; the
