@@ -10,10 +10,7 @@
 #include "runtime/actor_registry.h"
 
 namespace troupe::actors {
-namespace {
 
-// The sample as a reward sees it; INVALID_ARGUMENT if extra_info_json is neither empty nor a JSON
-// object (or null).
 absl::StatusOr<reward::RewardInput> RewardInputOf(const proto::Sample& s) {
   reward::RewardInput in;
   in.response_text = s.response_text();
@@ -29,8 +26,6 @@ absl::StatusOr<reward::RewardInput> RewardInputOf(const proto::Sample& s) {
   }
   return in;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<RewardServer>> RewardServer::Create(const ActorContext& ctx) {
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardSet> rewards,

@@ -25,6 +25,10 @@
 
 namespace troupe::actors {
 
+// The sample as a reward sees it; INVALID_ARGUMENT if extra_info_json is neither empty nor a JSON
+// object (or null).
+absl::StatusOr<reward::RewardInput> RewardInputOf(const proto::Sample& s);
+
 class RewardServer : public Actor {
  public:
   // The rewards of the config (file comment); a config that RewardSet::FromServerConfig refuses

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "base/splitmix64.h"
 #include "google/protobuf/util/json_util.h"
+#include "models/safetensors.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/rl/actor_group.h"
 #include "recipes/rl/chat_prompts.h"
@@ -77,6 +78,13 @@ nlohmann::json GrpoRewardConfig(const JobSpec& spec) {
   return {{"reward", {{"name", r.names}, {"weights", weights}, {"config", r.config}}}};
 }
 
+nlohmann::json RewardRoleConfig(const JobSpec& spec) {
+  if (spec.reward.model.empty()) return GrpoRewardConfig(spec);
+  return {{"model_dir", spec.reward.model},
+          {"weight", spec.reward.model_weight},
+          {"verifiers", GrpoRewardConfig(spec)}};
+}
+
 absl::Status CheckGrpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "grpo"); }
 absl::Status CheckPpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "ppo"); }
 
@@ -113,6 +121,23 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   if (ppo && spec.actors.critic.replicas > 1) {
     refuse("actors.critic.replicas",
            "recipe ppo trains one critic (data-parallel training does not exist yet)");
+  }
+  if (!spec.reward.model.empty()) {
+    // A directory that is not a reward model would only fail once the actors start.
+    absl::StatusOr<models::SafetensorsReader> weights =
+        models::SafetensorsReader::Open(spec.reward.model);
+    if (!weights.ok()) {
+      refuse("reward.model", absl::StrCat("cannot read its weights: ", weights.status().message()));
+    } else if (!weights->Contains("score.weight")) {
+      refuse("reward.model", absl::StrCat(spec.reward.model,
+                                          " is not a reward model: its weights have no value head "
+                                          "(score.weight); train one with recipe rm"));
+    }
+    if (spec.actors.reward.type != "RewardModel") {
+      refuse("actors.reward.type",
+             absl::StrCat("reward.model is served by the RewardModel actor, not ",
+                          spec.actors.reward.type));
+    }
   }
   if (!ppo && spec.trainer.critic_warmup > 0)
     refuse("trainer.critic_warmup", "recipe grpo has no critic to warm up");

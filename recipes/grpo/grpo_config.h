@@ -52,6 +52,9 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
 // weight 1 and no config), else {"reward": {"name": [...], "weights": [...], "config": {...}}}
 // (an empty name list = each record's reward chosen by its data_source).
 nlohmann::json GrpoRewardConfig(const JobSpec& spec);
+// The reward role's config: GrpoRewardConfig's for reward servers, or with reward.model the
+// RewardModel actor's {"model_dir", "weight", "verifiers": GrpoRewardConfig(spec)}.
+nlohmann::json RewardRoleConfig(const JobSpec& spec);
 
 // The built-in actors' configs (proto/actor_config.proto), every field the recipe decides set.
 // The trainer's: the model, the optimizer and schedule (trainer.*), the loss (algorithm.*), where

@@ -1,6 +1,7 @@
 #include "recipes/grpo/grpo_config.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "models/model_config.h"
+#include "models/transformer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/job_spec/job_tasks.h"
 #include "reward/reward_function.h"
@@ -258,6 +261,47 @@ actors:
   warm->trainer.critic_warmup = 1;
   EXPECT_THAT(std::string(CheckGrpoSpec(*warm).message()),
               HasSubstr("trainer.critic_warmup: recipe grpo has no critic to warm up"));
+}
+
+// reward.model: served by the RewardModel actor with the verifiers beside it; a directory without a
+// value head is refused before anything starts, naming the key.
+TEST(GrpoSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string rm = std::string(tmp != nullptr ? tmp : "/tmp") + "/grpo_config_test_rm";
+  std::filesystem::remove_all(rm);
+  absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig("examples/models/tiny.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  config->vocab_size = 15;
+  absl::StatusOr<models::ValueModel> model = models::CreateValueModel(*config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(models::SavePretrained(**model, rm).ok());
+
+  absl::StatusOr<JobSpec> spec = Parse(absl::StrCat(
+      "reward: {model: ", rm, ", model_weight: 2.0, name: [arithmetic], weights: [0]}\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->actors.reward.type, "RewardModel");
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+  const nlohmann::json role = RewardRoleConfig(*spec);
+  EXPECT_EQ(role["model_dir"], rm);
+  EXPECT_EQ(role["weight"], 2.0);
+  EXPECT_EQ(role["verifiers"], GrpoRewardConfig(*spec));
+
+  // A policy directory (no value head) is refused.
+  const std::string policy = rm + "-policy";
+  std::filesystem::remove_all(policy);
+  absl::StatusOr<models::CausalLM> lm = models::CreateCausalLM(*config);
+  ASSERT_TRUE(lm.ok());
+  ASSERT_TRUE(models::SavePretrained(**lm, policy).ok());
+  absl::StatusOr<JobSpec> bad = Parse(absl::StrCat("reward: {model: ", policy, "}\n"));
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*bad).message()),
+              HasSubstr(absl::StrCat("job.yaml:5:17: reward.model: ", policy,
+                                     " is not a reward model: its weights have no value head "
+                                     "(score.weight)")));
+  // A weight without a model is refused by the parser.
+  EXPECT_THAT(std::string(Parse("reward: {model_weight: 2.0}\n").status().message()),
+              HasSubstr("reward.model_weight: weighs reward.model's score, and no reward.model "
+                        "is set"));
 }
 
 TEST(GrpoSpec, RefusesProfileStepsItCannotHonour) {

@@ -142,7 +142,7 @@ class GrpoRecipe : public Recipe {
                             spawn(RoleOptions(prefix_, "replay", a.replay_buffer, 1, {})));
     TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards,
                             spawn(RoleOptions(prefix_, "reward", a.reward, a.reward.replicas,
-                                              GrpoRewardConfig(spec_), /*indexed=*/true)));
+                                              RewardRoleConfig(spec_), /*indexed=*/true)));
     if (kl) {
       TROUPE_ASSIGN_OR_RETURN(
           reference_group_,

@@ -821,6 +821,10 @@ class JobSpecReader {
     if (!written_.clip_eps_low) s.algorithm.clip_eps_low = s.algorithm.clip_eps;
     if (!written_.clip_eps_high) s.algorithm.clip_eps_high = s.algorithm.clip_eps;
     if (!written_.max_new_tokens) s.rollout.max_new_tokens = s.data.max_response_length;
+    // A reward model is served by the RewardModel actor unless another type is named.
+    if (!s.reward.model.empty() && !ctx_->locs.contains("actors.reward.type")) {
+      s.actors.reward.type = "RewardModel";
+    }
     // Recipe ppo runs GAE with a critic unless told otherwise; gae brings its critic.
     if (s.recipe == "ppo" && !ctx_->locs.contains("algorithm.adv_estimator")) {
       s.algorithm.adv_estimator = proto::ADV_ESTIMATOR_GAE;
@@ -852,6 +856,9 @@ class JobSpecReader {
       Add("actors.critic.replicas", absl::StrCat("a critic is only used with adv_estimator gae, "
                                                  "not ",
                                                  AdvEstimatorName(a.adv_estimator)));
+    }
+    if (s.reward.model.empty() && ctx_->locs.contains("reward.model_weight")) {
+      Add("reward.model_weight", "weighs reward.model's score, and no reward.model is set");
     }
     const OverlongBufferSpec& o = s.reward.overlong_buffer;
     if (o.enable && (o.len <= 0 || o.len >= s.data.max_response_length)) {
@@ -1118,6 +1125,8 @@ class JobSpecReader {
     r.NameList("name", &reward.names);
     r.NumberList("weights", &reward.weights);
     r.Json("config", &reward.config);
+    r.String("model", &reward.model);
+    r.Double("model_weight", &reward.model_weight, NonNegative());
     Section overlong = r.Sub("overlong_buffer");
     overlong.Bool("enable", &reward.overlong_buffer.enable);
     overlong.Int("len", &reward.overlong_buffer.len, Positive());
@@ -1349,11 +1358,16 @@ ordered_json ToJsonValue(const JobSpec& s) {
     }
   }
   j["data"] = std::move(data);
-  if (!s.reward.names.empty() || !s.reward.config.empty() || s.reward.overlong_buffer.enable) {
+  if (!s.reward.names.empty() || !s.reward.config.empty() || s.reward.overlong_buffer.enable ||
+      !s.reward.model.empty()) {
     ordered_json reward;
     if (!s.reward.names.empty()) reward["name"] = s.reward.names;
     if (!s.reward.weights.empty()) reward["weights"] = s.reward.weights;
     reward["config"] = ordered_json::parse(s.reward.config.dump());
+    if (!s.reward.model.empty()) {
+      reward["model"] = s.reward.model;
+      reward["model_weight"] = s.reward.model_weight;
+    }
     if (s.reward.overlong_buffer.enable) {
       ordered_json overlong;
       overlong["enable"] = true;

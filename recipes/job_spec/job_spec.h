@@ -159,6 +159,11 @@ struct RewardSpec {
   std::vector<double> weights;                       // Empty = 1 each; else one per name.
   nlohmann::json config = nlohmann::json::object();  // name -> that reward's config object
   OverlongBufferSpec overlong_buffer;
+  // A trained reward model (recipe rm's output) scoring every sample, added with model_weight to
+  // the rewards above (give those weight 0 to reward by the model alone); "" = none. The reward
+  // role then runs the RewardModel actor (actors/reward_model.h).
+  std::string model;
+  double model_weight = 1.0;
 };
 
 struct KlSpec {

@@ -61,6 +61,10 @@ const std::vector<KeyDoc>& KeyDocs() {
        "own, or per record by data_source"},
       {"reward.weights", "one weight per reward.name"},
       {"reward.config", "reward name -> that reward's config map"},
+      {"reward.model",
+       "a trained reward model's directory (recipe rm's output) scoring every sample, served by "
+       "the RewardModel actor; added to the rewards above (weight them 0 to use it alone)"},
+      {"reward.model_weight", "the reward model score's weight"},
       {"reward.overlong_buffer.enable",
        "DAPO's overlong reward shaping: responses longer than data.max_response_length - len "
        "lose up to penalty_factor, linearly (reward/overlong)"},
