@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "recipes/job_spec/job_tasks.h"
 #include "recipes/job_spec/job_spec.h"
+#include "recipes/job_spec/job_tasks.h"
 
 namespace troupe::recipes {
 namespace {
