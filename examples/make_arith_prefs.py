@@ -7,7 +7,7 @@ wrong answer — the dropped final carry when the sum has three digits ("93+21="
 "114"), else a units or tens digit off by one ("23+58=" -> "82", "80", "91" or "71"). Files in
 OUT_DIR (default runs/rm-arith/data):
 
-  prefs_train.jsonl  {"prompt": "23+58=", "chosen": "81", "rejected": "71"}, --pairs-per-problem
+  prefs_train.jsonl  {"prompt": "23+58=", "chosen": "81", "rejected": "71"}, --pairs-per-problem (4)
                      pairs (different wrong answers) for each training problem
   prefs_val.jsonl    one pair for each of the --heldout problems (never in prefs_train.jsonl)
   tokenizer.json     a character tokenizer ({"type": "char", alphabet "0123456789+="}, with
@@ -49,7 +49,7 @@ def main():
     parser.add_argument("--heldout", type=int, default=500, help="held-out problems")
     parser.add_argument("--train", type=int, default=0,
                         help="training problems to use (0 = all the others)")
-    parser.add_argument("--pairs-per-problem", type=int, default=2)
+    parser.add_argument("--pairs-per-problem", type=int, default=4)
     args = parser.parse_args()
 
     problems = [(a, b) for a in range(10, 100) for b in range(10, 100)]

@@ -419,8 +419,8 @@ std::string SpecKeysMarkdown();
 // as pretty-printed JSON, except algorithm.gamma/lam, written only for adv_estimator gae (no other
 // estimator reads them, and a recipe refuses a key it does not read), and for recipe rm only the
 // sections and keys it reads (name, recipe, model, data without task / answer / data-source /
-// overlong-filter / heldout_size keys, trainer without the PPO and profiling keys, logging). ParseJobSpec(ToYaml(spec))
-// gives the same spec.
+// overlong-filter / heldout_size keys, trainer without the PPO and profiling keys, logging).
+// ParseJobSpec(ToYaml(spec)) gives the same spec.
 std::string ToYaml(const JobSpec& spec);
 std::string ToJson(const JobSpec& spec);
 
