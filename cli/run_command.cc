@@ -405,8 +405,40 @@ int RunJob(const RunFlags& f) {
                  r.status().ToString().c_str());
     return 1;
   }
+  // A run stopped by a signal or by request says so, and exits with a code that tells.
+  auto exit_code = [&]() -> int {
+    if (signal_number != 0) {
+      std::fprintf(stderr, "troupe run: job %s was stopped by signal %d (%s) after step %lld\n",
+                   options.job_id.c_str(), signal_number, strsignal(signal_number),
+                   static_cast<long long>(r->steps));
+      return 128 + signal_number;
+    }
+    if (stop) {
+      std::fprintf(stderr,
+                   "troupe run: job %s was stopped by request (dashboard) after step %lld\n",
+                   options.job_id.c_str(), static_cast<long long>(r->steps));
+      return 1;
+    }
+    return 0;
+  };
   std::printf("job %s: %lld steps in %.0fs\n", spec->name.c_str(), static_cast<long long>(r->steps),
               r->seconds);
+  if (spec->recipe == "rm") {
+    // A reward model trained in the driver: no samples, actors or checkpoints to account for.
+    if (r->initial_accuracy >= 0) {
+      std::printf("  held-out pair accuracy before training: %5.1f%%\n", 100 * r->initial_accuracy);
+      std::printf("  held-out pair accuracy after training:  %5.1f%%  (%+.1f points)\n",
+                  100 * r->final_accuracy, 100 * (r->final_accuracy - r->initial_accuracy));
+    } else {
+      std::printf("  held-out pair accuracy: not measured (no data.val_files)\n");
+    }
+    std::printf("  reward model: %s/rm\n", spec->logging.dir.c_str());
+    std::printf("  wall time: %.0fs (training loop %.0fs)\n",
+                absl::ToDoubleSeconds(absl::Now() - started), r->seconds);
+    std::printf("  metrics: %s/metrics.jsonl (summary: %s/summary.json)\n",
+                spec->logging.dir.c_str(), spec->logging.dir.c_str());
+    return exit_code();
+  }
   if (r->sft_accuracy >= 0)
     std::printf("  SFT held-out exact match:   %5.1f%%\n", 100 * r->sft_accuracy);
   // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, PPO, ...).
@@ -444,18 +476,7 @@ int RunJob(const RunFlags& f) {
               spec->logging.dir.c_str());
   std::printf("  timeline: %s (Perfetto; `troupe timeline %s -o trace.json` rebuilds it)\n",
               timeline.c_str(), spec->logging.dir.c_str());
-  if (signal_number != 0) {
-    std::fprintf(stderr, "troupe run: job %s was stopped by signal %d (%s) after step %lld\n",
-                 options.job_id.c_str(), signal_number, strsignal(signal_number),
-                 static_cast<long long>(r->steps));
-    return 128 + signal_number;
-  }
-  if (stop) {
-    std::fprintf(stderr, "troupe run: job %s was stopped by request (dashboard) after step %lld\n",
-                 options.job_id.c_str(), static_cast<long long>(r->steps));
-    return 1;
-  }
-  return 0;
+  return exit_code();
 }
 
 void Install(CLI::App& app, int* exit_code) {

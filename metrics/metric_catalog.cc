@@ -163,6 +163,21 @@ constexpr MetricInfo kCatalog[] = {
      "the response finished): the run's curve and summary use it."},
     {"val/test_score/<data_source>", "", "evaluation",
      "Mean reward of the held-out samples of one data source (verl's name)."},
+    {n::kValPairAccuracy, "fraction", "evaluation",
+     "Recipe rm: share of the held-out preference pairs (`data.val_files`) whose chosen "
+     "response the reward model scores above the rejected one."},
+
+    // rm/*: recipe rm, a reward model trained on preference pairs (one optimizer step per batch).
+    {n::kRmLoss, "nats", "driver",
+     "Bradley–Terry loss: mean −log σ(r_chosen − r_rejected) over the step's "
+     "`data.train_batch_size` pairs."},
+    {n::kRmAccuracy, "fraction", "driver",
+     "Share of the step's training pairs whose chosen response scored above the rejected one "
+     "(before the update)."},
+    {n::kRmMargin, "", "driver", "Mean reward margin r_chosen − r_rejected of the step's pairs."},
+    {n::kRmGradNorm, "", "driver",
+     "Global L2 norm of the reward model's gradient before clipping."},
+    {n::kRmLr, "", "driver", "Learning rate of this step (after warm-up and schedule)."},
 };
 
 // True when `name` is an instance of the pattern `entry`.

@@ -113,6 +113,13 @@ inline constexpr char kGenThroughput[] = "perf/gen_throughput";
 // Evaluation on the held-out set.
 inline constexpr char kValAccuracy[] = "val/accuracy";
 inline constexpr char kValTestScorePrefix[] = "val/test_score/";  // + data source
+inline constexpr char kValPairAccuracy[] = "val/pair_accuracy";   // recipe rm
+// Recipe rm: the reward model trained in the driver (recipes/rm/rm_recipe.cc).
+inline constexpr char kRmLoss[] = "rm/loss";
+inline constexpr char kRmAccuracy[] = "rm/accuracy";
+inline constexpr char kRmMargin[] = "rm/margin";
+inline constexpr char kRmGradNorm[] = "rm/grad_norm";
+inline constexpr char kRmLr[] = "rm/lr";
 }  // namespace metric_names
 
 }  // namespace troupe::metrics

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
-#include "recipes/job_spec/job_tasks.h"
 
 namespace troupe::recipes {
 namespace {
@@ -69,8 +68,6 @@ TEST(ExampleJob, EveryExampleSpecParsesAndItsResolvedYamlParsesBackToTheSameSpec
   }
   std::sort(specs.begin(), specs.end());
   ASSERT_FALSE(specs.empty()) << "no *.yaml under " << dir;
-  // The recipes the examples name besides grpo (the recipes themselves are not linked here).
-  RegisterJobRecipe("ppo");
   for (const std::string& path : specs) {
     SCOPED_TRACE(path);
     absl::StatusOr<JobSpec> spec = LoadJobSpec(path);

@@ -925,7 +925,8 @@ class JobSpecReader {
           absl::StrCat("larger than a step's batch (data.train_batch_size x algorithm.n = ",
                        step_sequences, "), got ", s.trainer.micro_batch_size));
     }
-    if (s.model.init == ModelInit::kSft) {
+    // (Recipe rm has no warm start; its own check refuses init: sft.)
+    if (s.model.init == ModelInit::kSft && s.recipe != "rm") {
       if (s.sft.warmup_steps > 0 && s.sft.warmup_steps >= s.sft.steps) {
         Add("sft.warmup_steps", absl::StrCat("must be less than sft.steps (", s.sft.steps,
                                              "), got ", s.sft.warmup_steps));
@@ -973,6 +974,15 @@ class JobSpecReader {
           Add(key, "reads records of sft.train_files, which is not set");
       }
     }
+    if (spec_->recipe != "rm") {
+      for (const char* key : {"data.chosen_key", "data.rejected_key"}) {
+        if (ctx_->locs.contains(key)) {
+          Add(key, absl::StrCat("names a preference record's response, read by recipe rm only "
+                                "(this job's recipe is ",
+                                spec_->recipe, ")"));
+        }
+      }
+    }
     if (!d.task.empty() && !d.train_files.empty()) {
       Add("data.train_files", "give data.task or data.train_files, not both");
     }
@@ -980,7 +990,7 @@ class JobSpecReader {
       for (const char* key :
            {"data.val_files", "data.prompt_key", "data.answer_key", "data.data_source_key",
             "data.default_data_source", "data.shuffle", "data.filter_overlong_prompts",
-            "data.truncation", "data.chat_template"}) {
+            "data.truncation", "data.chat_template", "data.chosen_key", "data.rejected_key"}) {
         if (ctx_->locs.contains(key)) {
           Add(key,
               "reads records of data.train_files, which is not set (a task's prompts are "
@@ -1054,6 +1064,8 @@ class JobSpecReader {
     d.String("answer_key", &data.answer_key);
     d.String("data_source_key", &data.data_source_key);
     d.String("default_data_source", &data.default_data_source, false, /*allow_empty=*/true);
+    d.String("chosen_key", &data.chosen_key);
+    d.String("rejected_key", &data.rejected_key);
     d.Bool("shuffle", &data.shuffle);
     d.Bool("filter_overlong_prompts", &data.filter_overlong_prompts);
     d.Enum("truncation", &data.truncation, Truncations());
@@ -1329,6 +1341,9 @@ ordered_json ToJsonValue(const JobSpec& s) {
   model["tokenizer"] = s.model.tokenizer;
   j["model"] = std::move(model);
 
+  // Recipe rm trains in the driver: it reads no reward, algorithm, async, rollout, sft or actors
+  // keys (and refuses them when written), so its resolved spec has none.
+  const bool rm = s.recipe == "rm";
   ordered_json data;
   const DataSpec& d = s.data;
   if (!d.task.empty()) data["task"] = d.task;
@@ -1336,18 +1351,23 @@ ordered_json ToJsonValue(const JobSpec& s) {
     data["train_files"] = d.train_files;
     if (!d.val_files.empty()) data["val_files"] = d.val_files;
     data["prompt_key"] = d.prompt_key;
-    data["answer_key"] = d.answer_key;
-    data["data_source_key"] = d.data_source_key;
-    data["default_data_source"] = d.default_data_source;
+    if (!rm) {
+      data["answer_key"] = d.answer_key;
+      data["data_source_key"] = d.data_source_key;
+      data["default_data_source"] = d.default_data_source;
+    } else {
+      data["chosen_key"] = d.chosen_key;
+      data["rejected_key"] = d.rejected_key;
+    }
     data["shuffle"] = d.shuffle;
-    data["filter_overlong_prompts"] = d.filter_overlong_prompts;
+    if (!rm) data["filter_overlong_prompts"] = d.filter_overlong_prompts;
     data["truncation"] = TruncationName(d.truncation);
     data["chat_template"] = d.chat_template;
   }
   data["train_batch_size"] = s.data.train_batch_size;
   data["max_prompt_length"] = s.data.max_prompt_length;
   data["max_response_length"] = s.data.max_response_length;
-  data["heldout_size"] = s.data.heldout_size;
+  if (!rm) data["heldout_size"] = s.data.heldout_size;
   data["seed"] = s.data.seed;
   // In the task's declaration order.
   if (std::optional<TaskDefinition> task = FindJobTask(s.data.task)) {
@@ -1442,11 +1462,13 @@ ordered_json ToJsonValue(const JobSpec& s) {
   trainer["weight_decay"] = t.weight_decay;
   trainer["grad_clip"] = t.grad_clip;
   trainer["micro_batch_size"] = t.micro_batch_size;
-  trainer["ppo_epochs"] = t.ppo_epochs;
-  trainer["mini_batch_size"] = t.mini_batch_size;
+  if (!rm) {
+    trainer["ppo_epochs"] = t.ppo_epochs;
+    trainer["mini_batch_size"] = t.mini_batch_size;
+  }
   if (s.recipe == "ppo") trainer["critic_warmup"] = t.critic_warmup;
   trainer["eval_every"] = t.eval_every;
-  if (t.profile_from > 0) trainer["profile_steps"] = {t.profile_from, t.profile_to};
+  if (t.profile_from > 0 && !rm) trainer["profile_steps"] = {t.profile_from, t.profile_to};
   j["trainer"] = std::move(trainer);
 
   ordered_json sft;
@@ -1484,6 +1506,11 @@ ordered_json ToJsonValue(const JobSpec& s) {
   logging["tensorboard"] = s.logging.tensorboard;
   logging["log_every"] = s.logging.log_every;
   j["logging"] = std::move(logging);
+  if (rm) {
+    for (const char* section : {"reward", "algorithm", "async", "rollout", "sft", "actors"}) {
+      j.erase(section);
+    }
+  }
   return j;
 }
 
@@ -1963,6 +1990,8 @@ absl::Status CheckPathsWithin(const JobSpec& spec, const std::string& base_dir,
 }
 
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes) {
+  // Recipe rm trains in the driver: it starts none of the actors (its check refuses actors.*).
+  if (spec.recipe == "rm") return absl::OkStatus();
   constexpr double kSlack = 1e-9;
   if (nodes.empty()) return absl::FailedPreconditionError("the cluster has no nodes");
   auto amount_on = [](const NodeResources& node, const std::string& name) {

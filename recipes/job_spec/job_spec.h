@@ -55,7 +55,9 @@
 // trainer.micro_batch_size <= data.train_batch_size x algorithm.n; model.init: sft only for a
 // task with supervised data; exactly one of data.task and data.train_files; data.val_files,
 // the key mappings, shuffle, filter_overlong_prompts, truncation and chat_template only with
-// train_files; reward.name registered rewards (reward/reward_function.h), reward.weights as many
+// train_files; data.chosen_key and data.rejected_key only for recipe rm (whose own check,
+// recipes/rm/rm_recipe.h, refuses the keys it does not read; model.init: sft is not checked here
+// for it); reward.name registered rewards (reward/reward_function.h), reward.weights as many
 // as names, reward.config keyed by those names. Which keys a recipe runs is the recipe's own check
 // (recipes/recipe.h; recipes/grpo/grpo_config.h).
 //
@@ -132,6 +134,9 @@ struct DataSpec {
   std::string answer_key = "reward_model.ground_truth";
   std::string data_source_key = "data_source";
   std::string default_data_source;  // "" = every record names its own
+  // Recipe rm only: a preference record's preferred and dispreferred responses.
+  std::string chosen_key = "chosen";
+  std::string rejected_key = "rejected";
   bool shuffle = true;
   bool filter_overlong_prompts = false;
   Truncation truncation = Truncation::kError;
@@ -417,8 +422,10 @@ std::string SpecKeysMarkdown();
 
 // The resolved spec with every key, as YAML (with a comment naming the source and overrides) or
 // as pretty-printed JSON, except algorithm.gamma/lam, written only for adv_estimator gae (no other
-// estimator reads them, and a recipe refuses a key it does not read). ParseJobSpec(ToYaml(spec))
-// gives the same spec.
+// estimator reads them, and a recipe refuses a key it does not read), and for recipe rm only the
+// sections and keys it reads (name, recipe, model, data without task / answer / data-source /
+// overlong-filter / heldout_size keys, trainer without the PPO and profiling keys, logging).
+// ParseJobSpec(ToYaml(spec)) gives the same spec.
 std::string ToYaml(const JobSpec& spec);
 std::string ToJson(const JobSpec& spec);
 

@@ -1,0 +1,219 @@
+#include "recipes/rm/preference_pairs.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "data/jsonl_dataset.h"
+#include "models/tokenizers/tokenizer.h"
+
+namespace troupe::recipes {
+namespace {
+
+// The value at a dotted path ("a.b"; a key holding the dots literally is found first), or null.
+const nlohmann::json* Find(const nlohmann::json& record, const std::string& key) {
+  if (auto it = record.find(key); it != record.end()) return &*it;
+  const nlohmann::json* node = &record;
+  for (absl::string_view part : absl::StrSplit(key, '.')) {
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(std::string(part));
+    if (it == node->end()) return nullptr;
+    node = &*it;
+  }
+  return node;
+}
+
+absl::Status RecordError(const std::string& where, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+}
+
+constexpr char kNoTemplate[] =
+    " is a list of chat messages, and no chat template renders them (set data.chat_template, or "
+    "give it as a string)";
+
+absl::StatusOr<std::string> PromptText(const nlohmann::json& record, const std::string& where,
+                                       const std::string& key, const PairRenderer& renderer) {
+  const nlohmann::json* value = Find(record, key);
+  if (value == nullptr) return RecordError(where, absl::StrCat("no key '", key, "'"));
+  if (value->is_string()) {
+    if (value->get_ref<const std::string&>().empty()) {
+      return RecordError(where, absl::StrCat("key '", key, "' is empty"));
+    }
+    return value->get<std::string>();
+  }
+  if (!value->is_array() || value->empty()) {
+    return RecordError(where,
+                       absl::StrCat("key '", key,
+                                    "': expected a string or a non-empty list of chat "
+                                    "messages, got ",
+                                    value->is_array() ? "an empty list" : value->type_name()));
+  }
+  if (!renderer) return RecordError(where, absl::StrCat("key '", key, "'", kNoTemplate));
+  absl::StatusOr<std::string> text = renderer(*value);
+  if (!text.ok()) {
+    return RecordError(
+        where,
+        absl::StrCat("key '", key, "': rendering the chat messages: ", text.status().message()));
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> ResponseText(const nlohmann::json& record, const std::string& where,
+                                         const std::string& key, const PairRenderer& renderer) {
+  const nlohmann::json* value = Find(record, key);
+  if (value == nullptr) return RecordError(where, absl::StrCat("no key '", key, "'"));
+  if (value->is_array()) {
+    if (!renderer) return RecordError(where, absl::StrCat("key '", key, "'", kNoTemplate));
+    if (value->size() != 1 || !(*value)[0].is_object() ||
+        (*value)[0].value("role", "") != "assistant" || !(*value)[0].contains("content") ||
+        !(*value)[0]["content"].is_string()) {
+      return RecordError(where, absl::StrCat("key '", key,
+                                             "': a response given as chat messages is one "
+                                             "{\"role\": \"assistant\", \"content\": STRING}"));
+    }
+    value = &(*value)[0]["content"];
+  }
+  if (!value->is_string()) {
+    return RecordError(
+        where, absl::StrCat("key '", key, "': expected a string, got ", value->type_name()));
+  }
+  if (value->get_ref<const std::string&>().empty()) {
+    return RecordError(where, absl::StrCat("key '", key, "' is an empty response"));
+  }
+  return value->get<std::string>();
+}
+
+absl::StatusOr<PreferencePair> ParsePair(const std::string& line, const std::string& where,
+                                         const PreferenceKeys& keys, const PairRenderer& renderer) {
+  const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (record.is_discarded()) return RecordError(where, "not valid JSON");
+  if (!record.is_object()) {
+    return RecordError(where, absl::StrCat("expected a JSON object, got ", record.type_name()));
+  }
+  PreferencePair pair;
+  pair.where = where;
+  TROUPE_ASSIGN_OR_RETURN(pair.prompt, PromptText(record, where, keys.prompt_key, renderer));
+  TROUPE_ASSIGN_OR_RETURN(pair.chosen, ResponseText(record, where, keys.chosen_key, renderer));
+  TROUPE_ASSIGN_OR_RETURN(pair.rejected, ResponseText(record, where, keys.rejected_key, renderer));
+  if (pair.chosen == pair.rejected) {
+    return RecordError(where, absl::StrCat("'", keys.chosen_key, "' and '", keys.rejected_key,
+                                           "' are the same response (nothing to prefer)"));
+  }
+  return pair;
+}
+
+absl::Status ListedErrors(const std::vector<std::string>& errors, int64_t count) {
+  std::string message = absl::StrJoin(errors, "\n");
+  if (count > static_cast<int64_t>(errors.size())) {
+    absl::StrAppend(&message, "\n(", count, " bad records in all)");
+  }
+  return absl::InvalidArgumentError(message);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<PreferencePair>> LoadPreferencePairs(
+    const std::vector<std::string>& files, const PreferenceKeys& keys,
+    const PairRenderer& renderer) {
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlDataset> dataset,
+                          data::JsonlDataset::Open(files, {}));
+  if (dataset->size() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(absl::StrJoin(files, ", "), ": no preference records"));
+  }
+  std::vector<PreferencePair> pairs;
+  pairs.reserve(dataset->size());
+  std::vector<std::string> errors;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < dataset->size(); ++i) {
+    TROUPE_ASSIGN_OR_RETURN(std::string line, dataset->Line(i));
+    absl::StatusOr<PreferencePair> pair = ParsePair(line, dataset->Where(i), keys, renderer);
+    if (pair.ok()) {
+      pairs.push_back(*std::move(pair));
+    } else if (++bad <= kMaxListedErrors) {
+      errors.push_back(std::string(pair.status().message()));
+    }
+  }
+  if (bad > 0) return ListedErrors(errors, bad);
+  return pairs;
+}
+
+absl::StatusOr<std::vector<EncodedPair>> EncodePairs(const std::vector<PreferencePair>& pairs,
+                                                     const models::Tokenizer& tokenizer,
+                                                     const PairEncoding& options) {
+  if (!tokenizer.eos_id().has_value()) {
+    return absl::InvalidArgumentError(
+        "the tokenizer has no eos token (a reward model scores the token after the response)");
+  }
+  const int32_t eos = *tokenizer.eos_id();
+  const std::optional<int32_t> bos = tokenizer.bos_id();
+  std::vector<EncodedPair> encoded;
+  encoded.reserve(pairs.size());
+  std::vector<std::string> errors;
+  int64_t bad = 0;
+  auto fail = [&](const std::string& message) {
+    if (++bad <= kMaxListedErrors) errors.push_back(message);
+  };
+  for (const PreferencePair& pair : pairs) {
+    absl::StatusOr<std::vector<int32_t>> prompt_ids = tokenizer.Encode(pair.prompt);
+    if (!prompt_ids.ok()) {
+      fail(absl::StrCat(pair.where, ": encoding the prompt: ", prompt_ids.status().message()));
+      continue;
+    }
+    std::vector<int64_t> prompt;
+    if (bos.has_value()) prompt.push_back(*bos);
+    const int64_t room = options.max_prompt_length - static_cast<int64_t>(prompt.size());
+    const int64_t length = static_cast<int64_t>(prompt.size() + prompt_ids->size());
+    if (length > options.max_prompt_length) {
+      if (options.truncation == Truncation::kError || room <= 0) {
+        fail(absl::StrCat(pair.where, ": the prompt is ", length,
+                          " tokens, more than data.max_prompt_length = ", options.max_prompt_length,
+                          " (data.truncation: error)"));
+        continue;
+      }
+      if (options.truncation == Truncation::kLeft) {
+        prompt_ids->erase(prompt_ids->begin(), prompt_ids->end() - room);
+      } else {
+        prompt_ids->resize(room);
+      }
+    }
+    prompt.insert(prompt.end(), prompt_ids->begin(), prompt_ids->end());
+    EncodedPair out;
+    bool ok = true;
+    for (auto [name, text, target] :
+         {std::tuple<const char*, const std::string*, std::vector<int64_t>*>{"chosen", &pair.chosen,
+                                                                             &out.chosen},
+          {"rejected", &pair.rejected, &out.rejected}}) {
+      absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(*text);
+      if (!ids.ok()) {
+        fail(absl::StrCat(pair.where, ": encoding '", name, "': ", ids.status().message()));
+        ok = false;
+        break;
+      }
+      const int64_t n = static_cast<int64_t>(ids->size()) + 1;
+      if (n > options.max_response_length) {
+        fail(absl::StrCat(pair.where, ": '", name, "' is ", n,
+                          " tokens with eos, more than data.max_response_length = ",
+                          options.max_response_length));
+        ok = false;
+        break;
+      }
+      *target = prompt;
+      target->insert(target->end(), ids->begin(), ids->end());
+      target->push_back(eos);
+    }
+    if (ok) encoded.push_back(std::move(out));
+  }
+  if (bad > 0) return ListedErrors(errors, bad);
+  return encoded;
+}
+
+PreferenceKeys PreferenceKeysOf(const JobSpec& spec) {
+  return {.prompt_key = spec.data.prompt_key,
+          .chosen_key = spec.data.chosen_key,
+          .rejected_key = spec.data.rejected_key};
+}
+
+}  // namespace troupe::recipes
