@@ -4,7 +4,8 @@
 // the critic train on every batch with several optimizer steps each; a synchronous run resumed from
 // a checkpoint (the critic's beside the trainer's) reproduces the uninterrupted run's losses; a
 // critic that diverges stops the run at that step, naming it, with the last good checkpoints
-// intact and none written for the diverged step.
+// intact and none written for the diverged step. And the other model-based reward: a group
+// recipe rewarded by a reward model (reward.model, the RewardModel actor) alone.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
+#include "models/model_config.h"
+#include "models/transformer.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
 #include "runtime/cluster/embedded_cluster.h"
@@ -235,6 +238,58 @@ TEST_F(PpoEndToEnd, AdaptiveKlInTheRewardFollowsTheMeasuredKlAndSurvivesAResume)
     EXPECT_DOUBLE_EQ(resumed[step].at("actor/reward_kl_penalty_coeff"),
                      full[step].at("actor/reward_kl_penalty_coeff"))
         << "step " << step;
+  }
+}
+
+// reward.model: the reward role runs the RewardModel actor in the cluster; with the verifier at
+// weight 0 the samples' reward is the model's score alone, and evaluations still count the
+// verifier's "correct".
+TEST_F(PpoEndToEnd, AGroupRecipeRewardedByARewardModelAlone) {
+  const std::string base = TestDir("rm");
+  const std::string rm = base + "/rm";
+  absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig("examples/models/tiny.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  config->vocab_size = 15;  // the arithmetic task's character tokenizer
+  absl::StatusOr<models::ValueModel> model = models::CreateValueModel(*config);
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*model)->InitWeights(3);
+  ASSERT_TRUE(models::SavePretrained(**model, rm).ok());
+
+  JobSpec spec;
+  absl::StatusOr<JobSpec> parsed = ParseJobSpec(
+      absl::StrCat("name: rm-rl\nmodel: {config: examples/models/tiny.json, init: sft}\n"
+                   "data: {task: arithmetic, digits: 2, num_train: 500, heldout_size: 40, seed: 3,"
+                   " train_batch_size: 4, max_prompt_length: 8, max_response_length: 4}\n"
+                   "sft: {steps: 20, batch_size: 16, warmup_steps: 5, eval_every: 20, dir: ",
+                   base,
+                   "/sft}\n"
+                   "reward: {model: ",
+                   rm,
+                   ", model_weight: 1.0, name: [arithmetic], weights: [0]}\n"
+                   "algorithm: {n: 2, kl: {coef: 0}}\n"
+                   "trainer: {total_steps: 2, seed: 7, lr: 3.0e-4, eval_every: 0}\n"
+                   "actors:\n"
+                   "  rollout: {replicas: 1, resources: {CPU: 0.25}}\n"
+                   "  reward: {replicas: 1, resources: {CPU: 0.25}}\n"
+                   "  reference: {replicas: 0}\n"
+                   "  trainer: {replicas: 1, resources: {CPU: 0.25}}\n"
+                   "logging: {dir: ",
+                   base, "/run, tensorboard: false}\n"),
+      "rm-rl.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  spec = *std::move(parsed);
+  ASSERT_EQ(spec.actors.reward.type, "RewardModel");
+  StepMetrics steps;
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster_->cluster(), Recording(&steps, "rm-rl"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 2);
+  EXPECT_GE(r->final_accuracy, 0);  // evaluations were counted by the verifier's "correct"
+  ASSERT_EQ(steps.size(), 2u);
+  for (const auto& [step, m] : steps) {
+    ASSERT_TRUE(m.count("reward/rm/score")) << "step " << step;
+    ASSERT_TRUE(m.count("reward/correct")) << "step " << step;
+    // The verifier weighs 0: the trained reward is the model's score.
+    EXPECT_NEAR(m.at("critic/score/mean"), m.at("reward/rm/score"), 1e-5) << "step " << step;
   }
 }
 
