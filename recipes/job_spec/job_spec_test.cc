@@ -775,7 +775,7 @@ TEST(JobSpecLimits, A50MegabyteFileIsRefusedBeforeItIsRead) {
   }
   absl::StatusOr<JobSpec> spec;
   const double seconds = Seconds([&] { spec = LoadJobSpec(path); });
-  EXPECT_LT(seconds, 0.5);
+  EXPECT_LT(seconds, 2.0);  // reads at most 1 MiB + 1 byte of the 50 MiB
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(std::string(spec.status().message()),
             absl::StrCat(path, ": 52428800 bytes, more than the 1 MiB a job spec may have"));
@@ -785,7 +785,7 @@ TEST(JobSpecLimits, ANineMegabyteTextIsRefusedWithoutParsingIt) {
   const std::string text = absl::StrCat(kBase, "x-pad: \"", std::string(9 << 20, 'a'), "\"\n");
   absl::StatusOr<JobSpec> spec;
   const double seconds = Seconds([&] { spec = ParseJobSpec(text, "job.yaml"); });
-  EXPECT_LT(seconds, 0.5);
+  EXPECT_LT(seconds, 2.0);
   EXPECT_EQ(
       std::string(spec.status().message()),
       absl::StrCat("job.yaml: ", text.size(), " bytes, more than the 1 MiB a job spec may have"));
@@ -797,13 +797,15 @@ TEST(JobSpecLimits, TooManyNodesOrTooDeepANestingIsRefusedAtTheLineWhereItCrosse
   for (int i = 0; i < 60000; ++i) absl::StrAppend(&many, "1,");
   many += "1]\n";
   absl::StatusOr<JobSpec> spec;
-  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(many, "job.yaml"); }), 0.5);
+  // The bounds catch a parser that builds the whole tree first (seconds, or a blown stack), not a
+  // slow machine: CI shares its cores with the build (0.63 s was seen for a 0.05 s parse).
+  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(many, "job.yaml"); }), 3.0);
   EXPECT_THAT(std::string(spec.status().message()),
               StartsWith("job.yaml:5:19972: more than 10000 YAML nodes (keys and values)"));
 
   const std::string deep =
       absl::StrCat(kBase, "x-deep: ", std::string(100000, '['), std::string(100000, ']'), "\n");
-  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(deep, "job.yaml"); }), 0.5);
+  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(deep, "job.yaml"); }), 3.0);
   EXPECT_EQ(std::string(spec.status().message()),
             "job.yaml:5:72: maps and lists nested deeper than 64 levels");
 
@@ -824,7 +826,7 @@ TEST(JobSpecLimits, AliasesThatExpandPastTheBoundAreRefused) {
     absl::StrAppend(&bomb, "]\n");
   }
   absl::StatusOr<JobSpec> spec;
-  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(bomb, "job.yaml"); }), 1.0);
+  EXPECT_LT(Seconds([&] { spec = ParseJobSpec(bomb, "job.yaml"); }), 3.0);
   EXPECT_THAT(std::string(spec.status().message()),
               HasSubstr("more than 100000 nodes after expanding aliases"));
 }
