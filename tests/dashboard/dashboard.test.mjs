@@ -100,7 +100,8 @@ function graphVertices() {
 // Problems in the rendered text under `selectors` (log <pre>s excepted: they hold the workers'
 // own output, and shortened ids): a word "null", "undefined" or "NaN", or a number with more than
 // 6 significant digits (a raw double such as 35.032302211808414). Numbers glued to letters or
-// dots (hex ids, IP addresses) are not numbers here.
+// dots (hex ids, IP addresses), or to a word by a hyphen (a job id "grpo-short-99303198", whose
+// hex suffix is all decimal digits one time in 43), are not numbers here.
 function renderingProblems(selectors) {
   return page.evaluate((sels) => {
     const problems = [];
@@ -112,7 +113,7 @@ function renderingProblems(selectors) {
           if (n.parentElement && n.parentElement.closest('pre, .mono[title]')) continue;
           const text = n.textContent;
           if (/\b(null|undefined|NaN)\b/.test(text)) problems.push(`${sel}: "${text.trim()}"`);
-          for (const m of text.matchAll(/(?<![\w.])\d+(?:\.\d+)?(?![\w.])/g)) {
+          for (const m of text.matchAll(/(?<![\w.])(?<!\w-)\d+(?:\.\d+)?(?![\w.])/g)) {
             const digits = m[0].replace('.', '').replace(/^0+/, '');
             if (digits.length > 6) problems.push(`${sel}: ${m[0]} in "${text.trim()}"`);
           }
