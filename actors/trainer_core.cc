@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +88,91 @@ void ReportAdvantages(const at::Tensor& advantages, const at::Tensor& mask,
   m[n::kAdvantagesMax] = values.max().item<double>();
   m[n::kAdvantagesMin] = values.min().item<double>();
 }
+
+// The training units of a preference update, in group order: a dpo/ipo pair is two rows (chosen
+// then rejected), a kto sample one row.
+struct PreferenceUnits {
+  std::vector<const proto::Sample*> rows;
+  std::vector<int> sample_index;    // row -> index into the request's samples (its ref_logprobs)
+  std::vector<float> desirable;     // kto: row -> 1 if desirable, else 0
+  std::vector<int64_t> unit_group;  // unit -> its group's index (non-decreasing)
+  int64_t groups_without = 0;       // groups whose rewards were all equal: no unit
+};
+
+// dpo/ipo (`paired`): a group's highest-rewarded sample against its lowest (the first of equals);
+// kto: each sample of the group, desirable when above the group's mean reward. A group whose
+// rewards are all equal says nothing about preference and gives no unit.
+PreferenceUnits SelectPreferenceUnits(const std::vector<const proto::Sample*>& samples,
+                                      const std::vector<float>& rewards, int group_size,
+                                      bool paired) {
+  PreferenceUnits units;
+  const int64_t groups = static_cast<int64_t>(samples.size()) / group_size;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int begin = static_cast<int>(g * group_size), end = begin + group_size;
+    int best = begin, worst = begin;
+    double mean = 0;
+    for (int i = begin; i < end; ++i) {
+      if (rewards[i] > rewards[best]) best = i;
+      if (rewards[i] < rewards[worst]) worst = i;
+      mean += rewards[i] / static_cast<double>(group_size);
+    }
+    if (!(rewards[best] > rewards[worst])) {
+      ++units.groups_without;
+      continue;
+    }
+    if (paired) {
+      for (int i : {best, worst}) {
+        units.rows.push_back(samples[i]);
+        units.sample_index.push_back(i);
+      }
+      units.unit_group.push_back(g);
+      continue;
+    }
+    for (int i = begin; i < end; ++i) {
+      units.rows.push_back(samples[i]);
+      units.sample_index.push_back(i);
+      units.desirable.push_back(rewards[i] > mean ? 1.0f : 0.0f);
+      units.unit_group.push_back(g);
+    }
+  }
+  return units;
+}
+
+// The preference losses' diagnostics over the micro-batches of one update, each mean weighted by
+// the units (pairs; desirable or undesirable samples) it is over.
+class PreferenceDiagnostics {
+ public:
+  void Add(const trainers::PreferenceLossOutput& out, int64_t pairs) {
+    const double w = static_cast<double>(pairs);
+    pairs_ += w;
+    chosen_ += out.chosen_reward * w;
+    rejected_ += out.rejected_reward * w;
+    margin_ += out.reward_margin * w;
+    accuracy_ += out.reward_accuracy * w;
+  }
+  void Add(const trainers::KtoLossOutput& out, int64_t desirable, int64_t undesirable) {
+    desirable_n_ += static_cast<double>(desirable);
+    undesirable_n_ += static_cast<double>(undesirable);
+    desirable_ += out.desirable_reward * static_cast<double>(desirable);
+    undesirable_ += out.undesirable_reward * static_cast<double>(undesirable);
+  }
+  void Report(bool paired, google::protobuf::Map<std::string, double>& m) const {
+    const auto mean = [](double sum, double n) { return n > 0 ? sum / n : 0.0; };
+    if (paired) {
+      m[n::kPrefChosenReward] = mean(chosen_, pairs_);
+      m[n::kPrefRejectedReward] = mean(rejected_, pairs_);
+      m[n::kPrefRewardMargin] = mean(margin_, pairs_);
+      m[n::kPrefRewardAccuracy] = mean(accuracy_, pairs_);
+    } else {
+      m[n::kPrefDesirableReward] = mean(desirable_, desirable_n_);
+      m[n::kPrefUndesirableReward] = mean(undesirable_, undesirable_n_);
+    }
+  }
+
+ private:
+  double pairs_ = 0, chosen_ = 0, rejected_ = 0, margin_ = 0, accuracy_ = 0;
+  double desirable_n_ = 0, undesirable_n_ = 0, desirable_ = 0, undesirable_ = 0;
+};
 
 }  // namespace
 
@@ -226,6 +312,28 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
                                   ? trainers::PolicyRatioLevel::kSequence
                                   : trainers::PolicyRatioLevel::kToken;
 
+  // Preference optimisation (recipe dpo): the loss's own parameters.
+  if (c.preference_loss() != proto::PREFERENCE_LOSS_NONE) {
+    if (!(c.preference_beta() > 0) || !std::isfinite(c.preference_beta())) {
+      return ConfigError(
+          absl::StrCat("preference_beta must be a finite number > 0, got ", c.preference_beta()));
+    }
+    if (!(c.label_smoothing() >= 0 && c.label_smoothing() < 0.5)) {
+      return ConfigError(
+          absl::StrCat("label_smoothing must be in [0, 0.5), got ", c.label_smoothing()));
+    }
+    if (c.label_smoothing() != 0 && c.preference_loss() != proto::PREFERENCE_LOSS_DPO) {
+      return ConfigError("label_smoothing (cDPO) applies to preference_loss dpo only");
+    }
+    for (const auto& [name, w] :
+         {std::pair{"kto_desirable_weight", c.kto_desirable_weight()},
+          std::pair{"kto_undesirable_weight", c.kto_undesirable_weight()}}) {
+      if (!(w > 0) || !std::isfinite(w)) {
+        return ConfigError(absl::StrCat(name, " must be a finite number > 0, got ", w));
+      }
+    }
+  }
+
   // Resume: weights from the checkpoint's safetensors, optimizer and RNG from trainer_state.pt.
   const std::string& resume = c.resume_dir();
   if (!resume.empty()) {
@@ -267,8 +375,11 @@ absl::StatusOr<proto::TrainStepReply> TrainerCore::Update(const proto::TrainStep
   }
   proto::TrainStepReply reply;
   bool applied = false;
-  const absl::Status status = CatchTorch(
-      "Trainer::Step", [&] { return Step(req, samples, rewards, group_size, reply, applied); });
+  const bool preference = config_.preference_loss() != proto::PREFERENCE_LOSS_NONE;
+  const absl::Status status = CatchTorch("Trainer::Step", [&] {
+    return preference ? PreferenceStep(req, samples, rewards, group_size, reply, applied)
+                      : Step(req, samples, rewards, group_size, reply, applied);
+  });
   // Weights that changed get a new version, even if a later optimizer step then failed.
   if (applied) ++version_;
   if (!status.ok()) return status;
@@ -442,6 +553,143 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
   m[n::kRewardKlPenalty] = reward_kl_mean;
   m[n::kRewardKlPenaltyCoeff] = reward_kl_coef;
   m[n::kGradNorm] = grad_norm_sum / steps_taken;
+  m[n::kLr] = lr;
+  m[n::kTotalNumTokens] = static_cast<double>(tokens);
+  m[n::kMicroBatches] = static_cast<double>(micro_batches);
+  m[n::kOptimizerSteps] = static_cast<double>(steps_taken);
+  m[n::kSkipped] = any_skipped ? 1 : 0;
+  return absl::OkStatus();
+}
+
+absl::Status TrainerCore::PreferenceStep(const proto::TrainStepRequest& req,
+                                         const std::vector<const proto::Sample*>& samples,
+                                         const std::vector<float>& rewards, int group_size,
+                                         proto::TrainStepReply& reply, bool& applied) {
+  const proto::PreferenceLoss kind = config_.preference_loss();
+  const bool paired = kind != proto::PREFERENCE_LOSS_KTO;
+  const int64_t rows_per_unit = paired ? 2 : 1;
+  if (req.ref_logprobs_size() != static_cast<int>(samples.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Step: ", req.ref_logprobs_size(), " reference log-prob lists for ",
+                     samples.size(), " samples (a preference loss needs the reference's)"));
+  }
+  const PreferenceUnits units = SelectPreferenceUnits(samples, rewards, group_size, paired);
+  auto& m = *reply.mutable_metrics();
+  const int64_t num_units = static_cast<int64_t>(units.unit_group.size());
+  m[paired ? n::kPrefPairs : n::kPrefSamples] = static_cast<double>(num_units);
+  m[n::kPrefGroupsWithoutPreference] = static_cast<double>(units.groups_without);
+  if (num_units == 0) {
+    // Every group's rewards were equal: nothing to prefer, no optimizer step, the version stays.
+    reply.set_step(trainer_->step() - 1);
+    m[n::kOptimizerSteps] = 0;
+    m[n::kSkipped] = 1;
+    return absl::OkStatus();
+  }
+  TROUPE_ASSIGN_OR_RETURN(SequenceBatch batch, BuildBatch(units.rows, pad_id_));
+  std::vector<std::vector<float>> ref, behaviour;
+  for (int i : units.sample_index) {
+    const proto::FloatList& l = req.ref_logprobs(i);
+    ref.emplace_back(l.values().begin(), l.values().end());
+    behaviour.emplace_back(samples[i]->behaviour_logprobs().begin(),
+                           samples[i]->behaviour_logprobs().end());
+  }
+  const at::Tensor response = batch.response_mask.to(torch::kDouble);
+  TROUPE_ASSIGN_OR_RETURN(at::Tensor ref_logp, ScatterResponseValues(batch, ref));
+  const at::Tensor ref_seq = (ref_logp.to(torch::kDouble) * response).sum(1);  // [rows]
+  // KTO's reference point z_ref: the batch's KL(π_behav || π_ref) estimate from its own samples
+  // (mean of log π_behav(y|x) - log π_ref(y|x) over y drawn from π_behav), detached and clamped
+  // at 0; on-policy samples make this the KL the paper's mismatched pairs approximate.
+  std::optional<double> z_ref;
+  if (!paired) {
+    absl::StatusOr<at::Tensor> behaviour_logp = ScatterResponseValues(batch, behaviour);
+    if (!behaviour_logp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Step: kto's reference point needs every sample's behaviour log-probs: ",
+                       behaviour_logp.status().message()));
+    }
+    const at::Tensor behaviour_seq = (behaviour_logp->to(torch::kDouble) * response).sum(1);
+    TROUPE_ASSIGN_OR_RETURN(z_ref, trainers::KtoReferencePoint(behaviour_seq, ref_seq));
+    m[n::kPrefKtoZRef] = *z_ref;
+  }
+  const at::Tensor desirable =
+      paired ? at::Tensor() : torch::tensor(units.desirable, torch::kDouble);
+
+  const int64_t groups = static_cast<int64_t>(samples.size()) / group_size;
+  const int64_t groups_per_mini =
+      mini_batch_groups_ > 0 ? std::min(mini_batch_groups_, groups) : groups;
+  const int64_t num_mini = (groups + groups_per_mini - 1) / groups_per_mini;
+  const int64_t units_per_micro =
+      micro_batch_size_ > 0 ? std::max<int64_t>(1, micro_batch_size_ / rows_per_unit) : num_units;
+  const auto first_unit_of = [&](int64_t group) {
+    return static_cast<int64_t>(
+        std::lower_bound(units.unit_group.begin(), units.unit_group.end(), group) -
+        units.unit_group.begin());
+  };
+  trainers::DpoOptions dpo{.beta = config_.preference_beta(),
+                           .label_smoothing = config_.label_smoothing()};
+  trainers::KtoOptions kto{.beta = config_.preference_beta(),
+                           .desirable_weight = config_.kto_desirable_weight(),
+                           .undesirable_weight = config_.kto_undesirable_weight()};
+  PreferenceDiagnostics diagnostics;
+  double loss_sum = 0, grad_norm_sum = 0, lr = 0;
+  int64_t steps_taken = 0, micro_batches = 0, tokens = 0, last_step = 0;
+  bool any_skipped = false;
+  for (int64_t epoch = 0; epoch < ppo_epochs_; ++epoch) {
+    for (int64_t mini = 0; mini < num_mini; ++mini) {
+      const int64_t unit_begin = first_unit_of(mini * groups_per_mini);
+      const int64_t unit_end = first_unit_of((mini + 1) * groups_per_mini);
+      if (unit_begin == unit_end) continue;  // no group of this mini-batch has a preference
+      const int64_t per_micro = std::min(units_per_micro, unit_end - unit_begin);
+      const int64_t num_micro = (unit_end - unit_begin + per_micro - 1) / per_micro;
+      absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+          [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
+            const int64_t u0 = unit_begin + ctx.micro_batch * per_micro;
+            const int64_t u1 = std::min(unit_end, u0 + per_micro);
+            const int64_t begin = u0 * rows_per_unit, end = u1 * rows_per_unit;
+            TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+            TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, micro));
+            const at::Tensor seq = (logp * micro.response_mask.to(logp.scalar_type())).sum(1);
+            const at::Tensor ref_micro = ref_seq.slice(0, begin, end).to(seq.scalar_type());
+            const int64_t num_tokens = micro.response_mask.sum().item<int64_t>();
+            if (paired) {
+              const trainers::PreferenceLogps logps{
+                  .policy_chosen = seq.slice(0, 0, seq.size(0), 2),
+                  .policy_rejected = seq.slice(0, 1, seq.size(0), 2),
+                  .reference_chosen = ref_micro.slice(0, 0, ref_micro.size(0), 2),
+                  .reference_rejected = ref_micro.slice(0, 1, ref_micro.size(0), 2)};
+              TROUPE_ASSIGN_OR_RETURN(trainers::PreferenceLossOutput out,
+                                      kind == proto::PREFERENCE_LOSS_IPO
+                                          ? trainers::IpoLoss(logps, dpo.beta)
+                                          : trainers::DpoLoss(logps, dpo));
+              diagnostics.Add(out, u1 - u0);
+              return trainers::MicroBatchLoss{out.loss, num_tokens, u1 - u0};
+            }
+            trainers::KtoInputs in{.policy_logps = seq,
+                                   .reference_logps = ref_micro,
+                                   .desirable = desirable.slice(0, begin, end),
+                                   .z_ref = z_ref};
+            TROUPE_ASSIGN_OR_RETURN(trainers::KtoLossOutput out, trainers::KtoLoss(in, kto));
+            const int64_t wanted = desirable.slice(0, begin, end).sum().item<int64_t>();
+            diagnostics.Add(out, wanted, (end - begin) - wanted);
+            return trainers::MicroBatchLoss{out.loss, num_tokens, end - begin};
+          },
+          num_micro);
+      if (!metrics.ok()) return metrics.status();
+      applied = applied || !metrics->skipped;
+      any_skipped = any_skipped || metrics->skipped;
+      ++steps_taken;
+      loss_sum += metrics->loss;
+      grad_norm_sum += metrics->grad_norm;
+      lr = metrics->lr;
+      last_step = metrics->step;
+      micro_batches += num_micro;
+      if (epoch == 0) tokens += metrics->tokens;
+    }
+  }
+  reply.set_step(last_step);
+  diagnostics.Report(paired, m);
+  m[n::kLoss] = loss_sum / static_cast<double>(steps_taken);
+  m[n::kGradNorm] = grad_norm_sum / static_cast<double>(steps_taken);
   m[n::kLr] = lr;
   m[n::kTotalNumTokens] = static_cast<double>(tokens);
   m[n::kMicroBatches] = static_cast<double>(micro_batches);

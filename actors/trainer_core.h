@@ -123,6 +123,13 @@ class TrainerCore {
                     const std::vector<const proto::Sample*>& samples,
                     const std::vector<float>& rewards, int group_size, proto::TrainStepReply& reply,
                     bool& applied);
+  // Update with a preference loss (config.preference_loss, recipe dpo): the groups' pairs (dpo,
+  // ipo) or unpaired samples (kto), their summed log-probs against the reference's, the epochs
+  // and mini-batches (of groups) as Step's. Sets `applied` as Step does.
+  absl::Status PreferenceStep(const proto::TrainStepRequest& req,
+                              const std::vector<const proto::Sample*>& samples,
+                              const std::vector<float>& rewards, int group_size,
+                              proto::TrainStepReply& reply, bool& applied);
   // Sets tokenizer_json_ and tokenizer_config_json_ (which holds the policy directory's
   // tokenizer_config.json text on entry) from the loaded tokenizer: Tokenizer::ToTokenizerJson,
   // and ToTokenizerConfigJson over the directory's file (its chat_template and other keys kept).

@@ -604,6 +604,11 @@ TEST(TrainerActor, RefusesOutOfRangeConfigNamingTheKey) {
       {{{"ppo_epochs", 0}}, "ppo_epochs"},
       {{{"mini_batch_size", -1}}, "mini_batch_size"},
       {{{"train_batch_size", -2}}, "train_batch_size"},
+      {{{"preference_loss", "PREFERENCE_LOSS_DPO"}, {"preference_beta", 0.0}}, "preference_beta"},
+      {{{"preference_loss", "PREFERENCE_LOSS_DPO"}, {"label_smoothing", 0.5}}, "label_smoothing"},
+      {{{"preference_loss", "PREFERENCE_LOSS_IPO"}, {"label_smoothing", 0.1}}, "label_smoothing"},
+      {{{"preference_loss", "PREFERENCE_LOSS_KTO"}, {"kto_undesirable_weight", 0.0}},
+       "kto_undesirable_weight"},
   };
   for (const auto& [overrides, key] : cases) {
     absl::StatusOr<ActorHandle<Trainer>> t = system.Spawn<Trainer>({.config = Config(overrides)});
@@ -623,6 +628,174 @@ TEST(TrainerActor, RejectsGroupsOfUnequalSizeWithoutUpdating) {
   ASSERT_TRUE(t.ok()) << t.status();
   absl::StatusOr<proto::TrainStepReply> reply = t->Call(&Trainer::Step, req).Get();
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- Preference losses (recipe dpo) ----------------------------------------------------------
+
+// Three prompts: the first and last with unequal rewards, the middle one all equal (no preference).
+const std::vector<float> kPreferenceRewards = {1,      0, 0.5f, 0,   /**/ 0.2f, 0.2f, 0.2f, 0.2f,
+                                               /**/ 0, 1, 1,    0.2f};
+
+// Summed log-probs of each sample's response: the initial policy's and the reference's.
+struct SequenceLogps {
+  std::vector<double> policy, reference, behaviour;
+};
+
+SequenceLogps Sums(const proto::TrainStepRequest& req, const PerToken& current) {
+  SequenceLogps out;
+  size_t i = 0;
+  for (const proto::SampleGroup& g : req.groups()) {
+    for (const proto::Sample& s : g.samples()) {
+      double lp = 0, ref = 0, beh = 0;
+      for (float v : current[i]) lp += v;
+      for (float v : req.ref_logprobs(static_cast<int>(i)).values()) ref += v;
+      for (float v : s.behaviour_logprobs()) beh += v;
+      out.policy.push_back(lp);
+      out.reference.push_back(ref);
+      out.behaviour.push_back(beh);
+      ++i;
+    }
+  }
+  return out;
+}
+
+double LogSigmoid(double x) {
+  return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
+}
+double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+proto::TrainStepRequest PreferenceRequest(const Current& current) {
+  proto::TrainStepRequest req = Request(kPreferenceRewards);
+  SetBehaviour(req, current.logp, {-0.2f, 0.1f});
+  SetReference(req, current.logp);
+  return req;
+}
+
+// The pairs (chosen, rejected) of kPreferenceRewards by hand: group 0's best is sample 0 and its
+// worst the first 0 (sample 1); group 1 gives none; group 2's best is sample 9 (the first 1), its
+// worst sample 8.
+const std::vector<std::pair<int, int>> kPairs = {{0, 1}, {9, 8}};
+
+TEST(TrainerActor, DpoTrainsEachGroupsBestAgainstItsWorstWithTheHandComputedLoss) {
+  const Current current = CurrentPolicy(Request(kPreferenceRewards));
+  const proto::TrainStepRequest req = PreferenceRequest(current);
+  const SequenceLogps sums = Sums(req, current.logp);
+  const double beta = 0.5, eps = 0.1;
+  double loss = 0, chosen = 0, rejected = 0;
+  for (const auto& [c, r] : kPairs) {
+    const double hc = sums.policy[c] - sums.reference[c], hr = sums.policy[r] - sums.reference[r];
+    const double h = hc - hr;
+    loss += (-(1 - eps) * LogSigmoid(beta * h) - eps * LogSigmoid(-beta * h)) / kPairs.size();
+    chosen += beta * hc / kPairs.size();
+    rejected += beta * hr / kPairs.size();
+  }
+  const TrainerRun run = Train(Config({{"preference_loss", "PREFERENCE_LOSS_DPO"},
+                                       {"preference_beta", beta},
+                                       {"label_smoothing", eps}}),
+                               {req, req});
+  ASSERT_EQ(run.replies.size(), 2u);
+  EXPECT_EQ(run.metric("pref/pairs"), 2);
+  EXPECT_EQ(run.metric("pref/groups_without_preference"), 1);
+  EXPECT_NEAR(run.metric("actor/loss"), loss, 1e-5);
+  EXPECT_NEAR(run.metric("pref/chosen_reward"), chosen, 1e-5);
+  EXPECT_NEAR(run.metric("pref/rejected_reward"), rejected, 1e-5);
+  EXPECT_NEAR(run.metric("pref/reward_margin"), chosen - rejected, 1e-5);
+  EXPECT_EQ(run.replies[0].weight_version(), 1);
+  EXPECT_EQ(run.metric("actor/optimizer_steps"), 1);
+  // The update moved the policy towards the chosen answers: the margin grew, the loss fell.
+  EXPECT_GT(run.metric("pref/reward_margin", 1), run.metric("pref/reward_margin", 0));
+  EXPECT_LT(run.metric("actor/loss", 1), run.metric("actor/loss", 0));
+}
+
+TEST(TrainerActor, IpoRegressesTheMarginOnOneOverTwoBeta) {
+  const Current current = CurrentPolicy(Request(kPreferenceRewards));
+  const proto::TrainStepRequest req = PreferenceRequest(current);
+  const SequenceLogps sums = Sums(req, current.logp);
+  const double beta = 0.5;
+  double loss = 0;
+  for (const auto& [c, r] : kPairs) {
+    const double h = (sums.policy[c] - sums.reference[c]) - (sums.policy[r] - sums.reference[r]);
+    loss += (h - 1 / (2 * beta)) * (h - 1 / (2 * beta)) / kPairs.size();
+  }
+  const TrainerRun run =
+      Train(Config({{"preference_loss", "PREFERENCE_LOSS_IPO"}, {"preference_beta", beta}}), {req});
+  ASSERT_EQ(run.replies.size(), 1u);
+  EXPECT_EQ(run.metric("pref/pairs"), 2);
+  EXPECT_NEAR(run.metric("actor/loss"), loss, 1e-5);
+}
+
+// KTO: every sample of the two groups with a preference, desirable above its group's mean
+// (0.375: samples 0 and 2; 0.55: samples 9 and 10), against z_ref = max(0, mean of the behaviour's
+// minus the reference's summed log-probs over those samples).
+TEST(TrainerActor, KtoWeighsDesirableAndUndesirableSamplesAroundTheBatchKl) {
+  const Current current = CurrentPolicy(Request(kPreferenceRewards));
+  const proto::TrainStepRequest req = PreferenceRequest(current);
+  const SequenceLogps sums = Sums(req, current.logp);
+  const double beta = 0.5, wd = 1.0, wu = 2.0;
+  const std::vector<int> rows = {0, 1, 2, 3, 8, 9, 10, 11};
+  const std::vector<bool> desirable = {true, false, true, false, false, true, true, false};
+  double z = 0;
+  for (int i : rows) z += (sums.behaviour[i] - sums.reference[i]) / rows.size();
+  z = std::max(0.0, z);
+  double loss = 0;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const double r = sums.policy[rows[k]] - sums.reference[rows[k]];
+    loss += (desirable[k] ? wd - wd * Sigmoid(beta * (r - z)) : wu - wu * Sigmoid(beta * (z - r))) /
+            rows.size();
+  }
+  const TrainerRun run = Train(Config({{"preference_loss", "PREFERENCE_LOSS_KTO"},
+                                       {"preference_beta", beta},
+                                       {"kto_desirable_weight", wd},
+                                       {"kto_undesirable_weight", wu}}),
+                               {req});
+  ASSERT_EQ(run.replies.size(), 1u);
+  EXPECT_EQ(run.metric("pref/samples"), 8);
+  EXPECT_NEAR(run.metric("pref/kto_z_ref"), z, 1e-5);
+  EXPECT_NEAR(run.metric("actor/loss"), loss, 1e-5);
+}
+
+TEST(TrainerActor, PreferenceMicroBatchesGiveTheWholeBatchUpdate) {
+  const Current current = CurrentPolicy(Request(kPreferenceRewards));
+  const proto::TrainStepRequest req = PreferenceRequest(current);
+  for (const char* loss : {"PREFERENCE_LOSS_DPO", "PREFERENCE_LOSS_KTO"}) {
+    const TrainerRun whole = Train(Config({{"preference_loss", loss}}), {req});
+    const TrainerRun micro =
+        Train(Config({{"preference_loss", loss}, {"micro_batch_size", 3}}), {req});
+    ASSERT_EQ(whole.replies.size(), 1u) << loss;
+    ASSERT_EQ(micro.replies.size(), 1u) << loss;
+    EXPECT_GT(micro.metric("actor/micro_batches"), 1) << loss;
+    // Adam's first step is about lr (1e-2) per weight whatever the gradient's scale: a wrong
+    // weighting of the micro-batches shows in the weights at that size, a uniform one in the norm.
+    EXPECT_GT(MaxAbsDiff(whole.params, InitialParams()), 1e-3) << loss;
+    EXPECT_LT(MaxAbsDiff(whole.params, micro.params), 1e-4) << loss;
+    EXPECT_NEAR(whole.metric("actor/grad_norm"), micro.metric("actor/grad_norm"), 1e-5) << loss;
+    EXPECT_NEAR(whole.metric("actor/loss"), micro.metric("actor/loss"), 1e-6) << loss;
+  }
+}
+
+TEST(TrainerActor, APreferenceBatchWithoutPreferenceTakesNoStepAndOneWithoutReferenceIsRefused) {
+  const Current current = CurrentPolicy(Request(kPreferenceRewards));
+  proto::TrainStepRequest equal = PreferenceRequest(current);
+  for (proto::SampleGroup& g : *equal.mutable_groups()) {
+    for (proto::Sample& s : *g.mutable_samples()) s.set_reward(1);
+  }
+  const TrainerRun run = Train(Config({{"preference_loss", "PREFERENCE_LOSS_DPO"}}), {equal});
+  ASSERT_EQ(run.replies.size(), 1u);
+  EXPECT_EQ(run.metric("pref/pairs"), 0);
+  EXPECT_EQ(run.metric("pref/groups_without_preference"), 3);
+  EXPECT_EQ(run.metric("actor/optimizer_steps"), 0);
+  EXPECT_EQ(run.replies[0].weight_version(), 0) << "nothing changed, no new version";
+  EXPECT_EQ(MaxAbsDiff(run.params, InitialParams()), 0);
+
+  proto::TrainStepRequest unreferenced = PreferenceRequest(current);
+  unreferenced.clear_ref_logprobs();
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  absl::StatusOr<ActorHandle<Trainer>> t =
+      system.Spawn<Trainer>({.config = Config({{"preference_loss", "PREFERENCE_LOSS_DPO"}})});
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<proto::TrainStepReply> reply = t->Call(&Trainer::Step, unreferenced).Get();
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(reply.status().message()), HasSubstr("reference"));
 }
 
 }  // namespace

@@ -441,9 +441,11 @@ int RunJob(const RunFlags& f) {
   }
   if (r->sft_accuracy >= 0)
     std::printf("  SFT held-out exact match:   %5.1f%%\n", 100 * r->sft_accuracy);
-  // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, PPO, ...).
+  // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, PPO, DPO, IPO, KTO, ...).
   std::string rl =
-      spec->algorithm.policy_loss == proto::POLICY_LOSS_GSPO ? "GSPO"
+      spec->recipe == "dpo"
+          ? absl::AsciiStrToUpper(recipes::PreferenceLossName(spec->algorithm.dpo.loss))
+      : spec->algorithm.policy_loss == proto::POLICY_LOSS_GSPO ? "GSPO"
       : spec->algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE
           ? "PPO"
           : absl::AsciiStrToUpper(recipes::AdvEstimatorName(spec->algorithm.adv_estimator));

@@ -178,6 +178,31 @@ constexpr MetricInfo kCatalog[] = {
     {n::kRmGradNorm, "", "driver",
      "Global L2 norm of the reward model's gradient before clipping."},
     {n::kRmLr, "", "driver", "Learning rate of this step (after warm-up and schedule)."},
+
+    // pref/*: recipe dpo's preference losses (`algorithm.dpo`), in the trainer.
+    {n::kPrefPairs, "", "trainer",
+     "dpo, ipo: pairs the step trained on, one a group (its best- against its worst-rewarded "
+     "sample)."},
+    {n::kPrefSamples, "", "trainer",
+     "kto: samples the step trained on (those of groups whose rewards were not all equal)."},
+    {n::kPrefGroupsWithoutPreference, "", "trainer",
+     "Groups of the step whose rewards were all equal, which give no pair (dynamic sampling, "
+     "`algorithm.filter_groups`, replaces them before training)."},
+    {n::kPrefChosenReward, "nats", "trainer",
+     "Mean implicit reward β·(log π − log π_ref) of the chosen responses (summed over tokens)."},
+    {n::kPrefRejectedReward, "nats", "trainer",
+     "Mean implicit reward β·(log π − log π_ref) of the rejected responses."},
+    {n::kPrefRewardMargin, "nats", "trainer", "Mean chosen − rejected implicit reward."},
+    {n::kPrefRewardAccuracy, "fraction", "trainer",
+     "Share of the pairs whose chosen implicit reward is above the rejected one."},
+    {n::kPrefDesirableReward, "nats", "trainer",
+     "kto: mean β·(log π − log π_ref) of the desirable samples (above their group's mean "
+     "reward)."},
+    {n::kPrefUndesirableReward, "nats", "trainer",
+     "kto: mean β·(log π − log π_ref) of the undesirable samples."},
+    {n::kPrefKtoZRef, "nats", "trainer",
+     "kto: the reference point z_ref, the batch's mean log π_behav − log π_ref of its own samples, "
+     "clamped at 0."},
 };
 
 // True when `name` is an instance of the pattern `entry`.

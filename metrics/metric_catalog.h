@@ -120,6 +120,17 @@ inline constexpr char kRmAccuracy[] = "rm/accuracy";
 inline constexpr char kRmMargin[] = "rm/margin";
 inline constexpr char kRmGradNorm[] = "rm/grad_norm";
 inline constexpr char kRmLr[] = "rm/lr";
+// Recipe dpo: the trainer's preference losses (actors/trainer_core.cc).
+inline constexpr char kPrefPairs[] = "pref/pairs";
+inline constexpr char kPrefSamples[] = "pref/samples";
+inline constexpr char kPrefGroupsWithoutPreference[] = "pref/groups_without_preference";
+inline constexpr char kPrefChosenReward[] = "pref/chosen_reward";
+inline constexpr char kPrefRejectedReward[] = "pref/rejected_reward";
+inline constexpr char kPrefRewardMargin[] = "pref/reward_margin";
+inline constexpr char kPrefRewardAccuracy[] = "pref/reward_accuracy";
+inline constexpr char kPrefDesirableReward[] = "pref/desirable_reward";
+inline constexpr char kPrefUndesirableReward[] = "pref/undesirable_reward";
+inline constexpr char kPrefKtoZRef[] = "pref/kto_z_ref";
 }  // namespace metric_names
 
 }  // namespace troupe::metrics

@@ -87,17 +87,59 @@ nlohmann::json RewardRoleConfig(const JobSpec& spec) {
 
 absl::Status CheckGrpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "grpo"); }
 absl::Status CheckPpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "ppo"); }
+absl::Status CheckDpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "dpo"); }
 
 absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
-  const bool ppo = recipe == "ppo";
+  const bool ppo = recipe == "ppo", dpo = recipe == "dpo";
   std::vector<std::string> problems;
   // An empty key: `why` is a message that already names its key and location.
   auto refuse = [&](absl::string_view key, absl::string_view why) {
     problems.push_back(key.empty() ? std::string(why)
                                    : std::string(spec.ErrorAt(key, why).message()));
   };
+  // Sorted, so the lines read in a stable order.
+  std::vector<std::string> written;
+  for (const auto& [key, where] : spec.locations) written.push_back(key);
+  std::sort(written.begin(), written.end());
+  const auto within = [](absl::string_view key, absl::string_view section) {
+    return key == section || absl::StartsWith(key, absl::StrCat(section, "."));
+  };
+  if (dpo) {
+    // The policy-gradient keys: recipe dpo reads algorithm.n, dpo and filter_groups only.
+    for (const std::string& key : written) {
+      if (!within(key, "algorithm") || key == "algorithm" || key == "algorithm.n" ||
+          within(key, "algorithm.dpo") || within(key, "algorithm.filter_groups")) {
+        continue;
+      }
+      refuse(key,
+             "is not read by recipe dpo, whose update is algorithm.dpo's preference loss against "
+             "the reference (no advantages, clipping or KL term: algorithm.dpo.beta is the pull "
+             "to the reference)");
+    }
+    const DpoSpec& d = spec.algorithm.dpo;
+    if (spec.locations.contains("algorithm.dpo.label_smoothing") &&
+        d.loss != proto::PREFERENCE_LOSS_DPO) {
+      refuse("algorithm.dpo.label_smoothing",
+             absl::StrCat("is cDPO's, for loss dpo; loss ", PreferenceLossName(d.loss),
+                          " does not read it"));
+    }
+    for (const char* key : {"algorithm.dpo.desirable_weight", "algorithm.dpo.undesirable_weight"}) {
+      if (spec.locations.contains(key) && d.loss != proto::PREFERENCE_LOSS_KTO) {
+        refuse(key, absl::StrCat("is KTO's, for loss kto; loss ", PreferenceLossName(d.loss),
+                                 " does not read it"));
+      }
+    }
+    if (spec.trainer.critic_warmup > 0)
+      refuse("trainer.critic_warmup", "recipe dpo has no critic to warm up");
+  } else {
+    for (const std::string& key : written) {
+      if (within(key, "algorithm.dpo")) {
+        refuse(key, absl::StrCat("is recipe dpo's; recipe ", recipe, " does not read it"));
+      }
+    }
+  }
   const AdvEstimator estimator = spec.algorithm.adv_estimator;
-  if (!ppo && estimator == proto::ADV_ESTIMATOR_GAE) {
+  if (!ppo && !dpo && estimator == proto::ADV_ESTIMATOR_GAE) {
     refuse("algorithm.adv_estimator",
            "gae is not supported by recipe grpo, which has no critic (supported: grpo, rloo, "
            "reinforce_plus_plus, reinforce_plus_plus_baseline; recipe ppo runs gae)");
@@ -107,9 +149,9 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
            absl::StrCat("recipe ppo trains a critic for adv_estimator gae; ",
                         AdvEstimatorName(estimator), " needs no critic: run it with recipe grpo"));
   }
-  if (!ppo && spec.locations.contains("algorithm.lam"))
+  if (!ppo && !dpo && spec.locations.contains("algorithm.lam"))
     refuse("algorithm.lam", "recipe grpo has no GAE: lam is unused");
-  if (spec.locations.contains("algorithm.gamma") &&
+  if (!dpo && spec.locations.contains("algorithm.gamma") &&
       estimator != proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS &&
       estimator != proto::ADV_ESTIMATOR_GAE) {
     refuse("algorithm.gamma",
@@ -117,7 +159,7 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
                         AdvEstimatorName(estimator), " does not use it"));
   }
   if (!ppo && spec.actors.critic.replicas > 0)
-    refuse("actors.critic.replicas", "recipe grpo has no critic");
+    refuse("actors.critic.replicas", absl::StrCat("recipe ", recipe, " has no critic"));
   if (ppo && spec.actors.critic.replicas > 1) {
     refuse("actors.critic.replicas",
            "recipe ppo trains one critic (data-parallel training does not exist yet)");
@@ -139,7 +181,7 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
                           spec.actors.reward.type));
     }
   }
-  if (!ppo && spec.trainer.critic_warmup > 0)
+  if (!ppo && !dpo && spec.trainer.critic_warmup > 0)
     refuse("trainer.critic_warmup", "recipe grpo has no critic to warm up");
   if (spec.trainer.profile_from > 0) {
     if (absl::Status s = trainers::CanRecordOps(); !s.ok()) {
@@ -279,11 +321,20 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
   c.set_max_response_length(spec.data.max_response_length);
   c.set_profile_from(t.profile_from);
   c.set_profile_to(t.profile_to);
+  if (spec.recipe == "dpo") {
+    const DpoSpec& d = a.dpo;
+    c.set_preference_loss(d.loss);
+    c.set_preference_beta(d.beta);
+    c.set_label_smoothing(d.label_smoothing);
+    c.set_kto_desirable_weight(d.desirable_weight);
+    c.set_kto_undesirable_weight(d.undesirable_weight);
+    c.set_kl_coef(0);  // the losses are against the reference already (beta)
+  }
   return c;
 }
 
 bool NeedsReference(const JobSpec& spec) {
-  return spec.algorithm.kl.coef != 0 || spec.algorithm.use_kl_in_reward;
+  return spec.recipe == "dpo" || spec.algorithm.kl.coef != 0 || spec.algorithm.use_kl_in_reward;
 }
 
 proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& model_dir,

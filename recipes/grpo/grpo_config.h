@@ -35,9 +35,15 @@ absl::Status CheckGrpoSpec(const JobSpec& spec);
 // serving the Critic's methods, its config a CriticConfig), trainer.critic_warmup; and for
 // `recipe` either name.
 absl::Status CheckPpoSpec(const JobSpec& spec);
+// The same for recipe dpo (on-policy preference optimisation: algorithm.dpo's loss on pairs of
+// the policy's own samples the job's reward labels); it also refuses the policy-gradient keys it
+// does not read (algorithm.* but n, dpo and filter_groups) and algorithm.dpo's keys the chosen
+// loss does not read.
+absl::Status CheckDpoSpec(const JobSpec& spec);
 absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe);
 
-// Whether the job runs a reference model: a KL loss (algorithm.kl.coef) or KL in the reward.
+// Whether the job runs a reference model: a KL loss (algorithm.kl.coef), KL in the reward, or
+// recipe dpo (whose losses are against the reference).
 bool NeedsReference(const JobSpec& spec);
 
 // The critic's config (recipe ppo): the initial weights (the policy's backbone with a new value

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,9 +36,12 @@ namespace {
 
 namespace n = metrics::metric_names;
 
-// The online RL loop of recipes grpo (critic-free estimators) and ppo (gae, with a critic): the
-// same stages, and for ppo the batch's values from the critic before the policy and the critic
-// train on it side by side (the critic alone for trainer.critic_warmup steps).
+// The online RL loop of recipes grpo (critic-free estimators), ppo (gae, with a critic) and dpo
+// (on-policy preference optimisation): the same stages. For ppo the batch's values come from the
+// critic before the policy and the critic train on it side by side (the critic alone for
+// trainer.critic_warmup steps). For dpo the trainer's update is the preference loss
+// (algorithm.dpo) on pairs of each group's samples the reward labelled, against the reference's
+// log-probs (the feed's, as for a KL loss); dynamic sampling replaces groups with no preference.
 class GrpoRecipe : public Recipe {
  public:
   GrpoRecipe(const JobSpec& spec, Cluster& cluster, const RunOptions& options)
@@ -84,10 +88,13 @@ class GrpoRecipe : public Recipe {
     state_.set_version(version);
     TROUPE_RETURN_IF_ERROR(state_.OpenMetrics());
     if (state_.result().initial_accuracy < 0) TROUPE_RETURN_IF_ERROR(Evaluate(nullptr));
-    state_.Log(absl::StrCat(eta() == 0 ? "synchronous" : "asynchronous",
-                            ppo_ ? " PPO: " : " GRPO: ", spec_.trainer.total_steps - state_.step(),
-                            " steps of ", batch(), " prompts x ", spec_.algorithm.n, " samples",
-                            eta() == 0 ? "" : absl::StrCat(", max staleness ", eta())));
+    state_.Log(absl::StrCat(
+        eta() == 0 ? "synchronous" : "asynchronous", " ", absl::AsciiStrToUpper(spec_.recipe),
+        spec_.recipe == "dpo"
+            ? absl::StrCat(" (", PreferenceLossName(spec_.algorithm.dpo.loss), " loss): ")
+            : ": ",
+        spec_.trainer.total_steps - state_.step(), " steps of ", batch(), " prompts x ",
+        spec_.algorithm.n, " samples", eta() == 0 ? "" : absl::StrCat(", max staleness ", eta())));
     state_.StartLoop();
     absl::Status loop = Loop();
     if (loop.ok()) loop = Drain();
@@ -587,5 +594,6 @@ absl::StatusOr<RunResult> RunGrpo(const JobSpec& spec, Cluster& cluster,
 
 TROUPE_REGISTER_RECIPE("grpo", GrpoRecipe, CheckGrpoSpec);
 TROUPE_REGISTER_RECIPE("ppo", GrpoRecipe, CheckPpoSpec);
+TROUPE_REGISTER_RECIPE("dpo", GrpoRecipe, CheckDpoSpec);
 
 }  // namespace troupe::recipes

@@ -79,6 +79,17 @@ const NameTable<LossAggMode>& LossAggModes() { return Spellings<LossAggMode>(); 
 const NameTable<PolicyLoss>& PolicyLosses() { return Spellings<PolicyLoss>(); }
 const NameTable<OffPolicyMode>& OffPolicyModes() { return Spellings<OffPolicyMode>(); }
 const NameTable<LrSchedule>& LrSchedules() { return Spellings<LrSchedule>(); }
+// algorithm.dpo.loss: the preference losses (none, the policy gradient, is recipe grpo's).
+const NameTable<PreferenceLoss>& PreferenceLosses() {
+  static const NameTable<PreferenceLoss>* const table = [] {
+    auto* t = new NameTable<PreferenceLoss>;
+    for (const auto& entry : Spellings<PreferenceLoss>()) {
+      if (entry.second != proto::PREFERENCE_LOSS_NONE) t->push_back(entry);
+    }
+    return t;
+  }();
+  return *table;
+}
 const NameTable<KlCtrlType>& KlCtrlTypes() {
   static const NameTable<KlCtrlType> table = {{"fixed", KlCtrlType::kFixed},
                                               {"adaptive", KlCtrlType::kAdaptive}};
@@ -829,6 +840,10 @@ class JobSpecReader {
     if (s.recipe == "ppo" && !ctx_->locs.contains("algorithm.adv_estimator")) {
       s.algorithm.adv_estimator = proto::ADV_ESTIMATOR_GAE;
     }
+    // Recipe dpo: a group whose rewards are all equal gives no pair; dynamic sampling replaces it.
+    if (s.recipe == "dpo" && !ctx_->locs.contains("algorithm.filter_groups.enable")) {
+      s.algorithm.filter_groups.enable = true;
+    }
     if (s.algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE &&
         !ctx_->locs.contains("actors.critic.replicas")) {
       s.actors.critic.replicas = 1;
@@ -840,9 +855,13 @@ class JobSpecReader {
     const JobSpec& s = *spec_;
     CheckDataAndReward();
     const AlgorithmSpec& a = s.algorithm;
-    if ((a.adv_estimator == proto::ADV_ESTIMATOR_GRPO ||
-         a.adv_estimator == proto::ADV_ESTIMATOR_RLOO) &&
-        a.n < 2) {
+    if (s.recipe == "dpo" && a.n < 2) {
+      Add("algorithm.n", absl::StrCat("recipe dpo needs at least 2 responses per prompt to form "
+                                      "a pair, got ",
+                                      a.n));
+    } else if ((a.adv_estimator == proto::ADV_ESTIMATOR_GRPO ||
+                a.adv_estimator == proto::ADV_ESTIMATOR_RLOO) &&
+               a.n < 2) {
       Add("algorithm.n", absl::StrCat("adv_estimator ", AdvEstimatorName(a.adv_estimator),
                                       " needs at least 2 responses per prompt to form a group, "
                                       "got ",
@@ -867,7 +886,10 @@ class JobSpecReader {
                        s.data.max_response_length, ") when overlong_buffer is enabled, got ",
                        o.len));
     }
-    if (a.kl.coef > 0 && s.actors.reference.replicas == 0) {
+    if (s.recipe == "dpo" && s.actors.reference.replicas == 0) {
+      Add("actors.reference.replicas",
+          "recipe dpo's losses are against a reference model: replicas must be >= 1");
+    } else if (a.kl.coef > 0 && s.actors.reference.replicas == 0) {
       Add("actors.reference.replicas",
           "algorithm.kl.coef > 0 needs a reference model (replicas >= 1); set kl.coef: 0 to run "
           "without one");
@@ -1183,6 +1205,13 @@ class JobSpecReader {
     off_policy.Enum("correction", &alg.off_policy.correction, OffPolicyModes());
     off_policy.Double("cap", &alg.off_policy.cap, Positive());
     off_policy.Finish();
+    Section dpo = a.Sub("dpo");
+    dpo.Enum("loss", &alg.dpo.loss, PreferenceLosses());
+    dpo.Double("beta", &alg.dpo.beta, Positive());
+    dpo.Double("label_smoothing", &alg.dpo.label_smoothing, Range{0, 0.5, false, true});
+    dpo.Double("desirable_weight", &alg.dpo.desirable_weight, Positive());
+    dpo.Double("undesirable_weight", &alg.dpo.undesirable_weight, Positive());
+    dpo.Finish();
     a.Finish();
   }
 
@@ -1438,6 +1467,17 @@ ordered_json ToJsonValue(const JobSpec& s) {
   off_policy["correction"] = OffPolicyModeName(a.off_policy.correction);
   off_policy["cap"] = a.off_policy.cap;
   algorithm["off_policy"] = std::move(off_policy);
+  if (s.recipe == "dpo") {
+    ordered_json dpo;
+    dpo["loss"] = PreferenceLossName(a.dpo.loss);
+    dpo["beta"] = a.dpo.beta;
+    if (a.dpo.loss == proto::PREFERENCE_LOSS_DPO) dpo["label_smoothing"] = a.dpo.label_smoothing;
+    if (a.dpo.loss == proto::PREFERENCE_LOSS_KTO) {
+      dpo["desirable_weight"] = a.dpo.desirable_weight;
+      dpo["undesirable_weight"] = a.dpo.undesirable_weight;
+    }
+    algorithm["dpo"] = std::move(dpo);
+  }
   j["algorithm"] = std::move(algorithm);
 
   ordered_json async;
@@ -1687,6 +1727,9 @@ absl::string_view KlTypeName(KlType v) { return NameOf(KlTypes(), v); }
 absl::string_view LossAggModeName(LossAggMode v) { return NameOf(LossAggModes(), v); }
 absl::string_view OffPolicyModeName(OffPolicyMode v) { return NameOf(OffPolicyModes(), v); }
 absl::string_view LrScheduleName(LrSchedule v) { return NameOf(LrSchedules(), v); }
+absl::string_view PreferenceLossName(PreferenceLoss v) {
+  return NameOf(Spellings<PreferenceLoss>(), v);
+}
 absl::string_view TruncationName(Truncation v) { return NameOf(Truncations(), v); }
 absl::string_view KlCtrlTypeName(KlCtrlType v) { return NameOf(KlCtrlTypes(), v); }
 

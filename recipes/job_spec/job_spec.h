@@ -96,6 +96,7 @@ using LossAggMode = proto::LossAggregation;
 using PolicyLoss = proto::PolicyLossMode;
 using OffPolicyMode = proto::OffPolicyCorrection;
 using LrSchedule = proto::LrSchedule;
+using PreferenceLoss = proto::PreferenceLoss;
 
 // The defaults a spec key shares with an actor's config are the actor's (proto/actor_config.proto
 // [default = ...]): one place, so a job and a bare actor agree.
@@ -111,6 +112,7 @@ absl::string_view LossAggModeName(LossAggMode mode);
 absl::string_view PolicyLossName(PolicyLoss mode);
 absl::string_view OffPolicyModeName(OffPolicyMode mode);
 absl::string_view LrScheduleName(LrSchedule schedule);
+absl::string_view PreferenceLossName(PreferenceLoss loss);
 
 struct ModelSpec {
   std::string config;  // May be empty only when init == kPath.
@@ -199,6 +201,16 @@ struct KlCtrlSpec {
   int64_t horizon = 10000;
 };
 
+// algorithm.dpo: recipe dpo's preference loss on pairs the verifier (or reward model) labels
+// (trainers/losses.h; proto TrainerConfig's preference_* fields, which hold the defaults).
+struct DpoSpec {
+  PreferenceLoss loss = proto::PREFERENCE_LOSS_DPO;  // dpo, ipo or kto (none is not a choice)
+  double beta = TrainerDefaults().preference_beta();
+  double label_smoothing = TrainerDefaults().label_smoothing();  // cDPO's epsilon; dpo only
+  double desirable_weight = TrainerDefaults().kto_desirable_weight();      // kto only
+  double undesirable_weight = TrainerDefaults().kto_undesirable_weight();  // kto only
+};
+
 struct AlgorithmSpec {
   AdvEstimator adv_estimator = proto::ADV_ESTIMATOR_GRPO;
   int64_t n = 8;
@@ -216,6 +228,7 @@ struct AlgorithmSpec {
   double gamma = 1.0;
   double lam = 1.0;
   OffPolicySpec off_policy;
+  DpoSpec dpo;  // recipe dpo only
 };
 
 struct AsyncSpec {

@@ -100,7 +100,8 @@ const std::vector<KeyDoc>& KeyDocs() {
        "use clip_eps_low/high around 3e-4/4e-4) (verl: actor.policy_loss.loss_mode)"},
       {"algorithm.filter_groups.enable",
        "DAPO's dynamic sampling: drop groups whose rewards are all equal and generate more "
-       "(counted as samples/filtered)"},
+       "(counted as samples/filtered); on by default for recipe dpo",
+       nullptr, "false (recipe dpo: true)"},
       {"algorithm.filter_groups.max_num_gen_batches",
        "fail after this many batches' worth of dropped groups in a row; 0 = no limit"},
       {"algorithm.use_kl_in_reward",
@@ -119,6 +120,14 @@ const std::vector<KeyDoc>& KeyDocs() {
        "the pi_prox / pi_behav weight of stale samples (AReaL's decoupled objective; "
        "trainers/losses.h)"},
       {"algorithm.off_policy.cap", "its truncation (truncate) or mask (mask) bound"},
+      {"algorithm.dpo.loss",
+       "recipe dpo: dpo or ipo (on each group's best- against worst-rewarded sample), or kto "
+       "(each sample, desirable when above its group's mean reward)"},
+      {"algorithm.dpo.beta", "recipe dpo: strength of the pull to the reference (DPO's beta)"},
+      {"algorithm.dpo.label_smoothing",
+       "recipe dpo, loss dpo: cDPO's probability that a label is wrong"},
+      {"algorithm.dpo.desirable_weight", "recipe dpo, loss kto: lambda_D"},
+      {"algorithm.dpo.undesirable_weight", "recipe dpo, loss kto: lambda_U"},
       {"async.max_staleness", "weight versions a sample may lag; 0 = synchronous, on-policy"},
       {"rollout.temperature", "sampling temperature; 0 = greedy"},
       {"rollout.top_p", "nucleus filter; 1 = none"},
