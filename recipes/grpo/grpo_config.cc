@@ -321,15 +321,15 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
   c.set_max_response_length(spec.data.max_response_length);
   c.set_profile_from(t.profile_from);
   c.set_profile_to(t.profile_to);
-  if (spec.recipe == "dpo") {
-    const DpoSpec& d = a.dpo;
-    c.set_preference_loss(d.loss);
-    c.set_preference_beta(d.beta);
-    c.set_label_smoothing(d.label_smoothing);
-    c.set_kto_desirable_weight(d.desirable_weight);
-    c.set_kto_undesirable_weight(d.undesirable_weight);
-    c.set_kl_coef(0);  // the losses are against the reference already (beta)
-  }
+  // Recipe dpo's preference loss (none for the policy-gradient recipes).
+  const bool dpo = spec.recipe == "dpo";
+  const DpoSpec& d = a.dpo;
+  c.set_preference_loss(dpo ? d.loss : proto::PREFERENCE_LOSS_NONE);
+  c.set_preference_beta(d.beta);
+  c.set_label_smoothing(d.label_smoothing);
+  c.set_kto_desirable_weight(d.desirable_weight);
+  c.set_kto_undesirable_weight(d.undesirable_weight);
+  if (dpo) c.set_kl_coef(0);  // the losses are against the reference already (beta)
   return c;
 }
 

@@ -263,6 +263,70 @@ actors:
               HasSubstr("trainer.critic_warmup: recipe grpo has no critic to warm up"));
 }
 
+// Recipe dpo: the example's algorithm.dpo reaches the trainer, the reference runs, dynamic
+// sampling is on unless turned off; the policy-gradient keys it does not read are refused, and
+// algorithm.dpo is refused elsewhere.
+TEST(DpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheTrainer) {
+  RegisterJobRecipe("dpo");  // (the recipes themselves are not linked into this test)
+  absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/dpo_arith.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckDpoSpec(*spec).ok()) << CheckDpoSpec(*spec);
+  EXPECT_TRUE(NeedsReference(*spec));
+  EXPECT_TRUE(spec->algorithm.filter_groups.enable) << "recipe dpo's default";
+  const proto::TrainerConfig t = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  EXPECT_EQ(t.preference_loss(), proto::PREFERENCE_LOSS_DPO);
+  EXPECT_EQ(t.preference_beta(), 0.1);
+  EXPECT_EQ(t.kl_coef(), 0);
+  for (const char* loss : {"ipo", "kto"}) {
+    absl::StatusOr<JobSpec> other =
+        Parse(absl::StrCat("recipe: dpo\nalgorithm: {dpo: {loss: ", loss,
+                           ", beta: 0.3}, filter_groups: {enable: false}}\n"));
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_TRUE(CheckDpoSpec(*other).ok()) << CheckDpoSpec(*other);
+    EXPECT_FALSE(other->algorithm.filter_groups.enable);
+    const proto::TrainerConfig c = GrpoTrainerConfig(*other, "model", "", "checkpointer");
+    EXPECT_EQ(c.preference_loss(),
+              std::string(loss) == "ipo" ? proto::PREFERENCE_LOSS_IPO : proto::PREFERENCE_LOSS_KTO);
+    EXPECT_EQ(c.preference_beta(), 0.3);
+  }
+  // A grpo job's trainer takes no preference loss.
+  absl::StatusOr<JobSpec> grpo = Parse("");
+  ASSERT_TRUE(grpo.ok());
+  EXPECT_EQ(GrpoTrainerConfig(*grpo, "m", "", "c").preference_loss(), proto::PREFERENCE_LOSS_NONE);
+}
+
+TEST(DpoSpec, RefusesWhatItDoesNotReadWithTheKeysLocation) {
+  RegisterJobRecipe("dpo");
+  absl::StatusOr<JobSpec> spec = Parse(R"(recipe: dpo
+algorithm:
+  clip_eps: 0.3
+  kl: {coef: 0.01}
+  dpo: {loss: ipo, label_smoothing: 0.1, desirable_weight: 2.0}
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string m(CheckDpoSpec(*spec).message());
+  EXPECT_THAT(m, HasSubstr("job.yaml:7:13: algorithm.clip_eps: is not read by recipe dpo"));
+  EXPECT_THAT(m, HasSubstr("algorithm.kl.coef: is not read by recipe dpo"));
+  EXPECT_THAT(m, HasSubstr("algorithm.dpo.label_smoothing: is cDPO's, for loss dpo; loss ipo"));
+  EXPECT_THAT(m, HasSubstr("algorithm.dpo.desirable_weight: is KTO's, for loss kto"));
+  // algorithm.dpo is recipe dpo's only.
+  absl::StatusOr<JobSpec> grpo = Parse("algorithm: {dpo: {beta: 0.2}}\n");
+  ASSERT_TRUE(grpo.ok()) << grpo.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*grpo).message()),
+              HasSubstr("algorithm.dpo.beta: is recipe dpo's; recipe grpo does not read it"));
+  // The parser's own checks: a pair needs two samples, the losses a reference, a loss a name.
+  absl::StatusOr<JobSpec> one = Parse("recipe: dpo\nalgorithm: {n: 1}\n");
+  EXPECT_THAT(std::string(one.status().message()),
+              HasSubstr("recipe dpo needs at least 2 responses per prompt to form a pair"));
+  absl::StatusOr<JobSpec> unreferenced = Parse("recipe: dpo\nactors: {reference: {replicas: 0}}\n");
+  EXPECT_THAT(std::string(unreferenced.status().message()),
+              HasSubstr("recipe dpo's losses are against a reference model"));
+  absl::StatusOr<JobSpec> none = Parse("recipe: dpo\nalgorithm: {dpo: {loss: none}}\n");
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("algorithm.dpo.loss"));
+  absl::StatusOr<JobSpec> smooth = Parse("recipe: dpo\nalgorithm: {dpo: {label_smoothing: 0.5}}\n");
+  EXPECT_THAT(std::string(smooth.status().message()), HasSubstr("algorithm.dpo.label_smoothing"));
+}
+
 // reward.model: served by the RewardModel actor with the verifiers beside it; a directory without a
 // value head is refused before anything starts, naming the key.
 TEST(GrpoSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
