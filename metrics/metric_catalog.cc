@@ -203,6 +203,9 @@ constexpr MetricInfo kCatalog[] = {
     {n::kPrefKtoZRef, "nats", "trainer",
      "kto: the reference point z_ref, the batch's mean log π_behav − log π_ref of its own samples, "
      "clamped at 0."},
+    {n::kPrefReferenceCached, "", "driver",
+     "Offline pairs (`data.preference_files`): samples of the step whose reference log-probs "
+     "were computed in an earlier epoch and taken from the driver's cache."},
 };
 
 // True when `name` is an instance of the pattern `entry`.

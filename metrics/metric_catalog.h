@@ -131,6 +131,7 @@ inline constexpr char kPrefRewardAccuracy[] = "pref/reward_accuracy";
 inline constexpr char kPrefDesirableReward[] = "pref/desirable_reward";
 inline constexpr char kPrefUndesirableReward[] = "pref/undesirable_reward";
 inline constexpr char kPrefKtoZRef[] = "pref/kto_z_ref";
+inline constexpr char kPrefReferenceCached[] = "pref/reference_cached";
 }  // namespace metric_names
 
 }  // namespace troupe::metrics

@@ -131,6 +131,18 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
     }
     if (spec.trainer.critic_warmup > 0)
       refuse("trainer.critic_warmup", "recipe dpo has no critic to warm up");
+    if (!spec.data.preference_files.empty()) {
+      if (spec.locations.contains("algorithm.n")) {
+        refuse("algorithm.n",
+               "is not read with data.preference_files: each record is one pair (the policy "
+               "samples only for the held-out evaluation)");
+      }
+      if (d.loss == proto::PREFERENCE_LOSS_KTO) {
+        refuse("algorithm.dpo.loss",
+               "kto's reference point is the KL of the policy's own samples, which offline pairs "
+               "(data.preference_files) do not have: use dpo or ipo, or sample on-policy");
+      }
+    }
   } else {
     for (const std::string& key : written) {
       if (within(key, "algorithm.dpo")) {

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "actors/critic.h"
@@ -21,6 +22,7 @@
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
+#include "recipes/grpo/offline_pairs.h"
 #include "recipes/rl/group_filter.h"
 #include "recipes/rl/initial_policy.h"
 #include "recipes/rl/kl_controller.h"
@@ -30,6 +32,7 @@
 #include "recipes/rl/step_metrics.h"
 #include "recipes/rl/task_prompts.h"
 #include "recipes/rl/training_feed.h"
+#include "recipes/rm/preference_pairs.h"
 
 namespace troupe::recipes {
 namespace {
@@ -89,12 +92,14 @@ class GrpoRecipe : public Recipe {
     TROUPE_RETURN_IF_ERROR(state_.OpenMetrics());
     if (state_.result().initial_accuracy < 0) TROUPE_RETURN_IF_ERROR(Evaluate(nullptr));
     state_.Log(absl::StrCat(
-        eta() == 0 ? "synchronous" : "asynchronous", " ", absl::AsciiStrToUpper(spec_.recipe),
+        eta() == 0 ? "synchronous" : "asynchronous", pairs_ ? " offline " : " ",
+        absl::AsciiStrToUpper(spec_.recipe),
         spec_.recipe == "dpo"
             ? absl::StrCat(" (", PreferenceLossName(spec_.algorithm.dpo.loss), " loss): ")
             : ": ",
-        spec_.trainer.total_steps - state_.step(), " steps of ", batch(), " prompts x ",
-        spec_.algorithm.n, " samples", eta() == 0 ? "" : absl::StrCat(", max staleness ", eta())));
+        spec_.trainer.total_steps - state_.step(), " steps of ", batch(),
+        pairs_ ? " preference pairs" : absl::StrCat(" prompts x ", spec_.algorithm.n, " samples"),
+        eta() == 0 ? "" : absl::StrCat(", max staleness ", eta())));
     state_.StartLoop();
     absl::Status loop = Loop();
     if (loop.ok()) loop = Drain();
@@ -128,8 +133,38 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(auto dataset, MakeJobPrompts(spec_, std::move(tok), options_.log));
     state_.result().prompts_filtered = dataset->filtered();
     prompts_ = std::make_unique<PromptSource>(std::move(dataset));
-    if (!state_.resumed_state().contains("prompts")) return absl::OkStatus();
-    return prompts_->Restore(state_.resumed_state()["prompts"]);
+    if (state_.resumed_state().contains("prompts")) {
+      TROUPE_RETURN_IF_ERROR(prompts_->Restore(state_.resumed_state()["prompts"]));
+    }
+    return spec_.data.preference_files.empty() ? absl::OkStatus() : ReadOfflinePairs();
+  }
+
+  // Recipe dpo's data.preference_files: every record read, checked and encoded with the policy's
+  // tokenizer before any actor starts (a bad record is refused naming its file and line).
+  absl::Status ReadOfflinePairs() {
+    const DataSpec& d = spec_.data;
+    TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tok,
+                            models::LoadTokenizer(policy_dir_ + "/tokenizer.json"));
+    absl::StatusOr<std::vector<PreferencePair>> read =
+        LoadPreferencePairs(d.preference_files, PreferenceKeysOf(spec_), nullptr);
+    if (!read.ok()) return spec_.ErrorAt("data.preference_files", read.status().message());
+    absl::StatusOr<std::vector<EncodedPair>> encoded =
+        EncodePairs(*read, *tok,
+                    {.max_prompt_length = d.max_prompt_length,
+                     .max_response_length = d.max_response_length,
+                     .truncation = d.truncation});
+    if (!encoded.ok()) return spec_.ErrorAt("data.preference_files", encoded.status().message());
+    pairs_ = std::make_unique<OfflinePairs>(*std::move(encoded), static_cast<uint64_t>(d.seed));
+    state_.Log(absl::StrCat("offline pairs: ", pairs_->size(), " preference records from ",
+                            absl::StrJoin(d.preference_files, ", ")));
+    if (!state_.resumed_state().contains("pairs")) return absl::OkStatus();
+    absl::Status restored = pairs_->Restore(state_.resumed_state()["pairs"]);
+    if (!restored.ok()) {
+      return absl::Status(
+          restored.code(),
+          absl::StrCat(state_.resume_dir(), "/driver_state.json: ", restored.message()));
+    }
+    return absl::OkStatus();
   }
 
   // Every role's replicas, by the type the spec names, up before the loop starts.
@@ -187,6 +222,7 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(auto references, reference_group_.AllAs<actors::Reference>());
     feed_ = std::make_unique<TrainingFeed>(replay, std::move(references), options_.retry, &wake_,
                                            options_.log, &state_.result().call_retries);
+    if (pairs_ != nullptr) feed_->EnableReferenceCache();  // the same pairs every epoch
     TROUPE_RETURN_IF_ERROR(
         feed_->Import(state_.resumed_replay_state(), state_.resume_dir() + "/replay_buffer.pb"));
     TROUPE_ASSIGN_OR_RETURN(scoring_, ScoringPool::Create(cluster_, std::move(rewards),
@@ -262,6 +298,7 @@ class GrpoRecipe : public Recipe {
   // Generate: sync, one batch at the current weights once the previous step is trained; async,
   // keep every worker busy while the groups ahead of training stay within eta batches.
   absl::Status Generate() {
+    if (pairs_ != nullptr) return DrawPairs();
     if (state_.Done() || pool_->idle() == 0) return absl::OkStatus();
     auto draw = [this](int64_t n) {
       pending_ += n;  // (an error ends the run)
@@ -287,6 +324,27 @@ class GrpoRecipe : public Recipe {
     }
     return absl::OkStatus();
   }
+
+  // Offline pairs instead of generations: as many groups as Generate would start, straight into
+  // the buffer (their labels are the records': chosen 1, rejected 0).
+  absl::Status DrawPairs() {
+    if (state_.Done()) return absl::OkStatus();
+    int64_t room = std::max<int64_t>(1, eta()) * batch() - pending_;
+    if (eta() == 0 && (busy() || feed_->has_batch())) room = 0;
+    if (room <= 0) return absl::OkStatus();
+    proto::ScoreReply read;
+    for (proto::SampleGroup& g : pairs_->Next(room, state_.version())) {
+      *read.add_groups() = std::move(g);
+    }
+    pending_ += room;
+    state_.result().samples_generated += 2 * room;  // (read, not generated)
+    std::vector<proto::ScoreReply> scored;
+    scored.push_back(std::move(read));
+    return Buffer(std::move(scored));
+  }
+
+  // Prompts (or offline pairs) drawn and not given back.
+  int64_t drawn() const { return pairs_ != nullptr ? pairs_->drawn() : prompts_->drawn(); }
 
   // Score: finished generations (counted from the generators' side) go to the reward servers; a
   // failed call's prompts went back to the prompt source.
@@ -450,13 +508,18 @@ class GrpoRecipe : public Recipe {
     for (const auto& [k, v] : samples.Metrics()) m[k] = v;
     m[n::kTimingTrainCall] = SecondsSince(train_start_);
     m[n::kTimingRef] = reference_seconds_;
+    if (pairs_ != nullptr) {
+      m[n::kPrefReferenceCached] =
+          static_cast<double>(feed_->reference_cache_hits() - cache_hits_before_);
+      cache_hits_before_ = feed_->reference_cache_hits();
+    }
     if (kl_.enabled() && m.count(n::kRewardKlPenalty) > 0) {
       int64_t samples_trained = 0;
       for (const proto::SampleGroup& g : training_groups_) samples_trained += g.samples_size();
       TROUPE_RETURN_IF_ERROR(kl_.Update(m[n::kRewardKlPenalty], samples_trained));
     }
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
-    state_.RecordAccounting(stats, prompts_->drawn(), &m);
+    state_.RecordAccounting(stats, drawn(), &m);
     if (spec_.trainer.eval_every > 0 && state_.step() % spec_.trainer.eval_every == 0) {
       // Async: the next step trains meanwhile (the evaluation's weights are pinned).
       const bool overlap = eta() > 0 && !publish_failed_ && !state_.checkpoint_due();
@@ -481,6 +544,7 @@ class GrpoRecipe : public Recipe {
     for (int64_t id : scoring_->OutstandingPromptIds()) out.push_back(id);
     TROUPE_ASSIGN_OR_RETURN(std::string replay, feed_->Export());
     nlohmann::json recipe_state = {{"prompts", prompts_->State(out)}};
+    if (pairs_ != nullptr) recipe_state["pairs"] = pairs_->State();
     if (kl_.enabled()) recipe_state["kl_in_reward_coef"] = kl_.coef();
     TROUPE_RETURN_IF_ERROR(state_.Checkpoint(trainer_, std::move(recipe_state), std::move(replay),
                                              scoring_->OutstandingSamples()));
@@ -547,7 +611,7 @@ class GrpoRecipe : public Recipe {
     TROUPE_RETURN_IF_ERROR(Buffer(std::move(scored)));
     state_.result().call_retries += scoring_->retries();
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
-    state_.RecordAccounting(stats, prompts_->drawn(), nullptr);
+    state_.RecordAccounting(stats, drawn(), nullptr);
     return absl::OkStatus();
   }
 
@@ -561,6 +625,9 @@ class GrpoRecipe : public Recipe {
   std::string policy_dir_;
   Wakeup wake_;
   std::unique_ptr<PromptSource> prompts_;
+  // Recipe dpo's data.preference_files (trained instead of generations); null otherwise.
+  std::unique_ptr<OfflinePairs> pairs_;
+  int64_t cache_hits_before_ = 0;
   ActorGroup replay_group_, reference_group_, checkpointer_, trainer_group_;
   ActorHandle<actors::Trainer> trainer_;
   ActorGroup critic_group_;

@@ -996,11 +996,22 @@ class JobSpecReader {
           Add(key, "reads records of sft.train_files, which is not set");
       }
     }
-    if (spec_->recipe != "rm") {
+    const bool offline_pairs = !d.preference_files.empty();
+    if (offline_pairs && spec_->recipe != "dpo") {
+      Add("data.preference_files",
+          absl::StrCat("offline preference pairs are recipe dpo's (this job's recipe is ",
+                       spec_->recipe, "; recipe rm reads its pairs from data.train_files)"));
+    }
+    if (offline_pairs && d.task.empty()) {
+      Add("data.preference_files",
+          "offline dpo evaluates on a task's held-out problems: set data.task (a dataset job's "
+          "data.train_files / val_files cannot be combined with it yet)");
+    }
+    if (spec_->recipe != "rm" && !(offline_pairs && spec_->recipe == "dpo")) {
       for (const char* key : {"data.chosen_key", "data.rejected_key"}) {
         if (ctx_->locs.contains(key)) {
-          Add(key, absl::StrCat("names a preference record's response, read by recipe rm only "
-                                "(this job's recipe is ",
+          Add(key, absl::StrCat("names a preference record's response, read by recipe rm and by "
+                                "recipe dpo's data.preference_files only (this job's recipe is ",
                                 spec_->recipe, ")"));
         }
       }
@@ -1013,6 +1024,11 @@ class JobSpecReader {
            {"data.val_files", "data.prompt_key", "data.answer_key", "data.data_source_key",
             "data.default_data_source", "data.shuffle", "data.filter_overlong_prompts",
             "data.truncation", "data.chat_template", "data.chosen_key", "data.rejected_key"}) {
+        const absl::string_view k = key;
+        if (offline_pairs && (k == "data.prompt_key" || k == "data.chosen_key" ||
+                              k == "data.rejected_key" || k == "data.truncation")) {
+          continue;  // read with data.preference_files
+        }
         if (ctx_->locs.contains(key)) {
           Add(key,
               "reads records of data.train_files, which is not set (a task's prompts are "
@@ -1086,6 +1102,7 @@ class JobSpecReader {
     d.String("answer_key", &data.answer_key);
     d.String("data_source_key", &data.data_source_key);
     d.String("default_data_source", &data.default_data_source, false, /*allow_empty=*/true);
+    d.StringList("preference_files", &data.preference_files);
     d.String("chosen_key", &data.chosen_key);
     d.String("rejected_key", &data.rejected_key);
     d.Bool("shuffle", &data.shuffle);
@@ -1376,6 +1393,13 @@ ordered_json ToJsonValue(const JobSpec& s) {
   ordered_json data;
   const DataSpec& d = s.data;
   if (!d.task.empty()) data["task"] = d.task;
+  if (!d.preference_files.empty()) {
+    data["preference_files"] = d.preference_files;
+    data["prompt_key"] = d.prompt_key;
+    data["chosen_key"] = d.chosen_key;
+    data["rejected_key"] = d.rejected_key;
+    data["truncation"] = TruncationName(d.truncation);
+  }
   if (!d.train_files.empty()) {
     data["train_files"] = d.train_files;
     if (!d.val_files.empty()) data["val_files"] = d.val_files;

@@ -136,7 +136,12 @@ struct DataSpec {
   std::string answer_key = "reward_model.ground_truth";
   std::string data_source_key = "data_source";
   std::string default_data_source;  // "" = every record names its own
-  // Recipe rm only: a preference record's preferred and dispreferred responses.
+  // Recipe dpo only: offline training pairs, preference records as recipe rm reads them
+  // (recipes/rm/preference_pairs.h) instead of pairs sampled from the policy; the task (data.task)
+  // still gives the held-out evaluation.
+  std::vector<std::string> preference_files;
+  // Recipe rm, and recipe dpo's preference_files: a preference record's preferred and
+  // dispreferred responses.
   std::string chosen_key = "chosen";
   std::string rejected_key = "rejected";
   bool shuffle = true;
@@ -206,8 +211,8 @@ struct KlCtrlSpec {
 struct DpoSpec {
   PreferenceLoss loss = proto::PREFERENCE_LOSS_DPO;  // dpo, ipo or kto (none is not a choice)
   double beta = TrainerDefaults().preference_beta();
-  double label_smoothing = TrainerDefaults().label_smoothing();  // cDPO's epsilon; dpo only
-  double desirable_weight = TrainerDefaults().kto_desirable_weight();      // kto only
+  double label_smoothing = TrainerDefaults().label_smoothing();        // cDPO's epsilon; dpo only
+  double desirable_weight = TrainerDefaults().kto_desirable_weight();  // kto only
   double undesirable_weight = TrainerDefaults().kto_undesirable_weight();  // kto only
 };
 

@@ -46,11 +46,17 @@ const std::vector<KeyDoc>& KeyDocs() {
        "the record's data source: the reward that scores it unless "
        "reward.name is set"},
       {"data.default_data_source", "data source of records without one; \"\" = they are refused"},
+      {"data.preference_files",
+       "recipe dpo: offline pairs, JSONL preference records (prompt, chosen, rejected, as recipe "
+       "rm reads them) trained on instead of pairs sampled from the policy; data.task gives the "
+       "held-out evaluation"},
       {"data.chosen_key",
-       "recipe rm: dotted path of a preference record's preferred response (a string, or chat "
+       "recipe rm and dpo's preference_files: dotted path of a preference record's preferred "
+       "response (a string, or chat "
        "messages rendered like the prompt)"},
       {"data.rejected_key",
-       "recipe rm: dotted path of a preference record's dispreferred response (as chosen_key)"},
+       "recipe rm and dpo's preference_files: dotted path of a preference record's dispreferred "
+       "response (as chosen_key)"},
       {"data.shuffle",
        "draw records in a per-epoch permutation of (data.seed, epoch) instead of file order"},
       {"data.filter_overlong_prompts",

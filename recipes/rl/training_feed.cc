@@ -61,15 +61,24 @@ absl::StatusOr<std::pair<int64_t, int64_t>> TrainingFeed::Prefetch(int64_t group
   batch_->groups.assign(taken.groups().begin(), taken.groups().end());
   batch_->taken_at = version;
   if (references_.empty()) return counts;
-  int64_t samples = 0;
-  for (const auto& g : batch_->groups) samples += g.samples_size();
+  int64_t samples = 0;  // those whose log-probs are to be computed
+  for (const auto& g : batch_->groups) {
+    for (const auto& s : g.samples()) {
+      const bool cached = cache_enabled_ && cache_.count({s.prompt_id(), s.sample_index()}) > 0;
+      batch_->cached.push_back(cached);
+      if (!cached) ++samples;
+    }
+  }
+  if (samples == 0) return counts;
   const int64_t parts =
       std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(references_.size()), samples));
   std::vector<std::shared_ptr<proto::LogprobRequest>> requests;
   for (int64_t i = 0; i < parts; ++i) requests.push_back(std::make_shared<proto::LogprobRequest>());
-  int64_t k = 0;  // part p gets samples [p * samples / parts, (p + 1) * samples / parts)
+  int64_t k = 0, i = 0;  // part p gets samples [p * samples / parts, (p + 1) * samples / parts)
   for (const auto& g : batch_->groups) {
-    for (const auto& s : g.samples()) *requests[k++ * parts / samples]->add_samples() = s;
+    for (const auto& s : g.samples()) {
+      if (!batch_->cached[i++]) *requests[k++ * parts / samples]->add_samples() = s;
+    }
   }
   batch_->start = absl::Now();
   for (int64_t p = 0; p < parts; ++p) {
@@ -116,8 +125,34 @@ absl::StatusOr<std::optional<proto::TrainStepRequest>> TrainingFeed::Next(
     const absl::Time at = absl::FromUnixNanos(arrived->load(std::memory_order_acquire));
     *reference_seconds = std::max(*reference_seconds, absl::ToDoubleSeconds(at - batch_->start));
   }
-  for (std::optional<proto::LogprobReply>& reply : batch_->replies) {
-    for (proto::FloatList& l : *reply->mutable_logprobs()) *req.add_ref_logprobs() = std::move(l);
+  if (batch_->cached.empty()) {  // no cache: the replies in order
+    for (std::optional<proto::LogprobReply>& reply : batch_->replies) {
+      for (proto::FloatList& l : *reply->mutable_logprobs()) *req.add_ref_logprobs() = std::move(l);
+    }
+  } else {
+    // The computed ones in order, between those from the cache; the computed ones cached.
+    size_t part = 0;
+    int next = 0, i = 0;
+    for (const auto& g : batch_->groups) {
+      for (const auto& s : g.samples()) {
+        const std::pair<int64_t, int32_t> key = {s.prompt_id(), s.sample_index()};
+        if (batch_->cached[i++]) {
+          *req.add_ref_logprobs() = cache_.at(key);
+          ++cache_hits_;
+          continue;
+        }
+        while (part < batch_->replies.size() && next >= batch_->replies[part]->logprobs_size()) {
+          ++part;
+          next = 0;
+        }
+        if (part == batch_->replies.size()) {
+          return absl::InternalError("the reference returned fewer log-prob lists than samples");
+        }
+        const proto::FloatList& l = batch_->replies[part]->logprobs(next++);
+        if (cache_enabled_) cache_[key] = l;
+        *req.add_ref_logprobs() = l;
+      }
+    }
   }
   for (const auto& g : batch_->groups) *req.add_groups() = g;
   *groups = std::move(batch_->groups);

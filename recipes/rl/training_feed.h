@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,13 @@ class TrainingFeed {
   TrainingFeed(ActorHandle<actors::ReplayBuffer> replay,
                std::vector<ActorHandle<actors::Reference>> references, RetryOptions retry,
                Wakeup* wake, std::function<void(const std::string&)> log, int64_t* retries);
+
+  // Offline preference pairs (recipe dpo from data.preference_files) bring the same samples back
+  // every epoch: with the cache on, a sample's reference log-probs are computed once, kept by
+  // (prompt_id, sample_index) for the run (memory: one float per response token), and reused.
+  void EnableReferenceCache() { cache_enabled_ = true; }
+  // Samples of the batches handed over whose reference log-probs came from the cache.
+  int64_t reference_cache_hits() const { return cache_hits_; }
 
   // Scored groups into the replay buffer.
   absl::Status Add(std::vector<proto::ScoreReply> scored);
@@ -76,6 +84,7 @@ class TrainingFeed {
     absl::Time start;
     // When each part's (latest) reply arrived, in Unix nanoseconds; set by the reply's callback.
     std::vector<std::shared_ptr<std::atomic<int64_t>>> arrived;
+    std::vector<bool> cached;  // per sample, in batch order: its log-probs are in cache_
   };
 
   ActorHandle<actors::ReplayBuffer> replay_;
@@ -85,6 +94,9 @@ class TrainingFeed {
   std::function<void(const std::string&)> log_;
   int64_t* retries_;
   std::optional<Batch> batch_;
+  bool cache_enabled_ = false;
+  std::map<std::pair<int64_t, int32_t>, proto::FloatList> cache_;
+  int64_t cache_hits_ = 0;
 };
 
 }  // namespace troupe::recipes

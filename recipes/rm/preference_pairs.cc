@@ -181,6 +181,7 @@ absl::StatusOr<std::vector<EncodedPair>> EncodePairs(const std::vector<Preferenc
     }
     prompt.insert(prompt.end(), prompt_ids->begin(), prompt_ids->end());
     EncodedPair out;
+    out.prompt_length = static_cast<int64_t>(prompt.size());
     bool ok = true;
     for (auto [name, text, target] :
          {std::tuple<const char*, const std::string*, std::vector<int64_t>*>{"chosen", &pair.chosen,

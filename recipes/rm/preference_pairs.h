@@ -76,6 +76,7 @@ absl::StatusOr<std::vector<PreferencePair>> LoadPreferencePairs(
 struct EncodedPair {
   std::vector<int64_t> chosen;
   std::vector<int64_t> rejected;
+  int64_t prompt_length = 0;  // the tokens both start with ([bos] prompt); the rest is response
 };
 
 struct PairEncoding {

@@ -104,6 +104,7 @@ TEST(EncodePairs, IsBosPromptResponseEosWithinTheLengthLimits) {
   // <pad>=0 <bos>=1 <eos>=2, then '0'..'9' = 3..12, '+' = 13, '=' = 14.
   EXPECT_EQ((*encoded)[0].chosen, (std::vector<int64_t>{1, 4, 13, 5, 14, 6, 2}));
   EXPECT_EQ((*encoded)[0].rejected, (std::vector<int64_t>{1, 4, 13, 5, 14, 4, 5, 2}));
+  EXPECT_EQ((*encoded)[0].prompt_length, 5) << "<bos> 1 + 2 =";
 
   absl::StatusOr<std::vector<EncodedPair>> long_response =
       EncodePairs(pairs, *tokenizer, {.max_prompt_length = 5, .max_response_length = 2});
