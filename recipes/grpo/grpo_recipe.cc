@@ -222,7 +222,9 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(auto references, reference_group_.AllAs<actors::Reference>());
     feed_ = std::make_unique<TrainingFeed>(replay, std::move(references), options_.retry, &wake_,
                                            options_.log, &state_.result().call_retries);
-    if (pairs_ != nullptr) feed_->EnableReferenceCache();  // the same pairs every epoch
+    if (pairs_ != nullptr) {  // the same pairs every epoch
+      feed_->EnableReferenceCache([this](int64_t id) { return pairs_->RecordOf(id); });
+    }
     TROUPE_RETURN_IF_ERROR(
         feed_->Import(state_.resumed_replay_state(), state_.resume_dir() + "/replay_buffer.pb"));
     TROUPE_ASSIGN_OR_RETURN(scoring_, ScoringPool::Create(cluster_, std::move(rewards),
@@ -340,7 +342,8 @@ class GrpoRecipe : public Recipe {
     state_.result().samples_generated += 2 * room;  // (read, not generated)
     std::vector<proto::ScoreReply> scored;
     scored.push_back(std::move(read));
-    return Buffer(std::move(scored));
+    TROUPE_RETURN_IF_ERROR(Buffer(std::move(scored)));
+    return StartNext();  // nothing else would wake the loop for them
   }
 
   // Prompts (or offline pairs) drawn and not given back.

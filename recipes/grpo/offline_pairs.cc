@@ -31,14 +31,14 @@ std::vector<proto::SampleGroup> OfflinePairs::Next(int64_t n, int64_t version) {
   std::vector<proto::SampleGroup> groups;
   groups.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t index = PairAt(drawn_++);
-    const EncodedPair& pair = pairs_[index];
+    const int64_t draw = drawn_++;
+    const EncodedPair& pair = pairs_[PairAt(draw)];
     proto::SampleGroup& g = groups.emplace_back();
-    g.set_prompt_id(index);
+    g.set_prompt_id(draw);
     int sample_index = 0;
     for (const std::vector<int64_t>* tokens : {&pair.chosen, &pair.rejected}) {
       proto::Sample* s = g.add_samples();
-      s->set_prompt_id(index);
+      s->set_prompt_id(draw);
       s->set_sample_index(sample_index);
       s->set_reward(sample_index == 0 ? 1.0f : 0.0f);
       for (int64_t t = 0; t < static_cast<int64_t>(tokens->size()); ++t) {

@@ -4,10 +4,11 @@
 //
 // Order: epoch e visits every pair once, in a permutation drawn from (seed, e) (Fisher–Yates over
 // SplitMix64), so a run's pairs depend on data.seed only, and a resumed run continues the same
-// sequence from its checkpointed count. A pair's group has prompt_id = its index in the files
-// (the same in every epoch: what caches its reference log-probs), samples 0 (chosen) and 1
-// (rejected), tokens split at the pair's prompt length, no behaviour log-probs (nothing was
-// sampled), and policy_version = the version given (never stale).
+// sequence from its checkpointed count. A pair's group has prompt_id = its draw's number (0, 1, ...
+// over all epochs: unique, as the replay buffer requires; RecordOf maps it back to the record,
+// which is what caches its reference log-probs), samples 0 (chosen) and 1 (rejected), tokens split
+// at the pair's prompt length, no behaviour log-probs (nothing was sampled), and policy_version =
+// the version given (never stale).
 //
 // Thread-safety: none (the driver's thread owns it).
 #ifndef TROUPE_RECIPES_GRPO_OFFLINE_PAIRS_H_
@@ -32,6 +33,8 @@ class OfflinePairs {
   std::vector<proto::SampleGroup> Next(int64_t n, int64_t version);
 
   int64_t size() const { return static_cast<int64_t>(pairs_.size()); }
+  // The record (index in the files) that draw `prompt_id` (>= 0) took.
+  int64_t RecordOf(int64_t prompt_id) { return PairAt(prompt_id); }
   // Pairs drawn so far (over all epochs).
   int64_t drawn() const { return drawn_; }
 

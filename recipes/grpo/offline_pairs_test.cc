@@ -24,8 +24,11 @@ TEST(OfflinePairs, EachEpochVisitsEveryPairOnceAsAChosenRejectedGroup) {
   std::vector<proto::SampleGroup> rest = pairs.Next(2, 4);
   first.insert(first.end(), rest.begin(), rest.end());
   std::set<int64_t> seen;
+  int64_t draw = 0;
   for (const proto::SampleGroup& g : first) {
-    seen.insert(g.prompt_id());
+    EXPECT_EQ(g.prompt_id(), draw++) << "a group per draw, numbered";
+    const int64_t record = pairs.RecordOf(g.prompt_id());
+    seen.insert(record);
     ASSERT_EQ(g.samples_size(), 2);
     const proto::Sample& chosen = g.samples(0);
     const proto::Sample& rejected = g.samples(1);
@@ -34,7 +37,7 @@ TEST(OfflinePairs, EachEpochVisitsEveryPairOnceAsAChosenRejectedGroup) {
     EXPECT_EQ(chosen.sample_index(), 0);
     EXPECT_EQ(rejected.sample_index(), 1);
     EXPECT_EQ(std::vector<int>(chosen.prompt_tokens().begin(), chosen.prompt_tokens().end()),
-              (std::vector<int>{1, 10 + static_cast<int>(g.prompt_id())}));
+              (std::vector<int>{1, 10 + static_cast<int>(record)}));
     EXPECT_EQ(std::vector<int>(chosen.response_tokens().begin(), chosen.response_tokens().end()),
               (std::vector<int>{3, 2}));
     EXPECT_EQ(
@@ -50,7 +53,7 @@ TEST(OfflinePairs, EachEpochVisitsEveryPairOnceAsAChosenRejectedGroup) {
 TEST(OfflinePairs, TheOrderDependsOnTheSeedAndAResumedSourceContinuesIt) {
   auto ids = [](OfflinePairs& p, int n) {
     std::vector<int64_t> out;
-    for (const proto::SampleGroup& g : p.Next(n, 0)) out.push_back(g.prompt_id());
+    for (const proto::SampleGroup& g : p.Next(n, 0)) out.push_back(p.RecordOf(g.prompt_id()));
     return out;
   };
   OfflinePairs a(Pairs(20), 1), b(Pairs(20), 2), whole(Pairs(20), 1);

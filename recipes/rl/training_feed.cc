@@ -64,7 +64,8 @@ absl::StatusOr<std::pair<int64_t, int64_t>> TrainingFeed::Prefetch(int64_t group
   int64_t samples = 0;  // those whose log-probs are to be computed
   for (const auto& g : batch_->groups) {
     for (const auto& s : g.samples()) {
-      const bool cached = cache_enabled_ && cache_.count({s.prompt_id(), s.sample_index()}) > 0;
+      const bool cached =
+          record_of_ && cache_.count({record_of_(s.prompt_id()), s.sample_index()}) > 0;
       batch_->cached.push_back(cached);
       if (!cached) ++samples;
     }
@@ -125,7 +126,7 @@ absl::StatusOr<std::optional<proto::TrainStepRequest>> TrainingFeed::Next(
     const absl::Time at = absl::FromUnixNanos(arrived->load(std::memory_order_acquire));
     *reference_seconds = std::max(*reference_seconds, absl::ToDoubleSeconds(at - batch_->start));
   }
-  if (batch_->cached.empty()) {  // no cache: the replies in order
+  if (!record_of_ || references_.empty()) {  // no cache: the replies in order
     for (std::optional<proto::LogprobReply>& reply : batch_->replies) {
       for (proto::FloatList& l : *reply->mutable_logprobs()) *req.add_ref_logprobs() = std::move(l);
     }
@@ -135,7 +136,7 @@ absl::StatusOr<std::optional<proto::TrainStepRequest>> TrainingFeed::Next(
     int next = 0, i = 0;
     for (const auto& g : batch_->groups) {
       for (const auto& s : g.samples()) {
-        const std::pair<int64_t, int32_t> key = {s.prompt_id(), s.sample_index()};
+        const std::pair<int64_t, int32_t> key = {record_of_(s.prompt_id()), s.sample_index()};
         if (batch_->cached[i++]) {
           *req.add_ref_logprobs() = cache_.at(key);
           ++cache_hits_;
@@ -149,7 +150,7 @@ absl::StatusOr<std::optional<proto::TrainStepRequest>> TrainingFeed::Next(
           return absl::InternalError("the reference returned fewer log-prob lists than samples");
         }
         const proto::FloatList& l = batch_->replies[part]->logprobs(next++);
-        if (cache_enabled_) cache_[key] = l;
+        cache_[key] = l;
         *req.add_ref_logprobs() = l;
       }
     }

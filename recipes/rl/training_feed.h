@@ -42,8 +42,11 @@ class TrainingFeed {
 
   // Offline preference pairs (recipe dpo from data.preference_files) bring the same samples back
   // every epoch: with the cache on, a sample's reference log-probs are computed once, kept by
-  // (prompt_id, sample_index) for the run (memory: one float per response token), and reused.
-  void EnableReferenceCache() { cache_enabled_ = true; }
+  // (record_of(prompt_id), sample_index) for the run (memory: one float per response token), and
+  // reused. `record_of` maps a group's prompt id to the record it came from.
+  void EnableReferenceCache(std::function<int64_t(int64_t)> record_of) {
+    record_of_ = std::move(record_of);
+  }
   // Samples of the batches handed over whose reference log-probs came from the cache.
   int64_t reference_cache_hits() const { return cache_hits_; }
 
@@ -94,7 +97,7 @@ class TrainingFeed {
   std::function<void(const std::string&)> log_;
   int64_t* retries_;
   std::optional<Batch> batch_;
-  bool cache_enabled_ = false;
+  std::function<int64_t(int64_t)> record_of_;  // set: the cache is on
   std::map<std::pair<int64_t, int32_t>, proto::FloatList> cache_;
   int64_t cache_hits_ = 0;
 };

@@ -104,7 +104,8 @@ TEST(JobSpecForRm, TheResponseKeysAreRefusedForOtherRecipes) {
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.status().message(),
               HasSubstr("override data.chosen_key=good: data.chosen_key: names a preference "
-                        "record's response, read by recipe rm only (this job's recipe is grpo)"));
+                        "record's response, read by recipe rm and by recipe dpo's "
+                        "data.preference_files only (this job's recipe is grpo)"));
   absl::StatusOr<JobSpec> rm = ParseJobSpec(RmJob(), "job.yaml", {"data.rejected_key=bad"});
   ASSERT_TRUE(rm.ok()) << rm.status();
   EXPECT_EQ(rm->data.rejected_key, "bad");
