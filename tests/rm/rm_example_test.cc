@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "recipes/rm/pair_loss.h"
 #include "recipes/rm/preference_pairs.h"
+#include "tasks/arithmetic/arithmetic_task.h"
 
 namespace troupe::tests {
 namespace {
@@ -55,7 +57,11 @@ std::pair<int, std::string> RunShell(const std::string& command, const std::stri
 
 std::string RunCommand(const std::string& data, const std::string& run,
                        const std::vector<std::string>& extra) {
-  std::vector<std::string> overrides = {"model.tokenizer=" + data + "/tokenizer.json",
+  // The example's model is examples/models/tiny_rm.json, which the root package does not export
+  // to tests: its sibling tiny.json (initializer_range 0.02, not 0.15) at a higher lr stands in.
+  std::vector<std::string> overrides = {"model.config=examples/models/tiny.json",
+                                        "trainer.lr=2.0e-3",
+                                        "model.tokenizer=" + data + "/tokenizer.json",
                                         "data.train_files=[" + data + "/prefs_train.jsonl]",
                                         "data.val_files=[" + data + "/prefs_val.jsonl]",
                                         "trainer.total_steps=120",
@@ -71,9 +77,10 @@ std::string RunCommand(const std::string& data, const std::string& run,
 TEST(RmExample, TrainsARewardModelThatPrefersTheCorrectSumAndReportsHeldOutPairAccuracy) {
   const std::string dir = FreshDir("rm-example");
   const std::string data = dir + "/data", run = dir + "/run";
-  auto [py_rc, py_out] = RunShell(absl::StrCat("python3 examples/make_arith_prefs.py --out ", data,
-                                               " --heldout 100 --train 600 --pairs-per-problem 1"),
-                                  dir + "/data.log");
+  auto [py_rc, py_out] =
+      RunShell(absl::StrCat("python3 examples/make_arith_prefs.py --out ", data,
+                            " --heldout 100 --train 600 --rejected sample --pairs-per-problem 1"),
+               dir + "/data.log");
   ASSERT_EQ(py_rc, 0) << py_out;
   auto [rc, out] = RunShell(RunCommand(data, run, {}), dir + "/run.log");
   ASSERT_EQ(rc, 0) << out;
@@ -131,6 +138,47 @@ TEST(RmExample, TrainsARewardModelThatPrefersTheCorrectSumAndReportsHeldOutPairA
   const double accuracy = static_cast<double>(correct) / encoded->size();
   // Chance is 0.5; "the longer answer wins" alone gets about 0.75 of these pairs.
   EXPECT_GT(accuracy, 0.65) << correct << "/" << encoded->size();
+}
+
+// The pairs' problems are the built-in arithmetic task's training problems for the split that
+// examples/grpo_arith.yaml uses (data.seed 1, data.heldout_size 500, num_train 0): no RL held-out
+// problem is in either file, prefs_val.jsonl's problems are not in prefs_train.jsonl, and every
+// pair is the true sum against a wrong one.
+TEST(RmExample, PreferencePairsAreDrawnFromTheArithmeticTasksTrainSplit) {
+  const std::string dir = FreshDir("rm-split");
+  auto [py_rc, py_out] = RunShell(
+      absl::StrCat("python3 examples/make_arith_prefs.py --out ", dir, "/data"), dir + "/data.log");
+  ASSERT_EQ(py_rc, 0) << py_out;
+  absl::StatusOr<tasks::ArithmeticTask> task =
+      tasks::ArithmeticTask::Create({.digits = 2, .num_train = 0, .num_heldout = 500, .seed = 1});
+  ASSERT_TRUE(task.ok()) << task.status();
+  std::set<std::string> rl_heldout, rl_train;
+  for (const tasks::ArithmeticProblem& p : task->Problems(tasks::TaskSplit::kHeldout)) {
+    rl_heldout.insert(p.prompt);
+  }
+  for (const tasks::ArithmeticProblem& p : task->Problems(tasks::TaskSplit::kTrain)) {
+    rl_train.insert(p.prompt);
+  }
+  ASSERT_EQ(rl_heldout.size(), 500u);
+  ASSERT_EQ(rl_train.size(), 7600u);
+  std::set<std::string> prompts[2];
+  for (int k = 0; k < 2; ++k) {
+    absl::StatusOr<std::vector<recipes::PreferencePair>> pairs = recipes::LoadPreferencePairs(
+        {dir + (k == 0 ? "/data/prefs_train.jsonl" : "/data/prefs_val.jsonl")}, {}, nullptr);
+    ASSERT_TRUE(pairs.ok()) << pairs.status();
+    for (const recipes::PreferencePair& pair : *pairs) {
+      EXPECT_EQ(rl_heldout.count(pair.prompt), 0u) << pair.where << ": an RL held-out problem";
+      EXPECT_EQ(rl_train.count(pair.prompt), 1u) << pair.where;
+      const std::vector<std::string> ab = absl::StrSplit(pair.prompt.substr(0, 5), '+');
+      ASSERT_EQ(ab.size(), 2u) << pair.where;
+      EXPECT_EQ(pair.chosen, std::to_string(std::stoi(ab[0]) + std::stoi(ab[1]))) << pair.where;
+      EXPECT_NE(pair.rejected, pair.chosen) << pair.where;
+      prompts[k].insert(pair.prompt);
+    }
+  }
+  EXPECT_EQ(prompts[0].size(), 7100u);
+  EXPECT_EQ(prompts[1].size(), 500u);
+  for (const std::string& prompt : prompts[1]) EXPECT_EQ(prompts[0].count(prompt), 0u) << prompt;
 }
 
 TEST(RmExample, ARecordWithoutItsRejectedAnswerStopsTheRunBeforeAnythingIsWritten) {
