@@ -89,6 +89,42 @@ void ReportAdvantages(const at::Tensor& advantages, const at::Tensor& mask,
   m[n::kAdvantagesMin] = values.min().item<double>();
 }
 
+// The optimizer steps of one Update (epochs × mini-batches), summed for the reply: loss and
+// gradient norm as means over the steps, the last step's lr and number, micro-batches in total,
+// tokens of the first epoch (each response token once), skipped if any step was.
+class StepTotals {
+ public:
+  void Add(const trainers::StepMetrics& metrics, int64_t num_micro, int64_t epoch) {
+    applied_ = applied_ || !metrics.skipped;
+    skipped_ = skipped_ || metrics.skipped;
+    ++steps_;
+    loss_ += metrics.loss;
+    grad_norm_ += metrics.grad_norm;
+    lr_ = metrics.lr;
+    last_step_ = metrics.step;
+    micro_batches_ += num_micro;
+    if (epoch == 0) tokens_ += metrics.tokens;
+  }
+  bool applied() const { return applied_; }
+  void Report(proto::TrainStepReply& reply) const {
+    reply.set_step(last_step_);
+    auto& m = *reply.mutable_metrics();
+    const double steps = static_cast<double>(std::max<int64_t>(1, steps_));
+    m[n::kLoss] = loss_ / steps;
+    m[n::kGradNorm] = grad_norm_ / steps;
+    m[n::kLr] = lr_;
+    m[n::kTotalNumTokens] = static_cast<double>(tokens_);
+    m[n::kMicroBatches] = static_cast<double>(micro_batches_);
+    m[n::kOptimizerSteps] = static_cast<double>(steps_);
+    m[n::kSkipped] = skipped_ ? 1 : 0;
+  }
+
+ private:
+  bool applied_ = false, skipped_ = false;
+  int64_t steps_ = 0, micro_batches_ = 0, tokens_ = 0, last_step_ = 0;
+  double loss_ = 0, grad_norm_ = 0, lr_ = 0;
+};
+
 // The training units of a preference update, in group order: a dpo/ipo pair is two rows (chosen
 // then rejected), a kto sample one row.
 struct PreferenceUnits {
@@ -495,9 +531,7 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
   }
 
   LossDiagnostics diagnostics;
-  double loss_sum = 0, grad_norm_sum = 0, lr = 0;
-  int64_t steps_taken = 0, micro_batches = 0, tokens = 0, last_step = 0;
-  bool any_skipped = false;
+  StepTotals totals;
   for (int64_t epoch = 0; epoch < ppo_epochs_; ++epoch) {
     for (int64_t mini = 0; mini < num_mini; ++mini) {
       const int64_t mini_begin = mini * groups_per_mini * group_size;
@@ -532,32 +566,18 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
           },
           num_micro);
       if (!metrics.ok()) return metrics.status();
-      applied = applied || !metrics->skipped;
-      any_skipped = any_skipped || metrics->skipped;
-      ++steps_taken;
-      loss_sum += metrics->loss;
-      grad_norm_sum += metrics->grad_norm;
-      lr = metrics->lr;
-      last_step = metrics->step;
-      micro_batches += num_micro;
-      if (epoch == 0) tokens += metrics->tokens;  // Each response token once.
+      totals.Add(*metrics, num_micro, epoch);
+      applied = totals.applied();
     }
   }
 
-  reply.set_step(last_step);
+  totals.Report(reply);
   auto& m = *reply.mutable_metrics();
-  m[n::kLoss] = loss_sum / steps_taken;
   m[n::kKlCoef] = loss_options_.kl_coef;
   diagnostics.Report(m);
   ReportAdvantages(advantages, batch.response_mask, m);
   m[n::kRewardKlPenalty] = reward_kl_mean;
   m[n::kRewardKlPenaltyCoeff] = reward_kl_coef;
-  m[n::kGradNorm] = grad_norm_sum / steps_taken;
-  m[n::kLr] = lr;
-  m[n::kTotalNumTokens] = static_cast<double>(tokens);
-  m[n::kMicroBatches] = static_cast<double>(micro_batches);
-  m[n::kOptimizerSteps] = static_cast<double>(steps_taken);
-  m[n::kSkipped] = any_skipped ? 1 : 0;
   return absl::OkStatus();
 }
 
@@ -631,9 +651,7 @@ absl::Status TrainerCore::PreferenceStep(const proto::TrainStepRequest& req,
                            .desirable_weight = config_.kto_desirable_weight(),
                            .undesirable_weight = config_.kto_undesirable_weight()};
   PreferenceDiagnostics diagnostics;
-  double loss_sum = 0, grad_norm_sum = 0, lr = 0;
-  int64_t steps_taken = 0, micro_batches = 0, tokens = 0, last_step = 0;
-  bool any_skipped = false;
+  StepTotals totals;
   for (int64_t epoch = 0; epoch < ppo_epochs_; ++epoch) {
     for (int64_t mini = 0; mini < num_mini; ++mini) {
       const int64_t unit_begin = first_unit_of(mini * groups_per_mini);
@@ -675,26 +693,12 @@ absl::Status TrainerCore::PreferenceStep(const proto::TrainStepRequest& req,
           },
           num_micro);
       if (!metrics.ok()) return metrics.status();
-      applied = applied || !metrics->skipped;
-      any_skipped = any_skipped || metrics->skipped;
-      ++steps_taken;
-      loss_sum += metrics->loss;
-      grad_norm_sum += metrics->grad_norm;
-      lr = metrics->lr;
-      last_step = metrics->step;
-      micro_batches += num_micro;
-      if (epoch == 0) tokens += metrics->tokens;
+      totals.Add(*metrics, num_micro, epoch);
+      applied = totals.applied();
     }
   }
-  reply.set_step(last_step);
+  totals.Report(reply);
   diagnostics.Report(paired, m);
-  m[n::kLoss] = loss_sum / static_cast<double>(steps_taken);
-  m[n::kGradNorm] = grad_norm_sum / static_cast<double>(steps_taken);
-  m[n::kLr] = lr;
-  m[n::kTotalNumTokens] = static_cast<double>(tokens);
-  m[n::kMicroBatches] = static_cast<double>(micro_batches);
-  m[n::kOptimizerSteps] = static_cast<double>(steps_taken);
-  m[n::kSkipped] = any_skipped ? 1 : 0;
   return absl::OkStatus();
 }
 

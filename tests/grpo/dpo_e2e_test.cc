@@ -5,8 +5,6 @@
 // a preference are counted as filtered, nothing lost; without it they are reported per step; kto
 // trains on every sample of the groups with a preference.
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,22 +16,19 @@
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "tests/grpo/recipe_cluster_test.h"
+#include "tests/grpo/resume_harness.h"
 
 namespace troupe::recipes {
 namespace {
 
 namespace fs = std::filesystem;
 
-void Log(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+using tests::LogLine;
+using tests::Recording;
+using tests::StepMetrics;
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TestDir(const std::string& name) { return tests::FreshTestDir(name); }
 
 // One SFT start for every test of the process (the first job trains it, the others load it).
 const std::string& SharedSft() {
@@ -74,32 +69,7 @@ logging: {dir: )",
   return spec.ok() ? *std::move(spec) : JobSpec{};
 }
 
-class DpoEndToEnd : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::error_code ec;
-    const fs::path troupe = fs::canonical("cli/troupe", ec);
-    ASSERT_FALSE(ec) << "cli/troupe (the worker binary) is not in the runfiles";
-    auto c = EmbeddedCluster::Start(
-        {.state_dir = TestDir(absl::StrCat(
-             ::testing::UnitTest::GetInstance()->current_test_info()->name(), "-cluster")),
-         .resources_json = R"({"CPU": 2})",
-         .worker_binary = troupe.string()});
-    ASSERT_TRUE(c.ok()) << c.status();
-    cluster_ = std::move(*c);
-  }
-
-  std::unique_ptr<EmbeddedCluster> cluster_;
-};
-
-using StepMetrics = std::map<int64_t, std::map<std::string, double>>;
-
-RunOptions Recording(StepMetrics* out, const std::string& job_id) {
-  return {
-      .log = Log,
-      .job_id = job_id,
-      .on_step = [out](int64_t step, const std::map<std::string, double>& m) { (*out)[step] = m; }};
-}
+class DpoEndToEnd : public tests::RecipeClusterTest {};
 
 TEST_F(DpoEndToEnd, EveryGroupTrainedGivesAPairAndTheSamplesAddUp) {
   const std::string base = TestDir("dpo");
@@ -107,7 +77,7 @@ TEST_F(DpoEndToEnd, EveryGroupTrainedGivesAPairAndTheSamplesAddUp) {
   StepMetrics steps;
   const JobSpec spec = SmallDpoJob(base + "/dpo", 3, sft, "{n: 4, dpo: {loss: dpo, beta: 0.1}}");
   ASSERT_TRUE(spec.algorithm.filter_groups.enable);
-  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster_->cluster(), Recording(&steps, "dpo"));
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), Recording(&steps, "dpo"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 3);
   ASSERT_EQ(steps.size(), 3u);
@@ -134,7 +104,7 @@ TEST_F(DpoEndToEnd, EveryGroupTrainedGivesAPairAndTheSamplesAddUp) {
   StepMetrics kto;
   const JobSpec k = SmallDpoJob(base + "/kto", 2, sft,
                                 "{n: 4, dpo: {loss: kto}, filter_groups: {enable: false}}");
-  absl::StatusOr<RunResult> rk = RunRecipe(k, cluster_->cluster(), Recording(&kto, "kto"));
+  absl::StatusOr<RunResult> rk = RunRecipe(k, cluster(), Recording(&kto, "kto"));
   ASSERT_TRUE(rk.ok()) << rk.status();
   ASSERT_EQ(kto.size(), 2u);
   for (int64_t step = 1; step <= 2; ++step) {
@@ -173,7 +143,7 @@ TEST_F(DpoEndToEnd, OfflinePairsCacheTheirReferenceAndResumeWhereTheyWere) {
   };
   StepMetrics full;
   absl::StatusOr<RunResult> r =
-      RunRecipe(job(base + "/a", 4), cluster_->cluster(), Recording(&full, "offline-a"));
+      RunRecipe(job(base + "/a", 4), cluster(), Recording(&full, "offline-a"));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(full.size(), 4u);
   double cached = 0;
@@ -191,10 +161,10 @@ TEST_F(DpoEndToEnd, OfflinePairsCacheTheirReferenceAndResumeWhereTheyWere) {
   const JobSpec b = job(base + "/b", 4);
   RunOptions first = Recording(&resumed, "offline-b1");
   first.stop_after_steps = 2;
-  ASSERT_TRUE(RunRecipe(b, cluster_->cluster(), first).ok());
+  ASSERT_TRUE(RunRecipe(b, cluster(), first).ok());
   RunOptions second = Recording(&resumed, "offline-b2");
   second.resume = true;
-  absl::StatusOr<RunResult> rb = RunRecipe(b, cluster_->cluster(), second);
+  absl::StatusOr<RunResult> rb = RunRecipe(b, cluster(), second);
   ASSERT_TRUE(rb.ok()) << rb.status();
   ASSERT_EQ(resumed.size(), 4u);
   for (int64_t step = 1; step <= 4; ++step) {
@@ -208,7 +178,7 @@ TEST_F(DpoEndToEnd, OfflinePairsCacheTheirReferenceAndResumeWhereTheyWere) {
         << "\n";
   }
   absl::StatusOr<RunResult> bad =
-      RunRecipe(job(base + "/c", 2), cluster_->cluster(), {.log = Log, .job_id = "offline-c"});
+      RunRecipe(job(base + "/c", 2), cluster(), {.log = LogLine, .job_id = "offline-c"});
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "data.preference_files")) << bad.status();
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "prefs.jsonl:7")) << bad.status();

@@ -8,8 +8,6 @@
 // recipe rewarded by a reward model (reward.model, the RewardModel actor) alone.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -23,22 +21,19 @@
 #include "models/transformer.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "tests/grpo/recipe_cluster_test.h"
+#include "tests/grpo/resume_harness.h"
 
 namespace troupe::recipes {
 namespace {
 
 namespace fs = std::filesystem;
 
-void Log(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+using tests::LogLine;
+using tests::Recording;
+using tests::StepMetrics;
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+std::string TestDir(const std::string& name) { return tests::FreshTestDir(name); }
 
 // A PPO job small enough for a few seconds a step on 2 cores: 4 prompts x 2 samples a step, two
 // epochs over mini-batches of 2 prompts (4 optimizer steps a batch), one warm-up step.
@@ -74,38 +69,13 @@ logging: {dir: )",
   return spec.ok() ? *std::move(spec) : JobSpec{};
 }
 
-class PpoEndToEnd : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::error_code ec;
-    const fs::path troupe = fs::canonical("cli/troupe", ec);
-    ASSERT_FALSE(ec) << "cli/troupe (the worker binary) is not in the runfiles";
-    auto c = EmbeddedCluster::Start(
-        {.state_dir = TestDir(absl::StrCat(
-             ::testing::UnitTest::GetInstance()->current_test_info()->name(), "-cluster")),
-         .resources_json = R"({"CPU": 2})",
-         .worker_binary = troupe.string()});
-    ASSERT_TRUE(c.ok()) << c.status();
-    cluster_ = std::move(*c);
-  }
-
-  std::unique_ptr<EmbeddedCluster> cluster_;
-};
-
-using StepMetrics = std::map<int64_t, std::map<std::string, double>>;
-
-RunOptions Recording(StepMetrics* out, const std::string& job_id) {
-  return {
-      .log = Log,
-      .job_id = job_id,
-      .on_step = [out](int64_t step, const std::map<std::string, double>& m) { (*out)[step] = m; }};
-}
+class PpoEndToEnd : public tests::RecipeClusterTest {};
 
 TEST_F(PpoEndToEnd, CriticWarmsUpThenBothTrainAndAResumedRunReproducesTheLosses) {
   const std::string base = TestDir("ppo");
   StepMetrics full;
   const JobSpec a = SmallPpoJob(base + "/a", 4, base + "/a/sft");
-  absl::StatusOr<RunResult> ra = RunRecipe(a, cluster_->cluster(), Recording(&full, "a"));
+  absl::StatusOr<RunResult> ra = RunRecipe(a, cluster(), Recording(&full, "a"));
   ASSERT_TRUE(ra.ok()) << ra.status();
   EXPECT_EQ(ra->steps, 4);
   ASSERT_EQ(full.size(), 4u);
@@ -142,11 +112,11 @@ TEST_F(PpoEndToEnd, CriticWarmsUpThenBothTrainAndAResumedRunReproducesTheLosses)
   const JobSpec b = SmallPpoJob(base + "/b", 4, base + "/a/sft");
   RunOptions first = Recording(&resumed, "b1");
   first.stop_after_steps = 2;
-  absl::StatusOr<RunResult> rb1 = RunRecipe(b, cluster_->cluster(), first);
+  absl::StatusOr<RunResult> rb1 = RunRecipe(b, cluster(), first);
   ASSERT_TRUE(rb1.ok()) << rb1.status();
   RunOptions second = Recording(&resumed, "b2");
   second.resume = true;
-  absl::StatusOr<RunResult> rb2 = RunRecipe(b, cluster_->cluster(), second);
+  absl::StatusOr<RunResult> rb2 = RunRecipe(b, cluster(), second);
   ASSERT_TRUE(rb2.ok()) << rb2.status();
   EXPECT_EQ(rb2->steps, 4);
   ASSERT_EQ(resumed.size(), 4u);
@@ -162,7 +132,7 @@ TEST_F(PpoEndToEnd, CriticWarmsUpThenBothTrainAndAResumedRunReproducesTheLosses)
   // Without the critic's checkpoint, resuming is refused, naming it.
   fs::remove_all(base + "/b/ckpt/critic");
   absl::StatusOr<RunResult> rb3 =
-      RunRecipe(b, cluster_->cluster(), {.resume = true, .log = Log, .job_id = "b3"});
+      RunRecipe(b, cluster(), {.resume = true, .log = LogLine, .job_id = "b3"});
   ASSERT_FALSE(rb3.ok());
   EXPECT_TRUE(absl::StrContains(rb3.status().message(), "no critic checkpoint")) << rb3.status();
 }
@@ -172,7 +142,7 @@ TEST_F(PpoEndToEnd, ADivergingCriticStopsTheRunAtThatStepWithTheLastGoodCheckpoi
   // A learning rate no critic survives: its values overflow within a few updates.
   const JobSpec spec = SmallPpoJob(base, 6, base + "/sft", "{lr: 1.0e+30}");
   StepMetrics steps;
-  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster_->cluster(), Recording(&steps, "nan"));
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), Recording(&steps, "nan"));
   ASSERT_FALSE(r.ok()) << "a critic with lr 1e30 trained 6 steps";
   EXPECT_TRUE(absl::StrContains(r.status().message(), "critic")) << r.status();
   EXPECT_TRUE(absl::StrContains(r.status().message(), "not finite")) << r.status();
@@ -209,8 +179,7 @@ TEST_F(PpoEndToEnd, AdaptiveKlInTheRewardFollowsTheMeasuredKlAndSurvivesAResume)
     return spec;
   };
   StepMetrics full;
-  absl::StatusOr<RunResult> r =
-      RunRecipe(job(base + "/a"), cluster_->cluster(), Recording(&full, "kl-a"));
+  absl::StatusOr<RunResult> r = RunRecipe(job(base + "/a"), cluster(), Recording(&full, "kl-a"));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(full.size(), 4u);
   EXPECT_DOUBLE_EQ(full[1].at("actor/reward_kl_penalty_coeff"), 0.05);
@@ -229,10 +198,10 @@ TEST_F(PpoEndToEnd, AdaptiveKlInTheRewardFollowsTheMeasuredKlAndSurvivesAResume)
   const JobSpec b = job(base + "/b");
   RunOptions first = Recording(&resumed, "kl-b1");
   first.stop_after_steps = 2;
-  ASSERT_TRUE(RunRecipe(b, cluster_->cluster(), first).ok());
+  ASSERT_TRUE(RunRecipe(b, cluster(), first).ok());
   RunOptions second = Recording(&resumed, "kl-b2");
   second.resume = true;
-  ASSERT_TRUE(RunRecipe(b, cluster_->cluster(), second).ok());
+  ASSERT_TRUE(RunRecipe(b, cluster(), second).ok());
   ASSERT_EQ(resumed.size(), 4u);
   for (int64_t step = 1; step <= 4; ++step) {
     EXPECT_DOUBLE_EQ(resumed[step].at("actor/reward_kl_penalty_coeff"),
@@ -280,7 +249,7 @@ TEST_F(PpoEndToEnd, AGroupRecipeRewardedByARewardModelAlone) {
   spec = *std::move(parsed);
   ASSERT_EQ(spec.actors.reward.type, "RewardModel");
   StepMetrics steps;
-  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster_->cluster(), Recording(&steps, "rm-rl"));
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), Recording(&steps, "rm-rl"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 2);
   EXPECT_GE(r->final_accuracy, 0);  // evaluations were counted by the verifier's "correct"
@@ -298,8 +267,7 @@ TEST_F(PpoEndToEnd, AGroupRecipeRewardedByARewardModelAlone) {
 TEST_F(PpoEndToEnd, ACriticThatCannotStartFailsTheRunNamingWhy) {
   const std::string base = TestDir("badcritic");
   const JobSpec spec = SmallPpoJob(base, 2, base + "/sft", "{cliprange_value: -1}");
-  absl::StatusOr<RunResult> r =
-      RunRecipe(spec, cluster_->cluster(), {.log = Log, .job_id = "badcritic"});
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), {.log = LogLine, .job_id = "badcritic"});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(absl::StrContains(r.status().message(), "cliprange_value")) << r.status();
 }
