@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,28 +26,12 @@
 #include "recipes/rm/pair_loss.h"
 #include "recipes/rm/preference_pairs.h"
 #include "tasks/arithmetic/arithmetic_task.h"
+#include "tests/grpo/resume_harness.h"
 
 namespace troupe::tests {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr char kTroupe[] = "cli/troupe";
-
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs `command` with its output in `log`; (exit code, output).
 std::pair<int, std::string> RunShell(const std::string& command, const std::string& log) {
   const int status = std::system(absl::StrCat(command, " > ", log, " 2>&1").c_str());
@@ -75,7 +58,7 @@ std::string RunCommand(const std::string& data, const std::string& run,
 }
 
 TEST(RmExample, TrainsARewardModelThatPrefersTheCorrectSumAndReportsHeldOutPairAccuracy) {
-  const std::string dir = FreshDir("rm-example");
+  const std::string dir = FreshTestDir("rm-example");
   const std::string data = dir + "/data", run = dir + "/run";
   auto [py_rc, py_out] =
       RunShell(absl::StrCat("python3 examples/make_arith_prefs.py --out ", data,
@@ -145,7 +128,7 @@ TEST(RmExample, TrainsARewardModelThatPrefersTheCorrectSumAndReportsHeldOutPairA
 // problem is in either file, prefs_val.jsonl's problems are not in prefs_train.jsonl, and every
 // pair is the true sum against a wrong one.
 TEST(RmExample, PreferencePairsAreDrawnFromTheArithmeticTasksTrainSplit) {
-  const std::string dir = FreshDir("rm-split");
+  const std::string dir = FreshTestDir("rm-split");
   auto [py_rc, py_out] = RunShell(
       absl::StrCat("python3 examples/make_arith_prefs.py --out ", dir, "/data"), dir + "/data.log");
   ASSERT_EQ(py_rc, 0) << py_out;
@@ -182,7 +165,7 @@ TEST(RmExample, PreferencePairsAreDrawnFromTheArithmeticTasksTrainSplit) {
 }
 
 TEST(RmExample, ARecordWithoutItsRejectedAnswerStopsTheRunBeforeAnythingIsWritten) {
-  const std::string dir = FreshDir("rm-bad-record");
+  const std::string dir = FreshTestDir("rm-bad-record");
   const std::string data = dir + "/data", run = dir + "/run";
   auto [py_rc, py_out] = RunShell(
       absl::StrCat("python3 examples/make_arith_prefs.py --out ", data, " --heldout 20 --train 50"),
