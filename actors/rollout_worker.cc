@@ -110,6 +110,7 @@ absl::StatusOr<proto::GenerateReply> RolloutWorkerCore::Generate(
     absl::StatusOr<std::string> text = policy_.tokenizer->Decode(
         text_tokens, {.skip_special_tokens = true, .replace_invalid_utf8 = true});
     s->set_response_text(text.ok() ? *text : "");
+    s->set_prompt_text(prompt.text());
     s->set_reference_answer(prompt.reference_answer());
     s->set_data_source(prompt.data_source());
     s->set_extra_info_json(prompt.extra_info_json());

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <deque>
 #include <exception>
 #include <utility>
 
@@ -19,9 +20,10 @@ namespace troupe::rollout {
 // One KV-cache slot and the sequence living in it.
 struct GenerationEngine::Slot {
   bool active = false;
-  int64_t item = 0;  // Index of the sample in Generate's work queue.
+  int64_t item = 0;  // Index of the sample in Generate's work queue; Serve: the item's tag.
   const std::vector<int32_t>* prompt = nullptr;
-  std::vector<int32_t> uncached;  // Tokens to feed at the next forward.
+  std::vector<int32_t> owned_prompt;  // Serve: the prompt `prompt` points to.
+  std::vector<int32_t> uncached;      // Tokens to feed at the next forward.
   GeneratedSample sample;
 };
 
@@ -32,6 +34,24 @@ std::string ShapeString(at::IntArrayRef shape) {
 }
 
 }  // namespace
+
+absl::Status GenerationEngine::CheckPrompt(const std::vector<int32_t>& prompt,
+                                           const std::string& what) const {
+  if (prompt.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  if (static_cast<int64_t>(prompt.size()) >= options_.max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", prompt.size(),
+                                                   " tokens; max_seq_len ", options_.max_seq_len,
+                                                   " leaves no room to generate"));
+  }
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " token ", i, " = ", prompt[i],
+                                                     " is outside the vocabulary [0, ", vocab_size_,
+                                                     ")"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -172,34 +192,97 @@ bool GenerationEngine::ApplyPendingUpdate(int64_t max_version) {
 absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::Generate(
     absl::Span<const std::vector<int32_t>> prompts, const SamplingParams& params,
     const StepCallback& on_step) {
-  auto error = [](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat("Generate: ", parts...));
-  };
-  if (prompts.empty()) return error("no prompts");
+  if (prompts.empty()) return absl::InvalidArgumentError("Generate: no prompts");
   for (size_t p = 0; p < prompts.size(); ++p) {
-    const std::vector<int32_t>& prompt = prompts[p];
-    if (prompt.empty()) return error("prompt ", p, " is empty");
-    if (static_cast<int64_t>(prompt.size()) >= options_.max_seq_len) {
-      return error("prompt ", p, " has ", prompt.size(), " tokens; max_seq_len ",
-                   options_.max_seq_len, " leaves no room to generate");
-    }
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      if (prompt[i] < 0 || prompt[i] >= vocab_size_) {
-        return error("prompt ", p, " token ", i, " = ", prompt[i],
-                     " is outside the vocabulary [0, ", vocab_size_, ")");
-      }
-    }
+    TROUPE_RETURN_IF_ERROR(CheckPrompt(prompts[p], absl::StrCat("Generate: prompt ", p)));
   }
   TROUPE_RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size_));
 
-  absl::StatusOr<std::vector<GeneratedSample>> result =
-      models::CatchTorch("Generate", [&] { return GenerateImpl(prompts, params, on_step); });
-  // Leave no sequence behind, whatever happened.
+  const int64_t total = static_cast<int64_t>(prompts.size()) * params.n;
+  std::vector<GeneratedSample> results(total);
+  int64_t next_item = 0;
+  auto fill = [&](Slot& slot) {
+    if (next_item >= total) return false;
+    slot.active = true;
+    slot.item = next_item++;
+    slot.sample.prompt_index = slot.item / params.n;
+    slot.sample.sample_index = slot.item % params.n;
+    slot.prompt = &prompts[slot.sample.prompt_index];
+    slot.uncached = *slot.prompt;
+    return true;
+  };
+  auto finish = [&](Slot& slot) { results[slot.item] = std::move(slot.sample); };
+  absl::Status status =
+      models::CatchTorch("Generate", [&] { return RunSteps(params, on_step, fill, finish); });
+  ResetSlots();  // Leave no sequence behind, whatever happened.
+  if (!status.ok()) return status;
+  return results;
+}
+
+absl::Status GenerationEngine::Serve(const SamplingParams& params, const WorkSource& source,
+                                     const ServeSink& sink) {
+  TROUPE_RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size_));
+  if (params.n != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Serve: params.n = ", params.n, "; each served prompt is one sample (n 1)"));
+  }
+  std::deque<ServeItem> queue;
+  // Takes what `source` has (waiting for it when `wait`); false once it says stop.
+  auto pull = [&](bool wait) {
+    std::optional<std::vector<ServeItem>> items = source(wait);
+    if (!items.has_value()) return false;
+    for (ServeItem& item : *items) queue.push_back(std::move(item));
+    return true;
+  };
+  auto fill = [&](Slot& slot) {
+    while (!queue.empty()) {
+      ServeItem item = std::move(queue.front());
+      queue.pop_front();
+      absl::Status bad = CheckPrompt(item.prompt, absl::StrCat("Serve: item ", item.tag));
+      if (!bad.ok()) {
+        sink(item.tag, bad);
+        continue;
+      }
+      slot.active = true;
+      slot.item = item.tag;
+      slot.sample.prompt_index = item.tag;
+      slot.owned_prompt = std::move(item.prompt);
+      slot.prompt = &slot.owned_prompt;
+      slot.uncached = slot.owned_prompt;
+      return true;
+    }
+    return false;
+  };
+  auto finish = [&](Slot& slot) { sink(slot.item, std::move(slot.sample)); };
+  bool open = true;
+  while (open) {
+    if (!pull(/*wait=*/true)) break;  // Idle: wait for work.
+    // New work joins the running batch at every step boundary.
+    auto on_step = [&](int64_t) {
+      if (open) open = pull(/*wait=*/false);
+    };
+    absl::Status status =
+        models::CatchTorch("Serve", [&] { return RunSteps(params, on_step, fill, finish); });
+    if (!status.ok()) {
+      // Every sequence in flight and every queued item gets the error; the engine is reset.
+      for (Slot& slot : slots_) {
+        if (slot.active) sink(slot.item, status);
+      }
+      for (ServeItem& item : queue) sink(item.tag, status);
+      queue.clear();
+      ResetSlots();
+      return status;
+    }
+    ResetSlots();
+  }
+  return absl::OkStatus();
+}
+
+void GenerationEngine::ResetSlots() {
   for (int64_t s = 0; s < cache_->num_slots(); ++s) {
     cache_->ResetSlot(s);
     slots_[s] = Slot();
   }
-  return result;
 }
 
 absl::StatusOr<at::Tensor> GenerationEngine::ForwardRows(const std::vector<int64_t>& rows,
@@ -231,17 +314,11 @@ absl::StatusOr<at::Tensor> GenerationEngine::ForwardRows(const std::vector<int64
   return logits.select(1, 0);  // [B, V]
 }
 
-absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::GenerateImpl(
-    absl::Span<const std::vector<int32_t>> prompts, const SamplingParams& params,
-    const StepCallback& on_step) {
+absl::Status GenerationEngine::RunSteps(const SamplingParams& params, const StepCallback& on_step,
+                                        const std::function<bool(Slot&)>& fill,
+                                        const std::function<void(Slot&)>& finish) {
   at::NoGradGuard no_grad;
-  const int64_t total = static_cast<int64_t>(prompts.size()) * params.n;
-  std::vector<GeneratedSample> results(total);
-  int64_t next_item = 0;
-  for (int64_t s = 0; s < cache_->num_slots(); ++s) {
-    cache_->ResetSlot(s);
-    slots_[s] = Slot();
-  }
+  ResetSlots();
 
   for (int64_t step = 0;; ++step) {
     // ---- Step boundary: callback, weight update, refill.
@@ -258,16 +335,11 @@ absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::GenerateImpl(
         stats_.recomputed_tokens += slot.uncached.size();
       }
     }
-    for (int64_t s = 0; s < cache_->num_slots() && next_item < total; ++s) {
+    for (int64_t s = 0; s < cache_->num_slots(); ++s) {
       Slot& slot = slots_[s];
       if (slot.active) continue;
       slot = Slot();
-      slot.active = true;
-      slot.item = next_item++;
-      slot.sample.prompt_index = slot.item / params.n;
-      slot.sample.sample_index = slot.item % params.n;
-      slot.prompt = &prompts[slot.sample.prompt_index];
-      slot.uncached = *slot.prompt;
+      if (!fill(slot)) break;
     }
 
     // ---- Forward: prefill rows and decode rows (ascending slots, so contiguous runs are cheap).
@@ -329,13 +401,13 @@ absl::StatusOr<std::vector<GeneratedSample>> GenerationEngine::GenerateImpl(
           static_cast<int64_t>(slot.prompt->size()) + generated >= options_.max_seq_len;
       if (stopped || full) {
         sample.finish_reason = stopped ? FinishReason::kStop : FinishReason::kLength;
-        results[slot.item] = std::move(sample);
+        finish(slot);
         slot = Slot();
         cache_->ResetSlot(s);
       }
     }
   }
-  return results;
+  return absl::OkStatus();
 }
 
 }  // namespace troupe::rollout

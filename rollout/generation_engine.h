@@ -49,6 +49,19 @@
 // SamplingParams::max_weight_version holds an update above it back for a later call, so a call
 // (an evaluation) can read one version while newer weights arrive.
 //
+// Serving (continuous batching for a server, e.g. a judge). Serve(params, source, sink) runs
+// until `source` says stop: work — ServeItems, each a prompt and a caller's tag — is pulled from
+// `source` at every step boundary and joins the running batch in free slots (queued in the order
+// given until a slot frees), so requests arriving from many callers while others are being
+// decoded are batched together instead of waiting for the batch to end. Every item ends in exactly
+// one sink(tag, result) call: its GeneratedSample (prompt_index = tag, sample_index 0), or the
+// InvalidArgument of a bad prompt (the others go on), or, if the model fails, that error for every
+// item in flight (Serve then returns it; the engine is reset and may Serve again). The source is
+// called with wait = true when nothing is running: it should then block until there is work (or a
+// timeout: an empty list), and with wait = false at step boundaries: return what is there now.
+// std::nullopt = stop: the items already accepted are finished, then Serve returns OK. Weight
+// updates apply at step boundaries as in Generate.
+//
 // Determinism: the random number of token t of (prompt p, sample s) is
 // SampleUniform(seed, p, s, t), so for a fixed seed the output does not depend on the number of
 // slots or the scheduling order (up to float rounding of the batched matmuls, which only matters
@@ -175,6 +188,21 @@ class GenerationEngine {
   // counted).
   int64_t weight_version() const ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // One prompt to serve, and the caller's tag for its result.
+  struct ServeItem {
+    int64_t tag = 0;
+    std::vector<int32_t> prompt;
+  };
+  // wait: block until there is work (see the file comment). nullopt = stop serving.
+  using WorkSource = std::function<std::optional<std::vector<ServeItem>>(bool wait)>;
+  using ServeSink = std::function<void(int64_t tag, absl::StatusOr<GeneratedSample> result)>;
+
+  // Continuous batching of work that keeps arriving (see the file comment). params.n must be 1;
+  // the random numbers of item `tag` are SampleUniform(params.seed, tag, 0, t). InvalidArgument
+  // for bad params (nothing is pulled then); a model failure's status after every item in flight
+  // got it.
+  absl::Status Serve(const SamplingParams& params, const WorkSource& source, const ServeSink& sink);
+
   const GenerationStats& stats() const { return stats_; }
   const GenerationEngineOptions& options() const { return options_; }
 
@@ -184,9 +212,17 @@ class GenerationEngine {
   GenerationEngine(std::shared_ptr<models::CausalLMImpl> model,
                    std::unique_ptr<models::KVCache> cache, const GenerationEngineOptions& options);
 
-  absl::StatusOr<std::vector<GeneratedSample>> GenerateImpl(
-      absl::Span<const std::vector<int32_t>> prompts, const SamplingParams& params,
-      const StepCallback& on_step);
+  // The step loop of Generate and Serve: at every boundary on_step, a pending weight update, then
+  // fill(slot) for free slots (a freshly reset Slot; false = no work for it now); a finished
+  // sequence is handed to finish(slot). Returns once no slot is running after a refill.
+  absl::Status RunSteps(const SamplingParams& params, const StepCallback& on_step,
+                        const std::function<bool(Slot&)>& fill,
+                        const std::function<void(Slot&)>& finish);
+  // Frees every slot and its cache.
+  void ResetSlots();
+  // InvalidArgument starting with `what` for an empty prompt, one with no room to generate, or a
+  // token outside the vocabulary.
+  absl::Status CheckPrompt(const std::vector<int32_t>& prompt, const std::string& what) const;
   // Applies the pending update, if any and of at most `max_version` (-1: any); returns whether one
   // was applied.
   bool ApplyPendingUpdate(int64_t max_version) ABSL_LOCKS_EXCLUDED(mutex_);

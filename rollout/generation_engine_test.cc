@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -312,6 +314,99 @@ TEST(GenerationEngine, ContinuousBatchingMatchesOneAtATimeGreedyGeneration) {
   EXPECT_EQ(batched_engine->stats().max_active_slots, 3);
   // Three slots in flight, refilled as sequences end: far fewer steps than one at a time.
   EXPECT_LT(batched_engine->stats().steps, serial_steps * 2 / 3);
+}
+
+// Serve: items that arrive while others are decoding join the running batch at the next step
+// boundary, and each gets the output Generate would give it alone.
+TEST(GenerationEngine, ServeBatchesItemsArrivingMidGenerationWithTheRunningOnes) {
+  CausalLM model = MakeModel(9);
+  const auto prompts = Prompts(6);
+  SamplingParams params = Greedy(10);
+  auto single = MakeEngine(model, 1);
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& prompt : prompts) alone.push_back(Generate(*single, {prompt}, params)[0].tokens);
+
+  auto engine = MakeEngine(model, 8);
+  // Two waves: items 0-2 first; items 3-5 handed over at the third step boundary, while 0-2 are
+  // still decoding (10 tokens each, no stop token).
+  int calls = 0;
+  int boundaries = 0;
+  std::vector<int64_t> order;
+  std::map<int64_t, GeneratedSample> done;
+  auto source = [&](bool wait) -> std::optional<std::vector<GenerationEngine::ServeItem>> {
+    ++calls;
+    std::vector<GenerationEngine::ServeItem> items;
+    if (wait) {
+      if (calls > 1) return std::nullopt;  // The second time idle: stop.
+      for (int64_t t = 0; t < 3; ++t) items.push_back({t, prompts[t]});
+      return items;
+    }
+    if (++boundaries == 3) {
+      for (int64_t t = 3; t < 6; ++t) items.push_back({t, prompts[t]});
+    }
+    return items;
+  };
+  auto sink = [&](int64_t tag, absl::StatusOr<GeneratedSample> result) {
+    ASSERT_TRUE(result.ok()) << result.status();
+    order.push_back(tag);
+    done[tag] = *std::move(result);
+  };
+  ASSERT_TRUE(engine->Serve(params, source, sink).ok());
+  ASSERT_EQ(done.size(), 6u);
+  for (int64_t t = 0; t < 6; ++t) {
+    EXPECT_EQ(done[t].tokens, alone[t]) << "item " << t;
+    EXPECT_EQ(done[t].prompt_index, t);
+  }
+  // The second wave ran beside the first: six slots at once, and the whole serve took the first
+  // wave's 10 steps plus the 2 it had started before the second arrived, not 20.
+  EXPECT_EQ(engine->stats().max_active_slots, 6);
+  EXPECT_EQ(engine->stats().steps, 12);
+  EXPECT_EQ(order.size(), 6u);
+}
+
+TEST(GenerationEngine, ServeRefusesABadItemAndServesTheOthers) {
+  CausalLM model = MakeModel(9);
+  auto engine = MakeEngine(model, 2, /*max_seq_len=*/16);
+  bool given = false;
+  auto source = [&](bool wait) -> std::optional<std::vector<GenerationEngine::ServeItem>> {
+    if (!wait) return std::vector<GenerationEngine::ServeItem>();
+    if (given) return std::nullopt;
+    given = true;
+    return std::vector<GenerationEngine::ServeItem>{
+        {7, {3, 4}}, {8, {}}, {9, {3, 99}}, {10, std::vector<int32_t>(16, 5)}, {11, {5, 6, 7}}};
+  };
+  std::map<int64_t, absl::Status> status;
+  auto sink = [&](int64_t tag, absl::StatusOr<GeneratedSample> result) {
+    status[tag] = result.status();
+    if (result.ok()) {
+      EXPECT_EQ(result->tokens.size(), 4u);
+    }
+  };
+  ASSERT_TRUE(engine->Serve(Greedy(4), source, sink).ok());
+  ASSERT_EQ(status.size(), 5u);
+  EXPECT_TRUE(status[7].ok());
+  EXPECT_TRUE(status[11].ok());
+  EXPECT_THAT(status[8].message(), HasSubstr("item 8 is empty"));
+  EXPECT_THAT(status[9].message(), HasSubstr("outside the vocabulary"));
+  EXPECT_THAT(status[10].message(), HasSubstr("no room to generate"));
+}
+
+TEST(GenerationEngine, ServeRefusesNAboveOneBeforeAskingForWork) {
+  CausalLM model = MakeModel(9);
+  auto engine = MakeEngine(model, 2);
+  SamplingParams params = Greedy(4);
+  params.n = 2;
+  bool asked = false;
+  absl::Status s = engine->Serve(
+      params,
+      [&](bool) -> std::optional<std::vector<GenerationEngine::ServeItem>> {
+        asked = true;
+        return std::nullopt;
+      },
+      [](int64_t, absl::StatusOr<GeneratedSample>) {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("params.n"));
+  EXPECT_FALSE(asked);
 }
 
 TEST(GenerationEngine, SampledOutputDoesNotDependOnTheNumberOfSlots) {

@@ -1,0 +1,464 @@
+#include "actors/judge.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "actors/policy_util.h"
+#include "actors/reward_server.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "models/tokenizers/tokenizer.h"
+#include "rollout/generation_engine.h"
+#include "runtime/actor_registry.h"
+
+namespace troupe::actors {
+namespace {
+
+absl::Status ConfigError(const std::string& what) {
+  return absl::InvalidArgumentError("judge config: " + what);
+}
+
+// A reply as it appears in an error message: quoted, control characters escaped, at most 40
+// characters.
+std::string Quoted(absl::string_view reply) {
+  std::string out;
+  for (char c : reply.substr(0, 40)) {
+    if (std::isprint(static_cast<unsigned char>(c))) {
+      out += c;
+    } else {
+      out += absl::StrFormat("\\x%02x", static_cast<unsigned char>(c));
+    }
+  }
+  return absl::StrCat("'", out, reply.size() > 40 ? "...'" : "'");
+}
+
+}  // namespace
+
+absl::StatusOr<JudgeTemplate> ParseJudgeTemplate(absl::string_view text) {
+  JudgeTemplate t;
+  std::string literal;
+  bool has_response = false;
+  auto flush = [&] {
+    if (!literal.empty()) t.parts.emplace_back(JudgeTemplate::Part::kText, std::move(literal));
+    literal.clear();
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '}') {
+      if (i + 1 < text.size() && text[i + 1] == '}') {
+        literal += '}';
+        ++i;
+        continue;
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("template: unmatched '}' at character ", i, " (write }} for a brace)"));
+    }
+    if (c != '{') {
+      literal += c;
+      continue;
+    }
+    if (i + 1 < text.size() && text[i + 1] == '{') {
+      literal += '{';
+      ++i;
+      continue;
+    }
+    const size_t close = text.find('}', i);
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("template: unmatched '{' at character ", i, " (write {{ for a brace)"));
+    }
+    const absl::string_view name = text.substr(i + 1, close - i - 1);
+    JudgeTemplate::Part part;
+    if (name == "prompt") {
+      part = JudgeTemplate::Part::kPrompt;
+    } else if (name == "response") {
+      part = JudgeTemplate::Part::kResponse;
+      has_response = true;
+    } else if (name == "reference") {
+      part = JudgeTemplate::Part::kReference;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("template: unknown placeholder {", name,
+                       "} (placeholders: {prompt}, {response}, {reference})"));
+    }
+    flush();
+    t.parts.emplace_back(part, "");
+    i = close;
+  }
+  flush();
+  if (!has_response) {
+    return absl::InvalidArgumentError(
+        "template: has no {response}: the judge would never see what it judges");
+  }
+  return t;
+}
+
+absl::StatusOr<double> VerdictParser::Parse(absl::string_view reply) const {
+  const absl::string_view text = absl::StripAsciiWhitespace(reply);
+  if (verdicts.empty()) {
+    // Score mode: the first number in the reply.
+    size_t i = 0;
+    while (i < text.size() && !std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i < text.size()) {
+      size_t begin = i;
+      if (begin > 0 && (text[begin - 1] == '-' || text[begin - 1] == '+')) --begin;
+      const std::string number(text.substr(begin));
+      char* end = nullptr;
+      const double value = std::strtod(number.c_str(), &end);
+      if (end != number.c_str() && std::isfinite(value)) {
+        if (value < min || value > max) {
+          return absl::InvalidArgumentError(absl::StrCat("the judge's score ", value,
+                                                         " is outside [", min, ", ", max, "] in ",
+                                                         Quoted(reply)));
+        }
+        return value;
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat("cannot parse the judge's reply ", Quoted(reply),
+                                                   ": expected a score in [", min, ", ", max, "]"));
+  }
+  const std::string lower = absl::AsciiStrToLower(text);
+  const std::pair<const std::string, double>* best = nullptr;
+  for (const auto& entry : verdicts) {
+    const std::string label = absl::AsciiStrToLower(entry.first);
+    if (lower.compare(0, label.size(), label) != 0) continue;
+    if (lower.size() > label.size() &&
+        std::isalnum(static_cast<unsigned char>(lower[label.size()]))) {
+      continue;
+    }
+    if (best == nullptr || entry.first.size() > best->first.size()) best = &entry;
+  }
+  if (best != nullptr) return best->second;
+  std::vector<std::string> labels;
+  for (const auto& entry : verdicts) labels.push_back(entry.first);
+  return absl::InvalidArgumentError(absl::StrCat("cannot parse the judge's reply ", Quoted(reply),
+                                                 ": expected a verdict (",
+                                                 absl::StrJoin(labels, ", "), ")"));
+}
+
+// One request being judged.
+struct JudgeCore::Pending {
+  proto::ScoreReply reply;
+  int64_t remaining = 0;
+  Promise<proto::ScoreReply> promise;
+};
+
+JudgeCore::~JudgeCore() = default;
+
+absl::StatusOr<std::unique_ptr<JudgeCore>> JudgeCore::Create(const nlohmann::json& config) {
+  if (!config.is_object()) return ConfigError("expected a JSON object");
+  static const char* const kKeys[] = {"model_dir", "template",       "verdicts",
+                                      "score",     "weight",         "slots",
+                                      "add_bos",   "max_new_tokens", "verifiers"};
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    if (std::find_if(std::begin(kKeys), std::end(kKeys),
+                     [&](const char* k) { return it.key() == k; }) == std::end(kKeys)) {
+      return ConfigError(
+          absl::StrCat("unknown key \"", it.key(),
+                       "\" (keys: ", absl::StrJoin(std::begin(kKeys), std::end(kKeys), ", "), ")"));
+    }
+  }
+  std::unique_ptr<JudgeCore> core(new JudgeCore());
+  if (!config.contains("model_dir") || !config["model_dir"].is_string() ||
+      config["model_dir"].get<std::string>().empty()) {
+    return ConfigError("model_dir: expected the judge model's directory");
+  }
+  if (!config.contains("template") || !config["template"].is_string()) {
+    return ConfigError("template: expected the judge's prompt template (a string)");
+  }
+  absl::StatusOr<JudgeTemplate> tmpl = ParseJudgeTemplate(config["template"].get<std::string>());
+  if (!tmpl.ok()) return ConfigError(std::string(tmpl.status().message()));
+  core->template_ = *std::move(tmpl);
+  if (config.contains("verdicts") == config.contains("score")) {
+    return ConfigError("give exactly one of verdicts (label -> value) and score ({min, max})");
+  }
+  if (config.contains("verdicts")) {
+    const nlohmann::json& v = config["verdicts"];
+    if (!v.is_object() || v.empty()) {
+      return ConfigError(
+          "verdicts: expected an object of label -> value, e.g. {\"Y\": 1, \"N\": 0}");
+    }
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it.key().empty() || absl::StripAsciiWhitespace(it.key()) != it.key()) {
+        return ConfigError(absl::StrCat("verdicts: label \"", it.key(),
+                                        "\" must be non-empty, without surrounding spaces"));
+      }
+      if (!it.value().is_number() || !std::isfinite(it.value().get<double>())) {
+        return ConfigError(absl::StrCat("verdicts.", it.key(), ": expected a finite number, got ",
+                                        it.value().dump()));
+      }
+      core->parser_.verdicts[it.key()] = it.value().get<double>();
+    }
+  } else {
+    const nlohmann::json& s = config["score"];
+    if (!s.is_object() || !s.contains("min") || !s.contains("max") || s.size() != 2 ||
+        !s["min"].is_number() || !s["max"].is_number()) {
+      return ConfigError("score: expected {\"min\": number, \"max\": number}");
+    }
+    core->parser_.min = s["min"].get<double>();
+    core->parser_.max = s["max"].get<double>();
+    if (!(core->parser_.min < core->parser_.max)) {
+      return ConfigError(absl::StrCat("score: min (", core->parser_.min, ") must be below max (",
+                                      core->parser_.max, ")"));
+    }
+  }
+  auto positive_int = [&](const char* key, int64_t* out) -> absl::Status {
+    if (!config.contains(key)) return absl::OkStatus();
+    if (!config[key].is_number_integer() || config[key].get<int64_t>() < 1) {
+      return ConfigError(absl::StrCat(key, ": expected an integer >= 1, got ", config[key].dump()));
+    }
+    *out = config[key].get<int64_t>();
+    return absl::OkStatus();
+  };
+  int64_t slots = 32;
+  TROUPE_RETURN_IF_ERROR(positive_int("slots", &slots));
+  TROUPE_RETURN_IF_ERROR(positive_int("max_new_tokens", &core->max_new_tokens_));
+  if (config.contains("weight")) {
+    if (!config["weight"].is_number() || !std::isfinite(config["weight"].get<double>())) {
+      return ConfigError(
+          absl::StrCat("weight: expected a finite number, got ", config["weight"].dump()));
+    }
+    core->weight_ = config["weight"].get<double>();
+  }
+  if (config.contains("add_bos")) {
+    if (!config["add_bos"].is_boolean()) {
+      return ConfigError(
+          absl::StrCat("add_bos: expected true or false, got ", config["add_bos"].dump()));
+    }
+    core->add_bos_ = config["add_bos"].get<bool>();
+  }
+  if (config.contains("verifiers")) {
+    TROUPE_ASSIGN_OR_RETURN(core->verifiers_,
+                            reward::RewardSet::FromServerConfig(config["verifiers"]));
+  }
+  const std::string dir = config["model_dir"].get<std::string>();
+  absl::StatusOr<PolicyModel> judge = LoadPolicy(dir);
+  if (!judge.ok()) {
+    return absl::Status(judge.status().code(),
+                        absl::StrCat("judge model ", dir, ": ", judge.status().message()));
+  }
+  if (core->add_bos_ && !judge->tokenizer->bos_id().has_value()) {
+    return ConfigError(absl::StrCat("add_bos: the judge's tokenizer (", dir,
+                                    ") has no bos token; set add_bos false"));
+  }
+  judge->model->eval();
+  rollout::GenerationEngineOptions options;
+  options.num_slots = slots;
+  options.max_seq_len = judge->model->config().max_position_embeddings;
+  TROUPE_ASSIGN_OR_RETURN(core->engine_,
+                          rollout::GenerationEngine::Create(judge->model.ptr(), options));
+  core->stop_ids_ = judge->stop_token_ids;
+  core->tokenizer_ = std::move(judge->tokenizer);
+  return core;
+}
+
+absl::StatusOr<std::vector<int32_t>> JudgeCore::Prepare(proto::Sample& s) const {
+  s.set_reward(0);
+  s.mutable_reward_components()->clear();
+  if (verifiers_ != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(reward::RewardInput in, RewardInputOf(s));
+    try {
+      reward::RewardOutput out = verifiers_->Score(in);
+      s.set_reward(static_cast<float>(out.reward));
+      for (const auto& [k, v] : out.components) {
+        (*s.mutable_reward_components())[k] = static_cast<float>(v);
+      }
+    } catch (const std::exception& e) {
+      return absl::InternalError(e.what());
+    }
+  }
+  if (s.response_text().empty()) {
+    return absl::InvalidArgumentError("the judge cannot judge an empty response");
+  }
+  std::vector<int32_t> ids;
+  if (add_bos_) ids.push_back(*tokenizer_->bos_id());
+  for (const auto& [part, text] : template_.parts) {
+    models::EncodeOptions options;
+    absl::string_view piece = text;
+    switch (part) {
+      case JudgeTemplate::Part::kText:
+        break;
+      case JudgeTemplate::Part::kPrompt:
+        piece = s.prompt_text();
+        break;
+      case JudgeTemplate::Part::kResponse:
+        piece = s.response_text();
+        options.match_special_tokens = false;  // the policy's text: never a control token
+        break;
+      case JudgeTemplate::Part::kReference:
+        piece = s.reference_answer();
+        break;
+    }
+    absl::StatusOr<std::vector<int32_t>> encoded = tokenizer_->Encode(piece, options);
+    if (!encoded.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the judge's tokenizer cannot encode ", Quoted(piece), ": ", encoded.status().message()));
+    }
+    ids.insert(ids.end(), encoded->begin(), encoded->end());
+  }
+  if (static_cast<int64_t>(ids.size()) + max_new_tokens_ > engine_->options().max_seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the judge's prompt has ", ids.size(), " tokens; with max_new_tokens ", max_new_tokens_,
+        " that exceeds the judge model's context (", engine_->options().max_seq_len, ")"));
+  }
+  return ids;
+}
+
+Future<proto::ScoreReply> JudgeCore::Score(const proto::ScoreRequest& req) {
+  auto pending = std::make_shared<Pending>();
+  *pending->reply.mutable_groups() = req.groups();
+  Future<proto::ScoreReply> future = pending->promise.GetFuture();
+  std::vector<std::pair<proto::Sample*, absl::StatusOr<std::vector<int32_t>>>> prepared;
+  for (proto::SampleGroup& g : *pending->reply.mutable_groups()) {
+    for (proto::Sample& s : *g.mutable_samples()) prepared.emplace_back(&s, Prepare(s));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (stopped_) {
+    pending->promise.Set(absl::UnavailableError("the judge has stopped serving"));
+    return future;
+  }
+  ++stats_.requests;
+  stats_.samples += static_cast<int64_t>(prepared.size());
+  pending->remaining = static_cast<int64_t>(prepared.size());
+  for (auto& [sample, ids] : prepared) {
+    if (!ids.ok()) {
+      Fail(*pending, *sample, std::string(ids.status().message()));
+      continue;
+    }
+    const int64_t tag = next_tag_++;
+    in_flight_[tag] = {pending, sample};
+    queue_.emplace_back(tag, *std::move(ids));
+  }
+  CompleteIfDone(pending);
+  work_.Signal();
+  return future;
+}
+
+void JudgeCore::Fail(Pending& p, proto::Sample& s, const std::string& error) {
+  s.set_reward(0);
+  s.mutable_reward_components()->clear();
+  s.set_reward_error(error);
+  p.reply.set_failures(p.reply.failures() + 1);
+  ++stats_.failures;
+  --p.remaining;
+  TROUPE_LOG(WARNING) << absl::StrFormat("judge: prompt %lld sample %d scored as failed: %s",
+                                         static_cast<long long>(s.prompt_id()), s.sample_index(),
+                                         error.c_str());
+}
+
+void JudgeCore::CompleteIfDone(const std::shared_ptr<Pending>& p) {
+  if (p->remaining == 0) {
+    p->remaining = -1;  // completed
+    p->promise.Set(std::move(p->reply));
+  }
+}
+
+void JudgeCore::Finish(const Item& item, absl::StatusOr<std::string> reply) {
+  absl::StatusOr<double> value =
+      reply.ok() ? parser_.Parse(*reply) : absl::StatusOr<double>(reply.status());
+  absl::MutexLock lock(&mutex_);
+  Pending& p = *item.request;
+  if (p.remaining <= 0) return;  // the request already failed as a whole
+  proto::Sample& s = *item.sample;
+  if (!value.ok()) {
+    if (reply.ok()) ++stats_.parse_failures;
+    Fail(p, s, std::string(value.status().message()));
+  } else {
+    s.set_reward(static_cast<float>(s.reward() + weight_ * *value));
+    (*s.mutable_reward_components())["judge/score"] = static_cast<float>(*value);
+    --p.remaining;
+  }
+  CompleteIfDone(item.request);
+}
+
+absl::Status JudgeCore::Serve(const std::function<bool()>& stop) {
+  rollout::SamplingParams params;
+  params.temperature = 0;
+  params.max_new_tokens = max_new_tokens_;
+  params.stop_token_ids = stop_ids_;
+  auto source = [&](bool wait) -> std::optional<std::vector<rollout::GenerationEngine::ServeItem>> {
+    absl::MutexLock lock(&mutex_);
+    if (wait) {
+      while (queue_.empty() && !stop()) work_.WaitWithTimeout(&mutex_, absl::Milliseconds(100));
+    }
+    if (stop()) return std::nullopt;
+    std::vector<rollout::GenerationEngine::ServeItem> items;
+    for (auto& [tag, ids] : queue_) items.push_back({tag, std::move(ids)});
+    queue_.clear();
+    return items;
+  };
+  auto sink = [&](int64_t tag, absl::StatusOr<rollout::GeneratedSample> result) {
+    Item item;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto it = in_flight_.find(tag);
+      if (it == in_flight_.end()) return;
+      item = it->second;
+      in_flight_.erase(it);
+    }
+    if (!result.ok()) {
+      Finish(item, result.status());
+      return;
+    }
+    std::vector<int32_t> tokens = result->tokens;
+    if (result->finish_reason == rollout::FinishReason::kStop && !tokens.empty()) tokens.pop_back();
+    Finish(item,
+           tokenizer_->Decode(tokens, {.skip_special_tokens = true, .replace_invalid_utf8 = true}));
+  };
+  absl::Status status;
+  while (!stop()) {
+    status = engine_->Serve(params, source, sink);
+    {
+      absl::MutexLock lock(&mutex_);
+      stats_.max_batch = std::max(stats_.max_batch, engine_->stats().max_active_slots);
+    }
+    if (status.ok()) break;
+    TROUPE_LOG(ERROR) << "judge: the judge model failed (its samples scored as failed): " << status;
+  }
+  // Stopped: a request not yet judged fails as a whole (UNAVAILABLE, which the scoring pool
+  // retries on another replica) instead of coming back with samples nobody judged.
+  absl::MutexLock lock(&mutex_);
+  for (auto& [tag, item] : in_flight_) {
+    if (item.request->remaining > 0) {
+      item.request->remaining = -1;
+      item.request->promise.Set(absl::UnavailableError("the judge stopped before judging it"));
+    }
+  }
+  in_flight_.clear();
+  queue_.clear();
+  stopped_ = true;
+  return status;
+}
+
+JudgeStats JudgeCore::stats() const {
+  absl::MutexLock lock(&mutex_);
+  return stats_;
+}
+
+absl::StatusOr<std::unique_ptr<Judge>> Judge::Create(const ActorContext& ctx) {
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<JudgeCore> core, JudgeCore::Create(ctx.config()));
+  std::unique_ptr<Judge> judge(new Judge(std::move(core)));
+  JudgeCore* serving = judge->core_.get();
+  judge->server_ =
+      BackgroundTask::Start(ctx, "judge server", [serving](const BackgroundTask::StopToken& stop) {
+        absl::Status s = serving->Serve([&stop] { return stop.stop_requested(); });
+        if (!s.ok()) TROUPE_LOG(ERROR) << "judge server stopped: " << s;
+      });
+  return judge;
+}
+
+Judge::~Judge() {
+  if (server_ != nullptr) server_->Stop();
+}
+
+TROUPE_REGISTER_ACTOR(Judge, Score);
+
+}  // namespace troupe::actors
