@@ -1,6 +1,7 @@
 #include "recipes/grpo/grpo_config.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -9,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "actors/judge.h"
 #include "base/splitmix64.h"
 #include "google/protobuf/util/json_util.h"
 #include "models/safetensors.h"
@@ -79,6 +81,21 @@ nlohmann::json GrpoRewardConfig(const JobSpec& spec) {
 }
 
 nlohmann::json RewardRoleConfig(const JobSpec& spec) {
+  if (const JudgeSpec& j = spec.reward.judge; !j.model.empty()) {
+    nlohmann::json judge = {{"model_dir", j.model},
+                            {"template", j.template_text},
+                            {"max_new_tokens", j.max_new_tokens},
+                            {"slots", j.slots},
+                            {"add_bos", j.add_bos},
+                            {"weight", j.weight},
+                            {"verifiers", GrpoRewardConfig(spec)}};
+    if (j.score) {
+      judge["score"] = {{"min", j.score_min}, {"max", j.score_max}};
+    } else {
+      judge["verdicts"] = j.verdicts;
+    }
+    return judge;
+  }
   if (spec.reward.model.empty()) return GrpoRewardConfig(spec);
   return {{"model_dir", spec.reward.model},
           {"weight", spec.reward.model_weight},
@@ -191,6 +208,26 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
       refuse("actors.reward.type",
              absl::StrCat("reward.model is served by the RewardModel actor, not ",
                           spec.actors.reward.type));
+    }
+  }
+  if (const JudgeSpec& j = spec.reward.judge; !j.model.empty()) {
+    // What the Judge actor would refuse only once the actors start.
+    if (absl::StatusOr<actors::JudgeTemplate> t = actors::ParseJudgeTemplate(j.template_text);
+        !t.ok() && !j.template_text.empty()) {
+      refuse("reward.judge.template", t.status().message());
+    }
+    std::error_code ec;
+    for (const char* file : {"config.json", "tokenizer.json"}) {
+      if (!std::filesystem::exists(std::filesystem::path(j.model) / file, ec)) {
+        refuse("reward.judge.model",
+               absl::StrCat(j.model, " is not a model directory the judge can load: it has no ",
+                            file, " (recipe sft writes one)"));
+        break;
+      }
+    }
+    if (spec.actors.reward.type != "Judge") {
+      refuse("actors.reward.type", absl::StrCat("reward.judge is served by the Judge actor, not ",
+                                                spec.actors.reward.type));
     }
   }
   if (!ppo && !dpo && spec.trainer.critic_warmup > 0)

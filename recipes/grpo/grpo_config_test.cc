@@ -368,6 +368,78 @@ TEST(GrpoSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
                         "is set"));
 }
 
+// reward.judge: served by the Judge actor with the verifiers beside it; its keys reach the actor's
+// config, and what the actor would refuse is refused before anything starts, naming the key.
+TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string judge = std::string(tmp != nullptr ? tmp : "/tmp") + "/grpo_config_test_judge";
+  std::filesystem::remove_all(judge);
+  std::filesystem::create_directories(judge);
+  for (const char* file : {"config.json", "tokenizer.json"}) std::ofstream(judge + "/" + file);
+
+  absl::StatusOr<JobSpec> spec = Parse(absl::StrCat(
+      "reward:\n  name: [arithmetic]\n  weights: [0]\n  judge:\n    model: ", judge,
+      "\n    template: \"Q {prompt} A {response} ok?\"\n    verdicts: {Y: 1.0, N: -0.5}\n"
+      "    max_new_tokens: 3\n    slots: 7\n    add_bos: false\n    weight: 2.0\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->actors.reward.type, "Judge");
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+  const nlohmann::json role = RewardRoleConfig(*spec);
+  EXPECT_EQ(role["model_dir"], judge);
+  EXPECT_EQ(role["template"], "Q {prompt} A {response} ok?");
+  EXPECT_EQ(role["verdicts"], nlohmann::json({{"Y", 1.0}, {"N", -0.5}}));
+  EXPECT_FALSE(role.contains("score"));
+  EXPECT_EQ(role["max_new_tokens"], 3);
+  EXPECT_EQ(role["slots"], 7);
+  EXPECT_EQ(role["add_bos"], false);
+  EXPECT_EQ(role["weight"], 2.0);
+  EXPECT_EQ(role["verifiers"], GrpoRewardConfig(*spec));
+
+  absl::StatusOr<JobSpec> scored = Parse(absl::StrCat(
+      "reward: {judge: {model: ", judge, ", template: '{response}', score: {min: 1, max: 5}}}\n"));
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  EXPECT_EQ(RewardRoleConfig(*scored)["score"], nlohmann::json({{"min", 1.0}, {"max", 5.0}}));
+  EXPECT_FALSE(RewardRoleConfig(*scored).contains("verdicts"));
+
+  auto parse_error = [](const std::string& extra) {
+    absl::StatusOr<JobSpec> s = Parse(extra);
+    return s.ok() ? std::string("OK") : std::string(s.status().message());
+  };
+  EXPECT_THAT(parse_error("reward: {judge: {template: '{response}'}}\n"),
+              HasSubstr("reward.judge.template: configures reward.judge.model, which is not set"));
+  const std::string model = absl::StrCat("reward: {judge: {model: ", judge);
+  EXPECT_THAT(parse_error(model + ", verdicts: {Y: 1}}}\n"),
+              HasSubstr("reward.judge.template: the judge needs its prompt template"));
+  EXPECT_THAT(parse_error(model + ", template: '{response}'}}\n"),
+              HasSubstr("give exactly one of verdicts"));
+  EXPECT_THAT(
+      parse_error(model +
+                  ", template: '{response}', verdicts: {Y: 1}, score: {min: 0, max: 1}}}\n"),
+      HasSubstr("reward.judge.score: give exactly one of verdicts"));
+  EXPECT_THAT(parse_error(model + ", template: '{response}', verdicts: {Y: yes}}}\n"),
+              HasSubstr("expected the verdict's reward (a number), got \"yes\""));
+  EXPECT_THAT(parse_error(model + ", template: '{response}', score: {min: 3, max: 3}}}\n"),
+              HasSubstr("reward.judge.score: min (3) must be below max (3)"));
+  EXPECT_THAT(parse_error(model + ", template: '{response}', verdicts: {Y: 1}, slots: 0}}\n"),
+              HasSubstr("reward.judge.slots"));
+  EXPECT_THAT(parse_error(model + ", template: '{response}', verdicts: {Y: 1}, topk: 3}}\n"),
+              HasSubstr("topk"));
+
+  auto check_error = [](const std::string& extra) {
+    absl::StatusOr<JobSpec> s = Parse(extra);
+    if (!s.ok()) return std::string(s.status().message());
+    return std::string(CheckGrpoSpec(*s).message());
+  };
+  EXPECT_THAT(check_error(model + ", template: '{prompt} {answer}', verdicts: {Y: 1}}}\n"),
+              HasSubstr("reward.judge.template: template: unknown placeholder {answer}"));
+  EXPECT_THAT(check_error(absl::StrCat("reward: {judge: {model: ", judge,
+                                       "-missing, template: '{response}', verdicts: {Y: 1}}}\n")),
+              HasSubstr("reward.judge.model: " + judge + "-missing is not a model directory"));
+  EXPECT_THAT(check_error(model + ", template: '{response}', verdicts: {Y: 1}}}\n"
+                                  "actors: {reward: {type: RewardServer}}\n"),
+              HasSubstr("reward.judge is served by the Judge actor, not RewardServer"));
+}
+
 TEST(GrpoSpec, RefusesProfileStepsItCannotHonour) {
   for (const char* bad : {"[2, 1]", "[0, 1]", "3", "[1, 2, 3]", "[1, x]"}) {
     absl::StatusOr<JobSpec> spec =

@@ -832,9 +832,13 @@ class JobSpecReader {
     if (!written_.clip_eps_low) s.algorithm.clip_eps_low = s.algorithm.clip_eps;
     if (!written_.clip_eps_high) s.algorithm.clip_eps_high = s.algorithm.clip_eps;
     if (!written_.max_new_tokens) s.rollout.max_new_tokens = s.data.max_response_length;
-    // A reward model is served by the RewardModel actor unless another type is named.
+    // A reward model is served by the RewardModel actor unless another type is named; a judge
+    // by the Judge actor.
     if (!s.reward.model.empty() && !ctx_->locs.contains("actors.reward.type")) {
       s.actors.reward.type = "RewardModel";
+    }
+    if (!s.reward.judge.model.empty() && !ctx_->locs.contains("actors.reward.type")) {
+      s.actors.reward.type = "Judge";
     }
     // Recipe ppo runs GAE with a critic unless told otherwise; gae brings its critic.
     if (s.recipe == "ppo" && !ctx_->locs.contains("algorithm.adv_estimator")) {
@@ -879,6 +883,7 @@ class JobSpecReader {
     if (s.reward.model.empty() && ctx_->locs.contains("reward.model_weight")) {
       Add("reward.model_weight", "weighs reward.model's score, and no reward.model is set");
     }
+    CheckJudge(s);
     const OverlongBufferSpec& o = s.reward.overlong_buffer;
     if (o.enable && (o.len <= 0 || o.len >= s.data.max_response_length)) {
       Add("reward.overlong_buffer.len",
@@ -1171,6 +1176,43 @@ class JobSpecReader {
     d.Finish();
   }
 
+  // reward.judge's keys together (each key's own type was checked when read).
+  void CheckJudge(const JobSpec& s) {
+    const JudgeSpec& j = s.reward.judge;
+    if (j.model.empty()) {
+      for (const auto& [key, where] : ctx_->locs) {
+        if (absl::StartsWith(key, "reward.judge.")) {
+          Add(key, "configures reward.judge.model, which is not set");
+          return;
+        }
+      }
+      return;
+    }
+    if (!s.reward.model.empty()) {
+      Add("reward.judge.model",
+          "the reward role runs one actor: a reward model (reward.model) or a judge, not both");
+    }
+    if (j.template_text.empty()) {
+      Add("reward.judge.template",
+          "the judge needs its prompt template, e.g. \"{prompt}{response}|\" ({prompt}, "
+          "{response}, {reference} are filled in per sample)");
+    }
+    if (j.score == !j.verdicts.empty()) {
+      Add(j.score ? "reward.judge.score" : "reward.judge.verdicts",
+          "give exactly one of verdicts (label: value, e.g. {Y: 1, N: 0}) and score ({min, max})");
+    }
+    for (auto it = j.verdicts.begin(); it != j.verdicts.end(); ++it) {
+      if (!it.value().is_number()) {
+        Add(absl::StrCat("reward.judge.verdicts.", it.key()),
+            absl::StrCat("expected the verdict's reward (a number), got ", it.value().dump()));
+      }
+    }
+    if (j.score && !(j.score_min < j.score_max)) {
+      Add("reward.judge.score",
+          absl::StrCat("min (", j.score_min, ") must be below max (", j.score_max, ")"));
+    }
+  }
+
   void ReadReward(Section& r) {
     RewardSpec& reward = spec_->reward;
     r.NameList("name", &reward.names);
@@ -1178,6 +1220,20 @@ class JobSpecReader {
     r.Json("config", &reward.config);
     r.String("model", &reward.model);
     r.Double("model_weight", &reward.model_weight, NonNegative());
+    Section judge = r.Sub("judge");
+    JudgeSpec& j = reward.judge;
+    judge.String("model", &j.model);
+    judge.String("template", &j.template_text);
+    judge.Json("verdicts", &j.verdicts);
+    Section score = judge.Sub("score");
+    j.score = score.Double("min", &j.score_min, AtLeast(-kInf)) != nullptr;
+    j.score = (score.Double("max", &j.score_max, AtLeast(-kInf)) != nullptr) || j.score;
+    score.Finish();
+    judge.Int("max_new_tokens", &j.max_new_tokens, Positive());
+    judge.Int("slots", &j.slots, Positive());
+    judge.Bool("add_bos", &j.add_bos);
+    judge.Double("weight", &j.weight, AtLeast(-kInf));
+    judge.Finish();
     Section overlong = r.Sub("overlong_buffer");
     overlong.Bool("enable", &reward.overlong_buffer.enable);
     overlong.Int("len", &reward.overlong_buffer.len, Positive());
@@ -1432,7 +1488,7 @@ ordered_json ToJsonValue(const JobSpec& s) {
   }
   j["data"] = std::move(data);
   if (!s.reward.names.empty() || !s.reward.config.empty() || s.reward.overlong_buffer.enable ||
-      !s.reward.model.empty()) {
+      !s.reward.model.empty() || !s.reward.judge.model.empty()) {
     ordered_json reward;
     if (!s.reward.names.empty()) reward["name"] = s.reward.names;
     if (!s.reward.weights.empty()) reward["weights"] = s.reward.weights;
@@ -1440,6 +1496,21 @@ ordered_json ToJsonValue(const JobSpec& s) {
     if (!s.reward.model.empty()) {
       reward["model"] = s.reward.model;
       reward["model_weight"] = s.reward.model_weight;
+    }
+    if (const JudgeSpec& jd = s.reward.judge; !jd.model.empty()) {
+      ordered_json judge;
+      judge["model"] = jd.model;
+      judge["template"] = jd.template_text;
+      if (jd.score) {
+        judge["score"] = {{"min", jd.score_min}, {"max", jd.score_max}};
+      } else {
+        judge["verdicts"] = ordered_json::parse(jd.verdicts.dump());
+      }
+      judge["max_new_tokens"] = jd.max_new_tokens;
+      judge["slots"] = jd.slots;
+      judge["add_bos"] = jd.add_bos;
+      judge["weight"] = jd.weight;
+      reward["judge"] = std::move(judge);
     }
     if (s.reward.overlong_buffer.enable) {
       ordered_json overlong;

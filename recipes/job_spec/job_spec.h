@@ -166,6 +166,22 @@ struct OverlongBufferSpec {
   double penalty_factor = 1.0;
 };
 
+// reward.judge: a generative model that reads each sample through `template` and replies with a
+// verdict (or a score), served by the Judge actor (actors/judge.h); added with `weight` to the
+// rewards above. model "" = none.
+struct JudgeSpec {
+  std::string model;
+  std::string template_text;
+  nlohmann::json verdicts = nlohmann::json::object();  // label -> value; {} = score mode
+  bool score = false;                                  // reward.judge.score given
+  double score_min = 0;
+  double score_max = 10;
+  int64_t max_new_tokens = 8;
+  int64_t slots = 32;
+  bool add_bos = true;
+  double weight = 1.0;
+};
+
 struct RewardSpec {
   std::vector<std::string> names;
   std::vector<double> weights;                       // Empty = 1 each; else one per name.
@@ -176,6 +192,7 @@ struct RewardSpec {
   // role then runs the RewardModel actor (actors/reward_model.h).
   std::string model;
   double model_weight = 1.0;
+  JudgeSpec judge;
 };
 
 struct KlSpec {

@@ -76,6 +76,23 @@ const std::vector<KeyDoc>& KeyDocs() {
        "a trained reward model's directory (recipe rm's output) scoring every sample, served by "
        "the RewardModel actor; added to the rewards above (weight them 0 to use it alone)"},
       {"reward.model_weight", "the reward model score's weight"},
+      {"reward.judge.model",
+       "a generative judge's model directory (a causal LM with tokenizer.json, e.g. recipe sft's "
+       "output) that reads every sample and replies with a verdict, served by the Judge actor "
+       "with continuous batching; added to the rewards above (weight them 0 to use it alone)"},
+      {"reward.judge.template",
+       "the judge's prompt: {prompt} (the policy's prompt text), {response}, {reference} (the "
+       "reference answer) filled in per sample; {{ and }} for braces"},
+      {"reward.judge.verdicts",
+       "label: reward, e.g. {Y: 1, N: 0}; the reply (trimmed, any case) must start with a label; "
+       "a reply that does not is a counted failure (reward 0, Sample.reward_error)"},
+      {"reward.judge.score.min",
+       "score mode: the lowest score accepted (the reply's first number)"},
+      {"reward.judge.score.max", "score mode: the highest score accepted"},
+      {"reward.judge.max_new_tokens", "the most tokens of a judge's reply (greedy)"},
+      {"reward.judge.slots", "samples the judge decodes together (KV-cache slots)"},
+      {"reward.judge.add_bos", "put the judge tokenizer's bos before every judge prompt"},
+      {"reward.judge.weight", "the judge value's weight in the reward"},
       {"reward.overlong_buffer.enable",
        "DAPO's overlong reward shaping: responses longer than data.max_response_length - len "
        "lose up to penalty_factor, linearly (reward/overlong)"},
