@@ -272,6 +272,8 @@ absl::StatusOr<std::vector<int32_t>> JudgeCore::Prepare(proto::Sample& s) const 
         (*s.mutable_reward_components())[k] = static_cast<float>(v);
       }
     } catch (const std::exception& e) {
+      s.set_reward(0);
+      s.mutable_reward_components()->clear();
       return absl::InternalError(e.what());
     }
   }
@@ -344,7 +346,7 @@ Future<proto::ScoreReply> JudgeCore::Score(const proto::ScoreRequest& req) {
 
 void JudgeCore::Fail(Pending& p, proto::Sample& s, const std::string& error) {
   s.set_reward(0);
-  s.mutable_reward_components()->clear();
+  s.mutable_reward_components()->erase("judge/score");
   s.set_reward_error(error);
   p.reply.set_failures(p.reply.failures() + 1);
   ++stats_.failures;

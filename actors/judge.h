@@ -22,8 +22,10 @@
 //
 // A reply that cannot be parsed, a sample that cannot be judged (no response text, a prompt
 // longer than the judge's context) or a verifier that throws is scored as failed, as a
-// RewardServer does: reward 0, no components, the reason (with the judge's reply) in
-// Sample.reward_error, counted in ScoreReply.failures; never a crash, and the request goes on.
+// RewardServer does: reward 0, the reason (with the judge's reply) in Sample.reward_error, counted
+// in ScoreReply.failures; never a crash, and the request goes on. The verifiers' components are
+// kept when only the judge failed (an evaluation still counts their "correct"); a verifier that
+// throws leaves none.
 //
 // Continuous batching: Score only queues the request's samples and returns a future; one serving
 // thread runs the judge model's GenerationEngine::Serve, which pulls queued samples into free

@@ -1,7 +1,5 @@
 #include "actors/judge.h"
 
-#include <torch/torch.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -9,11 +7,9 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/transformer.h"
 
 namespace troupe::actors {
 namespace {
@@ -30,40 +26,16 @@ std::string TmpDir() {
   return tmp != nullptr ? tmp : "/tmp";
 }
 
-// A judge whose reply depends only on the last character it reads (every attention and MLP
-// output is zero, so the model is a bigram table): after '1' it says "Y", after '7' it babbles
-// "++++" (no verdict), after anything else "N"; Y and N are followed by eos. With the template
-// "{prompt}{response}" the verdict is therefore a function of the response's last digit, which
-// the tests below pick.
+// A judge whose reply depends only on the last character it reads (actors/tiny_policy.h's bigram
+// policy): after '1' it says "Y", after '7' it babbles "++++" (no verdict), after anything else
+// "N"; Y and N are followed by eos. With the template "{prompt}{response}" the verdict is therefore
+// a function of the response's last digit, which the tests below pick.
 const std::string& BigramJudgeDir() {
   static const std::string dir = [] {
     const std::string d = TmpDir() + "/judge_test_bigram";
     std::filesystem::remove_all(d);
-    absl::Status s = WriteRandomPolicy(d, MicroModelConfig(), /*seed=*/3, kJudgeAlphabet);
-    EXPECT_TRUE(s.ok()) << s;
-    absl::StatusOr<PolicyModel> judge = LoadPolicy(d);
-    EXPECT_TRUE(judge.ok()) << judge.status();
-    models::CausalLMImpl& m = *judge->model;
-    const int64_t vocab = m.config().vocab_size;
-    torch::NoGradGuard no_grad;
-    for (auto& p : m.named_parameters()) p.value().zero_();
-    m.named_parameters()["model.norm.weight"].fill_(1);
-    at::Tensor embed = m.named_parameters()["model.embed_tokens.weight"];
-    at::Tensor head = m.named_parameters()["lm_head.weight"];
-    for (int64_t i = 0; i < vocab; ++i) embed[i][i] = 1;
-    auto next = [&](int32_t after, int32_t token) { head[token][after] = 10; };
-    for (int64_t i = 0; i < vocab; ++i) next(static_cast<int32_t>(i), Id('N'));
-    next(Id('1'), Id('Y'));
-    head[Id('N')][Id('1')] = 0;
-    next(Id('7'), Id('+'));
-    head[Id('N')][Id('7')] = 0;
-    next(Id('+'), Id('+'));
-    head[Id('N')][Id('+')] = 0;
-    for (char c : {'Y', 'N'}) {
-      next(Id(c), kEos);
-      head[Id('N')][Id(c)] = 0;
-    }
-    s = models::SavePretrained(m, d);
+    const absl::Status s = WriteBigramPolicy(
+        d, kJudgeAlphabet, {{'1', 'Y'}, {'7', '+'}, {'+', '+'}, {'Y', '\0'}, {'N', '\0'}}, 'N');
     EXPECT_TRUE(s.ok()) << s;
     return d;
   }();
@@ -221,6 +193,24 @@ TEST(JudgeCore, AddsTheWeightedVerdictToTheVerifiersAndKeepsTheirComponents) {
     EXPECT_EQ(b.reward_components().at("judge/score"), verdict[i]);
     EXPECT_FLOAT_EQ(b.reward(), a.reward() + 2 * verdict[i]) << "sample " << i;
   }
+}
+
+TEST(JudgeCore, AReplyItCannotParseKeepsTheVerifiersVerdictForEvaluations) {
+  nlohmann::json config = JudgeConfig();
+  config["verifiers"] = {{"task", "arithmetic"}};
+  absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(config);
+  ASSERT_TRUE(core.ok()) << core.status();
+  Server server(**core);
+  // "27" is right, and the judge babbles after a 7.
+  absl::StatusOr<proto::ScoreReply> reply =
+      (*core)->Score(Request(1, {"27"}, /*answer=*/"27")).Get(absl::Seconds(30));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  const proto::Sample& s = reply->groups(0).samples(0);
+  EXPECT_EQ(reply->failures(), 1);
+  EXPECT_EQ(s.reward(), 0.0f);
+  EXPECT_THAT(s.reward_error(), HasSubstr("cannot parse the judge's reply"));
+  EXPECT_EQ(s.reward_components().at("correct"), 1.0f);
+  EXPECT_EQ(s.reward_components().count("judge/score"), 0u);
 }
 
 TEST(JudgeCore, BatchesTheSamplesOfRequestsFromManyCallersTogether) {

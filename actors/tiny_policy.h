@@ -16,6 +16,7 @@
 #define TROUPE_ACTORS_TINY_POLICY_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -38,6 +39,16 @@ absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig confi
 absl::Status WriteRandomPolicy(const std::string& dir, models::ModelConfig config, uint64_t seed,
                                const models::Tokenizer& tokenizer,
                                const std::string& tokenizer_json);
+
+// A policy with known output, for tests that need one (a judge whose verdict is a function of what
+// it reads): a model of MicroModelConfig()'s sizes over a CharTokenizer of `alphabet` whose every
+// attention and MLP output is zero, so its next token depends only on the current one, a bigram
+// table. After character a it emits next[a] (a character of the alphabet, or '\0' for the eos),
+// and `otherwise` after a character not in `next` (and after bos/eos/pad); the chosen token's logit
+// leads the others by about 57, so greedy and sampled outputs agree. Writes `dir` as
+// WriteRandomPolicy does. InvalidArgument for a character outside the alphabet.
+absl::Status WriteBigramPolicy(const std::string& dir, const std::string& alphabet,
+                               const std::map<char, char>& next, char otherwise);
 
 // examples/models/tiny.json's sizes (hidden 128, 4 layers, 4 heads, 2 key/value heads).
 models::ModelConfig TinyModelConfig();

@@ -59,6 +59,10 @@ constexpr MetricInfo kCatalog[] = {
      "trained on."},
     {n::kScoreMax, "", "driver", "Highest sample reward of the step's batch."},
     {n::kScoreMin, "", "driver", "Lowest sample reward of the step's batch."},
+    {n::kScoreFailures, "samples", "driver",
+     "Samples of the step's batch whose scoring failed (a verifier that threw, a reward model that "
+     "could not score, a judge reply that could not be parsed): reward 0, the reason in "
+     "Sample.reward_error and the reward actor's log."},
     {n::kAdvantagesMean, "", "trainer",
      "Mean advantage over the batch's response tokens (GRPO: group-normalised reward, broadcast "
      "over the sample's tokens)."},
@@ -163,6 +167,9 @@ constexpr MetricInfo kCatalog[] = {
      "the response finished): the run's curve and summary use it."},
     {"val/test_score/<data_source>", "", "evaluation",
      "Mean reward of the held-out samples of one data source (verl's name)."},
+    {n::kValScoreFailures, "samples", "evaluation",
+     "Held-out samples whose scoring failed without a `correct` component (a verifier that "
+     "threw): counted as not correct, logged by the reward actor."},
     {n::kValPairAccuracy, "fraction", "evaluation",
      "Recipe rm: share of the held-out preference pairs (`data.val_files`) whose chosen "
      "response the reward model scores above the rejected one."},

@@ -84,6 +84,7 @@ inline constexpr char kTimingValues[] = "timing_s/values";
 inline constexpr char kScoreMean[] = "critic/score/mean";
 inline constexpr char kScoreMax[] = "critic/score/max";
 inline constexpr char kScoreMin[] = "critic/score/min";
+inline constexpr char kScoreFailures[] = "critic/score/failures";
 inline constexpr char kRewardComponentPrefix[] = "reward/";  // + component name
 inline constexpr char kResponseLengthMean[] = "response_length/mean";
 inline constexpr char kResponseLengthMax[] = "response_length/max";
@@ -113,6 +114,7 @@ inline constexpr char kGenThroughput[] = "perf/gen_throughput";
 // Evaluation on the held-out set.
 inline constexpr char kValAccuracy[] = "val/accuracy";
 inline constexpr char kValTestScorePrefix[] = "val/test_score/";  // + data source
+inline constexpr char kValScoreFailures[] = "val/score_failures";
 inline constexpr char kValPairAccuracy[] = "val/pair_accuracy";   // recipe rm
 // Recipe rm: the reward model trained in the driver (recipes/rm/rm_recipe.cc).
 inline constexpr char kRmLoss[] = "rm/loss";

@@ -255,11 +255,14 @@ class GrpoRecipe : public Recipe {
         scoring_->ScoreEvaluation(std::move(c.groups), &state_.result().call_retries));
     c.correct = scores.correct;
     const double acc = 1.0 * c.correct / c.total, took = SecondsSince(start);
-    state_.Log(
-        absl::StrFormat("eval at step %d (weights %s): held-out exact match %.1f%% (%d/%d) "
-                        "in %.1fs",
-                        state_.step(), c.versions(), 100 * acc, c.correct, c.total, took));
-    std::map<std::string, double> eval = {{n::kTimingTesting, took}};
+    state_.Log(absl::StrFormat(
+        "eval at step %d (weights %s): held-out exact match %.1f%% (%d/%d) "
+        "in %.1fs%s",
+        state_.step(), c.versions(), 100 * acc, c.correct, c.total, took,
+        scores.failures == 0 ? ""
+                             : absl::StrCat(" (", scores.failures, " scored as failed)").c_str()));
+    std::map<std::string, double> eval = {{n::kTimingTesting, took},
+                                          {n::kValScoreFailures, scores.failures}};
     for (const auto& [source, mean] : scores.mean_reward) {
       eval[absl::StrCat(n::kValTestScorePrefix, source.empty() ? "unknown" : source)] = mean;
     }

@@ -61,11 +61,18 @@ absl::StatusOr<ScoringPool::EvalScores> ScoringPool::ScoreEvaluation(
     for (const proto::SampleGroup& g : reply->groups()) {
       for (const proto::Sample& s : g.samples()) {
         auto it = s.reward_components().find("correct");
+        if (it == s.reward_components().end() && !s.reward_error().empty()) {
+          // Scored as failed (a verifier that threw): not correct, and counted; one such sample
+          // must not end the run.
+          ++out.failures;
+          out.mean_reward[s.data_source()] += s.reward();
+          ++per_source[s.data_source()];
+          continue;
+        }
         if (it == s.reward_components().end()) {
           return absl::InvalidArgumentError(absl::StrCat(
               "evaluation: the reward of data source \"", s.data_source(),
-              "\" sets no \"correct\" component, so held-out accuracy cannot be counted",
-              s.reward_error().empty() ? "" : absl::StrCat(" (", s.reward_error(), ")")));
+              "\" sets no \"correct\" component, so held-out accuracy cannot be counted"));
         }
         out.correct += s.finish_reason() == "stop" && it->second >= 0.5f;
         out.mean_reward[s.data_source()] += s.reward();

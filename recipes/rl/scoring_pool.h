@@ -45,13 +45,15 @@ class ScoringPool {
   // >= 0.5, and the mean reward of each data source's samples.
   struct EvalScores {
     int64_t correct = 0;
+    int64_t failures = 0;  // samples scored as failed (reward_error, no "correct"): not correct
     std::map<std::string, double> mean_reward;  // by Sample::data_source ("" if unset)
   };
 
   // Evaluation: scores `groups` now (blocking; retried on the live replicas as CallWithRetry
   // does) and counts the correct samples (every verifier sets "correct"; for arithmetic it is
-  // exact match, so a task's numbers keep their meaning). INVALID_ARGUMENT naming the data
-  // source if a reward sets no "correct" component.
+  // exact match, so a task's numbers keep their meaning). A sample scored as failed without a
+  // "correct" component counts as not correct (EvalScores::failures). INVALID_ARGUMENT naming
+  // the data source if a reward that did not fail sets no "correct" component.
   absl::StatusOr<EvalScores> ScoreEvaluation(std::vector<proto::SampleGroup> groups,
                                              int64_t* retries);
 

@@ -46,6 +46,7 @@ SampleSummary SummarizeSamples(const std::vector<proto::SampleGroup>& groups,
       response.Add(s.response_tokens_size());
       prompt.Add(s.prompt_tokens_size());
       clipped += s.finish_reason() == "length";
+      out.failures += !s.reward_error().empty();
       ++out.samples;
     }
   }
@@ -67,6 +68,7 @@ std::map<std::string, double> SampleSummary::Metrics() const {
       {n::kScoreMean, score.mean},
       {n::kScoreMax, score.max},
       {n::kScoreMin, score.min},
+      {n::kScoreFailures, static_cast<double>(failures)},
       {n::kResponseLengthMean, response_length.mean},
       {n::kResponseLengthMax, response_length.max},
       {n::kResponseLengthMin, response_length.min},

@@ -29,12 +29,14 @@ struct SampleSummary {
   Spread response_length;  // response tokens
   Spread prompt_length;    // prompt tokens
   double clip_ratio = 0;   // share with finish_reason "length"
+  int64_t failures = 0;    // samples with a reward_error (scored as failed)
   // Mean of each reward component over the samples (0 where a sample lacks it), by name.
   std::map<std::string, double> components;
   std::vector<double> staleness;  // one per sample
   double max_staleness = 0;
 
-  // The step's metrics from these (empty for no samples): critic/score/*, reward/<component>,
+  // The step's metrics from these (empty for no samples): critic/score/* (failures included),
+  // reward/<component>,
   // response_length/*, prompt_length/*, rollout/staleness_{mean,max}.
   std::map<std::string, double> Metrics() const;
 };

@@ -7,7 +7,8 @@ namespace troupe::recipes {
 namespace {
 
 // Four samples: versions 5, 5, 3, 3; responses of 1..4 tokens (the last cut at the length
-// limit); prompts of 2, 3, 2, 3 tokens; rewards 1, 0, 1, 0.5; "correct" on samples 0 and 2.
+// limit); prompts of 2, 3, 2, 3 tokens; rewards 1, 0, 1, 0.5; "correct" on samples 0 and 2;
+// sample 1 scored as failed.
 proto::SampleGroup FourSamples() {
   proto::SampleGroup g;
   const float rewards[] = {1, 0, 1, 0.5f};
@@ -19,6 +20,7 @@ proto::SampleGroup FourSamples() {
     s->set_finish_reason(i == 3 ? "length" : "stop");
     s->set_reward(rewards[i]);
     if (i % 2 == 0) (*s->mutable_reward_components())["correct"] = 1;
+    if (i == 1) s->set_reward_error("cannot parse the judge's reply 'x'");
   }
   return g;
 }
@@ -33,6 +35,7 @@ TEST(StepMetrics, SummarizesScoresLengthsAndStaleness) {
   EXPECT_DOUBLE_EQ(m.at("critic/score/mean"), 2.5 / 4);
   EXPECT_DOUBLE_EQ(m.at("critic/score/max"), 1);
   EXPECT_DOUBLE_EQ(m.at("critic/score/min"), 0);
+  EXPECT_DOUBLE_EQ(m.at("critic/score/failures"), 1);
   EXPECT_DOUBLE_EQ(m.at("response_length/mean"), 2.5);
   EXPECT_DOUBLE_EQ(m.at("response_length/max"), 4);
   EXPECT_DOUBLE_EQ(m.at("response_length/min"), 1);
@@ -64,7 +67,8 @@ TEST(StepMetrics, ReportsTheMeanOfEveryRewardComponent) {
   const std::map<std::string, double> m = SummarizeSamples({g}, 0).Metrics();
   EXPECT_DOUBLE_EQ(m.at("reward/correct"), 0.25);
   EXPECT_DOUBLE_EQ(m.at("reward/digit_credit"), 0.25);  // absent counts as 0
-  EXPECT_EQ(m.size(), 14u);                             // 12 fixed + 2 components
+  EXPECT_DOUBLE_EQ(m.at("critic/score/failures"), 0);
+  EXPECT_EQ(m.size(), 15u);  // 13 fixed + 2 components
 }
 
 }  // namespace
