@@ -115,7 +115,7 @@ inline constexpr char kGenThroughput[] = "perf/gen_throughput";
 inline constexpr char kValAccuracy[] = "val/accuracy";
 inline constexpr char kValTestScorePrefix[] = "val/test_score/";  // + data source
 inline constexpr char kValScoreFailures[] = "val/score_failures";
-inline constexpr char kValPairAccuracy[] = "val/pair_accuracy";   // recipe rm
+inline constexpr char kValPairAccuracy[] = "val/pair_accuracy";  // recipe rm
 // Recipe rm: the reward model trained in the driver (recipes/rm/rm_recipe.cc).
 inline constexpr char kRmLoss[] = "rm/loss";
 inline constexpr char kRmAccuracy[] = "rm/accuracy";
