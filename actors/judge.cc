@@ -102,7 +102,17 @@ absl::StatusOr<JudgeTemplate> ParseJudgeTemplate(absl::string_view text) {
 }
 
 absl::StatusOr<double> VerdictParser::Parse(absl::string_view reply) const {
-  const absl::string_view text = absl::StripAsciiWhitespace(reply);
+  absl::string_view text = reply;
+  if (!marker.empty()) {
+    const size_t at = reply.rfind(marker);
+    if (at == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot parse the judge's reply ",
+                                                     Quoted(reply), ": it has no ", Quoted(marker),
+                                                     " before its verdict"));
+    }
+    text = reply.substr(at + marker.size());
+  }
+  text = absl::StripAsciiWhitespace(text);
   if (verdicts.empty()) {
     // Score mode: the first number in the reply.
     size_t i = 0;
@@ -155,9 +165,9 @@ JudgeCore::~JudgeCore() = default;
 
 absl::StatusOr<std::unique_ptr<JudgeCore>> JudgeCore::Create(const nlohmann::json& config) {
   if (!config.is_object()) return ConfigError("expected a JSON object");
-  static const char* const kKeys[] = {"model_dir", "template",       "verdicts",
-                                      "score",     "weight",         "slots",
-                                      "add_bos",   "max_new_tokens", "verifiers"};
+  static const char* const kKeys[] = {"model_dir",      "template", "verdicts", "score",
+                                      "marker",         "weight",   "slots",    "add_bos",
+                                      "max_new_tokens", "verifiers"};
   for (auto it = config.begin(); it != config.end(); ++it) {
     if (std::find_if(std::begin(kKeys), std::end(kKeys),
                      [&](const char* k) { return it.key() == k; }) == std::end(kKeys)) {
@@ -209,6 +219,12 @@ absl::StatusOr<std::unique_ptr<JudgeCore>> JudgeCore::Create(const nlohmann::jso
       return ConfigError(absl::StrCat("score: min (", core->parser_.min, ") must be below max (",
                                       core->parser_.max, ")"));
     }
+  }
+  if (config.contains("marker")) {
+    if (!config["marker"].is_string()) {
+      return ConfigError(absl::StrCat("marker: expected a string, got ", config["marker"].dump()));
+    }
+    core->parser_.marker = config["marker"].get<std::string>();
   }
   auto positive_int = [&](const char* key, int64_t* out) -> absl::Status {
     if (!config.contains(key)) return absl::OkStatus();
@@ -421,6 +437,8 @@ absl::Status JudgeCore::Serve(const std::function<bool()>& stop) {
     {
       absl::MutexLock lock(&mutex_);
       stats_.max_batch = std::max(stats_.max_batch, engine_->stats().max_active_slots);
+      stats_.decode_steps = engine_->stats().steps;
+      stats_.tokens = engine_->stats().generated_tokens;
     }
     if (status.ok()) break;
     TROUPE_LOG(ERROR) << "judge: the judge model failed (its samples scored as failed): " << status;
@@ -437,6 +455,12 @@ absl::Status JudgeCore::Serve(const std::function<bool()>& stop) {
   in_flight_.clear();
   queue_.clear();
   stopped_ = true;
+  const JudgeStats& st = stats_;
+  TROUPE_LOG(INFO) << absl::StrFormat(
+      "judge: served %d requests, %d samples (%d scored as failed, %d replies not a verdict); "
+      "%d reply tokens in %d decode steps (mean batch %.1f, max %d)",
+      st.requests, st.samples, st.failures, st.parse_failures, st.tokens, st.decode_steps,
+      st.decode_steps > 0 ? 1.0 * st.tokens / st.decode_steps : 0.0, st.max_batch);
   return status;
 }
 

@@ -14,6 +14,9 @@
 //             insensitive) or starts with one followed by a character that is not a letter or
 //             digit ("Yes." is "yes"; "Yesterday" is nothing); the longest matching label wins;
 //   score     {"min": 0, "max": 10}: the first number in the reply, which must lie in [min, max].
+// With a `marker` (e.g. "Verdict:") the verdict or score is read from the text after the marker's
+// last occurrence, so the judge may reason first ("23+58=81|" -> "81=Y" with marker "="); a reply
+// without the marker cannot be parsed.
 // The sample's reward is
 //   weight · value + the verifiers' reward (a RewardServer's, reward/reward_set.h)
 // with the judge's value as the component "judge/score". The verifiers' components are kept
@@ -36,6 +39,7 @@
 //
 // Config (JSON): {"model_dir": DIR (a causal LM with tokenizer.json: recipe sft's output),
 //   "template": "...", "verdicts": {label: value, ...} | "score": {"min": a, "max": b},
+//   "marker": "" (none),
 //   "max_new_tokens": 8, "slots": 32, "add_bos": true, "weight": 1.0, "verifiers": <a
 //   RewardServer's config>}. Create refuses, naming the key: an unknown key, a template without
 //   {response} or with an unknown {placeholder} or an unmatched brace, neither or both of
@@ -90,6 +94,7 @@ absl::StatusOr<JudgeTemplate> ParseJudgeTemplate(absl::string_view text);
 struct VerdictParser {
   std::map<std::string, double> verdicts;  // label -> value; empty = score mode
   double min = 0, max = 0;                 // score mode: the accepted range
+  std::string marker;                      // "" = read the reply from its start
 
   // The value of `reply`, or InvalidArgument saying what was expected (see the file comment).
   absl::StatusOr<double> Parse(absl::string_view reply) const;
@@ -102,6 +107,8 @@ struct JudgeStats {
   int64_t failures = 0;        // Samples scored as failed (unparseable reply included).
   int64_t parse_failures = 0;  // Replies that were not a verdict / score.
   int64_t max_batch = 0;       // Most samples decoded together (the engine's busiest step).
+  int64_t decode_steps = 0;    // Engine steps (one forward over every running sample).
+  int64_t tokens = 0;          // Reply tokens generated: tokens / decode_steps = mean batch.
 };
 
 // The computation, without the actor (tests).

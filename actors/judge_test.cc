@@ -128,6 +128,21 @@ TEST(VerdictParser, ReadsALabelAtTheStartOfTheReplyAndNothingElse) {
   EXPECT_THAT(p.Parse(std::string(60, 'x')).status().message(), HasSubstr("xxx...'"));
 }
 
+TEST(VerdictParser, WithAMarkerReadsTheVerdictAfterItsLastOccurrence) {
+  VerdictParser p;
+  p.verdicts = {{"Y", 1.0}, {"N", 0.0}};
+  p.marker = "=";
+  EXPECT_EQ(*p.Parse("81=Y"), 1.0);
+  EXPECT_EQ(*p.Parse("1=2=N"), 0.0);
+  EXPECT_THAT(p.Parse("Y").status().message(), HasSubstr("it has no '=' before its verdict"));
+  EXPECT_THAT(p.Parse("81=").status().message(), HasSubstr("expected a verdict (N, Y)"));
+  VerdictParser score;
+  score.min = 1;
+  score.max = 5;
+  score.marker = "Score:";
+  EXPECT_EQ(*score.Parse("7 apples, 2 pears. Score: 4"), 4.0);
+}
+
 TEST(VerdictParser, ScoreModeReadsTheFirstNumberInRange) {
   VerdictParser p;
   p.min = 0;
@@ -231,6 +246,9 @@ TEST(JudgeCore, BatchesTheSamplesOfRequestsFromManyCallersTogether) {
   }
   EXPECT_TRUE(server.Stop().ok());
   EXPECT_EQ((*core)->stats().max_batch, 12);
+  // Every reply is a verdict and its eos: 24 tokens in 2 steps of the whole batch.
+  EXPECT_EQ((*core)->stats().tokens, 24);
+  EXPECT_EQ((*core)->stats().decode_steps, 2);
   // Stopped: a later request fails at once instead of waiting for a server that is gone.
   absl::StatusOr<proto::ScoreReply> late = (*core)->Score(Request(9, {"1"})).Get(absl::Seconds(5));
   EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);

@@ -82,13 +82,10 @@ nlohmann::json GrpoRewardConfig(const JobSpec& spec) {
 
 nlohmann::json RewardRoleConfig(const JobSpec& spec) {
   if (const JudgeSpec& j = spec.reward.judge; !j.model.empty()) {
-    nlohmann::json judge = {{"model_dir", j.model},
-                            {"template", j.template_text},
-                            {"max_new_tokens", j.max_new_tokens},
-                            {"slots", j.slots},
-                            {"add_bos", j.add_bos},
-                            {"weight", j.weight},
-                            {"verifiers", GrpoRewardConfig(spec)}};
+    nlohmann::json judge = {{"model_dir", j.model}, {"template", j.template_text},
+                            {"marker", j.marker},   {"max_new_tokens", j.max_new_tokens},
+                            {"slots", j.slots},     {"add_bos", j.add_bos},
+                            {"weight", j.weight},   {"verifiers", GrpoRewardConfig(spec)}};
     if (j.score) {
       judge["score"] = {{"min", j.score_min}, {"max", j.score_max}};
     } else {

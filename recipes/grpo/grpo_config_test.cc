@@ -380,7 +380,8 @@ TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
   absl::StatusOr<JobSpec> spec = Parse(absl::StrCat(
       "reward:\n  name: [arithmetic]\n  weights: [0]\n  judge:\n    model: ", judge,
       "\n    template: \"Q {prompt} A {response} ok?\"\n    verdicts: {Y: 1.0, N: -0.5}\n"
-      "    max_new_tokens: 3\n    slots: 7\n    add_bos: false\n    weight: 2.0\n"));
+      "    max_new_tokens: 3\n    slots: 7\n    add_bos: false\n    weight: 2.0\n"
+      "    marker: 'Verdict:'\n"));
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->actors.reward.type, "Judge");
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
@@ -390,6 +391,7 @@ TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
   EXPECT_EQ(role["verdicts"], nlohmann::json({{"Y", 1.0}, {"N", -0.5}}));
   EXPECT_FALSE(role.contains("score"));
   EXPECT_EQ(role["max_new_tokens"], 3);
+  EXPECT_EQ(role["marker"], "Verdict:");
   EXPECT_EQ(role["slots"], 7);
   EXPECT_EQ(role["add_bos"], false);
   EXPECT_EQ(role["weight"], 2.0);

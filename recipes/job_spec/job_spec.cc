@@ -1229,6 +1229,7 @@ class JobSpecReader {
     j.score = score.Double("min", &j.score_min, AtLeast(-kInf)) != nullptr;
     j.score = (score.Double("max", &j.score_max, AtLeast(-kInf)) != nullptr) || j.score;
     score.Finish();
+    judge.String("marker", &j.marker);
     judge.Int("max_new_tokens", &j.max_new_tokens, Positive());
     judge.Int("slots", &j.slots, Positive());
     judge.Bool("add_bos", &j.add_bos);
@@ -1506,6 +1507,7 @@ ordered_json ToJsonValue(const JobSpec& s) {
       } else {
         judge["verdicts"] = ordered_json::parse(jd.verdicts.dump());
       }
+      if (!jd.marker.empty()) judge["marker"] = jd.marker;
       judge["max_new_tokens"] = jd.max_new_tokens;
       judge["slots"] = jd.slots;
       judge["add_bos"] = jd.add_bos;

@@ -176,6 +176,7 @@ struct JudgeSpec {
   bool score = false;                                  // reward.judge.score given
   double score_min = 0;
   double score_max = 10;
+  std::string marker;  // the verdict is read after its last occurrence; "" = the reply's start
   int64_t max_new_tokens = 8;
   int64_t slots = 32;
   bool add_bos = true;

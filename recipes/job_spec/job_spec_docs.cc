@@ -86,6 +86,10 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"reward.judge.verdicts",
        "label: reward, e.g. {Y: 1, N: 0}; the reply (trimmed, any case) must start with a label; "
        "a reply that does not is a counted failure (reward 0, Sample.reward_error)"},
+      {"reward.judge.marker",
+       "read the verdict (or score) after the last occurrence of this text in the reply, so the "
+       "judge may reason first (\"Verdict:\"); a reply without it is a counted failure; \"\" = "
+       "the reply's start"},
       {"reward.judge.score.min",
        "score mode: the lowest score accepted (the reply's first number)"},
       {"reward.judge.score.max", "score mode: the highest score accepted"},
