@@ -68,10 +68,17 @@ def off_by_one_digit(answer):
     return out
 
 
-def wrong_answer(a, b, rng):
-    """One wrong answer text for a + b, drawn from WRONG_KINDS."""
+def kind_weights(off_by_one_share):
+    """WRONG_KINDS' weights with off_by_one's share set (the others scaled to the rest)."""
+    rest = sum(w for k, w in WRONG_KINDS if k != "off_by_one")
+    return [off_by_one_share if k == "off_by_one" else w * (1 - off_by_one_share) / rest
+            for k, w in WRONG_KINDS]
+
+
+def wrong_answer(a, b, rng, weights):
+    """One wrong answer text for a + b, of a kind of WRONG_KINDS drawn with `weights`."""
     answer = a + b
-    kind = rng.choices([k for k, _ in WRONG_KINDS], [w for _, w in WRONG_KINDS])[0]
+    kind = rng.choices([k for k, _ in WRONG_KINDS], weights)[0]
     if kind == "dropped_carry" and answer >= 100:
         return f"{answer % 100:02d}"
     if kind in ("dropped_carry", "off_by_one"):
@@ -102,6 +109,9 @@ def main():
                         help="also this many records a training problem that teach the sum "
                              "itself ({\"prompt\": \"23+58=\", \"response\": \"81\"}): "
                              "a judge that has learnt to add checks an answer digit by digit")
+    parser.add_argument("--train-off-by-one", type=float, default=0.45,
+                        help="share of the training wrong answers that are a digit off by one "
+                             "(the hard ones; held-out records keep WRONG_KINDS' 0.45)")
     parser.add_argument("--record-seed", type=int, default=1,
                         help="seeds the wrong answers and the order of the training records")
     args = parser.parse_args()
@@ -111,6 +121,8 @@ def main():
         sys.exit(f"make_arith_judge: --task-heldout must be in [1, {total - 1}]")
     if not 0 < args.heldout < total - args.task_heldout:
         sys.exit(f"make_arith_judge: --heldout must be in [1, {total - args.task_heldout - 1}]")
+    if not 0 <= args.train_off_by_one <= 1:
+        sys.exit("make_arith_judge: --train-off-by-one must be in [0, 1]")
     if args.per_problem < 1 or args.train < 0 or args.sums < 0:
         sys.exit("make_arith_judge: --per-problem must be >= 1, --train and --sums >= 0")
     _, task_train = task_splits(args.seed, args.task_heldout)
@@ -118,22 +130,25 @@ def main():
     if args.train:
         train = train[: args.train]
     rng = random.Random(args.record_seed)
+    train_weights = kind_weights(args.train_off_by_one)
+    val_weights = [w for _, w in WRONG_KINDS]
 
     def record(a, b, answer, verdict):
         return {"prompt": f"{a}+{b}={answer}|", "response": verdict}
 
+    # The held-out records first, so they do not depend on the training options.
+    val_records = [
+        record(a, b, a + b, "Y") if i % 2 == 0 else record(a, b, wrong_answer(a, b, rng, val_weights), "N")
+        for i, (a, b) in enumerate(heldout)
+    ]
     train_records = []
     for a, b in train:
         for _ in range(args.per_problem):
             train_records.append(record(a, b, a + b, "Y"))
-            train_records.append(record(a, b, wrong_answer(a, b, rng), "N"))
+            train_records.append(record(a, b, wrong_answer(a, b, rng, train_weights), "N"))
         for _ in range(args.sums):
             train_records.append({"prompt": f"{a}+{b}=", "response": str(a + b)})
     rng.shuffle(train_records)
-    val_records = [
-        record(a, b, a + b, "Y") if i % 2 == 0 else record(a, b, wrong_answer(a, b, rng), "N")
-        for i, (a, b) in enumerate(heldout)
-    ]
 
     os.makedirs(args.out, exist_ok=True)
     write_jsonl(os.path.join(args.out, "judge_train.jsonl"), train_records)
