@@ -26,9 +26,12 @@ runs/judge-arith/data):
 Wrong answers are of the kinds a policy writes: the careless teacher's dropped final carry of a
 3-digit sum ("93+21=" -> "14"), the units, tens or hundreds digit off by one ("81" -> "82",
 "71", "181"), other wrong numbers of 1 to 3 digits, and a few degenerate ones (no answer, a
-leading zero "081", 4 digits). Deterministic for a given --seed and --record-seed. Usage:
+leading zero "081", 4 digits). Held-out records draw them as a policy would (45% a digit off by
+one); training records over-weight that hardest kind (--train-off-by-one 0.8): length and
+leading-digit cues catch the others. Deterministic for a given --seed and --record-seed. Usage:
   python3 examples/make_arith_judge.py [--out runs/judge-arith/data] [--seed 1]
-      [--task-heldout 500] [--heldout 500] [--per-problem 1] [--sums 1]
+      [--task-heldout 500] [--heldout 500] [--per-problem 2] [--sums 1]
+      [--train-off-by-one 0.8]
 """
 
 import argparse
@@ -103,13 +106,13 @@ def main():
                         help="problems of the task's train split kept for judge_val.jsonl")
     parser.add_argument("--train", type=int, default=0,
                         help="training problems to use (0 = all the others)")
-    parser.add_argument("--per-problem", type=int, default=1,
+    parser.add_argument("--per-problem", type=int, default=2,
                         help="correct and (as many) wrong answers a training problem")
     parser.add_argument("--sums", type=int, default=1,
                         help="also this many records a training problem that teach the sum "
                              "itself ({\"prompt\": \"23+58=\", \"response\": \"81\"}): "
                              "a judge that has learnt to add checks an answer digit by digit")
-    parser.add_argument("--train-off-by-one", type=float, default=0.45,
+    parser.add_argument("--train-off-by-one", type=float, default=0.8,
                         help="share of the training wrong answers that are a digit off by one "
                              "(the hard ones; held-out records keep WRONG_KINDS' 0.45)")
     parser.add_argument("--record-seed", type=int, default=1,
