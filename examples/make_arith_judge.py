@@ -30,7 +30,7 @@ leading zero "081", 4 digits). Held-out records draw them as a policy would (45%
 one); training records over-weight that hardest kind (--train-off-by-one 0.8): length and
 leading-digit cues catch the others. Deterministic for a given --seed and --record-seed. Usage:
   python3 examples/make_arith_judge.py [--out runs/judge-arith/data] [--seed 1]
-      [--task-heldout 500] [--heldout 500] [--per-problem 2] [--sums 1]
+      [--task-heldout 500] [--heldout 500] [--per-problem 2] [--sums 3]
       [--train-off-by-one 0.8]
 """
 
@@ -108,7 +108,7 @@ def main():
                         help="training problems to use (0 = all the others)")
     parser.add_argument("--per-problem", type=int, default=2,
                         help="correct and (as many) wrong answers a training problem")
-    parser.add_argument("--sums", type=int, default=1,
+    parser.add_argument("--sums", type=int, default=3,
                         help="also this many records a training problem that teach the sum "
                              "itself ({\"prompt\": \"23+58=\", \"response\": \"81\"}): "
                              "a judge that has learnt to add checks an answer digit by digit")
