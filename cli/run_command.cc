@@ -439,6 +439,18 @@ int RunJob(const RunFlags& f) {
                 spec->logging.dir.c_str(), spec->logging.dir.c_str());
     return exit_code();
   }
+  if (spec->recipe == "sft") {
+    // A supervised model trained in the driver: its held-out greedy answers, exact-matched.
+    if (r->curve.size() > 1) {
+      std::printf("  SFT held-out exact match at the first evaluation (step %lld): %5.1f%%\n",
+                  static_cast<long long>(r->curve.front().step), 100 * r->initial_accuracy);
+    }
+    std::printf("  SFT held-out exact match: %5.1f%%\n", 100 * r->sft_accuracy);
+    std::printf("  model: %s (sft_metrics.json: the curve)\n", r->sft_dir.c_str());
+    std::printf("  wall time: %.0fs (SFT %.0fs)\n", absl::ToDoubleSeconds(absl::Now() - started),
+                r->seconds);
+    return exit_code();
+  }
   if (r->sft_accuracy >= 0)
     std::printf("  SFT held-out exact match:   %5.1f%%\n", 100 * r->sft_accuracy);
   // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, PPO, DPO, IPO, KTO, ...).

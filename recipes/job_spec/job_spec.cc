@@ -936,7 +936,8 @@ class JobSpecReader {
           absl::StrCat(s.rollout.max_new_tokens, " exceeds data.max_response_length (",
                        s.data.max_response_length, ")"));
     }
-    if (s.trainer.warmup_steps > 0 && s.trainer.warmup_steps >= s.trainer.total_steps) {
+    if (s.trainer.warmup_steps > 0 && s.trainer.warmup_steps >= s.trainer.total_steps &&
+        s.recipe != "sft") {
       Add("trainer.warmup_steps",
           absl::StrCat("must be less than trainer.total_steps (", s.trainer.total_steps, "), got ",
                        s.trainer.warmup_steps));
@@ -952,8 +953,8 @@ class JobSpecReader {
           absl::StrCat("larger than a step's batch (data.train_batch_size x algorithm.n = ",
                        step_sequences, "), got ", s.trainer.micro_batch_size));
     }
-    // (Recipe rm has no warm start; its own check refuses init: sft.)
-    if (s.model.init == ModelInit::kSft && s.recipe != "rm") {
+    // (Recipes rm and sft have no warm start; their own checks refuse init: sft.)
+    if (s.model.init == ModelInit::kSft && s.recipe != "rm" && s.recipe != "sft") {
       if (s.sft.warmup_steps > 0 && s.sft.warmup_steps >= s.sft.steps) {
         Add("sft.warmup_steps", absl::StrCat("must be less than sft.steps (", s.sft.steps,
                                              "), got ", s.sft.warmup_steps));
@@ -988,7 +989,11 @@ class JobSpecReader {
     const DataSpec& d = spec_->data;
     const RewardSpec& r = spec_->reward;
     const SftSpec& sft = spec_->sft;
-    if (!d.train_files.empty() ? spec_->model.init != ModelInit::kSft : !d.task.empty()) {
+    // Recipe sft reads sft.* and data.val_files itself; its own check refuses the rest.
+    const bool sft_recipe = spec_->recipe == "sft";
+    if (sft_recipe) {
+      // (CheckSftSpec, recipes/sft/sft_job_recipe.h.)
+    } else if (!d.train_files.empty() ? spec_->model.init != ModelInit::kSft : !d.task.empty()) {
       for (const char* key : {"sft.train_files", "sft.prompt_key", "sft.response_key"}) {
         if (!ctx_->locs.contains(key)) continue;
         Add(key, d.train_files.empty()
@@ -1024,7 +1029,7 @@ class JobSpecReader {
     if (!d.task.empty() && !d.train_files.empty()) {
       Add("data.train_files", "give data.task or data.train_files, not both");
     }
-    if (d.train_files.empty()) {
+    if (d.train_files.empty() && !sft_recipe) {
       for (const char* key :
            {"data.val_files", "data.prompt_key", "data.answer_key", "data.data_source_key",
             "data.default_data_source", "data.shuffle", "data.filter_overlong_prompts",
@@ -1081,6 +1086,9 @@ class JobSpecReader {
   void ReadModel(Section& m) {
     ModelSpec& model = spec_->model;
     std::string init = "sft";
+    // Recipe sft trains from scratch: random weights unless told otherwise (its check refuses
+    // the rest).
+    if (spec_->recipe == "sft") model.init = ModelInit::kRandom;
     if (m.String("init", &init) != nullptr) {
       if (init == "sft") {
         model.init = ModelInit::kSft;
@@ -1120,10 +1128,12 @@ class JobSpecReader {
     d.Int("heldout_size", &data.heldout_size, Positive());
     d.Int("seed", &data.seed, NonNegative());
     if (task_node == nullptr) {
-      if (data.train_files.empty()) {
+      // Recipe sft reads its records from sft.train_files: neither key is required.
+      const bool sft = spec_->recipe == "sft";
+      if (data.train_files.empty() && !sft) {
         d.Missing("task", "missing required key (or data.train_files for a dataset)");
       }
-      if (data.train_files.empty()) {
+      if (data.train_files.empty() && !sft) {
         d.AcceptRest();  // Task-specific keys cannot be checked without a valid task.
       } else {
         d.Finish();
@@ -1301,7 +1311,8 @@ class JobSpecReader {
 
   void ReadTrainer(Section& t) {
     TrainerSpec& trainer = spec_->trainer;
-    t.Int("total_steps", &trainer.total_steps, Positive(), /*required=*/true);
+    // Recipe sft's schedule is the sft section's (of trainer it reads the seed).
+    t.Int("total_steps", &trainer.total_steps, Positive(), /*required=*/spec_->recipe != "sft");
     t.Int("seed", &trainer.seed, NonNegative());
     t.Double("lr", &trainer.lr, Positive());
     t.Enum("lr_schedule", &trainer.lr_schedule, LrSchedules());
@@ -1647,6 +1658,26 @@ ordered_json ToJsonValue(const JobSpec& s) {
     for (const char* section : {"reward", "algorithm", "async", "rollout", "sft", "actors"}) {
       j.erase(section);
     }
+  }
+  if (s.recipe == "sft") {
+    // Recipe sft trains in the driver on sft.train_files: of the data and trainer sections it
+    // reads the held-out keys and the seed only (recipes/sft/sft_job_recipe.h), and it refuses
+    // the rest when written.
+    for (const char* section : {"reward", "algorithm", "async", "rollout", "actors"}) {
+      j.erase(section);
+    }
+    ordered_json sft_data;
+    if (!s.data.val_files.empty()) sft_data["val_files"] = s.data.val_files;
+    sft_data["heldout_size"] = s.data.heldout_size;
+    if (s.locations.count("data.max_response_length") > 0) {
+      sft_data["max_response_length"] = s.data.max_response_length;
+    }
+    if (!s.data.chat_template.empty()) sft_data["chat_template"] = s.data.chat_template;
+    j["data"] = std::move(sft_data);
+    ordered_json sft_trainer;
+    sft_trainer["seed"] = s.trainer.seed;
+    j["trainer"] = std::move(sft_trainer);
+    j["logging"].erase("tensorboard");
   }
   return j;
 }
@@ -2005,7 +2036,8 @@ absl::Status ValidateFiles(const JobSpec& spec) {
       add("model.config", read.status().message());
     } else {
       const int64_t needed = spec.data.max_prompt_length + spec.data.max_response_length;
-      if (read->max_position_embeddings < needed) {
+      // (Recipe sft reads no data.max_prompt_length: RunSft sizes its sequences from the records.)
+      if (read->max_position_embeddings < needed && spec.recipe != "sft") {
         add("data.max_response_length",
             absl::StrCat("data.max_prompt_length + data.max_response_length = ", needed,
                          " exceeds max_position_embeddings = ", read->max_position_embeddings,
@@ -2130,8 +2162,9 @@ absl::Status CheckPathsWithin(const JobSpec& spec, const std::string& base_dir,
 }
 
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes) {
-  // Recipe rm trains in the driver: it starts none of the actors (its check refuses actors.*).
-  if (spec.recipe == "rm") return absl::OkStatus();
+  // Recipes rm and sft train in the driver: they start none of the actors (their checks refuse
+  // actors.*).
+  if (spec.recipe == "rm" || spec.recipe == "sft") return absl::OkStatus();
   constexpr double kSlack = 1e-9;
   if (nodes.empty()) return absl::FailedPreconditionError("the cluster has no nodes");
   auto amount_on = [](const NodeResources& node, const std::string& name) {

@@ -16,10 +16,13 @@ namespace job_spec_internal {
 const std::vector<KeyDoc>& KeyDocs() {
   static const std::vector<KeyDoc> docs = {
       {"name", "run name, [A-Za-z0-9._-]+: names the run's directories"},
-      {"recipe", "the registered recipe that runs the job (recipes/recipe.h)"},
+      {"recipe",
+       "the registered recipe that runs the job (recipes/recipe.h): grpo (default), ppo, dpo; rm "
+       "(a reward model on preference pairs) and sft (supervised fine-tuning on sft.train_files "
+       "from random weights, in the driver: recipes/sft/sft_job_recipe.h)"},
       {"model.init",
-       "sft: SFT warm start (sft.*); random: seeded random weights; else a model directory or "
-       ".safetensors file",
+       "sft: SFT warm start (sft.*); random: seeded random weights (recipe sft's default and only "
+       "choice); else a model directory or .safetensors file",
        "sft | random | a path"},
       {"model.config",
        "HF config.json of the architecture; optional when model.init is a path (its config.json; "
@@ -30,13 +33,14 @@ const std::vector<KeyDoc>& KeyDocs() {
        "task's own"},
       {"data.task",
        "a registered task (recipes/job_spec/job_tasks.h); exactly one of data.task and "
-       "data.train_files"},
+       "data.train_files (neither for recipe sft)"},
       {"data.train_files",
        "JSONL dataset files (.jsonl.gz too) in verl's record shape (data/jsonl_dataset.h); "
        "indexed, never loaded whole"},
       {"data.val_files",
        "JSONL held-out records: evaluations score the first data.heldout_size of them, in file "
-       "order; none = no evaluation"},
+       "order; none = no evaluation (recipe sft: read at sft.prompt_key / sft.response_key, the "
+       "response the reference; none = the last data.heldout_size training records)"},
       {"data.prompt_key",
        "the record's prompt: a string, or a list of chat messages (OpenRLHF: "
        "prompt_key)"},
@@ -104,7 +108,8 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"reward.overlong_buffer.penalty_factor", "the penalty at the maximum length"},
       {"data.train_batch_size", "prompts per step"},
       {"data.max_prompt_length", "prompt tokens"},
-      {"data.max_response_length", "response tokens"},
+      {"data.max_response_length",
+       "response tokens (recipe sft: new tokens of a held-out answer when written)"},
       {"data.heldout_size", "held-out problems for evaluations (of a task, or of data.val_files)"},
       {"data.seed",
        "chooses the task's splits, or seeds a dataset's shuffle (as verl's data.seed)"},
@@ -162,7 +167,8 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"rollout.max_new_tokens", "generated tokens per response, <= data.max_response_length",
        nullptr, "data.max_response_length"},
       {"trainer.total_steps", "optimizer steps of the run"},
-      {"trainer.seed", "seeds initialisation, sampling and batches"},
+      {"trainer.seed",
+       "seeds initialisation, sampling and batches (also of the SFT warm start and recipe sft)"},
       {"trainer.lr", "peak learning rate"},
       {"trainer.lr_schedule", "learning-rate schedule after warm-up (verl: warmup_style)"},
       {"trainer.warmup_steps", "linear warm-up steps, < trainer.total_steps"},
@@ -181,7 +187,7 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"trainer.profile_steps",
        "[from, to]: LibTorch operators of these training steps (1 = the first) become spans of "
        "the run's timeline (troupe timeline); needs span recording on (TROUPE_TIMELINE_SPANS)"},
-      {"sft.steps", "SFT warm-start steps (read when model.init is sft)"},
+      {"sft.steps", "SFT steps (of the warm start, model.init: sft, or of recipe sft)"},
       {"sft.batch_size", "sequences per SFT step"},
       {"sft.lr", "SFT peak learning rate (cosine)"},
       {"sft.warmup_steps", "SFT warm-up steps, < sft.steps"},
@@ -192,11 +198,14 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"sft.target_accuracy", "SFT stops at this held-out accuracy (the reward's correct)"},
       {"sft.train_files",
        "a dataset job's SFT records (JSONL, .gz too): prompt (string or chat messages, rendered "
-       "like data's) and response; held out: data.val_files judged by the job's reward"},
+       "like data's) and response; held out: data.val_files judged by the job's reward (recipe "
+       "sft: by exact match with their response); required by recipe sft"},
       {"sft.prompt_key", "dotted path of an SFT record's prompt"},
       {"sft.response_key", "dotted path of an SFT record's response (EOS appended)"},
-      {"sft.dir", "SFT checkpoint directory (reused when it holds one)", nullptr,
-       "<logging.dir>/sft"},
+      {"sft.dir",
+       "SFT checkpoint directory (the warm start reuses one it holds; recipe sft replaces it only "
+       "with --overwrite)",
+       nullptr, "<logging.dir>/sft"},
       {"actors.<kind>.type",
        "registered actor type of the role; the recipe checks it serves the role's methods"},
       {"actors.<kind>.library",
