@@ -115,6 +115,9 @@ def main():
     parser.add_argument("--train-off-by-one", type=float, default=0.8,
                         help="share of the training wrong answers that are a digit off by one "
                              "(the hard ones; held-out records keep WRONG_KINDS' 0.45)")
+    parser.add_argument("--reasoning", action="store_true",
+                        help="the judge reasons first: its reply is the true sum, '=', then the "
+                             "verdict (\"81=Y\"); read it with reward.judge.marker \"=\"")
     parser.add_argument("--record-seed", type=int, default=1,
                         help="seeds the wrong answers and the order of the training records")
     args = parser.parse_args()
@@ -137,7 +140,8 @@ def main():
     val_weights = [w for _, w in WRONG_KINDS]
 
     def record(a, b, answer, verdict):
-        return {"prompt": f"{a}+{b}={answer}|", "response": verdict}
+        reply = f"{a + b}={verdict}" if args.reasoning else verdict
+        return {"prompt": f"{a}+{b}={answer}|", "response": reply}
 
     # The held-out records first, so they do not depend on the training options.
     val_records = [
