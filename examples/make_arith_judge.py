@@ -2,9 +2,11 @@
 """Writes the arithmetic judge's SFT records, the input of examples/judge_arith.yaml.
 
 A generative judge reads "{prompt}{response}|" for the arithmetic task ("23+58=" and a policy's
-answer "81": "23+58=81|") and answers one character, "Y" (the answer is the sum) or "N", then
-eos. Records are {"prompt": "23+58=81|", "response": "Y"} (recipe sft's sft.prompt_key /
-sft.response_key defaults).
+answer "81": "23+58=81|"), reasons by writing the true sum, then "=" and its verdict, "Y" (the
+answer is the sum) or "N", then eos: {"prompt": "23+58=81|", "response": "81=Y"} (recipe sft's
+sft.prompt_key / sft.response_key defaults; the RL job reads the verdict after the "=" with
+reward.judge.marker). --verdict-only writes the verdict alone ("Y"), a judge that must decide
+without writing the sum (it is exploited by GRPO within ~20 steps: bench/RESULTS.md).
 
 The problems come from the built-in arithmetic task's *train* split, rebuilt with
 examples/make_arith_prefs.py's task_splits (tasks/arithmetic's SplitMix64 permutation of the
@@ -14,7 +16,7 @@ problem of the task's held-out split is in either file. Files in OUT_DIR (defaul
 runs/judge-arith/data):
 
   judge_train.jsonl  for each training problem, --per-problem correct answers ("Y") and as many
-                     wrong ones ("N"), and --sums records of the sum itself
+                     wrong ones ("N"), and --sums records (default 0) of the sum itself
                      ({"prompt": "23+58=", "response": "81"}: the judge learns to add, then
                      checks an answer against the sum it would write), shuffled
   judge_val.jsonl    the first --heldout problems of the task's train split (never in
@@ -30,8 +32,8 @@ leading zero "081", 4 digits). Held-out records draw them as a policy would (45%
 one); training records over-weight that hardest kind (--train-off-by-one 0.8): length and
 leading-digit cues catch the others. Deterministic for a given --seed and --record-seed. Usage:
   python3 examples/make_arith_judge.py [--out runs/judge-arith/data] [--seed 1]
-      [--task-heldout 500] [--heldout 500] [--per-problem 2] [--sums 3]
-      [--train-off-by-one 0.8]
+      [--task-heldout 500] [--heldout 500] [--per-problem 2] [--sums 0]
+      [--train-off-by-one 0.8] [--verdict-only]
 """
 
 import argparse
@@ -108,16 +110,16 @@ def main():
                         help="training problems to use (0 = all the others)")
     parser.add_argument("--per-problem", type=int, default=2,
                         help="correct and (as many) wrong answers a training problem")
-    parser.add_argument("--sums", type=int, default=3,
+    parser.add_argument("--sums", type=int, default=0,
                         help="also this many records a training problem that teach the sum "
                              "itself ({\"prompt\": \"23+58=\", \"response\": \"81\"}): "
                              "a judge that has learnt to add checks an answer digit by digit")
     parser.add_argument("--train-off-by-one", type=float, default=0.8,
                         help="share of the training wrong answers that are a digit off by one "
                              "(the hard ones; held-out records keep WRONG_KINDS' 0.45)")
-    parser.add_argument("--reasoning", action="store_true",
-                        help="the judge reasons first: its reply is the true sum, '=', then the "
-                             "verdict (\"81=Y\"); read it with reward.judge.marker \"=\"")
+    parser.add_argument("--verdict-only", action="store_true",
+                        help="the reply is the verdict alone (\"Y\"), without the true sum "
+                             "first (\"81=Y\", read with reward.judge.marker \"=\")")
     parser.add_argument("--record-seed", type=int, default=1,
                         help="seeds the wrong answers and the order of the training records")
     args = parser.parse_args()
@@ -140,7 +142,7 @@ def main():
     val_weights = [w for _, w in WRONG_KINDS]
 
     def record(a, b, answer, verdict):
-        reply = f"{a + b}={verdict}" if args.reasoning else verdict
+        reply = verdict if args.verdict_only else f"{a + b}={verdict}"
         return {"prompt": f"{a}+{b}={answer}|", "response": reply}
 
     # The held-out records first, so they do not depend on the training options.

@@ -1,9 +1,10 @@
 // examples/make_arith_judge.py, the arithmetic judge's SFT records (examples/judge_arith.yaml):
 // every problem is one of the built-in arithmetic task's training problems for the split of
 // examples/grpo_arith.yaml (data.seed 1, data.heldout_size 500), so no RL held-out problem is in
-// either file; judge_val.jsonl's problems are not in judge_train.jsonl; every verdict is right
-// ("Y" exactly when the answer is the sum); the held-out records are balanced; and the wrong
-// answers include the kinds a policy writes (the dropped carry, no answer, a leading zero).
+// either file; judge_val.jsonl's problems are not in judge_train.jsonl; every reply is the true
+// sum, "=" and the right verdict ("Y" exactly when the answer is the sum; the verdict alone with
+// --verdict-only); the held-out records are balanced; and the wrong answers include the kinds a
+// policy writes (the dropped carry, no answer, a leading zero).
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -19,10 +20,12 @@
 namespace troupe::tests {
 namespace {
 
-TEST(JudgeExample, RecordsAreTheArithmeticTasksTrainProblemsWithRightVerdicts) {
-  const std::string dir = FreshTestDir("judge-split");
+void CheckRecords(bool verdict_only) {
+  const std::string dir = FreshTestDir(verdict_only ? "judge-verdict-only" : "judge-split");
   const int rc = std::system(absl::StrCat("python3 examples/make_arith_judge.py --out ", dir,
-                                          "/data > ", dir, "/data.log 2>&1")
+                                          "/data",
+                                          verdict_only ? " --verdict-only --sums 3" : "", " > ",
+                                          dir, "/data.log 2>&1")
                                  .c_str());
   ASSERT_EQ(rc, 0) << ReadFile(dir + "/data.log");
   absl::StatusOr<tasks::ArithmeticTask> task =
@@ -39,7 +42,7 @@ TEST(JudgeExample, RecordsAreTheArithmeticTasksTrainProblemsWithRightVerdicts) {
 
   std::set<std::string> problems[2];
   int verdicts[2][2] = {{0, 0}, {0, 0}};  // [file][Y, N]
-  int empty_answers = 0, leading_zeros = 0, dropped_carries = 0;
+  int empty_answers = 0, leading_zeros = 0, dropped_carries = 0, sum_records = 0;
   for (int k = 0; k < 2; ++k) {
     const std::string path = dir + (k == 0 ? "/data/judge_train.jsonl" : "/data/judge_val.jsonl");
     int line_no = 0;
@@ -59,13 +62,15 @@ TEST(JudgeExample, RecordsAreTheArithmeticTasksTrainProblemsWithRightVerdicts) {
       const int sum = std::stoi(ab[0]) + std::stoi(ab[1]);
       if (prompt.size() == eq + 1) {  // a record of the sum itself (--sums)
         EXPECT_EQ(k, 0) << where << ": held-out records are verdicts only";
+        ++sum_records;
         EXPECT_EQ(response, std::to_string(sum)) << where;
         continue;
       }
       ASSERT_EQ(prompt.back(), '|') << where;
       const std::string answer = prompt.substr(eq + 1, prompt.size() - eq - 2);
       const bool right = answer == std::to_string(sum);
-      EXPECT_EQ(response, right ? "Y" : "N") << where;
+      const std::string verdict = right ? "Y" : "N";
+      EXPECT_EQ(response, verdict_only ? verdict : absl::StrCat(sum, "=", verdict)) << where;
       ++verdicts[k][right ? 0 : 1];
       if (!right) {
         if (answer.empty()) ++empty_answers;
@@ -83,7 +88,14 @@ TEST(JudgeExample, RecordsAreTheArithmeticTasksTrainProblemsWithRightVerdicts) {
   EXPECT_GT(empty_answers, 0);
   EXPECT_GT(leading_zeros, 0);
   EXPECT_GT(dropped_carries, 100);
+  EXPECT_EQ(sum_records, verdict_only ? 3 * 7100 : 0);
 }
+
+TEST(JudgeExample, RecordsAreTheArithmeticTasksTrainProblemsWithRightVerdicts) {
+  CheckRecords(/*verdict_only=*/false);
+}
+
+TEST(JudgeExample, VerdictOnlyRecordsAndSumRecordsToo) { CheckRecords(/*verdict_only=*/true); }
 
 }  // namespace
 }  // namespace troupe::tests
