@@ -23,9 +23,8 @@ namespace {
 void CheckRecords(bool verdict_only) {
   const std::string dir = FreshTestDir(verdict_only ? "judge-verdict-only" : "judge-split");
   const int rc = std::system(absl::StrCat("python3 examples/make_arith_judge.py --out ", dir,
-                                          "/data",
-                                          verdict_only ? " --verdict-only --sums 3" : "", " > ",
-                                          dir, "/data.log 2>&1")
+                                          "/data", verdict_only ? " --verdict-only --sums 3" : "",
+                                          " > ", dir, "/data.log 2>&1")
                                  .c_str());
   ASSERT_EQ(rc, 0) << ReadFile(dir + "/data.log");
   absl::StatusOr<tasks::ArithmeticTask> task =
