@@ -23,6 +23,7 @@
 #include "recipes/sft/jsonl_sft_examples.h"
 #include "recipes/sft/reward_judge.h"
 #include "recipes/sft/sft_recipe.h"
+#include "recipes/sft/sft_spec.h"
 #include "reward/reward_set.h"
 #include "tasks/arithmetic/arithmetic.h"
 #include "tasks/task.h"
@@ -302,19 +303,8 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
     }
     return dir;
   }
-  SftOptions o;
-  TROUPE_ASSIGN_OR_RETURN(o.model, models::LoadModelConfig(spec.model.config));
-  o.steps = spec.sft.steps;
-  o.batch_size = spec.sft.batch_size;
-  o.learning_rate = spec.sft.lr;
-  o.warmup_steps = spec.sft.warmup_steps;
-  o.min_lr_ratio = spec.sft.min_lr_ratio;
-  o.weight_decay = spec.sft.weight_decay;
-  o.max_grad_norm = spec.sft.grad_clip;
-  o.eval_every = spec.sft.eval_every;
-  o.target_accuracy = spec.sft.target_accuracy;
+  TROUPE_ASSIGN_OR_RETURN(SftOptions o, SftOptionsFromSpec(spec));
   o.cancelled = options.should_stop;
-  o.seed = static_cast<uint64_t>(spec.trainer.seed);
   o.out_dir = dir;
   log(absl::StrCat("SFT warm start: training ", spec.model.config, " for up to ", o.steps,
                    " steps into ", dir));

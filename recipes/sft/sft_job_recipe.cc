@@ -22,6 +22,7 @@
 #include "recipes/rl/record_prompts.h"
 #include "recipes/sft/jsonl_sft_examples.h"
 #include "recipes/sft/sft_recipe.h"
+#include "recipes/sft/sft_spec.h"
 
 namespace troupe::recipes {
 namespace {
@@ -97,25 +98,12 @@ absl::StatusOr<RunResult> RunSftJobImpl(const JobSpec& spec, const RunOptions& o
   inputs.tokenizer_path = spec.model.tokenizer;
   inputs.add_bos = true;  // as the warm start's prompts (and the RL prompts) have
 
-  SftOptions o;
-  absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig(spec.model.config);
-  if (!config.ok()) return spec.ErrorAt("model.config", config.status().message());
-  o.model = *std::move(config);
-  o.steps = spec.sft.steps;
-  o.batch_size = spec.sft.batch_size;
-  o.learning_rate = spec.sft.lr;
-  o.warmup_steps = spec.sft.warmup_steps;
-  o.min_lr_ratio = spec.sft.min_lr_ratio;
-  o.weight_decay = spec.sft.weight_decay;
-  o.max_grad_norm = spec.sft.grad_clip;
-  o.eval_every = spec.sft.eval_every;
-  o.target_accuracy = spec.sft.target_accuracy;
+  TROUPE_ASSIGN_OR_RETURN(SftOptions o, SftOptionsFromSpec(spec));
   o.eval_size = spec.data.heldout_size;
   if (spec.locations.count("data.max_response_length") > 0) {
     o.max_new_tokens = spec.data.max_response_length;
   }
   o.log_every = spec.logging.log_every;
-  o.seed = static_cast<uint64_t>(spec.trainer.seed);
   o.cancelled = options.should_stop;
   // (out_dir is set once its parent exists: ValidateSftOptions requires that.)
   TROUPE_RETURN_IF_ERROR(ValidateSftOptions(o));
