@@ -5,11 +5,14 @@
 // verdict at all after anything else (it babbles "++++"), so most replies cannot be parsed. Checks
 // that the judge's verdicts are the samples' rewards, that unparseable replies are counted
 // failures scored 0 and never stop the run, and that the verifier, weighted 0, still gives the
-// held-out accuracy.
+// held-out accuracy; and that a judge replica killed under a Score call costs a retry, not a
+// sample.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "actors/tiny_policy.h"
@@ -25,14 +28,13 @@ namespace {
 using tests::Recording;
 using tests::StepMetrics;
 
-class JudgeEndToEnd : public tests::RecipeClusterTest {};
-
-TEST_F(JudgeEndToEnd, TheJudgesVerdictsAreTheRewardAndUnparseableRepliesAreCounted) {
-  const std::string base = tests::FreshTestDir("judge");
+// The job: GRPO from random weights, rewarded by the bigram judge alone (the verifier weighted 0),
+// `steps` steps of 4 prompts x 4 samples, the judge served by two replicas.
+JobSpec JudgeJob(const std::string& base, int64_t steps) {
   const std::string judge = base + "/judge";
-  ASSERT_TRUE(actors::WriteBigramPolicy(judge, "0123456789+=YN",
-                                        {{'1', 'Y'}, {'2', 'N'}, {'Y', '\0'}, {'N', '\0'}}, '+')
-                  .ok());
+  const absl::Status written = actors::WriteBigramPolicy(
+      judge, "0123456789+=YN", {{'1', 'Y'}, {'2', 'N'}, {'Y', '\0'}, {'N', '\0'}}, '+');
+  EXPECT_TRUE(written.ok()) << written;
   const std::string yaml = absl::StrCat(R"(
 name: judge-e2e
 model: {config: examples/models/tiny.json, init: random}
@@ -50,7 +52,8 @@ reward:
     slots: 8
 algorithm: {n: 4, kl: {coef: 0.0}}
 async: {max_staleness: 1}
-trainer: {total_steps: 3, seed: 7, lr: 1.0e-4, eval_every: 3}
+trainer: {total_steps: )",
+                                        steps, R"(, seed: 7, lr: 1.0e-4, eval_every: 3}
 actors:
   rollout: {replicas: 1, resources: {CPU: 0.25}}
   reward: {replicas: 2, resources: {CPU: 0.25}}
@@ -61,10 +64,17 @@ logging: {dir: )",
                                         base, R"(/run, tensorboard: false}
 )");
   absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "judge-e2e.yaml");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  ASSERT_EQ(spec->actors.reward.type, "Judge");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *std::move(spec) : JobSpec{};
+}
+
+class JudgeEndToEnd : public tests::RecipeClusterTest {};
+
+TEST_F(JudgeEndToEnd, TheJudgesVerdictsAreTheRewardAndUnparseableRepliesAreCounted) {
+  const JobSpec spec = JudgeJob(tests::FreshTestDir("judge"), 3);
+  ASSERT_EQ(spec.actors.reward.type, "Judge");
   StepMetrics steps;
-  absl::StatusOr<RunResult> r = RunRecipe(*spec, cluster(), Recording(&steps, "judge"));
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), Recording(&steps, "judge"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 3);
   ASSERT_EQ(steps.size(), 3u);
@@ -85,6 +95,25 @@ logging: {dir: )",
   EXPECT_LT(failures, 3 * 16);
   EXPECT_TRUE(steps[3].count("val/accuracy")) << "held-out accuracy by the 0-weighted verifier";
   EXPECT_EQ(r->samples_lost, 0);
+}
+
+// A judge replica frozen under a Score call and then killed: its requests are judged again by the
+// other replica, nothing is lost and the run ends normally.
+TEST_F(JudgeEndToEnd, AJudgeKilledUnderAScoreCallLosesNoSample) {
+  const JobSpec spec = JudgeJob(tests::FreshTestDir("judge-kill"), 6);
+  StepMetrics steps;
+  recipes::RunOptions options = Recording(&steps, "jk");
+  options.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
+    steps[step] = m;
+    if (step == 2) FreezeThenKill("jk/reward-0", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 6);
+  EXPECT_GE(r->call_retries, 1) << "no Score call was in flight when the judge died";
+  EXPECT_EQ(r->samples_lost, 0);
+  const proto::ReplayStats& s = r->accounting;
+  EXPECT_EQ(s.added(), s.used() + s.dropped_stale() + s.buffered());
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "tests/grpo/recipe_cluster_test.h"
 
+#include <signal.h>
+#include <sys/types.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <utility>
@@ -29,6 +32,23 @@ void RecipeClusterTest::SetUp() {
        .worker_binary = troupe.string()});
   ASSERT_TRUE(c.ok()) << c.status();
   cluster_ = std::move(*c);
+}
+
+void RecipeClusterTest::FreezeThenKill(const std::string& name, std::chrono::milliseconds after) {
+  absl::StatusOr<UntypedActorHandle> h = cluster().GetActorByName(name);
+  ASSERT_TRUE(h.ok()) << name << ": " << h.status();
+  absl::StatusOr<proto::ActorInfo> info = cluster().GetActorInfo(h->id());
+  ASSERT_TRUE(info.ok() && info->pid() > 0) << name;
+  const pid_t pid = static_cast<pid_t>(info->pid());
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  killers_.emplace_back([pid, after] {
+    std::this_thread::sleep_for(after);
+    ::kill(pid, SIGKILL);
+  });
+}
+
+void RecipeClusterTest::TearDown() {
+  for (std::thread& t : killers_) t.join();
 }
 
 }  // namespace troupe::tests

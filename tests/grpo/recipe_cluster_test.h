@@ -14,10 +14,13 @@
 #ifndef TROUPE_TESTS_GRPO_RECIPE_CLUSTER_TEST_H_
 #define TROUPE_TESTS_GRPO_RECIPE_CLUSTER_TEST_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "recipes/recipe.h"
@@ -38,10 +41,16 @@ class RecipeClusterTest : public ::testing::Test {
  protected:
   // Starts the cluster in $TEST_TMPDIR/<test name>-cluster (fails the test if it cannot).
   void SetUp() override;
+  void TearDown() override;
   Cluster& cluster() { return cluster_->cluster(); }
+
+  // Freezes the process of the actor called `name` now (SIGSTOP), so the driver's next call to it
+  // stays in flight, and kills it (SIGKILL) `after` later, on a thread the fixture joins.
+  void FreezeThenKill(const std::string& name, std::chrono::milliseconds after);
 
  private:
   std::unique_ptr<EmbeddedCluster> cluster_;
+  std::vector<std::thread> killers_;
 };
 
 }  // namespace troupe::tests
