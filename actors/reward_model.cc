@@ -103,9 +103,20 @@ absl::StatusOr<std::unique_ptr<RewardModelCore>> RewardModelCore::Create(
 absl::StatusOr<proto::ScoreReply> RewardModelCore::Score(const proto::ScoreRequest& req) {
   proto::ScoreReply reply;
   *reply.mutable_groups() = req.groups();
+  TROUPE_RETURN_IF_ERROR(ScoreAll({&reply}));
+  return reply;
+}
+
+absl::Status RewardModelCore::ScoreAll(const std::vector<proto::ScoreReply*>& replies) {
   std::vector<proto::Sample*> all;
-  for (proto::SampleGroup& g : *reply.mutable_groups()) {
-    for (proto::Sample& s : *g.mutable_samples()) all.push_back(&s);
+  std::vector<proto::ScoreReply*> owner;  // the reply of each sample
+  for (proto::ScoreReply* reply : replies) {
+    for (proto::SampleGroup& g : *reply->mutable_groups()) {
+      for (proto::Sample& s : *g.mutable_samples()) {
+        all.push_back(&s);
+        owner.push_back(reply);
+      }
+    }
   }
   std::vector<std::string> errors(all.size());
   // The verifiers' part, per sample.
@@ -172,18 +183,85 @@ absl::StatusOr<proto::ScoreReply> RewardModelCore::Score(const proto::ScoreReque
     s.set_reward(0);
     s.mutable_reward_components()->clear();
     s.set_reward_error(errors[i]);
-    reply.set_failures(reply.failures() + 1);
+    owner[i]->set_failures(owner[i]->failures() + 1);
     TROUPE_LOG(WARNING) << absl::StrFormat(
         "reward model: prompt %lld sample %d scored as failed: %s",
         static_cast<long long>(s.prompt_id()), s.sample_index(), errors[i].c_str());
   }
-  return reply;
+  return absl::OkStatus();
+}
+
+Future<proto::ScoreReply> RewardModelCore::Enqueue(const proto::ScoreRequest& req) {
+  auto queued = std::make_unique<Queued>();
+  *queued->reply.mutable_groups() = req.groups();
+  Future<proto::ScoreReply> future = queued->promise.GetFuture();
+  absl::MutexLock lock(&mutex_);
+  if (stopped_) {
+    queued->promise.Set(absl::UnavailableError("the reward model has stopped serving"));
+    return future;
+  }
+  queue_.push_back(std::move(queued));
+  work_.Signal();
+  return future;
+}
+
+void RewardModelCore::Serve(const std::function<bool()>& stop) {
+  while (true) {
+    std::vector<std::unique_ptr<Queued>> round;
+    {
+      absl::MutexLock lock(&mutex_);
+      while (queue_.empty() && !stop()) work_.WaitWithTimeout(&mutex_, absl::Milliseconds(100));
+      if (stop()) {
+        stopped_ = true;
+        for (auto& q : queue_) {
+          q->promise.Set(absl::UnavailableError("the reward model stopped before scoring it"));
+        }
+        queue_.clear();
+        TROUPE_LOG(INFO) << absl::StrFormat(
+            "reward model: served %d requests in %d passes (at most %d requests in one)",
+            stats_.requests, stats_.rounds, stats_.most_requests);
+        return;
+      }
+      while (!queue_.empty()) {
+        round.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      ++stats_.rounds;
+      stats_.requests += static_cast<int64_t>(round.size());
+      stats_.most_requests = std::max<int64_t>(stats_.most_requests, round.size());
+    }
+    std::vector<proto::ScoreReply*> replies;
+    for (auto& q : round) replies.push_back(&q->reply);
+    const absl::Status status = ScoreAll(replies);
+    for (auto& q : round) {
+      if (status.ok()) {
+        q->promise.Set(std::move(q->reply));
+      } else {
+        q->promise.Set(status);
+      }
+    }
+  }
+}
+
+RewardModelCore::ServeStats RewardModelCore::serve_stats() const {
+  absl::MutexLock lock(&mutex_);
+  return stats_;
 }
 
 absl::StatusOr<std::unique_ptr<RewardModel>> RewardModel::Create(const ActorContext& ctx) {
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RewardModelCore> core,
                           RewardModelCore::Create(ctx.config()));
-  return std::unique_ptr<RewardModel>(new RewardModel(std::move(core)));
+  std::unique_ptr<RewardModel> rm(new RewardModel(std::move(core)));
+  RewardModelCore* serving = rm->core_.get();
+  rm->server_ = BackgroundTask::Start(ctx, "reward model server",
+                                      [serving](const BackgroundTask::StopToken& stop) {
+                                        serving->Serve([&stop] { return stop.stop_requested(); });
+                                      });
+  return rm;
+}
+
+RewardModel::~RewardModel() {
+  if (server_ != nullptr) server_->Stop();
 }
 
 TROUPE_REGISTER_ACTOR(RewardModel, Score);

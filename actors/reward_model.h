@@ -15,25 +15,36 @@
 // reward model (its weights have no value head, score.weight: a policy or base model), weight not
 // finite, batch_size < 1, verifiers RewardServer refuses.
 //
-// Scoring is batched: the samples of a request go through the model batch_size at a time (no
-// gradients). A sample that cannot be scored — an empty prompt or response, a token id beyond the
-// model's vocabulary, a verifier that throws — is scored as failed, as a RewardServer does:
-// reward 0, no components, the error in Sample.reward_error (counted in ScoreReply.failures); the
-// request goes on.
+// Scoring is batched: the samples go through the model batch_size at a time (no gradients). The
+// actor batches across requests too: its Score only queues the request and returns a future, and
+// one serving thread scores every request queued by then (from all rollout workers) together,
+// then the ones that arrived meanwhile, so a forward is not limited to one worker's samples. A
+// sample that cannot be scored — an empty prompt or response, a token id beyond the model's
+// vocabulary, a verifier that throws — is scored as failed, as a RewardServer does: reward 0, no
+// components, the error in Sample.reward_error (counted in ScoreReply.failures); the request goes
+// on.
 //
-// Thread-safety: Score is called by one caller at a time (the actor's mailbox).
+// Thread-safety: Score and ScoreAll are for one thread at a time (the serving thread, or a test);
+// Enqueue may be called from any thread while Serve runs on one.
 #ifndef TROUPE_ACTORS_REWARD_MODEL_H_
 #define TROUPE_ACTORS_REWARD_MODEL_H_
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 #include "proto/rl.pb.h"
 #include "reward/reward_set.h"
 #include "runtime/actor.h"
+#include "runtime/background_task.h"
+#include "runtime/future.h"
 
 namespace troupe::models {
 class ValueModelImpl;
@@ -49,26 +60,52 @@ class RewardModelCore {
 
   // The request's groups, every sample scored (see the file comment).
   absl::StatusOr<proto::ScoreReply> Score(const proto::ScoreRequest& req);
+  // Scores every sample of `replies` (each holding a request's groups) in one pass, batch_size
+  // samples a forward whichever reply they belong to. An error of the model fails them all.
+  absl::Status ScoreAll(const std::vector<proto::ScoreReply*>& replies);
+
+  // Serving across requests: Enqueue queues a request and returns its future; Serve (one thread)
+  // scores everything queued, round after round, until stop() is true (checked at least every
+  // 100 ms while idle); requests left then, and every later Enqueue, fail with UNAVAILABLE.
+  Future<proto::ScoreReply> Enqueue(const proto::ScoreRequest& req) ABSL_LOCKS_EXCLUDED(mutex_);
+  void Serve(const std::function<bool()>& stop) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  struct ServeStats {
+    int64_t requests = 0;       // Requests scored by Serve.
+    int64_t rounds = 0;         // ScoreAll passes: requests / rounds = requests merged a pass.
+    int64_t most_requests = 0;  // Most requests merged into one pass.
+  };
+  ServeStats serve_stats() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
+  struct Queued {
+    proto::ScoreReply reply;
+    Promise<proto::ScoreReply> promise;
+  };
   RewardModelCore() = default;
   std::shared_ptr<models::ValueModelImpl> model_;
   int64_t vocab_size_ = 0;
   double weight_ = 1;
   int64_t batch_size_ = 64;
   std::unique_ptr<reward::RewardSet> verifiers_;  // null = none
+
+  mutable absl::Mutex mutex_;
+  absl::CondVar work_;
+  std::deque<std::unique_ptr<Queued>> queue_ ABSL_GUARDED_BY(mutex_);
+  bool stopped_ ABSL_GUARDED_BY(mutex_) = false;
+  ServeStats stats_ ABSL_GUARDED_BY(mutex_);
 };
 
 class RewardModel : public Actor {
  public:
   static absl::StatusOr<std::unique_ptr<RewardModel>> Create(const ActorContext& ctx);
-  absl::StatusOr<proto::ScoreReply> Score(const proto::ScoreRequest& req) {
-    return core_->Score(req);
-  }
+  ~RewardModel() override;
+  Future<proto::ScoreReply> Score(const proto::ScoreRequest& req) { return core_->Enqueue(req); }
 
  private:
   explicit RewardModel(std::unique_ptr<RewardModelCore> core) : core_(std::move(core)) {}
   std::unique_ptr<RewardModelCore> core_;
+  std::unique_ptr<BackgroundTask> server_;  // Declared last: stops before core_ goes.
 };
 
 }  // namespace troupe::actors

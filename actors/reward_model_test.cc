@@ -2,10 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -99,6 +101,49 @@ TEST(RewardModel, ScoresEachSampleByTheValueAtItsLastTokenWhateverTheBatching) {
       EXPECT_NEAR(s.reward(), 2.0 * expected, 2e-5) << i;
     }
   }
+}
+
+// Serving: requests queued from several callers are scored in one pass, each exactly as Score
+// alone scores it; after the server stops, a request fails at once.
+TEST(RewardModel, ServesTheRequestsOfManyCallersInOnePassWithTheSameScores) {
+  nlohmann::json config = {{"model_dir", RewardModelDir()}, {"batch_size", 4}};
+  absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = RewardModelCore::Create(config);
+  ASSERT_TRUE(rm.ok()) << rm.status();
+  std::vector<proto::ScoreRequest> requests(3);
+  for (int w = 0; w < 3; ++w) {
+    proto::SampleGroup* g = requests[w].add_groups();
+    g->set_prompt_id(w);
+    for (int i = 0; i < 3; ++i) {
+      *g->add_samples() = MakeSample(w, i, {1, 5 + w, 13}, {3 + i, 9, 2});
+    }
+    if (w == 1) *g->add_samples() = MakeSample(w, 3, {1, 5, 13}, {});  // fails alone
+  }
+  std::vector<Future<proto::ScoreReply>> futures;
+  for (const proto::ScoreRequest& r : requests) futures.push_back((*rm)->Enqueue(r));
+  std::atomic<bool> stop{false};
+  std::thread server([&] { (*rm)->Serve([&] { return stop.load(); }); });
+  for (int w = 0; w < 3; ++w) {
+    absl::StatusOr<proto::ScoreReply> served = std::move(futures[w]).Get(absl::Seconds(30));
+    ASSERT_TRUE(served.ok()) << served.status();
+    absl::StatusOr<proto::ScoreReply> alone = (*rm)->Score(requests[w]);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_EQ(served->failures(), w == 1 ? 1 : 0);
+    ASSERT_EQ(served->groups(0).samples_size(), alone->groups(0).samples_size());
+    for (int i = 0; i < alone->groups(0).samples_size(); ++i) {
+      EXPECT_NEAR(served->groups(0).samples(i).reward(), alone->groups(0).samples(i).reward(), 1e-5)
+          << w << "/" << i;
+      EXPECT_EQ(served->groups(0).samples(i).reward_error(),
+                alone->groups(0).samples(i).reward_error());
+    }
+  }
+  stop = true;
+  server.join();
+  const RewardModelCore::ServeStats stats = (*rm)->serve_stats();
+  EXPECT_EQ(stats.requests, 3);
+  EXPECT_EQ(stats.rounds, 1) << "the three requests were scored in one pass";
+  EXPECT_EQ(stats.most_requests, 3);
+  absl::StatusOr<proto::ScoreReply> late = (*rm)->Enqueue(requests[0]).Get(absl::Seconds(5));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(RewardModel, AddsItsScoreToTheVerifiersAndKeepsTheirComponents) {
