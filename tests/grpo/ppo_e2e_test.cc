@@ -7,6 +7,7 @@
 // intact and none written for the diverged step. And the other model-based reward: a group
 // recipe rewarded by a reward model (reward.model, the RewardModel actor) alone.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -212,8 +213,9 @@ TEST_F(PpoEndToEnd, AdaptiveKlInTheRewardFollowsTheMeasuredKlAndSurvivesAResume)
 
 // reward.model: the reward role runs the RewardModel actor in the cluster; with the verifier at
 // weight 0 the samples' reward is the model's score alone, and evaluations still count the
-// verifier's "correct".
-TEST_F(PpoEndToEnd, AGroupRecipeRewardedByARewardModelAlone) {
+// verifier's "correct". Two replicas: one frozen under a Score call and then killed costs a retry
+// on the other, not a sample.
+TEST_F(PpoEndToEnd, AGroupRecipeRewardedByRewardModelReplicasAlone) {
   const std::string base = TestDir("rm");
   const std::string rm = base + "/rm";
   absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig("examples/models/tiny.json");
@@ -236,10 +238,10 @@ TEST_F(PpoEndToEnd, AGroupRecipeRewardedByARewardModelAlone) {
                    rm,
                    ", model_weight: 1.0, name: [arithmetic], weights: [0]}\n"
                    "algorithm: {n: 2, kl: {coef: 0}}\n"
-                   "trainer: {total_steps: 2, seed: 7, lr: 3.0e-4, eval_every: 0}\n"
+                   "trainer: {total_steps: 5, seed: 7, lr: 3.0e-4, eval_every: 0}\n"
                    "actors:\n"
                    "  rollout: {replicas: 1, resources: {CPU: 0.25}}\n"
-                   "  reward: {replicas: 1, resources: {CPU: 0.25}}\n"
+                   "  reward: {replicas: 2, resources: {CPU: 0.25}}\n"
                    "  reference: {replicas: 0}\n"
                    "  trainer: {replicas: 1, resources: {CPU: 0.25}}\n"
                    "logging: {dir: ",
@@ -249,11 +251,18 @@ TEST_F(PpoEndToEnd, AGroupRecipeRewardedByARewardModelAlone) {
   spec = *std::move(parsed);
   ASSERT_EQ(spec.actors.reward.type, "RewardModel");
   StepMetrics steps;
-  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), Recording(&steps, "rm-rl"));
+  RunOptions options = Recording(&steps, "rm-rl");
+  options.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
+    steps[step] = m;
+    if (step == 2) FreezeThenKill("rm-rl/reward-0", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), options);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->steps, 2);
+  EXPECT_EQ(r->steps, 5);
   EXPECT_GE(r->final_accuracy, 0);  // evaluations were counted by the verifier's "correct"
-  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_GE(r->call_retries, 1) << "no Score call was in flight when the replica died";
+  EXPECT_EQ(r->samples_lost, 0);
+  ASSERT_EQ(steps.size(), 5u);
   for (const auto& [step, m] : steps) {
     ASSERT_TRUE(m.count("reward/rm/score")) << "step " << step;
     ASSERT_TRUE(m.count("reward/correct")) << "step " << step;
