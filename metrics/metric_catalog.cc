@@ -110,6 +110,18 @@ constexpr MetricInfo kCatalog[] = {
      "(`rollout/staleness`) is in TensorBoard."},
     {n::kStalenessMax, "versions", "driver",
      "Largest staleness of the step's samples (at most `async.max_staleness`)."},
+    {n::kGroupsAllCorrect, "fraction", "driver",
+     "Share of the groups scored since the last step (all of them, before dynamic sampling) "
+     "whose samples were all correct (the verifier's `correct`): a group baseline learns "
+     "nothing from them. Logged when the reward has a `correct` component."},
+    {n::kGroupsNoneCorrect, "fraction", "driver",
+     "Share of the groups scored since the last step whose samples were all wrong: no right "
+     "answer was sampled, so a group baseline learns nothing from them either."},
+    {n::kNegLogprob, "nats/token", "driver",
+     "Mean -log pi (the behaviour log-prob) of the tokens generated since the last step, before "
+     "any filtering: at `rollout.temperature` 1 an estimate of the policy's entropy on the "
+     "prompts it is given, comparable across runs whatever each trains on (`actor/entropy` is "
+     "over the batch trained on, which dynamic sampling narrows to the hard groups)."},
 
     // samples/*: where every sample went (cumulative over the run).
     {n::kSamplesAdded, "samples", "driver", "Scored samples added to the replay buffer so far."},

@@ -96,6 +96,9 @@ inline constexpr char kPromptLengthMin[] = "prompt_length/min";
 inline constexpr char kStaleness[] = "rollout/staleness";  // TensorBoard histogram only
 inline constexpr char kStalenessMean[] = "rollout/staleness_mean";
 inline constexpr char kStalenessMax[] = "rollout/staleness_max";
+inline constexpr char kGroupsAllCorrect[] = "rollout/groups_all_correct";
+inline constexpr char kGroupsNoneCorrect[] = "rollout/groups_none_correct";
+inline constexpr char kNegLogprob[] = "rollout/neg_logprob";
 // Driver: the run's loop (recipes/rl/run_state.cc, recipes/grpo/grpo_recipe.cc).
 inline constexpr char kSamplesAdded[] = "samples/added";
 inline constexpr char kSamplesUsed[] = "samples/used";

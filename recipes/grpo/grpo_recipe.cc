@@ -524,6 +524,12 @@ class GrpoRecipe : public Recipe {
       for (const proto::SampleGroup& g : training_groups_) samples_trained += g.samples_size();
       TROUPE_RETURN_IF_ERROR(kl_.Update(m[n::kRewardKlPenalty], samples_trained));
     }
+    const ScoredGroupStats scored = filter_.TakeScoredStats();
+    if (scored.groups_judged > 0) {
+      m[n::kGroupsAllCorrect] = 1.0 * scored.groups_all_correct / scored.groups_judged;
+      m[n::kGroupsNoneCorrect] = 1.0 * scored.groups_none_correct / scored.groups_judged;
+    }
+    if (scored.tokens > 0) m[n::kNegLogprob] = scored.neg_logprob_sum / scored.tokens;
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
     state_.RecordAccounting(stats, drawn(), &m);
     if (spec_.trainer.eval_every > 0 && state_.step() % spec_.trainer.eval_every == 0) {

@@ -15,6 +15,26 @@ double GroupFilter::OverlongPenalty(int64_t length) const {
   return options_.overlong_penalty_factor * static_cast<double>(over) / buffer;
 }
 
+void GroupFilter::Observe(const proto::SampleGroup& group) {
+  ++scored_.groups;
+  int64_t judged = 0, correct = 0;
+  for (const proto::Sample& s : group.samples()) {
+    auto c = s.reward_components().find("correct");
+    if (c != s.reward_components().end()) {
+      ++judged;
+      correct += c->second >= 0.5f;
+    }
+    for (float logprob : s.behaviour_logprobs()) {
+      ++scored_.tokens;
+      scored_.neg_logprob_sum -= logprob;
+    }
+  }
+  if (group.samples_size() == 0 || judged != group.samples_size()) return;
+  ++scored_.groups_judged;
+  scored_.groups_all_correct += correct == judged;
+  scored_.groups_none_correct += correct == 0;
+}
+
 absl::Status GroupFilter::Apply(std::vector<proto::ScoreReply>& scored) {
   int64_t dropped_now = 0;
   for (proto::ScoreReply& reply : scored) {
@@ -29,6 +49,7 @@ absl::Status GroupFilter::Apply(std::vector<proto::ScoreReply>& scored) {
         }
       }
     }
+    for (const proto::SampleGroup& g : reply.groups()) Observe(g);
     if (!options_.filter_groups) continue;
     auto* groups = reply.mutable_groups();
     const auto all_equal = [](const proto::SampleGroup& g) {

@@ -17,6 +17,12 @@
 // training step taking a batch, Apply fails (FAILED_PRECONDITION naming the key): the task is
 // too easy or too hard for the policy, and generating forever would hide it. K = 0: no limit.
 //
+// What the scored groups looked like, before dynamic sampling drops any (filter on or off):
+// TakeScoredStats() returns the counts since its last call, so the driver logs per step the share
+// of groups the policy solves every time or never (rollout/groups_all_correct, _none_correct) and
+// the mean -log pi of the generated tokens (rollout/neg_logprob: at rollout.temperature 1, an
+// estimate of the policy's entropy on the prompts it is given, whatever is trained on).
+//
 // Example:
 //   GroupFilter filter({.overlong_buffer_len = 4, .max_response_length = 16,
 //                       .filter_groups = true, .max_num_gen_batches = 10, .batch_size = 32});
@@ -28,6 +34,7 @@
 #define TROUPE_RECIPES_RL_GROUP_FILTER_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -44,6 +51,19 @@ struct GroupFilterOptions {
   int64_t batch_size = 1;           // groups per training batch.
 };
 
+// Counts over scored groups (see the file comment).
+struct ScoredGroupStats {
+  int64_t groups = 0;
+  // Groups whose every sample has a reward component "correct" (a verifier's), and of them
+  // those with all samples correct (>= 0.5) and with none.
+  int64_t groups_judged = 0;
+  int64_t groups_all_correct = 0;
+  int64_t groups_none_correct = 0;
+  // Response tokens with a behaviour log-prob, and the sum of their -log pi.
+  int64_t tokens = 0;
+  double neg_logprob_sum = 0;
+};
+
 class GroupFilter {
  public:
   explicit GroupFilter(GroupFilterOptions options) : options_(options) {}
@@ -53,6 +73,9 @@ class GroupFilter {
   absl::Status Apply(std::vector<proto::ScoreReply>& scored);
   // A training step took a batch: the run of dropped groups starts again.
   void OnBatchTaken() { dropped_in_a_row_ = 0; }
+
+  // The counts of the groups Apply saw since the last call (then zero again).
+  ScoredGroupStats TakeScoredStats() { return std::exchange(scored_, ScoredGroupStats{}); }
 
   int64_t filtered_groups() const { return filtered_groups_; }
   int64_t filtered_samples() const { return filtered_samples_; }
@@ -66,7 +89,10 @@ class GroupFilter {
   double OverlongPenalty(int64_t length) const;
 
  private:
+  void Observe(const proto::SampleGroup& group);
+
   GroupFilterOptions options_;
+  ScoredGroupStats scored_;
   int64_t filtered_groups_ = 0, filtered_samples_ = 0, shaped_samples_ = 0;
   int64_t dropped_in_a_row_ = 0;
 };

@@ -347,7 +347,8 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/3);
   // The 20-step SFT policy is right ~5% of the time: most groups of 4 are all wrong.
   spec.algorithm.filter_groups = {.enable = true, .max_num_gen_batches = 50};
-  int64_t steps_seen = 0;
+  int64_t steps_seen = 0, steps_with_group_shares = 0;
+  double most_none_correct = 0;
   absl::StatusOr<GrpoResult> r =
       RunGrpo(spec, cluster_->cluster(),
               {.log = Log,
@@ -355,6 +356,18 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
                .on_step = [&](int64_t, const std::map<std::string, double>& m) {
                  ++steps_seen;
                  EXPECT_EQ(m.count("samples/filtered"), 1u);
+                 // The shares of all-right and all-wrong groups among every group scored since
+                 // the previous step (filtered ones included), when some were.
+                 if (m.count("rollout/groups_none_correct") > 0) {
+                   ++steps_with_group_shares;
+                   const double all = m.at("rollout/groups_all_correct");
+                   const double none = m.at("rollout/groups_none_correct");
+                   EXPECT_GE(all, 0);
+                   EXPECT_GE(none, 0);
+                   EXPECT_LE(all + none, 1);
+                   most_none_correct = std::max(most_none_correct, none);
+                   EXPECT_GT(m.at("rollout/neg_logprob"), 0);
+                 }
                  // Every trained group had rewards that differ, so its advantages are not all 0.
                  EXPECT_GT(m.at("critic/advantages/max") - m.at("critic/advantages/min"), 0);
                }});
@@ -362,6 +375,8 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
   EXPECT_EQ(r->steps, 3);
   EXPECT_EQ(steps_seen, 3);
   EXPECT_GT(r->groups_filtered, 0) << "the tiny SFT policy solves or fails some groups entirely";
+  EXPECT_GT(steps_with_group_shares, 0);
+  EXPECT_GT(most_none_correct, 0) << "the ~5% policy fails whole groups, which are counted";
   EXPECT_EQ(r->samples_filtered, r->groups_filtered * spec.algorithm.n);
   const proto::ReplayStats& s = r->accounting;
   EXPECT_EQ(r->samples_lost, 0);
