@@ -169,6 +169,25 @@ TEST(GrpoSpec, TheExampleJobIsHonoured) {
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
 }
 
+// The demo job with DAPO's options: clip-higher, dynamic sampling without a limit, the entropy
+// bonus and no KL reach the trainer and the driver, and no reference is reserved.
+TEST(GrpoSpec, TheDapoExampleJobIsHonoured) {
+  absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/grpo_arith_dapo.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
+  EXPECT_TRUE(spec->algorithm.filter_groups.enable);
+  EXPECT_EQ(spec->algorithm.filter_groups.max_num_gen_batches, 0);
+  EXPECT_EQ(spec->actors.reference.replicas, 0);
+  EXPECT_EQ(spec->sft.dir, "runs/grpo-arith/sft");  // the demo's SFT start
+  const proto::TrainerConfig c = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  EXPECT_EQ(c.clip_eps_low(), 0.2);
+  EXPECT_EQ(c.clip_eps_high(), 0.28);
+  EXPECT_EQ(c.entropy_coeff(), spec->algorithm.entropy_coeff);
+  EXPECT_GT(c.entropy_coeff(), 0);
+  EXPECT_EQ(c.kl_coef(), 0);
+  EXPECT_EQ(c.lr(), 5e-4);
+}
+
 // The group recipes' estimators and GSPO reach the trainer; gamma only where it is read.
 TEST(GrpoSpec, EstimatorsPolicyLossAndGammaReachTheTrainer) {
   absl::StatusOr<JobSpec> spec =
