@@ -89,5 +89,36 @@ TEST(GroupFilter, TooManyDroppedGroupsInARowFailNamingTheKey) {
   EXPECT_EQ(filter.filtered_groups(), 9);
 }
 
+// The counts of every scored group, taken before filtering (filtering on here, so the dropped
+// groups must still be counted): solved by all, by none, by some; -log pi of every token; a group
+// without the verifier's "correct" is counted in groups but not judged; Take resets.
+TEST(GroupFilter, ScoredStatsCountEveryGroupBeforeFilteringAndReset) {
+  GroupFilter filter({.filter_groups = true, .batch_size = 4});
+  proto::ScoreReply r = Reply({{{1, 1}, {1, 1}}, {{0, 1}, {0, 1}}, {{1, 1}, {0, 1}}, {{1, 1}}});
+  const std::vector<std::vector<float>> correct = {{1, 1}, {0, 0}, {1, 0}};
+  for (int g = 0; g < 3; ++g) {
+    for (int i = 0; i < 2; ++i) {
+      proto::Sample* s = r.mutable_groups(g)->mutable_samples(i);
+      (*s->mutable_reward_components())["correct"] = correct[g][i];
+      s->add_behaviour_logprobs(-0.5f);
+      s->add_behaviour_logprobs(g == 2 ? -2.0f : -1.0f);
+    }
+  }
+  std::vector<proto::ScoreReply> scored = {r};
+  ASSERT_TRUE(filter.Apply(scored).ok());
+  EXPECT_EQ(filter.filtered_groups(), 3);  // the all-1, the all-0 and the single-sample group
+  const ScoredGroupStats stats = filter.TakeScoredStats();
+  EXPECT_EQ(stats.groups, 4);
+  EXPECT_EQ(stats.groups_judged, 3);
+  EXPECT_EQ(stats.groups_all_correct, 1);
+  EXPECT_EQ(stats.groups_none_correct, 1);
+  EXPECT_EQ(stats.tokens, 12);
+  // 6 tokens at 0.5, 4 at 1.0, 2 at 2.0.
+  EXPECT_DOUBLE_EQ(stats.neg_logprob_sum, 3.0 + 4.0 + 4.0);
+  const ScoredGroupStats again = filter.TakeScoredStats();
+  EXPECT_EQ(again.groups, 0);
+  EXPECT_EQ(again.tokens, 0);
+}
+
 }  // namespace
 }  // namespace troupe::recipes
