@@ -9,6 +9,8 @@
 //       --task runs/grpo-arith/sft/task.json [--k 16] [--temperature 1.0]
 //
 // Output: JSON lines on stdout (one per split and kind); a table on stderr.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -82,6 +84,10 @@ int main(int argc, char** argv) {
   app.add_option("--train", num_train, "training problems to check too (0: none)");
   app.add_option("--show", show, "print this many wrong greedy answers per split");
   CLI11_PARSE(app, argc, argv);
+  // `bazel run` starts the program in its runfiles: read the paths from where it was typed.
+  if (const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY"); typed_in != nullptr) {
+    if (chdir(typed_in) != 0) Die(std::string("cannot enter ") + typed_in);
+  }
   troupe::models::SetComputeThreads(1);
 
   std::ifstream in(task_file);

@@ -10,6 +10,8 @@
 //       --records runs/judge-arith/data/judge_val.jsonl [--marker =]
 //
 // Output: JSON lines on stdout; a summary on stderr.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,10 @@ int main(int argc, char** argv) {
   app.add_option("--records", records, "make_arith_judge.py's held-out JSONL")->required();
   app.add_option("--marker", marker, "read the verdict after this (reward.judge.marker)");
   CLI11_PARSE(app, argc, argv);
+  // `bazel run` starts the program in its runfiles: read the paths from where it was typed.
+  if (const char* typed_in = std::getenv("BUILD_WORKING_DIRECTORY"); typed_in != nullptr) {
+    if (chdir(typed_in) != 0) Die(std::string("cannot enter ") + typed_in);
+  }
   troupe::models::SetComputeThreads(1);
 
   nlohmann::json config = {{"model_dir", judge},
