@@ -79,9 +79,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Where an arithmetic policy is still wrong"};
   app.add_option("--policy", policy_dir, "the policy's HF directory")->required();
   app.add_option("--task", task_file, "task.json (the SFT checkpoint's)")->required();
-  app.add_option("--k", k, "samples per problem for pass@k");
-  app.add_option("--temperature", temperature, "sampling temperature for pass@k");
-  app.add_option("--train", num_train, "training problems to check too (0: none)");
+  app.add_option("--k", k, "samples per problem for pass@k")->check(CLI::PositiveNumber);
+  app.add_option("--temperature", temperature, "sampling temperature for pass@k")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--train", num_train, "training problems to check too (0: none)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--show", show, "print this many wrong greedy answers per split");
   CLI11_PARSE(app, argc, argv);
   // `bazel run` starts the program in its runfiles: read the paths from where it was typed.
