@@ -7,6 +7,7 @@
 #include <exception>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -343,22 +344,64 @@ absl::Status GenerationEngine::RunSteps(const SamplingParams& params, const Step
     }
 
     // ---- Forward: prefill rows and decode rows (ascending slots, so contiguous runs are cheap).
+    // A fresh sample whose prompt a leader prefills at this step follows it (the file comment).
     std::vector<int64_t> prefill_rows;
     std::vector<int64_t> decode_rows;
+    std::vector<int64_t> followers, leader_rows;  // leader_rows: the leader's row in prefill_rows
+    absl::flat_hash_map<const std::vector<int32_t>*, int64_t> leaders;  // prompt -> its row
     for (int64_t s = 0; s < cache_->num_slots(); ++s) {
-      if (!slots_[s].active) continue;
-      (slots_[s].uncached.size() > 1 ? prefill_rows : decode_rows).push_back(s);
+      Slot& slot = slots_[s];
+      if (!slot.active) continue;
+      if (slot.uncached.size() <= 1) {
+        decode_rows.push_back(s);
+        continue;
+      }
+      const bool fresh = slot.sample.tokens.empty() && cache_->lengths[s] == 0;
+      auto leader = fresh ? leaders.find(slot.prompt) : leaders.end();
+      if (leader != leaders.end()) {
+        followers.push_back(s);
+        leader_rows.push_back(leader->second);
+        continue;
+      }
+      if (fresh) leaders.emplace(slot.prompt, static_cast<int64_t>(prefill_rows.size()));
+      prefill_rows.push_back(s);
     }
     if (prefill_rows.empty() && decode_rows.empty()) break;
     ++stats_.steps;
-    stats_.max_active_slots =
-        std::max<int64_t>(stats_.max_active_slots, prefill_rows.size() + decode_rows.size());
+    stats_.max_active_slots = std::max<int64_t>(
+        stats_.max_active_slots, prefill_rows.size() + decode_rows.size() + followers.size());
     const int64_t version = weight_version();
     std::vector<at::Tensor> logits_parts;
     std::vector<int64_t> rows;
     for (const auto* group : {&prefill_rows, &decode_rows}) {
       if (group->empty()) continue;
       TROUPE_ASSIGN_OR_RETURN(at::Tensor part, ForwardRows(*group, group == &prefill_rows));
+      if (group == &prefill_rows && !followers.empty()) {
+        // The followers: the leaders' cache entries, and their logits rows.
+        std::vector<int64_t> leader_slots;
+        int64_t width = 0;
+        for (int64_t r : leader_rows) {
+          leader_slots.push_back(prefill_rows[r]);
+          width = std::max(width, cache_->lengths[prefill_rows[r]]);
+        }
+        const at::Tensor from = at::tensor(leader_slots, at::kLong);
+        const at::Tensor to = at::tensor(followers, at::kLong);
+        for (int64_t l = 0; l < cache_->num_layers(); ++l) {
+          for (at::Tensor* kv : {&cache_->keys[l], &cache_->values[l]}) {
+            at::Tensor filled = kv->narrow(2, 0, width);
+            filled.index_copy_(0, to, filled.index_select(0, from));
+          }
+        }
+        for (size_t i = 0; i < followers.size(); ++i) {
+          cache_->lengths[followers[i]] = cache_->lengths[leader_slots[i]];
+          stats_.shared_prefill_tokens += slots_[followers[i]].uncached.size();
+        }
+        part = at::cat({part, part.index_select(0, at::tensor(leader_rows, at::kLong))}, 0);
+        logits_parts.push_back(part);
+        rows.insert(rows.end(), group->begin(), group->end());
+        rows.insert(rows.end(), followers.begin(), followers.end());
+        continue;
+      }
       logits_parts.push_back(part);
       rows.insert(rows.end(), group->begin(), group->end());
     }

@@ -17,6 +17,14 @@
 //
 // so a slot freed by a short sequence is refilled (prefilled) while the others keep decoding.
 //
+// Shared prompts. The n samples of a prompt are queued one after another, so they usually start
+// at the same step boundary. Only the first of those (the leader) is prefilled; every other one
+// (a follower) gets a copy of the leader's KV cache and samples its first token from the leader's
+// logits with its own random number. This is the computation a separate prefill would do (equal up
+// to float rounding of the batched matmuls), at 1/n of the prompt cost, which dominates when
+// prompts are longer than responses. A sample whose cache is being rebuilt after a weight update
+// is never shared.
+//
 // Log-probs. Each generated token carries two log-probabilities:
 //   logprobs           log π(y_t | prefix) of the model at temperature 1, without top-k / top-p:
 //                      kernels::TokenLogProbs of the raw logits. This is what a trainer recomputes
@@ -154,6 +162,9 @@ struct GenerationStats {
   int64_t decode_tokens = 0;      // Tokens fed in decode calls.
   int64_t generated_tokens = 0;   // Tokens sampled.
   int64_t recomputed_tokens = 0;  // Prefill tokens spent rebuilding caches after weight updates.
+  // Prompt tokens not prefilled because a sibling sample of the same prompt, filled at the same
+  // step boundary, was: its cache was copied instead (see "Shared prompts" above).
+  int64_t shared_prefill_tokens = 0;
   int64_t weight_updates_applied = 0;
   int64_t max_active_slots = 0;  // Most slots running in one step.
 };

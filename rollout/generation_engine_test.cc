@@ -426,6 +426,40 @@ TEST(GenerationEngine, SampledOutputDoesNotDependOnTheNumberOfSlots) {
   for (size_t i = 0; i < batched.size(); ++i) EXPECT_EQ(batched[i].tokens, serial[i].tokens);
 }
 
+TEST(GenerationEngine, ThePromptOfNSamplesIsPrefilledOnceAndEachSamplesAsIfAlone) {
+  CausalLM model = MakeModel(12);
+  const auto prompts = Prompts(4);
+  SamplingParams params;
+  params.max_new_tokens = 8;
+  params.n = 4;
+  params.seed = 6;
+  params.stop_token_ids = {4, 7};
+  // 16 slots: the 4 samples of every prompt start at the first boundary; 1 slot: one at a time,
+  // so nothing can be shared and every sample is prefilled alone.
+  auto shared = MakeEngine(model, 16);
+  auto alone = MakeEngine(model, 1);
+  std::vector<GeneratedSample> a = Generate(*shared, prompts, params);
+  std::vector<GeneratedSample> b = Generate(*alone, prompts, params);
+  ASSERT_EQ(a.size(), 16u);
+  ASSERT_EQ(b.size(), 16u);
+  std::set<std::vector<int32_t>> distinct;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "sample " << i;
+    ASSERT_EQ(a[i].logprobs.size(), b[i].logprobs.size());
+    for (size_t t = 0; t < a[i].logprobs.size(); ++t) {
+      EXPECT_NEAR(a[i].logprobs[t], b[i].logprobs[t], 1e-4) << "sample " << i << " token " << t;
+    }
+    distinct.insert(a[i].tokens);
+  }
+  EXPECT_GT(distinct.size(), 8u);  // the followers drew their own tokens
+  int64_t prompt_tokens = 0;
+  for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  EXPECT_EQ(shared->stats().prefill_tokens, prompt_tokens);
+  EXPECT_EQ(shared->stats().shared_prefill_tokens, 3 * prompt_tokens);
+  EXPECT_EQ(alone->stats().prefill_tokens, 4 * prompt_tokens);
+  EXPECT_EQ(alone->stats().shared_prefill_tokens, 0);
+}
+
 TEST(GenerationEngine, WeightSwapMidGenerationTagsVersionsAndContinuesWithTheNewWeights) {
   CausalLM model = MakeModel(11);
   CausalLM old_weights = MakeModel(11);
