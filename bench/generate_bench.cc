@@ -8,8 +8,12 @@
 // FLOPs count the useful work: 2 x (weights of the matmuls) per processed token, 4 x layers x
 // context x hidden for attention per processed token, and the LM head once per sampled token.
 //
+// With --n N > 1 it also measures shared prompts (rollout/generation_engine.h): batch / N prompts
+// of N samples each, whose prompt the engine prefills once, against the same engine given each
+// of the N copies as a prompt of its own (prefilled N times), same run.
+//
 //   bazel run -c opt //bench:generate_bench -- [--model_config examples/models/tiny.json]
-//       [--batch 32] [--prompt_len 16] [--new_tokens 128] [--repeats 3] [--threads 1]
+//       [--batch 32] [--prompt_len 16] [--new_tokens 128] [--repeats 3] [--threads 1] [--n 1]
 //
 // Output: JSON lines on stdout; progress on stderr. Repeats alternate engine / naive order; the
 // values are medians over repeats.
@@ -114,7 +118,11 @@ int main(int argc, char** argv) {
   app.add_option("--new_tokens", new_tokens, "Generated tokens")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "Alternating repeats")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "LibTorch + OpenBLAS threads")->check(CLI::PositiveNumber);
+  int64_t n = 1;
+  app.add_option("--n", n, "Samples per prompt for the shared-prompt line (divides --batch)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  if (batch % n != 0) Die("--n must divide --batch");
   const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY");
   if (workspace != nullptr && !model_config.empty() && model_config[0] != '/') {
     model_config = std::string(workspace) + "/" + model_config;
@@ -199,5 +207,43 @@ int main(int argc, char** argv) {
       "\"threads\":%d}\n",
       achieved_gflops / roofline.gflops, achieved_gflops, roofline.gflops,
       static_cast<long long>(roofline.n), at::get_num_threads());
+  if (n == 1) return 0;
+
+  // Shared prompts: batch / n prompts x n samples, against the n copies as separate prompts.
+  std::vector<std::vector<int32_t>> unique, copies;
+  for (int64_t p = 0; p < batch / n; ++p) {
+    unique.push_back(prompts[p * n]);
+    for (int64_t i = 0; i < n; ++i) copies.push_back(prompts[p * n]);
+  }
+  troupe::rollout::SamplingParams shared_params = params;
+  shared_params.n = static_cast<int32_t>(n);
+  std::vector<double> shared_s, separate_s;
+  const int64_t shared_before = engine->stats().shared_prefill_tokens;
+  for (int64_t r = 0; r < repeats; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const bool shared = (r + k) % 2 == 0;
+      const Clock::time_point start = Clock::now();
+      OrDie(shared ? engine->Generate(unique, shared_params) : engine->Generate(copies, params));
+      (shared ? shared_s : separate_s).push_back(SecondsSince(start));
+    }
+    std::fprintf(stderr,
+                 "generate_bench: shared repeat %lld/%lld  shared %.3f s  separate %.3f s\n",
+                 static_cast<long long>(r + 1), static_cast<long long>(repeats), shared_s.back(),
+                 separate_s.back());
+  }
+  const int64_t shared_tokens = engine->stats().shared_prefill_tokens - shared_before;
+  if (shared_tokens != repeats * (batch - batch / n) * prompt_len) {
+    Die("the shared-prompt runs did not share every follower's prompt");
+  }
+  const double shared_rate = tokens / Median(shared_s);
+  const double separate_rate = tokens / Median(separate_s);
+  std::printf(
+      "{\"bench\":\"generate_bench\",\"metric\":\"shared_prompt_tokens_per_s\",\"value\":%.1f,"
+      "\"unit\":\"tokens/s\",\"baseline\":\"separate_prefill\",\"baseline_value\":%.1f,"
+      "\"ratio\":%.2f,\"batch\":%lld,\"n\":%lld,\"prompt_len\":%lld,\"new_tokens\":%lld,"
+      "\"threads\":%d}\n",
+      shared_rate, separate_rate, shared_rate / separate_rate, static_cast<long long>(batch),
+      static_cast<long long>(n), static_cast<long long>(prompt_len),
+      static_cast<long long>(new_tokens), at::get_num_threads());
   return 0;
 }
