@@ -122,6 +122,10 @@ constexpr MetricInfo kCatalog[] = {
      "any filtering: at `rollout.temperature` 1 an estimate of the policy's entropy on the "
      "prompts it is given, comparable across runs whatever each trains on (`actor/entropy` is "
      "over the batch trained on, which dynamic sampling narrows to the hard groups)."},
+    {n::kPromptsDownWeighted, "fraction", "driver",
+     "`data.sampler.type: prioritized` only: the share of the training prompts whose last "
+     "group's rewards were all equal, each drawn `data.sampler.uniform_weight` times as often as "
+     "the others."},
 
     // samples/*: where every sample went (cumulative over the run).
     {n::kSamplesAdded, "samples", "driver", "Scored samples added to the replay buffer so far."},

@@ -132,7 +132,11 @@ class GrpoRecipe : public Recipe {
                             models::LoadTokenizer(policy_dir_ + "/tokenizer.json"));
     TROUPE_ASSIGN_OR_RETURN(auto dataset, MakeJobPrompts(spec_, std::move(tok), options_.log));
     state_.result().prompts_filtered = dataset->filtered();
-    prompts_ = std::make_unique<PromptSource>(std::move(dataset));
+    prompts_ = std::make_unique<PromptSource>(
+        std::move(dataset),
+        PromptSamplerOptions{.prioritized = spec_.data.sampler.prioritized,
+                             .uniform_weight = spec_.data.sampler.uniform_weight,
+                             .seed = static_cast<uint64_t>(spec_.data.seed)});
     if (state_.resumed_state().contains("prompts")) {
       TROUPE_RETURN_IF_ERROR(prompts_->Restore(state_.resumed_state()["prompts"]));
     }
@@ -372,7 +376,9 @@ class GrpoRecipe : public Recipe {
   // leaves the groups ahead of training, so Generate draws another prompt in its place.
   absl::Status Buffer(std::vector<proto::ScoreReply> scored) {
     const int64_t before = filter_.filtered_groups();
-    TROUPE_RETURN_IF_ERROR(filter_.Apply(scored));
+    std::vector<std::pair<int64_t, bool>> uniform;
+    TROUPE_RETURN_IF_ERROR(filter_.Apply(scored, pairs_ == nullptr ? &uniform : nullptr));
+    for (const auto& [prompt_id, all_equal] : uniform) prompts_->Observe(prompt_id, all_equal);
     pending_ -= filter_.filtered_groups() - before;
     state_.result().groups_filtered = filter_.filtered_groups();
     state_.result().samples_filtered = filter_.filtered_samples();
@@ -530,6 +536,10 @@ class GrpoRecipe : public Recipe {
       m[n::kGroupsNoneCorrect] = 1.0 * scored.groups_none_correct / scored.groups_judged;
     }
     if (scored.tokens > 0) m[n::kNegLogprob] = scored.neg_logprob_sum / scored.tokens;
+    if (spec_.data.sampler.prioritized && prompts_->dataset().size() > 0) {
+      m[n::kPromptsDownWeighted] =
+          static_cast<double>(prompts_->down_weighted()) / prompts_->dataset().size();
+    }
     TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
     state_.RecordAccounting(stats, drawn(), &m);
     if (spec_.trainer.eval_every > 0 && state_.step() % spec_.trainer.eval_every == 0) {

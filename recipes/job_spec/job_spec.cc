@@ -95,6 +95,10 @@ const NameTable<KlCtrlType>& KlCtrlTypes() {
                                               {"adaptive", KlCtrlType::kAdaptive}};
   return table;
 }
+const NameTable<bool>& Samplers() {
+  static const NameTable<bool> table = {{"sequential", false}, {"prioritized", true}};
+  return table;
+}
 const NameTable<Truncation>& Truncations() {
   static const NameTable<Truncation> table = {
       {"error", Truncation::kError}, {"left", Truncation::kLeft}, {"right", Truncation::kRight}};
@@ -1029,6 +1033,14 @@ class JobSpecReader {
     if (!d.task.empty() && !d.train_files.empty()) {
       Add("data.train_files", "give data.task or data.train_files, not both");
     }
+    if (!d.sampler.prioritized && ctx_->locs.contains("data.sampler.uniform_weight")) {
+      Add("data.sampler.uniform_weight", "weighs the draws of data.sampler.type: prioritized only");
+    }
+    if (offline_pairs && ctx_->locs.contains("data.sampler.type")) {
+      Add("data.sampler.type",
+          "offline dpo trains on data.preference_files in their own order; the sampler picks "
+          "prompts to generate from");
+    }
     if (d.train_files.empty() && !sft_recipe) {
       for (const char* key :
            {"data.val_files", "data.prompt_key", "data.answer_key", "data.data_source_key",
@@ -1122,6 +1134,10 @@ class JobSpecReader {
     d.Bool("filter_overlong_prompts", &data.filter_overlong_prompts);
     d.Enum("truncation", &data.truncation, Truncations());
     d.String("chat_template", &data.chat_template, false, /*allow_empty=*/true);
+    Section sampler = d.Sub("sampler");
+    sampler.Enum("type", &data.sampler.prioritized, Samplers());
+    sampler.Double("uniform_weight", &data.sampler.uniform_weight, LeftOpen(0, 1));
+    sampler.Finish();
     d.Int("train_batch_size", &data.train_batch_size, Positive());
     d.Int("max_prompt_length", &data.max_prompt_length, Positive());
     d.Int("max_response_length", &data.max_response_length, Positive());
@@ -1484,6 +1500,9 @@ ordered_json ToJsonValue(const JobSpec& s) {
     if (!rm) data["filter_overlong_prompts"] = d.filter_overlong_prompts;
     data["truncation"] = TruncationName(d.truncation);
     data["chat_template"] = d.chat_template;
+  }
+  if (d.sampler.prioritized) {
+    data["sampler"] = {{"type", "prioritized"}, {"uniform_weight", d.sampler.uniform_weight}};
   }
   data["train_batch_size"] = s.data.train_batch_size;
   data["max_prompt_length"] = s.data.max_prompt_length;

@@ -125,6 +125,14 @@ struct ModelSpec {
 enum class Truncation { kError, kLeft, kRight };
 absl::string_view TruncationName(Truncation truncation);
 
+// data.sampler: how the RL recipes pick the training prompt of each draw
+// (recipes/rl/prompt_source.h): in order (sequential), or at random with the prompts whose last
+// group's rewards were all equal drawn uniform_weight times as often (prioritized).
+struct SamplerSpec {
+  bool prioritized = false;
+  double uniform_weight = 0.1;  // in (0, 1]
+};
+
 // Exactly one of `task` (a registered task's generated problems) and `train_files` (JSONL
 // datasets, data/jsonl_dataset.h) is set.
 struct DataSpec {
@@ -148,6 +156,7 @@ struct DataSpec {
   bool filter_overlong_prompts = false;
   Truncation truncation = Truncation::kError;
   std::string chat_template;  // "" = none (a messages prompt is then refused)
+  SamplerSpec sampler;
   int64_t train_batch_size = 1024;
   int64_t max_prompt_length = 512;
   int64_t max_response_length = TrainerDefaults().max_response_length();

@@ -63,6 +63,13 @@ const std::vector<KeyDoc>& KeyDocs() {
        "response (as chosen_key)"},
       {"data.shuffle",
        "draw records in a per-epoch permutation of (data.seed, epoch) instead of file order"},
+      {"data.sampler.type",
+       "RL recipes: sequential draws the training prompts in order (epochs); prioritized draws "
+       "them at random, those whose last group's rewards were all equal (all solved or all "
+       "failed) uniform_weight times as often (recipes/rl/prompt_source.h)"},
+      {"data.sampler.uniform_weight",
+       "prioritized: the relative chance of drawing a prompt whose last group's rewards were all "
+       "equal (a prompt never drawn or whose last group was mixed: 1)"},
       {"data.filter_overlong_prompts",
        "drop prompts longer than data.max_prompt_length tokens (a full scan before the run; the "
        "count is logged and in summary.json)"},

@@ -17,6 +17,7 @@
 namespace troupe::recipes {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -528,6 +529,32 @@ reward: {overlong_buffer: {enable: true, len: 64, penalty_factor: 0.5}}
   EXPECT_EQ(ToJson(*again), ToJson(spec));
   EXPECT_EQ(again->algorithm.gamma, 0.9);
   EXPECT_TRUE(again->reward.overlong_buffer.enable);
+}
+
+TEST(JobSpec, ThePromptSamplerIsReadCheckedAndRoundTrips) {
+  EXPECT_FALSE(Parse(kBase).data.sampler.prioritized);
+  const JobSpec spec =
+      Parse(kBase, {"data.sampler.type=prioritized", "data.sampler.uniform_weight=0.25"});
+  EXPECT_TRUE(spec.data.sampler.prioritized);
+  EXPECT_EQ(spec.data.sampler.uniform_weight, 0.25);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(ToYaml(spec), "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << ToYaml(spec);
+  EXPECT_TRUE(again->data.sampler.prioritized);
+  EXPECT_EQ(again->data.sampler.uniform_weight, 0.25);
+  EXPECT_EQ(ToJson(*again), ToJson(spec));
+
+  EXPECT_THAT(ParseError(kBase, {"data.sampler.type=priority"}),
+              AllOf(HasSubstr("data.sampler.type"), HasSubstr("prioritized")));
+  EXPECT_THAT(ParseError(kBase, {"data.sampler.type=prioritized", "data.sampler.uniform_weight=0"}),
+              HasSubstr("data.sampler.uniform_weight: expected a number in (0, 1]"));
+  // A weight without prioritized sampling would change nothing: refused.
+  EXPECT_THAT(ParseError(kBase, {"data.sampler.uniform_weight=0.5"}),
+              AllOf(HasSubstr("data.sampler.uniform_weight"), HasSubstr("prioritized only")));
+  // Offline dpo draws its pairs from data.preference_files: no prompts to sample.
+  RegisterJobRecipe("dpo");  // (the recipe library is not linked into this test)
+  EXPECT_THAT(ParseError(kBase, {"recipe=dpo", "data.preference_files=[p.jsonl]",
+                                 "data.sampler.type=prioritized"}),
+              HasSubstr("data.sampler.type: offline dpo trains on data.preference_files"));
 }
 
 TEST(JobSpec, ToYamlOfAModelInitPathWithoutAConfigParsesBack) {

@@ -35,7 +35,14 @@ void GroupFilter::Observe(const proto::SampleGroup& group) {
   scored_.groups_none_correct += correct == 0;
 }
 
-absl::Status GroupFilter::Apply(std::vector<proto::ScoreReply>& scored) {
+absl::Status GroupFilter::Apply(std::vector<proto::ScoreReply>& scored,
+                                std::vector<std::pair<int64_t, bool>>* uniform) {
+  const auto all_equal = [](const proto::SampleGroup& g) {
+    for (const proto::Sample& s : g.samples()) {
+      if (s.reward() != g.samples(0).reward()) return false;
+    }
+    return g.samples_size() > 0;
+  };
   int64_t dropped_now = 0;
   for (proto::ScoreReply& reply : scored) {
     if (options_.overlong_buffer_len > 0) {
@@ -49,15 +56,12 @@ absl::Status GroupFilter::Apply(std::vector<proto::ScoreReply>& scored) {
         }
       }
     }
-    for (const proto::SampleGroup& g : reply.groups()) Observe(g);
+    for (const proto::SampleGroup& g : reply.groups()) {
+      Observe(g);
+      if (uniform != nullptr) uniform->emplace_back(g.prompt_id(), all_equal(g));
+    }
     if (!options_.filter_groups) continue;
     auto* groups = reply.mutable_groups();
-    const auto all_equal = [](const proto::SampleGroup& g) {
-      for (const proto::Sample& s : g.samples()) {
-        if (s.reward() != g.samples(0).reward()) return false;
-      }
-      return g.samples_size() > 0;
-    };
     for (const proto::SampleGroup& g : *groups) {
       if (!all_equal(g)) continue;
       ++filtered_groups_;

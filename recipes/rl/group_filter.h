@@ -69,8 +69,11 @@ class GroupFilter {
   explicit GroupFilter(GroupFilterOptions options) : options_(options) {}
 
   // Shapes every sample's reward, then drops the groups whose rewards are all equal (each
-  // reply keeps its other groups). FAILED_PRECONDITION as described in the file comment.
-  absl::Status Apply(std::vector<proto::ScoreReply>& scored);
+  // reply keeps its other groups). FAILED_PRECONDITION as described in the file comment. With
+  // `uniform` set, every group seen (dropped or not) is appended to it as (prompt_id, whether its
+  // shaped rewards are all equal): what prioritized prompt sampling learns from.
+  absl::Status Apply(std::vector<proto::ScoreReply>& scored,
+                     std::vector<std::pair<int64_t, bool>>* uniform = nullptr);
   // A training step took a batch: the run of dropped groups starts again.
   void OnBatchTaken() { dropped_in_a_row_ = 0; }
 

@@ -434,11 +434,12 @@ absl::Status CheckRmSpec(const JobSpec& spec) {
     }
   }
   for (const char* key : {"data.answer_key", "data.data_source_key", "data.default_data_source",
-                          "data.filter_overlong_prompts", "data.heldout_size"}) {
+                          "data.filter_overlong_prompts", "data.heldout_size", "data.sampler.type",
+                          "data.sampler.uniform_weight"}) {
     if (spec.locations.contains(key)) {
       refuse(key,
              "is not read by recipe rm (a preference record is prompt, chosen, rejected; "
-             "every data.val_files pair is evaluated)");
+             "every data.val_files pair is evaluated; pairs are drawn in data.shuffle's order)");
     }
   }
   for (const char* key : {"trainer.ppo_epochs", "trainer.mini_batch_size", "trainer.critic_warmup",

@@ -57,9 +57,10 @@ rollout: {temperature: 0.7}
 actors:
   rollout: {replicas: 2}
 )";
-  absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "job.yaml",
-                                              {"data.answer_key=gt", "trainer.ppo_epochs=2",
-                                               "data.heldout_size=10", "reward.name=[arithmetic]"});
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(yaml, "job.yaml",
+                   {"data.answer_key=gt", "trainer.ppo_epochs=2", "data.heldout_size=10",
+                    "reward.name=[arithmetic]", "data.sampler.type=prioritized"});
   ASSERT_TRUE(spec.ok()) << spec.status();
   const absl::Status s = CheckRmSpec(*spec);
   ASSERT_FALSE(s.ok());
@@ -71,6 +72,7 @@ actors:
   EXPECT_THAT(message, HasSubstr("override data.answer_key=gt: data.answer_key: is not read by "
                                  "recipe rm"));
   EXPECT_THAT(message, HasSubstr("data.heldout_size: is not read by recipe rm"));
+  EXPECT_THAT(message, HasSubstr("data.sampler.type: is not read by recipe rm"));
   EXPECT_THAT(message, HasSubstr("trainer.ppo_epochs: is not read by recipe rm"));
   EXPECT_THAT(message, HasSubstr("reward: recipe rm"));
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -16,13 +17,16 @@
 namespace troupe::tests {
 namespace {
 
-TEST(AsyncResume, AKilledRunResumedUsesEveryPromptOnceAndItsAccountingAddsUp) {
-  const std::string dir = FreshTestDir("async-resume");
+// Runs the job (with `sampler` as its data.sampler), kills it after 3 checkpoints, resumes it and
+// checks the lineage's accounting; returns the test's directory.
+std::string KillAndResume(const std::string& name, const std::string& sampler) {
+  const std::string dir = FreshTestDir(name);
   const std::string job = dir + "/job.yaml";
   std::ofstream(job) << absl::StrCat(R"(name: resume
 model: {config: examples/models/tiny.json, init: sft}
 data: {task: arithmetic, digits: 2, num_train: 500, heldout_size: 20, seed: 3,
-       train_batch_size: 4, max_prompt_length: 8, max_response_length: 4}
+       train_batch_size: 4, max_prompt_length: 8, max_response_length: 4, sampler: )",
+                                     sampler, R"(}
 sft: {steps: 20, batch_size: 16, warmup_steps: 5, eval_every: 20, dir: )",
                                      dir, R"(/sft}
 algorithm: {n: 4, kl: {coef: 0.01}}
@@ -39,11 +43,11 @@ logging: {dir: )",
 )");
   // The first run, killed with SIGKILL once it has made a few checkpoints (the process and, by
   // their parent-death signal, every worker of its embedded cluster).
-  ASSERT_TRUE(KillRunAfterCheckpoints(job, dir + "/run", dir + "/a.log", 3, absl::Minutes(4)));
+  EXPECT_TRUE(KillRunAfterCheckpoints(job, dir + "/run", dir + "/a.log", 3, absl::Minutes(4)));
   const int before = CheckpointNames(dir + "/run/ckpt").size();
 
   auto [rc, out] = ResumeRun(job, dir + "/b.log", absl::Minutes(5));
-  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("resuming from"), std::string::npos) << out;
 
   nlohmann::json s = ReadJson(dir + "/run/summary.json");
@@ -65,6 +69,38 @@ logging: {dir: )",
   EXPECT_EQ(a["duplicates"], 0);
   EXPECT_EQ(s["prompts_drawn"].get<int64_t>() * 4, added);
   EXPECT_GT(used, 0);
+  return dir;
+}
+
+TEST(AsyncResume, AKilledRunResumedUsesEveryPromptOnceAndItsAccountingAddsUp) {
+  KillAndResume("async-resume", "{type: sequential}");
+}
+
+// With prioritized sampling the checkpoint also carries the down-weighted prompts and the
+// dataset index of every prompt that was out; the resumed run draws those same prompts again.
+TEST(AsyncResume, APrioritizedRunResumesItsSamplerToo) {
+  const std::string dir =
+      KillAndResume("async-resume-prioritized", "{type: prioritized, uniform_weight: 0.2}");
+  const std::vector<std::string> names = CheckpointNames(dir + "/run/ckpt");
+  ASSERT_FALSE(names.empty());
+  const nlohmann::json st =
+      ReadJson(dir + "/run/ckpt/" + names.back() + "/driver_state.json")["recipe"]["prompts"];
+  SCOPED_TRACE(st.dump());
+  ASSERT_TRUE(st.contains("prioritized"));
+  EXPECT_EQ(st["prioritized"]["again_index"].size(), st["again"].size());
+  // 16 steps of 4 groups of a 20-step SFT policy: some groups came back all right or all wrong.
+  EXPECT_FALSE(st["prioritized"]["down_weighted"].empty());
+  // The share of down-weighted prompts is logged per step, in [0, 1].
+  std::ifstream metrics(dir + "/run/metrics.jsonl");
+  int logged = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json m = nlohmann::json::parse(line);
+    if (!m.contains("rollout/prompts_down_weighted")) continue;
+    ++logged;
+    EXPECT_GE(m["rollout/prompts_down_weighted"].get<double>(), 0.0);
+    EXPECT_LE(m["rollout/prompts_down_weighted"].get<double>(), 1.0);
+  }
+  EXPECT_GT(logged, 0);
 }
 
 }  // namespace
