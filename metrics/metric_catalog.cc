@@ -122,6 +122,10 @@ constexpr MetricInfo kCatalog[] = {
      "any filtering: at `rollout.temperature` 1 an estimate of the policy's entropy on the "
      "prompts it is given, comparable across runs whatever each trains on (`actor/entropy` is "
      "over the batch trained on, which dynamic sampling narrows to the hard groups)."},
+    {n::kPromptsPerCall, "prompts", "driver",
+     "Mean prompts per rollout Generate call completed since the last step (each generates "
+     "`algorithm.n` samples of them): `data.gen_batch_size` / replicas when the room allows; "
+     "larger calls batch generation better."},
     {n::kPromptsDownWeighted, "fraction", "driver",
      "`data.sampler.type: prioritized` only: the share of the training prompts whose last "
      "group's rewards were all equal, each drawn `data.sampler.uniform_weight` times as often as "

@@ -406,8 +406,9 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
 proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir) {
   proto::RolloutWorkerConfig c;
   c.set_model_dir(model_dir);
-  c.set_num_slots(static_cast<int32_t>(std::max<int64_t>(
-      8, spec.data.train_batch_size * spec.algorithm.n / spec.actors.rollout.replicas)));
+  c.set_num_slots(static_cast<int32_t>(
+      std::max<int64_t>(8, std::max(spec.data.train_batch_size, spec.data.gen_batch_size) *
+                               spec.algorithm.n / spec.actors.rollout.replicas)));
   c.set_max_seq_len(
       static_cast<int32_t>(spec.data.max_prompt_length + spec.data.max_response_length + 2));
   return c;

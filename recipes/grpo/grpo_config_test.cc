@@ -92,6 +92,7 @@ TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
       {{"data.max_prompt_length=16"}, "/rollout/max_seq_len", 16 + 512 + 2},
       {{"data.train_batch_size=64"}, "/rollout/num_slots", 64 * 8},
       {{"actors.rollout.replicas=2"}, "/rollout/num_slots", 1024 * 8 / 2},
+      {{"async.max_staleness=1", "data.gen_batch_size=3072"}, "/rollout/num_slots", 3072 * 8},
       {{"algorithm.n=4"}, "/generate/n", 4},
       {{"rollout.temperature=0.5"}, "/generate/temperature", 0.5},
       {{"rollout.top_p=0.75"}, "/generate/top_p", 0.75},
@@ -179,6 +180,9 @@ TEST(GrpoSpec, TheDapoExampleJobIsHonoured) {
   EXPECT_EQ(spec->algorithm.filter_groups.max_num_gen_batches, 0);
   EXPECT_EQ(spec->actors.reference.replicas, 0);
   EXPECT_EQ(spec->sft.dir, "runs/grpo-arith/sft");  // the demo's SFT start
+  // Generation rounds of twice the batch: each of the 2 workers gets 32 prompts a call.
+  EXPECT_EQ(spec->data.gen_batch_size, 2 * spec->data.train_batch_size);
+  EXPECT_EQ(GrpoRolloutConfig(*spec, "model").num_slots(), 64 * 8 / 2);
   const proto::TrainerConfig c = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
   EXPECT_EQ(c.clip_eps_low(), 0.2);
   EXPECT_EQ(c.clip_eps_high(), 0.28);

@@ -126,6 +126,10 @@ class GrpoRecipe : public Recipe {
  private:
   int64_t eta() const { return spec_.async.max_staleness; }
   int64_t batch() const { return spec_.data.train_batch_size; }
+  // Prompts of an asynchronous generation round (data.gen_batch_size, default the batch).
+  int64_t gen_batch() const {
+    return spec_.data.gen_batch_size > 0 ? spec_.data.gen_batch_size : batch();
+  }
 
   absl::Status PreparePrompts() {
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tok,
@@ -320,11 +324,12 @@ class GrpoRecipe : public Recipe {
         return GrpoGenerateRequest(spec_, std::move(part), state_.version());
       });
     }
-    const int64_t chunk = std::max<int64_t>(1, batch() / spec_.actors.rollout.replicas);
+    const int64_t chunk = std::max<int64_t>(1, gen_batch() / spec_.actors.rollout.replicas);
     // A smaller last chunk fills the room: groups dropped as stale or by dynamic sampling leave
     // pending_ at any count, and a batch short of a few groups must still be completed.
     for (int64_t room;
-         pool_->idle() > 0 && (room = std::max<int64_t>(1, eta()) * batch() - pending_) > 0;) {
+         pool_->idle() > 0 &&
+         (room = std::max<int64_t>(1, eta()) * std::max(batch(), gen_batch()) - pending_) > 0;) {
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(std::min(chunk, room)));
       // Recent enough to be within eta when taken (at version + 2 at the latest), not stale.
       const int64_t fresh = state_.version() + (bumps_version() ? 2 : 1) - eta();
@@ -365,6 +370,8 @@ class GrpoRecipe : public Recipe {
     pending_ -= state_.result().prompts_regenerated - before;
     for (Generated& g : done) {
       state_.RecordGenerated(g.reply);
+      ++generate_calls_;
+      prompts_generated_ += g.reply.groups_size();
       proto::ScoreRequest sr;
       *sr.mutable_groups() = std::move(*g.reply.mutable_groups());
       scoring_->Submit(std::move(sr));
@@ -377,7 +384,8 @@ class GrpoRecipe : public Recipe {
   absl::Status Buffer(std::vector<proto::ScoreReply> scored) {
     const int64_t before = filter_.filtered_groups();
     std::vector<std::pair<int64_t, bool>> uniform;
-    TROUPE_RETURN_IF_ERROR(filter_.Apply(scored, pairs_ == nullptr ? &uniform : nullptr));
+    const bool observe = spec_.data.sampler.prioritized && pairs_ == nullptr;
+    TROUPE_RETURN_IF_ERROR(filter_.Apply(scored, observe ? &uniform : nullptr));
     for (const auto& [prompt_id, all_equal] : uniform) prompts_->Observe(prompt_id, all_equal);
     pending_ -= filter_.filtered_groups() - before;
     state_.result().groups_filtered = filter_.filtered_groups();
@@ -536,6 +544,10 @@ class GrpoRecipe : public Recipe {
       m[n::kGroupsNoneCorrect] = 1.0 * scored.groups_none_correct / scored.groups_judged;
     }
     if (scored.tokens > 0) m[n::kNegLogprob] = scored.neg_logprob_sum / scored.tokens;
+    if (generate_calls_ > 0) {
+      m[n::kPromptsPerCall] = static_cast<double>(prompts_generated_) / generate_calls_;
+      generate_calls_ = prompts_generated_ = 0;
+    }
     if (spec_.data.sampler.prioritized && prompts_->dataset().size() > 0) {
       m[n::kPromptsDownWeighted] =
           static_cast<double>(prompts_->down_weighted()) / prompts_->dataset().size();
@@ -647,6 +659,8 @@ class GrpoRecipe : public Recipe {
   std::string policy_dir_;
   Wakeup wake_;
   std::unique_ptr<PromptSource> prompts_;
+  // Generate calls completed since the last step, and their prompts (rollout/prompts_per_call).
+  int64_t generate_calls_ = 0, prompts_generated_ = 0;
   // Recipe dpo's data.preference_files (trained instead of generations); null otherwise.
   std::unique_ptr<OfflinePairs> pairs_;
   int64_t cache_hits_before_ = 0;

@@ -925,6 +925,14 @@ class JobSpecReader {
         a.kl_ctrl.type != KlCtrlType::kAdaptive) {
       Add("algorithm.kl_ctrl.horizon", "only the adaptive controller has a horizon");
     }
+    if (ctx_->locs.contains("data.gen_batch_size") && s.async.max_staleness == 0) {
+      Add("data.gen_batch_size",
+          "sets the prompts of a generation round of an asynchronous run (async.max_staleness "
+          ">= 1); a synchronous step generates exactly the groups its batch lacks");
+    }
+    if (ctx_->locs.contains("data.gen_batch_size") && !s.data.preference_files.empty()) {
+      Add("data.gen_batch_size", "offline dpo generates nothing: its pairs are read");
+    }
     if (s.trainer.mini_batch_size > s.data.train_batch_size) {
       Add("trainer.mini_batch_size",
           absl::StrCat("larger than a step's batch (data.train_batch_size = ",
@@ -1139,6 +1147,7 @@ class JobSpecReader {
     sampler.Double("uniform_weight", &data.sampler.uniform_weight, LeftOpen(0, 1));
     sampler.Finish();
     d.Int("train_batch_size", &data.train_batch_size, Positive());
+    d.Int("gen_batch_size", &data.gen_batch_size, Positive());
     d.Int("max_prompt_length", &data.max_prompt_length, Positive());
     d.Int("max_response_length", &data.max_response_length, Positive());
     d.Int("heldout_size", &data.heldout_size, Positive());
@@ -1505,6 +1514,7 @@ ordered_json ToJsonValue(const JobSpec& s) {
     data["sampler"] = {{"type", "prioritized"}, {"uniform_weight", d.sampler.uniform_weight}};
   }
   data["train_batch_size"] = s.data.train_batch_size;
+  if (s.data.gen_batch_size > 0) data["gen_batch_size"] = s.data.gen_batch_size;
   data["max_prompt_length"] = s.data.max_prompt_length;
   data["max_response_length"] = s.data.max_response_length;
   if (!rm) data["heldout_size"] = s.data.heldout_size;

@@ -158,6 +158,11 @@ struct DataSpec {
   std::string chat_template;  // "" = none (a messages prompt is then refused)
   SamplerSpec sampler;
   int64_t train_batch_size = 1024;
+  // Prompts an asynchronous run's generation round draws, split over the rollout workers (each
+  // Generate call gets gen_batch_size / replicas prompts); 0 = train_batch_size. Larger rounds
+  // (verl's DAPO recipe uses 3x) batch the generation better when dynamic sampling drops most
+  // groups.
+  int64_t gen_batch_size = 0;
   int64_t max_prompt_length = 512;
   int64_t max_response_length = TrainerDefaults().max_response_length();
   int64_t heldout_size = 500;

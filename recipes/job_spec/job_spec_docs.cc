@@ -70,6 +70,11 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"data.sampler.uniform_weight",
        "prioritized: the relative chance of drawing a prompt whose last group's rewards were all "
        "equal (a prompt never drawn or whose last group was mixed: 1)"},
+      {"data.gen_batch_size",
+       "asynchronous RL runs: prompts a generation round draws, split over the rollout workers "
+       "(gen_batch_size / replicas per Generate call); larger rounds batch generation better "
+       "when dynamic sampling drops most groups (verl's DAPO recipe: 3 x train_batch_size)",
+       nullptr, "train_batch_size"},
       {"data.filter_overlong_prompts",
        "drop prompts longer than data.max_prompt_length tokens (a full scan before the run; the "
        "count is logged and in summary.json)"},

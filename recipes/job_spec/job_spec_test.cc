@@ -557,6 +557,20 @@ TEST(JobSpec, ThePromptSamplerIsReadCheckedAndRoundTrips) {
               HasSubstr("data.sampler.type: offline dpo trains on data.preference_files"));
 }
 
+TEST(JobSpec, GenBatchSizeIsForAsynchronousRunsAndRoundTrips) {
+  EXPECT_EQ(Parse(kBase).data.gen_batch_size, 0);  // = train_batch_size
+  const JobSpec spec = Parse(kBase, {"async.max_staleness=1", "data.gen_batch_size=96"});
+  EXPECT_EQ(spec.data.gen_batch_size, 96);
+  absl::StatusOr<JobSpec> again = ParseJobSpec(ToYaml(spec), "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << ToYaml(spec);
+  EXPECT_EQ(again->data.gen_batch_size, 96);
+  EXPECT_THAT(ParseError(kBase, {"data.gen_batch_size=96"}),
+              HasSubstr("data.gen_batch_size: sets the prompts of a generation round of an "
+                        "asynchronous run"));
+  EXPECT_THAT(ParseError(kBase, {"async.max_staleness=1", "data.gen_batch_size=0"}),
+              HasSubstr("data.gen_batch_size: expected a positive integer"));
+}
+
 TEST(JobSpec, ToYamlOfAModelInitPathWithoutAConfigParsesBack) {
   // What `troupe run` records for such a job (config: "") is a spec troupe can run again.
   const JobSpec spec = Parse(R"(name: t

@@ -433,9 +433,10 @@ absl::Status CheckRmSpec(const JobSpec& spec) {
       }
     }
   }
-  for (const char* key : {"data.answer_key", "data.data_source_key", "data.default_data_source",
-                          "data.filter_overlong_prompts", "data.heldout_size", "data.sampler.type",
-                          "data.sampler.uniform_weight"}) {
+  for (const char* key :
+       {"data.answer_key", "data.data_source_key", "data.default_data_source",
+        "data.filter_overlong_prompts", "data.heldout_size", "data.gen_batch_size",
+        "data.sampler.type", "data.sampler.uniform_weight"}) {
     if (spec.locations.contains(key)) {
       refuse(key,
              "is not read by recipe rm (a preference record is prompt, chosen, rejected; "

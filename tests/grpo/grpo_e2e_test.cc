@@ -347,8 +347,10 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/3);
   // The 20-step SFT policy is right ~5% of the time: most groups of 4 are all wrong.
   spec.algorithm.filter_groups = {.enable = true, .max_num_gen_batches = 50};
+  // Generation rounds of 8 prompts: Generate calls of up to 4 (8 / 2 workers) instead of 2.
+  spec.data.gen_batch_size = 8;
   int64_t steps_seen = 0, steps_with_group_shares = 0;
-  double most_none_correct = 0;
+  double most_none_correct = 0, most_prompts_per_call = 0;
   absl::StatusOr<GrpoResult> r =
       RunGrpo(spec, cluster_->cluster(),
               {.log = Log,
@@ -356,6 +358,11 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
                .on_step = [&](int64_t, const std::map<std::string, double>& m) {
                  ++steps_seen;
                  EXPECT_EQ(m.count("samples/filtered"), 1u);
+                 if (m.count("rollout/prompts_per_call") > 0) {
+                   EXPECT_LE(m.at("rollout/prompts_per_call"), 4);
+                   most_prompts_per_call =
+                       std::max(most_prompts_per_call, m.at("rollout/prompts_per_call"));
+                 }
                  // The shares of all-right and all-wrong groups among every group scored since
                  // the previous step (filtered ones included), when some were.
                  if (m.count("rollout/groups_none_correct") > 0) {
@@ -377,6 +384,7 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
   EXPECT_GT(r->groups_filtered, 0) << "the tiny SFT policy solves or fails some groups entirely";
   EXPECT_GT(steps_with_group_shares, 0);
   EXPECT_GT(most_none_correct, 0) << "the ~5% policy fails whole groups, which are counted";
+  EXPECT_GT(most_prompts_per_call, 2) << "calls larger than train_batch_size / replicas";
   EXPECT_EQ(r->samples_filtered, r->groups_filtered * spec.algorithm.n);
   const proto::ReplayStats& s = r->accounting;
   EXPECT_EQ(r->samples_lost, 0);
