@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots metrics of finished (or running) troupe runs against the step, as one SVG file.
+"""Plots metrics of finished (or running) troupe runs against the step or time, as one SVG file.
 
 Each run is a directory with metrics.jsonl (what `troupe run` writes under logging.dir); each
 --metric becomes one panel with a line per run. No dependencies beyond Python 3's standard library,
@@ -12,7 +12,9 @@ so it works wherever the runs are.
 A run is NAME=DIR or DIR (then its name is DIR's last component). A metric no row of a run holds
 is an error naming the run and the metric; a line of metrics.jsonl that is not a JSON object is an
 error naming the file and line. --smooth K plots the mean of the last K points (noisy per-step
-metrics such as the entropy); evaluations (val/...) are plotted as recorded.
+metrics such as the entropy); evaluations (val/...) are plotted as recorded. --x minutes plots
+against the minutes since the run's first record (its "time"), e.g. to compare runs by wall time;
+a row without a numeric "time" is then an error naming the file and line.
 """
 
 import argparse
@@ -48,12 +50,24 @@ def read_run(directory):
             raise PlotError(f"{path}:{number}: not JSON ({e.msg})") from e
         if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
             raise PlotError(f"{path}:{number}: expected an object with a numeric \"step\"")
+        row["_where"] = f"{path}:{number}"
         rows.append(row)
     return rows
 
 
-def series(rows, metric, smooth):
-    points = [(r["step"], r[metric]) for r in rows
+def x_of(rows, x):
+    """The x value of each row: its step, or minutes since the run's first record."""
+    if x == "step":
+        return [r["step"] for r in rows]
+    for r in rows:
+        if not isinstance(r.get("time"), (int, float)):
+            raise PlotError(f"{r['_where']}: --x minutes needs a numeric \"time\"")
+    t0 = min((r["time"] for r in rows), default=0)
+    return [(r["time"] - t0) / 60 for r in rows]
+
+
+def series(rows, metric, smooth, x="step"):
+    points = [(xv, r[metric]) for xv, r in zip(x_of(rows, x), rows)
               if isinstance(r.get(metric), (int, float)) and math.isfinite(r[metric])]
     points.sort()
     if smooth > 1:
@@ -81,7 +95,7 @@ def fmt(v):
     return f"{v:g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.1e}"
 
 
-def panel(svg, top, metric, runs, smooth):
+def panel(svg, top, metric, runs, smooth, x="step"):
     all_points = [p for _, pts in runs for p in pts]
     xs = [x for x, _ in all_points]
     ys = [y for _, y in all_points]
@@ -110,7 +124,7 @@ def panel(svg, top, metric, runs, smooth):
         svg.append(f'<text x="{px(t):.1f}" y="{bottom + 16}" text-anchor="middle">{fmt(t)}</text>')
     svg.append(f'<rect x="{left}" y="{top}" width="{PANEL_W}" height="{PANEL_H}" fill="none" '
                'stroke="#888"/>')
-    svg.append(f'<text x="{right}" y="{bottom + 30}" text-anchor="end">step</text>')
+    svg.append(f'<text x="{right}" y="{bottom + 30}" text-anchor="end">{x}</text>')
     for i, (name, pts) in enumerate(runs):
         color = COLORS[i % len(COLORS)]
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
@@ -125,7 +139,7 @@ def panel(svg, top, metric, runs, smooth):
         svg.append(f'<text x="{right + 38}" y="{ly}">{escape(name)}</text>')
 
 
-def plot(runs, metrics, smooth):
+def plot(runs, metrics, smooth, x="step"):
     svg = []
     height = len(metrics) * (PANEL_H + MARGIN_T + MARGIN_B) + 10
     width = MARGIN_L + PANEL_W + MARGIN_R
@@ -136,11 +150,11 @@ def plot(runs, metrics, smooth):
         k = 1 if metric.startswith("val/") else smooth
         lines = []
         for name, rows in runs:
-            pts = series(rows, metric, k)
+            pts = series(rows, metric, k, x)
             if not pts:
                 raise PlotError(f"run {name}: no row has the metric {metric}")
             lines.append((name, pts))
-        panel(svg, MARGIN_T + i * (PANEL_H + MARGIN_T + MARGIN_B), metric, lines, k)
+        panel(svg, MARGIN_T + i * (PANEL_H + MARGIN_T + MARGIN_B), metric, lines, k, x)
     svg.append("</svg>")
     return "\n".join(svg) + "\n"
 
@@ -151,6 +165,8 @@ def main(argv):
     parser.add_argument("--metric", action="append", required=True, help="a metric to plot")
     parser.add_argument("--out", required=True, help="the SVG file to write")
     parser.add_argument("--smooth", type=int, default=1, help="mean of the last K points")
+    parser.add_argument("--x", choices=["step", "minutes"], default="step",
+                        help="the x axis: the step, or minutes since the run's first record")
     args = parser.parse_args(argv)
     if args.smooth < 1:
         parser.error("--smooth must be at least 1")
@@ -161,7 +177,7 @@ def main(argv):
             if not sep:
                 directory, name = spec, os.path.basename(os.path.normpath(spec))
             runs.append((name, read_run(directory)))
-        text = plot(runs, args.metric, args.smooth)
+        text = plot(runs, args.metric, args.smooth, args.x)
     except PlotError as e:
         print(f"plot_runs: {e}", file=sys.stderr)
         return 1

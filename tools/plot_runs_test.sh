@@ -37,6 +37,22 @@ grep -q 'data-run="first" fill="none" stroke="#1f77b4" stroke-width="1.6" points
 python3 -c "import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])" "$out" ||
   fail "the SVG is not well-formed XML"
 
+# --x minutes: run c's evaluations at 0, 60 and 120 s after its first record plot at minutes 0,
+# 1 and 2 (axis 0..2), whatever their steps; a row without "time" is refused naming its line.
+mkdir -p "$WORK/c"
+cat > "$WORK/c/metrics.jsonl" <<'JSON'
+{"step": 0, "time": 1000.0, "val/accuracy": 0.4}
+{"step": 50, "time": 1060.0, "val/accuracy": 0.6}
+{"step": 70, "time": 1120.0, "val/accuracy": 0.8}
+JSON
+python3 "$PLOT" --out "$out" --x minutes --metric val/accuracy "$WORK/c" || fail "--x minutes exited $?"
+grep -q 'points="64.0,254.0 384.0,144.0 704.0,34.0"' "$out" ||
+  fail "--x minutes: points not at minutes 0, 1, 2: $(grep -m1 'data-run="c"' "$out")"
+grep -q '>minutes</text>' "$out" || fail "--x minutes: the axis is not labelled minutes"
+err=$(python3 "$PLOT" --out "$out" --x minutes --metric val/accuracy "$WORK/a" 2>&1) &&
+  fail "--x minutes accepted rows without time"
+[[ "$err" == *"a/metrics.jsonl:1: --x minutes needs a numeric \"time\""* ]] || fail "no time: $err"
+
 rm -f "$out"
 err=$(python3 "$PLOT" --out "$out" --metric critic/vf_loss "$WORK/a" 2>&1) && fail "missing metric accepted"
 [[ "$err" == *"run a: no row has the metric critic/vf_loss"* ]] || fail "missing metric: $err"
