@@ -16,8 +16,8 @@
 // (seed, prompt_id, the down-weighted set): the index is found by rejection (a uniform index is
 // kept with probability 1, or uniform_weight if it is down-weighted; on average at most
 // 1 / uniform_weight tries), so the state to checkpoint is the down-weighted set and the indices
-// of the prompts to draw again. In the spirit of Kimi k1.5's prioritized sampling (Team Kimi
-// 2025, §2.3.4), with the two classes dynamic sampling already uses.
+// of the prompts to draw again. In the spirit of the prioritized sampling of Kimi k1.5 (Kimi
+// Team 2025), with the two classes dynamic sampling already uses.
 //
 //   PromptSource prompts(std::move(dataset));
 //   proto::Prompt p = *prompts.Next();
