@@ -397,13 +397,10 @@ absl::Status GenerationEngine::RunSteps(const SamplingParams& params, const Step
           stats_.shared_prefill_tokens += slots_[followers[i]].uncached.size();
         }
         part = at::cat({part, part.index_select(0, at::tensor(leader_rows, at::kLong))}, 0);
-        logits_parts.push_back(part);
-        rows.insert(rows.end(), group->begin(), group->end());
-        rows.insert(rows.end(), followers.begin(), followers.end());
-        continue;
       }
       logits_parts.push_back(part);
       rows.insert(rows.end(), group->begin(), group->end());
+      if (group == &prefill_rows) rows.insert(rows.end(), followers.begin(), followers.end());
     }
     at::Tensor logits =
         logits_parts.size() == 1 ? logits_parts[0] : at::cat(logits_parts, /*dim=*/0);
