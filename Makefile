@@ -14,11 +14,13 @@ build: deps
 test: deps
 	@tools/run_tests.sh
 
+# Both build bazel-bin/cli/troupe first, showing the build's progress (tools/build_troupe.sh).
 demo: deps
-	@tools/demo.sh
+	@BAZEL=$(BAZEL) tools/demo.sh
 
 doctor: deps
-	@$(BAZEL) run --ui_event_filters=-info,-stdout,-stderr --noshow_progress //cli:troupe -- doctor
+	@BAZEL=$(BAZEL) tools/build_troupe.sh
+	@bazel-bin/cli/troupe doctor
 
 format: deps
 	@tools/check_format.sh --fix

@@ -9,8 +9,8 @@
 # Metrics: runs/grpo-arith/metrics.jsonl and TensorBoard events in runs/grpo-arith/tb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BAZEL=${BAZEL:-bazel}
-"$BAZEL" build --ui_event_filters=-info --noshow_progress //cli:troupe
+# The build shows its progress (tools/build_troupe.sh): the first one takes about 15 minutes.
+tools/build_troupe.sh
 echo "== troupe demo: asynchronous GRPO on 2-digit addition (examples/grpo_arith.yaml)"
 echo "   dashboard: http://127.0.0.1:8265 while it runs (or the port printed below)"
 # The demo replaces its own previous run in runs/grpo-arith (the SFT warm start stays cached);
