@@ -11,20 +11,38 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "nlohmann/json.hpp"
+#include "runtime/cluster/worker_main.h"
+#include "runtime/dashboard/job_manager.h"
+#include "runtime/dashboard/run_record.h"
 
 namespace troupe::dashboard {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A head without a cluster: no nodes or actors, the job table in memory.
+// A head without a cluster: no nodes; the actors the runs recorded (all DEAD); the KV (job table,
+// the recorded call statistics) in memory.
 class NoClusterHeadApi : public HeadApi {
  public:
   absl::StatusOr<proto::ClusterStatusReply> Status() override {
     proto::ClusterStatusReply reply;
     reply.set_head_address("(no cluster: troupe dashboard RUN_DIR)");
+    absl::MutexLock lock(&mu_);
+    for (const proto::ActorInfo& a : actors_) *reply.add_actors() = a;
     return reply;
+  }
+  // Adds recorded actors (ids already present are skipped); returns the ids added.
+  std::set<std::string> AddActors(std::vector<proto::ActorInfo> actors) {
+    absl::MutexLock lock(&mu_);
+    std::set<std::string> added;
+    for (proto::ActorInfo& a : actors) {
+      if (!actor_ids_.insert(a.id().id()).second) continue;
+      added.insert(a.id().id());
+      actors_.push_back(std::move(a));
+    }
+    return added;
   }
   absl::Status KillActor(const std::string& actor_id) override {
     return absl::FailedPreconditionError(
@@ -62,6 +80,8 @@ class NoClusterHeadApi : public HeadApi {
  private:
   absl::Mutex mu_;
   std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(mu_);
+  std::vector<proto::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> actor_ids_ ABSL_GUARDED_BY(mu_);
 };
 
 std::string RandomToken() {
@@ -71,13 +91,37 @@ std::string RandomToken() {
   return absl::BytesToHexString(bytes);
 }
 
-// The spec's name from summary.json, else "".
-// A string field of summary.json, else "".
-std::string SummaryField(const fs::path& dir, const char* key) {
+// summary.json of `dir` (an empty object if it is missing or not a JSON object).
+nlohmann::json ReadSummary(const fs::path& dir) {
   std::ifstream in(dir / "summary.json");
-  if (!in) return "";
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  if (!in) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+// A string field of a summary, else "".
+std::string StringField(const nlohmann::json& summary, const char* key) {
+  return summary.contains(key) && summary[key].is_string() ? summary[key].get<std::string>() : "";
+}
+
+// How a finished run ended, from its summary: "status" ("succeeded", "stopped", "failed", with
+// "error") where the run wrote one, else "ended" ("stopped", or how it completed).
+void EndFromSummary(const nlohmann::json& summary, JobInfo& job) {
+  const std::string status = StringField(summary, "status");
+  const std::string ended = StringField(summary, "ended");
+  if (status == "failed") {
+    job.status = JobStatus::kFailed;
+    const std::string error = StringField(summary, "error");
+    job.message = error.empty() ? "failed (summary.json)" : error;
+  } else if (status == "stopped" || (status.empty() && ended == "stopped")) {
+    job.status = JobStatus::kStopped;
+    job.message = ended == "stopped" || ended.empty()
+                      ? "stopped before trainer.total_steps (summary.json)"
+                      : absl::StrCat("stopped: ", ended, " (summary.json)");
+  } else {
+    job.status = JobStatus::kSucceeded;
+    job.message = "Job finished successfully.";
+  }
 }
 
 }  // namespace
@@ -91,7 +135,7 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
     fs::path dir, job_dir;
     std::string id, name;
     bool finished = false;
-    bool stopped = false;  // ended early by a stop (summary.json "ended")
+    nlohmann::json summary;
   };
   std::vector<Run> runs;
   std::set<std::string> ids;
@@ -115,8 +159,8 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
                         !fs::exists(trimmed.parent_path() / "driver.log", ec)
                     ? trimmed
                     : trimmed.parent_path();
-    r.name = SummaryField(trimmed, "name");
-    r.stopped = SummaryField(trimmed, "ended") == "stopped";
+    r.summary = ReadSummary(trimmed);
+    r.name = StringField(r.summary, "name");
     const std::string base = trimmed.filename().string();
     r.id = base;
     for (int n = 2; !ids.insert(r.id).second; ++n) r.id = absl::StrCat(base, "-", n);
@@ -133,19 +177,53 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
   options.state_dir = viewer->state_dir_;
   options.token = RandomToken();
   options.head_address.clear();
+  auto head = std::make_unique<NoClusterHeadApi>();
+  // A finished run goes into the job table as the record a head would have kept of it (the KV's
+  // "jobs/<id>", which the JobManager loads when it starts), with when it ran, and its actors and
+  // their calls as its cluster recorded them (run_record.h).
+  for (const Run& r : runs) {
+    if (!r.finished) continue;
+    RunRecord record = ReadRunRecord(r.dir.string(), viewer->state_dir_);
+    for (const std::string& p : record.problems) {
+      TROUPE_LOG(WARNING) << absl::StrCat("troupe dashboard: ", p);
+    }
+    for (proto::ActorInfo& a : record.actors) {
+      // Shown under the job id the viewer gives the run; nothing of the run runs any more.
+      a.mutable_spec()->mutable_job_id()->set_id(r.id);
+      if (a.state() != proto::DEAD) {
+        a.set_status_message(absl::StrCat(
+            "the run ended (",
+            a.status_message().empty() ? "recorded as alive" : a.status_message(), ")"));
+        a.set_state(proto::DEAD);
+      }
+      a.clear_usage();
+      a.clear_address();
+    }
+    for (const std::string& id : head->AddActors(std::move(record.actors))) {
+      if (auto it = record.call_stats.find(id); it != record.call_stats.end()) {
+        (void)head->KvPut(kActorStatsKeyPrefix + id, it->second);
+      }
+    }
+    JobInfo job;
+    job.job_id = r.id;
+    job.name = r.name;
+    job.submitted_ms = job.start_ms = record.start_ms;
+    job.end_ms = record.end_ms;
+    job.logging_dir = r.dir.string();
+    job.job_dir = r.job_dir.string();
+    job.attached = true;
+    EndFromSummary(r.summary, job);
+    (void)head->KvPut(absl::StrCat("jobs/", r.id), JobToJson(job).dump());
+  }
   absl::StatusOr<std::unique_ptr<DashboardServer>> server =
-      DashboardServer::Start(std::move(options), std::make_unique<NoClusterHeadApi>());
+      DashboardServer::Start(std::move(options), std::move(head));
   if (!server.ok()) return server.status();
   viewer->server_ = *std::move(server);
   for (const Run& r : runs) {
-    absl::Status s =
-        viewer->server_->jobs().Attach(r.id, r.name, r.job_dir.string(), r.dir.string(), [] {});
-    if (!s.ok()) return s;
-    if (r.finished) {
-      viewer->server_->jobs().EndAttached(
-          r.id, r.stopped
-                    ? absl::CancelledError("stopped before trainer.total_steps (summary.json)")
-                    : absl::OkStatus());
+    if (!r.finished) {
+      absl::Status s =
+          viewer->server_->jobs().Attach(r.id, r.name, r.job_dir.string(), r.dir.string(), [] {});
+      if (!s.ok()) return s;
     }
     viewer->job_ids_.push_back(r.id);
   }

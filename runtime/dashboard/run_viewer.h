@@ -1,9 +1,15 @@
 // RunViewer: the web dashboard over finished (or still running) runs' directories, without a
 // cluster — `troupe dashboard RUN_DIR...`, like `tensorboard --logdir`. Each directory (a job's
 // logging.dir: metrics.jsonl, summary.json, and driver.log if the run left one) shows as a job:
-// SUCCEEDED once it has a summary.json, RUNNING otherwise (its metrics are read again at every
-// request, so a run still writing them is followed live). The cluster pages are empty, and
-// nothing can be submitted or stopped (state-changing requests need a token nobody is given).
+// RUNNING until it has a summary.json (its metrics are read again at every request, so a run still
+// writing them is followed live; its times are those of the viewer), then as the summary says:
+// SUCCEEDED, STOPPED ("ended": "stopped", or "status": "stopped") or FAILED ("status": "failed",
+// its "error" the message). A finished run is shown as it ran (run_record.h): its start and end
+// as the run recorded them (the job record of its embedded cluster, its metrics' times), and its
+// actors (DEAD, under the viewer's job id) and their call statistics as its embedded cluster's
+// head recorded them, so the job page draws its actor graph. Node and actor usage are not shown
+// (nothing runs), nor are the nodes, and nothing can be submitted or stopped (state-changing
+// requests need a token nobody is given).
 //
 // Job ids are the directories' base names ("-2", "-3" appended on a clash); the driver log is
 // <dir>/driver.log, else <dir>/../driver.log (a submitted job's logging.dir is <job dir>/run).

@@ -1,8 +1,11 @@
 #include "runtime/dashboard/run_viewer.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +13,9 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "proto/core.pb.h"
+#include "runtime/cluster/state_store.h"
+#include "runtime/cluster/worker_main.h"
 
 namespace troupe::dashboard {
 namespace {
@@ -98,6 +104,121 @@ TEST_F(RunViewerTest, ServesFinishedAndRunningRunsFromTheirFiles) {
   httplib::Result stop = c.Post("/api/jobs/run-2/stop", "", "application/json");
   ASSERT_TRUE(stop);
   EXPECT_EQ(stop->status, 401);
+}
+
+// A finished run of an embedded cluster as `troupe run` leaves it: metrics, summary, and the head's
+// state in cluster/head.db (two actors of job "demo", the replay buffer's call statistics, the
+// job record).
+void WriteFinishedRun(const std::string& run) {
+  Write(run + "/metrics.jsonl",
+        "{\"step\":0,\"time\":1796000010.25,\"val/accuracy\":0.388}\n"
+        "{\"step\":150,\"time\":1796000210.75,\"val/accuracy\":0.82}\n");
+  Write(run + "/summary.json",
+        R"({"name": "grpo-arith", "steps": 150, "ended": "completed",
+            "accounting": {"added": 38912, "used": 36864}})");
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(run + "/cluster/head.db");
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const auto& [id, type] :
+       {std::pair<std::string, std::string>{"aaaa", "ReplayBuffer"}, {"bbbb", "Trainer"}}) {
+    proto::ActorInfo a;
+    a.mutable_id()->set_id(id);
+    a.mutable_spec()->set_type_name(type);
+    a.mutable_spec()->set_name("demo/" + type);
+    a.mutable_spec()->mutable_job_id()->set_id("demo");
+    // The trainer as a head killed mid-run would have left it: ALIVE, with its usage.
+    a.set_state(id == "aaaa" ? proto::DEAD : proto::ALIVE);
+    a.set_status_message(id == "aaaa" ? "killed" : "");
+    a.mutable_usage()->set_cpu_percent(93);
+    a.set_start_time_ms(1796000001000);
+    ASSERT_TRUE((*store)->Put("actors", id, a.SerializeAsString()).ok());
+  }
+  ASSERT_TRUE((*store)
+                  ->Put("kv", std::string(kActorStatsKeyPrefix) + "aaaa",
+                        R"({"actor_id":"aaaa","incarnation":0,"pid":7,"time_ms":1796000200000,)"
+                        R"("calls":[{"caller":"driver","method":"Take","calls":57,)"
+                        R"("request_bytes":150,"reply_bytes":8544,"errors":0,"samples":64,)"
+                        R"("policy_version_sum":96,"version":-1}]})")
+                  .ok());
+  ASSERT_TRUE((*store)
+                  ->Put("kv", "jobs/demo",
+                        R"({"job_id":"demo","status":"SUCCEEDED","submitted_ms":1796000000000,)"
+                        R"("start_ms":1796000000000,"end_ms":1796000216000})")
+                  .ok());
+}
+
+TEST_F(RunViewerTest, ShowsAFinishedRunWithItsRecordedTimesActorsAndCalls) {
+  const std::string dir = TestDir("recorded");
+  WriteFinishedRun(dir + "/grpo-arith");
+  absl::StatusOr<std::unique_ptr<RunViewer>> viewer =
+      RunViewer::Start({dir + "/grpo-arith"}, Options());
+  ASSERT_TRUE(viewer.ok()) << viewer.status();
+  httplib::Client c("127.0.0.1", (*viewer)->port());
+
+  // When it ran: the job record's start and end (216 s), not when the viewer opened it.
+  const nlohmann::json job = Get(c, "/api/jobs/grpo-arith");
+  EXPECT_EQ(job["status"], "SUCCEEDED");
+  EXPECT_EQ(job["start_ms"], 1796000000000);
+  EXPECT_EQ(job["submitted_ms"], 1796000000000);
+  EXPECT_EQ(job["end_ms"], 1796000216000);
+  EXPECT_EQ(job["type"], "DRIVER");
+  EXPECT_EQ(job["summary"]["accounting"]["added"], 38912);
+
+  // Its actors, under the viewer's job id, all DEAD (nothing of the run runs), no usage.
+  const nlohmann::json actors = Get(c, "/api/actors?job=grpo-arith");
+  ASSERT_EQ(actors["actors"].size(), 2u) << actors.dump();
+  for (const nlohmann::json& a : actors["actors"]) {
+    EXPECT_EQ(a["state"], "DEAD") << a.dump();
+    EXPECT_EQ(a["job_id"], "grpo-arith") << a.dump();
+    EXPECT_TRUE(a["usage"].is_null()) << a.dump();
+  }
+  const nlohmann::json trainer = Get(c, "/api/actors/bbbb");
+  EXPECT_THAT(trainer["status_message"].get<std::string>(), HasSubstr("the run ended"));
+
+  // The graph: both actors, and the call edge with the recorded totals (the dashboard's sampler
+  // reads the statistics in the background: bounded wait).
+  nlohmann::json graph;
+  for (int i = 0; i < 100; ++i) {
+    graph = Get(c, "/api/graph?job=grpo-arith");
+    if (graph["edges"].is_array() && !graph["edges"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(graph["nodes"].size(), 2u) << graph.dump();
+  ASSERT_EQ(graph["edges"].size(), 1u) << graph.dump();
+  const nlohmann::json& e = graph["edges"][0];
+  EXPECT_EQ(e["source"], "driver");
+  EXPECT_EQ(e["target"], "aaaa");
+  EXPECT_EQ(e["method"], "Take");
+  EXPECT_EQ(e["calls"], 57);
+  EXPECT_EQ(e["samples"], 64);
+  EXPECT_EQ(e["bytes"], 150 + 8544);
+  EXPECT_EQ(e["rate"], 0);
+}
+
+TEST_F(RunViewerTest, AFinishedRunWithoutAClusterRecordHasItsMetricsTimes) {
+  const std::string dir = TestDir("metrics_times");
+  Write(dir + "/r/metrics.jsonl",
+        "{\"step\":1,\"time\":1796225343.5,\"x\":1}\n{\"step\":2,\"time\":1796225559.5,\"x\":2}\n");
+  Write(dir + "/r/summary.json", "{\"name\": \"r\", \"steps\": 2}\n");
+  absl::StatusOr<std::unique_ptr<RunViewer>> viewer = RunViewer::Start({dir + "/r"}, Options());
+  ASSERT_TRUE(viewer.ok()) << viewer.status();
+  httplib::Client c("127.0.0.1", (*viewer)->port());
+  const nlohmann::json job = Get(c, "/api/jobs/r");
+  EXPECT_EQ(job["start_ms"], 1796225343500);
+  EXPECT_EQ(job["end_ms"], 1796225559500);
+  EXPECT_EQ(Get(c, "/api/graph?job=r")["nodes"].size(), 0u);
+}
+
+TEST_F(RunViewerTest, AFailedRunShowsAsFailedWithItsError) {
+  const std::string dir = TestDir("failed");
+  Write(dir + "/f/summary.json",
+        R"({"name": "f", "status": "failed", "ended": "failed",
+            "error": "UNAVAILABLE: the replay buffer died"})");
+  absl::StatusOr<std::unique_ptr<RunViewer>> viewer = RunViewer::Start({dir + "/f"}, Options());
+  ASSERT_TRUE(viewer.ok()) << viewer.status();
+  httplib::Client c("127.0.0.1", (*viewer)->port());
+  const nlohmann::json job = Get(c, "/api/jobs/f");
+  EXPECT_EQ(job["status"], "FAILED");
+  EXPECT_EQ(job["message"], "UNAVAILABLE: the replay buffer died");
 }
 
 TEST_F(RunViewerTest, RefusesWhatIsNotARunDirectoryNamingIt) {

@@ -22,6 +22,41 @@ import {fileURLToPath} from 'node:url';
 export const RUNNING_JOB = 'job-0002';
 export const FINISHED_JOB = 'job-0001';
 export const FINISHED_STEPS = 40;
+// The finished job's summary.json, as an RL run writes it (recipes/rl/run_state.cc), with the
+// figures of the demo's run (issue 30 §4), and a field the dashboard has no row for.
+export const FINISHED_SUMMARY = {
+  accounting: {added: 38912, buffered: 2048, dropped_stale: 0, duplicates: 0, used: 36864},
+  call_retries: 0,
+  checkpoints: {failures: [], retries: 0, written: 3},
+  curve: [
+    {accuracy: 0.388, seconds: 0, step: 0},
+    {accuracy: 0.61, seconds: 71.2, step: 50},
+    {accuracy: 0.745, seconds: 143.9, step: 100},
+    {accuracy: 0.82, seconds: 216.4, step: 150},
+  ],
+  ended: 'completed',
+  final_accuracy: 0.82,
+  groups_filtered: 0,
+  initial_accuracy: 0.388,
+  max_staleness: 1,
+  name: 'grpo_arith_smoke',
+  prompts_drawn: 9728,
+  prompts_filtered: 0,
+  prompts_regenerated: 0,
+  recipe: 'grpo',
+  samples_filtered: 0,
+  samples_generated: 38912,
+  samples_lost: 0,
+  seconds: 216.4,
+  sft_accuracy: 0.388,
+  steps: 150,
+  total_steps: 150,
+  critic: {restarts: 0, updates_lost: 0},
+};
+// What the demo prints for those figures (cli/run_command.cc), which the page must say.
+export const FINISHED_ACCOUNTING =
+  '38912 generated = 36864 used + 0 dropped as stale + 2048 buffered + 0 filtered (all-equal ' +
+  'rewards) + 0 lost (0 prompts regenerated, 0 calls retried)';
 export const STEPS_PER_POLL = 2;
 const INITIAL_STEPS = 12;
 const STEP_SECONDS = 1.8;
@@ -152,7 +187,8 @@ function buildCluster(now) {
       end_ms: now - 3528e3,
       message: `finished: ${FINISHED_STEPS} steps`,
       logging_dir: `runs/${FINISHED_JOB}`,
-      summary: {'steps': FINISHED_STEPS, 'val/accuracy': 0.52, 'wall_s': 72},
+      type: 'DRIVER',
+      summary: FINISHED_SUMMARY,
     },
     {
       job_id: RUNNING_JOB,
@@ -351,8 +387,9 @@ function graphBody(cluster, jobId, pollIndex) {
           : (loaded[a.name] ?? null),
   }));
   if (jobId === FINISHED_JOB) {
-    // Channels of a finished job are idle.
-    const idle = (source, target, kind, method) => ({
+    // Channels of a finished job are idle; their totals stay (the head's /api/graph: calls,
+    // bytes, samples, errors as the callee last counted them).
+    const idle = (source, target, kind, method, calls, bytes, samples) => ({
       source: source === 'driver' ? 'driver' : byName[source],
       target: byName[target],
       kind,
@@ -361,13 +398,17 @@ function graphBody(cluster, jobId, pollIndex) {
       bytes_per_s: 0,
       samples_per_s: 0,
       staleness: null,
+      calls,
+      bytes,
+      samples,
+      errors: 0,
     });
     return {
       nodes,
       edges: [
-        idle('driver', 'rollout-0', 'samples', 'Generate'),
-        idle('driver', 'reward', 'samples', 'Score'),
-        idle('driver', 'trainer', 'samples', 'Step'),
+        idle('driver', 'rollout-0', 'samples', 'Generate', 1216, 5.3e6, 38912),
+        idle('driver', 'reward', 'samples', 'Score', 1216, 2.1e6, 38912),
+        idle('driver', 'trainer', 'samples', 'Step', 150, 9.8e6, 36864),
       ],
     };
   }
@@ -415,7 +456,7 @@ function graphBody(cluster, jobId, pollIndex) {
 // ---- Resource usage, the metric catalog and worker logs ------------------------------------
 //
 // Every node gets "usage": {cpu_percent, memory_used_bytes, memory_total_bytes} (null for the
-// DEAD node: unknown); every actor "usage": {cpu_percent (of one core, may exceed 100),
+// DEAD node: unknown; the CPU use moves with every GET of /api/nodes, see sampleNodes); every actor "usage": {cpu_percent (of one core, may exceed 100),
 // rss_bytes} (null unless ALIVE). /api/metric_catalog is read from docs/metrics.md (generated
 // from metrics/metric_catalog.cc, so the fixture serves the real catalog). Worker logs: each
 // GET of an ALIVE actor's /api/actors/ID/logs appends a line to that stream first, so a client
@@ -473,6 +514,24 @@ function startupLines(actor) {
 
 function createWorkbench(cluster) {
   addUsage(cluster);
+  // Each GET of /api/nodes is a new sample, as on a real head (a node's heartbeat measures its
+  // use anew): the ALIVE nodes' CPU use moves by several points from one answer to the next.
+  const CPU_STEPS = [0, 6.25, -6.25, 12.5, -12.5];
+  let nodeSamples = 0;
+  const sampleNodes = () => {
+    nodeSamples++;
+    return cluster.nodes.map((n, i) =>
+      n.usage
+        ? {
+            ...n,
+            usage: {
+              ...n.usage,
+              cpu_percent: n.usage.cpu_percent + CPU_STEPS[(nodeSamples + i) % CPU_STEPS.length],
+            },
+          }
+        : n,
+    );
+  };
   let catalog = null;
   const logs = new Map(); // `${actor_id} ${stream}` -> Buffer
   const logOf = (actor, stream) => {
@@ -493,6 +552,10 @@ function createWorkbench(cluster) {
     // Serves the endpoints above; false for any other path.
     handle(parts, url, res, sendJson) {
       const [, resource, id, sub] = parts;
+      if (resource === 'nodes' && !id) {
+        sendJson(res, 200, {nodes: sampleNodes()});
+        return true;
+      }
       if (resource === 'metric_catalog' && !id) {
         if (!catalog) catalog = parseMetricCatalog(fsSync.readFileSync(DOCS_METRICS, 'utf8'));
         sendJson(res, 200, {metrics: catalog});

@@ -125,8 +125,10 @@ function replicaBase(label) {
 }
 
 // The edge label: what crossed it and how fast (samples/s, bytes/s, staleness, calls/s), or for
-// a weights edge the version, the receivers' lag and the last sync.
-export function edgeLabel(d, nowMs = Date.now()) {
+// a weights edge the version, the receivers' lag and the last sync. Of a job that has ended
+// (`ended`): what crossed it in all (calls, samples, bytes), and a weights edge's last version.
+export function edgeLabel(d, nowMs = Date.now(), ended = false) {
+  if (ended) return endedEdgeLabel(d);
   if (d.kind === 'weights') {
     const lines = [`weights v${isNum(d.version) ? d.version : '–'}`];
     if (isNum(d.version_lag)) lines.push(`lag ${fmtNumber(d.version_lag, 2)} versions`);
@@ -152,7 +154,26 @@ export function edgeLabel(d, nowMs = Date.now()) {
   return lines.join('\n');
 }
 
-// Sums of the replicas' edges: rates add up; staleness is the samples-weighted mean; a weights
+// An ended job's edge label: the totals its callees counted (the rates are 0 now).
+function endedEdgeLabel(d) {
+  if (d.kind === 'weights') {
+    const lines = [`weights v${isNum(d.version) ? d.version : '–'}`];
+    if (isNum(d.version_lag) && d.version_lag > 0) {
+      lines.push(`lag ${fmtNumber(d.version_lag, 2)} versions`);
+    }
+    return lines.join('\n');
+  }
+  if (!isNum(d.calls)) return d.method || d.kind;
+  const lines = [`${d.method || d.kind} · ${d.calls} ${d.calls === 1 ? 'call' : 'calls'}`];
+  const flow = [];
+  if (isNum(d.samples) && d.samples > 0) flow.push(`${d.samples} samples`);
+  if (isNum(d.bytes) && d.bytes > 0) flow.push(fmtBytes(d.bytes));
+  if (flow.length) lines.push(flow.join(' · '));
+  if (isNum(d.errors) && d.errors > 0) lines.push(`${d.errors} ${d.errors === 1 ? 'error' : 'errors'}`);
+  return lines.join('\n');
+}
+
+// Sums of the replicas' edges: rates and totals add up; staleness is the samples-weighted mean; a weights
 // edge shows the largest lag and the oldest sync.
 function mergeEdges(list) {
   const sum = (key) =>
@@ -166,6 +187,10 @@ function mergeEdges(list) {
     rate: list.some((e) => isNum(e.rate)) ? sum('rate') : null,
     bytes_per_s: sum('bytes_per_s'),
     samples_per_s: sum('samples_per_s'),
+    calls: sum('calls'),
+    bytes: sum('bytes'),
+    samples: sum('samples'),
+    errors: sum('errors'),
     staleness: null,
     version: null,
     version_lag: null,
@@ -194,8 +219,8 @@ function mergeEdges(list) {
 
 // Cytoscape elements for /api/graph: one vertex per actor, or per class with replicas; a
 // "driver" vertex when an edge starts or ends at the driver; edges between known vertices,
-// replicas' edges merged.
-export function graphElements(graph, nowMs = Date.now()) {
+// replicas' edges merged. `ended`: the job has ended (edges labelled and drawn by their totals).
+export function graphElements(graph, nowMs = Date.now(), ended = false) {
   const nodes = (Array.isArray(graph.nodes) ? graph.nodes : [])
     .slice()
     .sort((a, b) => String(a.id).localeCompare(String(b.id)));
@@ -288,10 +313,10 @@ export function graphElements(graph, nowMs = Date.now()) {
         source,
         target,
         ...d,
-        label: edgeLabel(d, nowMs),
-        active: d.rate > 0,
+        label: edgeLabel(d, nowMs, ended),
+        active: ended ? d.calls > 0 || d.kind === 'weights' : d.rate > 0,
         color: EDGE_COLORS[d.kind] || EDGE_COLORS.call,
-        bytes: isNum(d.bytes_per_s) ? d.bytes_per_s : 0,
+        widthBytes: ended ? (isNum(d.bytes) ? d.bytes : 0) : isNum(d.bytes_per_s) ? d.bytes_per_s : 0,
         lineWidth: 2,
         bow: 0,
         labelOffset: 40,
@@ -313,10 +338,11 @@ export function graphElements(graph, nowMs = Date.now()) {
     elements[elements.length - 1].data.fill = '#f9fafb';
     elements[elements.length - 1].data.border = '#6b7280';
   }
-  // Line width 1.5-4.5 px by bytes/s, on a log scale relative to the busiest edge.
-  const maxBytes = Math.max(1, ...edges.map((e) => e.data.bytes));
+  // Line width 1.5-4.5 px by bytes/s (an ended job's: bytes), on a log scale relative to the
+  // busiest edge.
+  const maxBytes = Math.max(1, ...edges.map((e) => e.data.widthBytes));
   for (const e of edges) {
-    e.data.lineWidth = +(1.5 + (3 * Math.log1p(e.data.bytes)) / Math.log1p(maxBytes)).toFixed(2);
+    e.data.lineWidth = +(1.5 + (3 * Math.log1p(e.data.widthBytes)) / Math.log1p(maxBytes)).toFixed(2);
   }
   return elements.concat(edges);
 }
@@ -562,8 +588,8 @@ export function fitGraph(cy) {
 // Brings `cy` to `graph` (an /api/graph answer): data of known elements is updated in place.
 // Vertex positions depend on the vertices alone, so they only move when a vertex came or went
 // (then the view is fitted again); a new edge is bowed and labelled without moving anything.
-export function syncGraph(cy, graph) {
-  const elements = graphElements(graph);
+export function syncGraph(cy, graph, ended = false) {
+  const elements = graphElements(graph, Date.now(), ended);
   const wanted = new Set(elements.map((e) => e.data.id));
   let vertices = false;
   let edges = false;

@@ -1,5 +1,6 @@
-// The job view (#/jobs/ID): header, actor graph with its details panel (actor, channel or driver),
-// metric charts and the driver log, refreshed by the poller.
+// The job view (#/jobs/ID): header, the run's summary once it has one (run_summary.js), actor
+// graph with its details panel (actor, channel or driver), metric charts and the driver log,
+// refreshed by the poller. Once the job has ended its graph shows what crossed each edge in all.
 //
 // Exports: jobView (a view, with pollMs: slower once the job has ended and its log is read).
 // Sets window.troupeGraph to the graph's cytoscape instance and window.troupeCharts to the
@@ -18,6 +19,7 @@ import {
   $,
   badge,
   el,
+  fmtBytes,
   fmtBytesRate,
   fmtDuration,
   fmtNumber,
@@ -30,6 +32,7 @@ import {
 import {createGraph, fitGraph, placeEdgeLabels, renderLegend, syncGraph} from './graph.js';
 import {jobDuration, TERMINAL_JOB_STATES} from './jobs_view.js';
 import {POLL_FINISHED_MS, POLL_MS, pollNow} from './poller.js';
+import {RunSummary} from './run_summary.js';
 
 const LOG_KEEP_CHARS = 512 * 1024;
 
@@ -39,6 +42,7 @@ export const jobView = {
   job: null,
   cy: null,
   charts: null, // JobCharts
+  summary: null, // RunSummary
   resizeObserver: null,
   selection: null, // {type: 'actor' | 'edge' | 'driver', id}
   logOffset: 0,
@@ -87,6 +91,8 @@ export const jobView = {
       $('#details-panel'),
       'Click an actor in the graph to see its details and log tail.',
     );
+    this.summary = new RunSummary($('#job-summary'));
+    this.summary.update(null);
     this.mountGraph();
     this.mountCharts();
   },
@@ -98,6 +104,8 @@ export const jobView = {
     if (this.charts) this.charts.destroy();
     this.charts = null;
     window.troupeCharts = null;
+    if (this.summary) this.summary.destroy();
+    this.summary = null;
     if (this.resizeObserver) this.resizeObserver.disconnect();
     this.resizeObserver = null;
   },
@@ -151,6 +159,7 @@ export const jobView = {
     };
     this.resizeObserver = new ResizeObserver(() => {
       if (this.charts) this.charts.resize();
+      if (this.summary) this.summary.resize();
       if (this.cy) this.cy.resize();
     });
     this.resizeObserver.observe(grid);
@@ -228,9 +237,13 @@ export const jobView = {
 
   renderHeader() {
     const j = this.job;
+    // A job driven by `troupe run` (type DRIVER: an embedded cluster's, or a run directory's) was
+    // never submitted: it started.
     const facts = [
       el('span', {class: 'mono', text: j.job_id || this.jobId}),
-      `submitted ${fmtTime(j.submitted_ms)}`,
+      j.type === 'DRIVER'
+        ? `started ${fmtTime(j.start_ms || j.submitted_ms)}`
+        : `submitted ${fmtTime(j.submitted_ms)}`,
     ];
     const duration = jobDuration(j);
     if (duration !== null) {
@@ -262,36 +275,18 @@ export const jobView = {
         }),
       );
     }
-    if (j.summary && typeof j.summary === 'object' && Object.keys(j.summary).length) {
-      children.push(
-        el(
-          'div',
-          {class: 'job-summary'},
-          Object.entries(j.summary).map(([k, v]) =>
-            el(
-              'span',
-              {class: 'chip'},
-              el('span', {class: 'muted', text: `${k} `}),
-              v === null || v === undefined
-                ? '–'
-                : typeof v === 'number'
-                  ? fmtNumber(v, 4)
-                  : typeof v === 'object'
-                    ? JSON.stringify(v)
-                    : String(v),
-            ),
-          ),
-        ),
-      );
-    }
     $('#job-header').replaceChildren(...children);
+    if (this.summary) this.summary.update(j.summary);
   },
 
   updateGraph(graph) {
     const cy = this.cy;
     if (!cy) return;
-    syncGraph(cy, graph);
-    $('#graph-empty').hidden = cy.nodes().nonempty();
+    const ended = this.ended();
+    syncGraph(cy, graph, ended);
+    const empty = $('#graph-empty');
+    empty.hidden = cy.nodes().nonempty();
+    empty.textContent = ended ? 'This job recorded no actors.' : 'No actors in this job yet.';
     // Keep an edge or driver selection's panel current (actors refresh through their own fetch).
     if (this.selection && this.selection.type !== 'actor') {
       const ele = cy.getElementById(this.selection.id);
@@ -301,6 +296,11 @@ export const jobView = {
         else this.renderDriver();
       }
     }
+  },
+
+  // Whether the job has ended (its graph then shows totals, not rates).
+  ended() {
+    return Boolean(this.job && TERMINAL_JOB_STATES.has(this.job.status));
   },
 
   selectVertex(node) {
@@ -404,12 +404,17 @@ export const jobView = {
     for (const e of node.connectedEdges().toArray()) {
       const outgoing = e.source().id() === node.id();
       const peer = outgoing ? e.target() : e.source();
-      const parts = [fmtRate(e.data('rate'))];
-      if (isNum(e.data('samples_per_s'))) {
+      const parts = this.ended() ? endedEdgeParts(e.data()) : [fmtRate(e.data('rate'))];
+      if (this.ended()) {
+        // Totals only (endedEdgeParts).
+      } else if (isNum(e.data('samples_per_s'))) {
         parts.push(`${fmtNumber(e.data('samples_per_s'), 3)} samples/s`);
       }
-      if (isNum(e.data('bytes_per_s'))) parts.push(fmtBytesRate(e.data('bytes_per_s')));
-      if (isNum(e.data('staleness'))) parts.push(`staleness ${fmtNumber(e.data('staleness'), 2)}`);
+      if (!this.ended()) {
+        if (isNum(e.data('bytes_per_s'))) parts.push(fmtBytesRate(e.data('bytes_per_s')));
+        if (isNum(e.data('staleness')))
+          parts.push(`staleness ${fmtNumber(e.data('staleness'), 2)}`);
+      }
       if (isNum(e.data('version_lag'))) parts.push(`lag ${fmtNumber(e.data('version_lag'), 2)}`);
       rows.push(
         el(
@@ -446,7 +451,12 @@ export const jobView = {
         }),
         el('span', {class: `edge-kind edge-${d.kind}`, text: d.kind}),
       ),
-      kvTable([
+      this.ended() ? kvTable(endedEdgeRows(d)) : this.liveEdgeTable(d),
+    );
+  },
+
+  liveEdgeTable(d) {
+    return kvTable([
         ['Method', d.method || '–'],
         ['Rate', `${fmtNumber(d.rate, 3)} ${d.kind === 'weights' ? 'updates' : 'calls'}/s`],
         d.replicas > 1 ? ['Replicas', `${d.replicas} edges summed`] : null,
@@ -477,8 +487,7 @@ export const jobView = {
                 : '–',
             ]
           : null,
-      ]),
-    );
+      ]);
   },
 
   renderDriver() {
@@ -629,3 +638,31 @@ export const jobView = {
     }
   },
 };
+
+// An ended job's edge, in the channel list: what crossed it in all.
+function endedEdgeParts(d) {
+  if (d.kind === 'weights') return [isNum(d.version) ? `last version v${d.version}` : 'weights'];
+  const parts = [isNum(d.calls) ? `${d.calls} ${d.calls === 1 ? 'call' : 'calls'}` : '–'];
+  if (isNum(d.samples) && d.samples > 0) parts.push(`${d.samples} samples`);
+  if (isNum(d.bytes) && d.bytes > 0) parts.push(fmtBytes(d.bytes));
+  return parts;
+}
+
+// An ended job's edge, in the panel: its totals (as its callee last counted them).
+function endedEdgeRows(d) {
+  if (d.kind === 'weights') {
+    return [
+      ['Method', 'weights'],
+      ['Last version', isNum(d.version) ? `v${d.version}` : '–'],
+      ['Version lag', isNum(d.version_lag) ? `${d.version_lag} (largest of the receivers)` : '–'],
+    ];
+  }
+  return [
+    ['Method', d.method || '–'],
+    ['Calls', isNum(d.calls) ? String(d.calls) : '–'],
+    d.replicas > 1 ? ['Replicas', `${d.replicas} edges summed`] : null,
+    d.kind === 'samples' ? ['Samples', isNum(d.samples) ? String(d.samples) : '–'] : null,
+    ['Bytes', isNum(d.bytes) ? fmtBytes(d.bytes) : '–'],
+    ['Errors', isNum(d.errors) ? String(d.errors) : '–'],
+  ];
+}
