@@ -19,6 +19,7 @@ import {fileURLToPath} from 'node:url';
 
 import {chromium} from 'playwright-core';
 
+import {checkFinishedRunPage, renderingProblems} from './finished_run_checks.mjs';
 import {
   FINISHED_ACCOUNTING,
   FINISHED_JOB,
@@ -101,77 +102,10 @@ function graphVertices() {
   });
 }
 
-// Checks the open page of the finished job `id` against its /api/jobs answer: the header says when
-// it started and how long it ran (its recorded start and end, not when the page was opened), the
-// summary is rows of text (no raw JSON) with `want`'s accuracy, samples and steps rows (each
-// checked when given) and its curve drawn with `want.curvePoints` points, and the graph has
-// vertices.
-async function assertFinishedRunShown(id, want) {
-  const job = await api(`api/jobs/${encodeURIComponent(id)}`);
-  assert.ok(job.start_ms > 0 && job.end_ms >= job.start_ms, `recorded times: ${JSON.stringify(job)}`);
-  await page.locator('#job-summary tr[data-row="samples"]').waitFor({timeout: WAIT_MS});
-  const facts = await page.locator('#job-header .job-facts').textContent();
-  const expected = await page.evaluate(
-    async ([start, end]) => {
-      const f = await import('./js/format.js');
-      return {started: f.fmtTime(start), ran: f.fmtDuration((end - start) / 1000)};
-    },
-    [job.start_ms, job.end_ms],
-  );
-  assert.ok(facts.includes(`started ${expected.started}`), `header "${facts}" vs ${expected.started}`);
-  assert.ok(facts.includes(`ran ${expected.ran}`), `header "${facts}" vs ran ${expected.ran}`);
-  const summary = await page.locator('#job-summary').textContent();
-  assert.doesNotMatch(summary, /[{}[\]"]/, `the summary shows raw JSON: ${summary}`);
-  const row = (key) => page.locator(`#job-summary tr[data-row="${key}"] td`).textContent();
-  if (want.accuracy) assert.equal(await row('accuracy'), want.accuracy);
-  if (want.samples) assert.equal(await row('samples'), want.samples);
-  if (want.steps) assert.equal(await row('steps'), want.steps);
-  await page.waitForFunction(
-    (n) => {
-      const c = document.querySelector('#job-summary .summary-curve');
-      return c && Number(c.dataset.points) === n && c.querySelector('canvas');
-    },
-    want.curvePoints,
-    {timeout: WAIT_MS},
-  );
-  await page.waitForFunction(() => window.troupeGraph && window.troupeGraph.nodes().length > 0, null, {
-    timeout: WAIT_MS,
-  });
-  assert.ok(await page.locator('#graph-empty').isHidden(), 'the graph says it is empty');
-  await assertRendersCleanly(['#job-header', '#job-summary']);
-}
-
 // ---- The dashboard as a place to work (picker, overlay, usage, logs page, rendering) ---------
 
-// Problems in the rendered text under `selectors` (log <pre>s excepted: they hold the workers'
-// own output, and shortened ids): a word "null", "undefined" or "NaN", or a number with more than
-// 6 significant digits (a raw double such as 35.032302211808414). Numbers glued to letters or
-// dots (hex ids, IP addresses), or to a word by a hyphen (a job id "grpo-short-99303198", whose
-// hex suffix is all decimal digits one time in 43), are not numbers here.
-function renderingProblems(selectors) {
-  return page.evaluate((sels) => {
-    const problems = [];
-    for (const sel of sels) {
-      for (const root of document.querySelectorAll(sel)) {
-        const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-          // Log output, and ids (shortened ids are .mono with the full id as title).
-          if (n.parentElement && n.parentElement.closest('pre, .mono[title]')) continue;
-          const text = n.textContent;
-          if (/\b(null|undefined|NaN)\b/.test(text)) problems.push(`${sel}: "${text.trim()}"`);
-          for (const m of text.matchAll(/(?<![\w.])(?<!\w-)\d+(?:\.\d+)?(?![\w.])/g)) {
-            const digits = m[0].replace('.', '').replace(/^0+/, '');
-            if (digits.length > 6) problems.push(`${sel}: ${m[0]} in "${text.trim()}"`);
-          }
-        }
-      }
-    }
-    return problems;
-  }, selectors);
-}
-
 async function assertRendersCleanly(selectors) {
-  assert.deepEqual(await renderingProblems(selectors), [], `rendered text of ${selectors}`);
+  assert.deepEqual(await renderingProblems(page, selectors), [], `rendered text of ${selectors}`);
 }
 
 // The catalog entry of `name` by metrics::FindMetric's rule (exact, then a trailing
@@ -741,7 +675,7 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
         null,
         {timeout: WAIT_MS},
       );
-      await assertFinishedRunShown(FINISHED_JOB, {
+      await checkFinishedRunPage(page, api, FINISHED_JOB, {
         accuracy: '38.8% before training → 82.0% after (+43.2 points)',
         samples: FINISHED_ACCOUNTING,
         steps: '150 of 150 (completed)',
