@@ -738,7 +738,9 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
     for (const node of nodes) {
       const {cpu, memory} = shown.get(node.node_id);
       // What the page would show for each answer's usage of this node (format.js's own rule).
-      const usages = answers.map((b) => (b.nodes.find((n) => n.node_id === node.node_id) || {}).usage);
+      const usages = answers.map(
+        (b) => (b.nodes.find((n) => n.node_id === node.node_id) || {}).usage,
+      );
       const renderings = await page.evaluate(async (list) => {
         const f = await import('./js/format.js');
         return list.map((u) =>

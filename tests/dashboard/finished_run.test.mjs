@@ -122,7 +122,10 @@ describe('a finished run in troupe dashboard RUN_DIR', {timeout: 120000}, () => 
       states: window.troupeGraph.nodes('[kind != "driver"]').map((n) => n.data('state')),
       labels: window.troupeGraph.edges('[kind != "weights"]').map((e) => e.data('label')),
     }));
-    assert.ok(graph.states.every((s) => s === 'DEAD'), `states ${graph.states}`);
+    assert.ok(
+      graph.states.every((s) => s === 'DEAD'),
+      `states ${graph.states}`,
+    );
     assert.ok(graph.labels.length > 0, 'no call edge drawn');
     for (const label of graph.labels) assert.match(label, /^\w+ · [1-9]\d* calls?\b/);
 

@@ -55,7 +55,10 @@ export async function checkFinishedRunPage(page, api, id, want) {
     },
     [job.start_ms, job.end_ms],
   );
-  assert.ok(facts.includes(`started ${expected.started}`), `"${facts}": not started ${expected.started}`);
+  assert.ok(
+    facts.includes(`started ${expected.started}`),
+    `"${facts}": not started ${expected.started}`,
+  );
   assert.ok(facts.includes(`ran ${expected.ran}`), `"${facts}": not ran ${expected.ran}`);
   const summary = await page.locator('#job-summary').textContent();
   assert.doesNotMatch(summary, /[{}[\]"]/, `the summary shows raw JSON: ${summary}`);

@@ -169,7 +169,8 @@ function endedEdgeLabel(d) {
   if (isNum(d.samples) && d.samples > 0) flow.push(`${d.samples} samples`);
   if (isNum(d.bytes) && d.bytes > 0) flow.push(fmtBytes(d.bytes));
   if (flow.length) lines.push(flow.join(' · '));
-  if (isNum(d.errors) && d.errors > 0) lines.push(`${d.errors} ${d.errors === 1 ? 'error' : 'errors'}`);
+  if (isNum(d.errors) && d.errors > 0)
+    lines.push(`${d.errors} ${d.errors === 1 ? 'error' : 'errors'}`);
   return lines.join('\n');
 }
 
@@ -316,7 +317,13 @@ export function graphElements(graph, nowMs = Date.now(), ended = false) {
         label: edgeLabel(d, nowMs, ended),
         active: ended ? d.calls > 0 || d.kind === 'weights' : d.rate > 0,
         color: EDGE_COLORS[d.kind] || EDGE_COLORS.call,
-        widthBytes: ended ? (isNum(d.bytes) ? d.bytes : 0) : isNum(d.bytes_per_s) ? d.bytes_per_s : 0,
+        widthBytes: ended
+          ? isNum(d.bytes)
+            ? d.bytes
+            : 0
+          : isNum(d.bytes_per_s)
+            ? d.bytes_per_s
+            : 0,
         lineWidth: 2,
         bow: 0,
         labelOffset: 40,
@@ -342,7 +349,9 @@ export function graphElements(graph, nowMs = Date.now(), ended = false) {
   // busiest edge.
   const maxBytes = Math.max(1, ...edges.map((e) => e.data.widthBytes));
   for (const e of edges) {
-    e.data.lineWidth = +(1.5 + (3 * Math.log1p(e.data.widthBytes)) / Math.log1p(maxBytes)).toFixed(2);
+    e.data.lineWidth = +(1.5 + (3 * Math.log1p(e.data.widthBytes)) / Math.log1p(maxBytes)).toFixed(
+      2,
+    );
   }
   return elements.concat(edges);
 }

@@ -457,37 +457,37 @@ export const jobView = {
 
   liveEdgeTable(d) {
     return kvTable([
-        ['Method', d.method || '–'],
-        ['Rate', `${fmtNumber(d.rate, 3)} ${d.kind === 'weights' ? 'updates' : 'calls'}/s`],
-        d.replicas > 1 ? ['Replicas', `${d.replicas} edges summed`] : null,
-        d.kind === 'samples'
-          ? ['Samples', isNum(d.samples_per_s) ? `${fmtNumber(d.samples_per_s, 3)}/s` : '–']
-          : null,
-        ['Bytes', isNum(d.bytes_per_s) ? fmtBytesRate(d.bytes_per_s) : '–'],
-        d.kind === 'samples'
-          ? [
-              'Staleness',
-              isNum(d.staleness)
-                ? `${fmtNumber(d.staleness, 3)} versions (samples that crossed this edge)`
-                : '–',
-            ]
-          : null,
-        d.kind === 'weights' ? ['Version', isNum(d.version) ? `v${d.version}` : '–'] : null,
-        d.kind === 'weights'
-          ? [
-              'Version lag',
-              isNum(d.version_lag) ? `${d.version_lag} (largest of the receivers)` : '–',
-            ]
-          : null,
-        d.kind === 'weights'
-          ? [
-              'Last sync',
-              isNum(d.last_sync_ms)
-                ? `${fmtDuration((Date.now() - d.last_sync_ms) / 1000)} ago (oldest of the receivers)`
-                : '–',
-            ]
-          : null,
-      ]);
+      ['Method', d.method || '–'],
+      ['Rate', `${fmtNumber(d.rate, 3)} ${d.kind === 'weights' ? 'updates' : 'calls'}/s`],
+      d.replicas > 1 ? ['Replicas', `${d.replicas} edges summed`] : null,
+      d.kind === 'samples'
+        ? ['Samples', isNum(d.samples_per_s) ? `${fmtNumber(d.samples_per_s, 3)}/s` : '–']
+        : null,
+      ['Bytes', isNum(d.bytes_per_s) ? fmtBytesRate(d.bytes_per_s) : '–'],
+      d.kind === 'samples'
+        ? [
+            'Staleness',
+            isNum(d.staleness)
+              ? `${fmtNumber(d.staleness, 3)} versions (samples that crossed this edge)`
+              : '–',
+          ]
+        : null,
+      d.kind === 'weights' ? ['Version', isNum(d.version) ? `v${d.version}` : '–'] : null,
+      d.kind === 'weights'
+        ? [
+            'Version lag',
+            isNum(d.version_lag) ? `${d.version_lag} (largest of the receivers)` : '–',
+          ]
+        : null,
+      d.kind === 'weights'
+        ? [
+            'Last sync',
+            isNum(d.last_sync_ms)
+              ? `${fmtDuration((Date.now() - d.last_sync_ms) / 1000)} ago (oldest of the receivers)`
+              : '–',
+          ]
+        : null,
+    ]);
   },
 
   renderDriver() {
@@ -664,5 +664,6 @@ function endedEdgeRows(d) {
     d.kind === 'samples' ? ['Samples', isNum(d.samples) ? String(d.samples) : '–'] : null,
     ['Bytes', isNum(d.bytes) ? fmtBytes(d.bytes) : '–'],
     ['Errors', isNum(d.errors) ? String(d.errors) : '–'],
+    ['Counted', "by the callee's worker, as it last published them (about once a second)"],
   ];
 }

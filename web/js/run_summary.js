@@ -75,7 +75,10 @@ function otherField(key, v, out) {
   if (v === null || v === undefined) return;
   if (Array.isArray(v)) {
     if (v.every((x) => x === null || typeof x !== 'object')) {
-      out.push([key, v.length ? v.map((x) => (isNum(x) ? fmtNumber(x, 4) : String(x))).join(', ') : 'none']);
+      out.push([
+        key,
+        v.length ? v.map((x) => (isNum(x) ? fmtNumber(x, 4) : String(x))).join(', ') : 'none',
+      ]);
     } else {
       out.push([key, plural(v.length, 'record', 'records')]);
     }
@@ -131,7 +134,8 @@ export function summaryRows(s) {
     const used = s.accounting && s.accounting.used;
     const rate =
       isNum(used) && s.seconds > 0 ? ` · ${fmtNumber(used / s.seconds, 3)} samples/s trained` : '';
-    const loop = s.recipe === 'rm' ? 'Training' : isNum(s.samples_generated) ? 'RL loop' : 'Training';
+    const loop =
+      s.recipe === 'rm' ? 'Training' : isNum(s.samples_generated) ? 'RL loop' : 'Training';
     rows.push([loop, `${fmtDuration(s.seconds)}${rate}`, 'seconds']);
   }
   const c = s.checkpoints;
@@ -147,7 +151,8 @@ export function summaryRows(s) {
   if (a && typeof a === 'object') {
     // What the accounting line does not say.
     for (const [k, v] of Object.entries(a)) {
-      if (!['used', 'dropped_stale', 'buffered'].includes(k)) otherField(`accounting.${k}`, v, others);
+      if (!['used', 'dropped_stale', 'buffered'].includes(k))
+        otherField(`accounting.${k}`, v, others);
     }
   }
   if (others.length) {
@@ -188,8 +193,14 @@ export class RunSummary {
       return;
     }
     const points = curvePoints(summary);
-    const pair = summary && Array.isArray(summary.curve) && summary.curve.some((p) => p && isNum(p.pair_accuracy));
-    const chart = el('div', {class: 'chart summary-curve', dataset: {points: String(points.length)}});
+    const pair =
+      summary &&
+      Array.isArray(summary.curve) &&
+      summary.curve.some((p) => p && isNum(p.pair_accuracy));
+    const chart = el('div', {
+      class: 'chart summary-curve',
+      dataset: {points: String(points.length)},
+    });
     this.container.hidden = false;
     this.container.replaceChildren(
       el('div', {class: 'card-head'}, el('h2', {text: 'Run summary'})),
