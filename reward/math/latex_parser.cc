@@ -62,7 +62,8 @@ struct Token {
   std::string frac_digits;
   bool point = false;
   int64_t exponent = 0;
-  bool joined = false;  // thousands groups were joined into it ("10\,000")
+  bool in_text = false;  // kLetter: from a text-mode group (\text{m}), so never a factor
+  bool joined = false;   // thousands groups were joined into it ("10\,000")
 };
 
 // Commands read as punctuation.
@@ -406,7 +407,9 @@ class Tokenizer {
       const size_t k = SkipSpaces(s, j);
       if (k >= s.size() || s[k] != '{') Fail(pos, absl::StrCat("\\", name, " without {...}"));
       const size_t end = MatchBrace(s, k, base);
-      Text(s.substr(k + 1, end - k - 2), base + k + 1, depth, out);
+      const bool text_mode =
+          absl::StartsWith(name, "text") || name == "mbox" || name == "hbox" || name == "emph";
+      Text(s.substr(k + 1, end - k - 2), base + k + 1, depth, text_mode, out);
       return end;
     }
     if (name == "mathbb") {
@@ -434,8 +437,11 @@ class Tokenizer {
     return j;
   }
 
-  // The content of \text{...}: a word, or math when it holds anything but letters and spaces.
-  void Text(absl::string_view content, size_t base, int depth, std::vector<Token>* out) {
+  // The content of \text{...}: a word, or math when it holds anything but letters and spaces. A
+  // lone letter is a letter; in a text-mode group (\text, \mbox, not \mathrm) it is marked so
+  // that it never multiplies: "4 \mbox{ m}" is 4 metres, "2\mathrm{i}" is 2i.
+  void Text(absl::string_view content, size_t base, int depth, bool text_mode,
+            std::vector<Token>* out) {
     const bool letters_only = std::all_of(content.begin(), content.end(), [](char c) {
       return IsLetter(c) || c == ' ' || c == '\t' || c == '\n';
     });
@@ -448,6 +454,7 @@ class Tokenizer {
     if (words.empty()) return;
     if (words.size() == 1 && words[0].size() == 1) {
       Push(out, Tok::kLetter, std::string(words[0]), base);
+      out->back().in_text = text_mode;
       return;
     }
     Push(out, Tok::kWord, absl::AsciiStrToLower(absl::StrJoin(words, " ")), base);
@@ -548,7 +555,8 @@ class Parser {
     // A unit after a value: "10 \text{cm}^2", "5 apples".
     if (top) {
       bool dropped = false;
-      while (Peek().kind == Tok::kWord && !IsWord("or") && !IsWord("and")) {
+      while ((Peek().kind == Tok::kWord && !IsWord("or") && !IsWord("and")) ||
+             (Peek().kind == Tok::kLetter && Peek().in_text)) {
         ++pos_;
         dropped = true;
         if (IsPunct("^") && Peek(1).kind == Tok::kNumber) pos_ += 2;
@@ -651,6 +659,7 @@ class Parser {
     const Token& t = Peek();
     switch (t.kind) {
       case Tok::kLetter:
+        return !t.in_text;
       case Tok::kBegin:
         return true;
       case Tok::kName:

@@ -142,6 +142,8 @@ TEST(ParseLatexAnswer, ReadsWordsAndDropsUnits) {
   EXPECT_EQ(Tree("10\\text{ cm}^2"), "10");
   EXPECT_EQ(Tree("5 apples"), "5");
   EXPECT_EQ(Tree("\\mathrm{i}"), "i");
+  EXPECT_EQ(Tree("2\\mathrm{i}"), "(mul 2 i)");  // a math-font letter multiplies
+  EXPECT_EQ(Tree("4 \\mbox{ m}"), "4");          // a text-mode letter after a value is a unit
   EXPECT_EQ(Tree("x_1 + a_{n}"), "(add x_1 a_n)");
   EXPECT_EQ(Tree("\\alpha"), "alpha");
   EXPECT_EQ(Tree("50\\%"), "(percent 50)");

@@ -157,6 +157,15 @@ struct Interval {
   std::string var;
 };
 
+// The highest power of a sum that expand() and normal() are given.
+constexpr int kMaxExpandedPower = 64;
+// normal() runs on at most this many symbols and (estimated) expanded terms: its multivariate
+// gcds are what blows up ((x+y+1)^{40} / (x-y)^{39} takes 170 ms).
+constexpr size_t kMaxNormalSymbols = 2;
+constexpr double kMaxNormalTerms = 300;
+// Points at which expressions in variables are compared when algebra does not decide.
+constexpr int kProbePoints = 3;
+
 class Checker {
  public:
   Checker(const MathEquivalenceOptions& options, absl::Time deadline, int precision)
@@ -541,14 +550,19 @@ class Checker {
       return product;
     }
     if (GiNaC::is_a<GiNaC::power>(e) && GiNaC::is_a<GiNaC::numeric>(e.op(1))) {
-      const GiNaC::numeric n = GiNaC::ex_to<GiNaC::numeric>(e.op(1));
+      const GiNaC::numeric n = GiNaC::abs(GiNaC::ex_to<GiNaC::numeric>(e.op(1)));
       const double t = ExpandedTerms(e.op(0));
       if (!n.is_pos_integer() || t <= 1) return 1;
-      // Monomials of degree n in t terms: C(n + t - 1, n).
+      // A high power of a sum grows coefficients as well as terms ((1+\sqrt2)^{1000} takes
+      // 250 ms to expand): not expanded at all beyond kMaxExpandedPower.
+      if (n > kMaxExpandedPower) return 1e18;
+      // Monomials of degree n in t terms: C(n + t - 1, n) = prod_{k=1..s} (m + k) / k with
+      // s = min(n, t - 1), m = max(n, t - 1).
+      const double s = std::min(n.to_double(), t - 1);
+      const double m = std::max(n.to_double(), t - 1);
       double c = 1;
-      const double nn = n.to_double();
-      for (double k = 1; k <= std::min(nn, t - 1); ++k) {
-        c = c * (nn + k) / k;
+      for (double k = 1; k <= s; ++k) {
+        c = c * (m + k) / k;
         if (c > 1e18) return 1e18;
       }
       return c;
@@ -588,27 +602,27 @@ class Checker {
     if (d.is_zero()) return true;
     if (d.has(infinity_)) return false;  // ∞ against anything but itself
     if (GiNaC::is_a<GiNaC::numeric>(d) && !inexact) return false;
-    if (ExpandedTerms(d) <= options_.max_expanded_terms) {
+    const double terms = ExpandedTerms(d);
+    if (terms <= options_.max_expanded_terms) {
       CheckDeadline();
       if (GiNaC::expand(d).is_zero()) return true;
+    }
+    const std::vector<GiNaC::ex> symbols = FreeSymbols(d);
+    // normal() (rational functions, radicals in denominators) only where its gcds stay small;
+    // the points below decide the rest.
+    if (symbols.size() <= kMaxNormalSymbols && terms <= kMaxNormalTerms) {
       CheckDeadline();
       if (GiNaC::normal(d).is_zero()) return true;
     }
-    const std::vector<GiNaC::ex> symbols = FreeSymbols(d);
     if (symbols.empty()) return NumericallyEqual(a, b, inexact);
     // With free symbols: equal at three fixed rational points (each symbol its own value).
     int compared = 0;
-    for (int point = 0; point < 3; ++point) {
-      GiNaC::exmap at;
-      for (size_t k = 0; k < symbols.size(); ++k) {
-        const int sign = point == 1 ? -1 : 1;
-        at[symbols[k]] = GiNaC::numeric(sign * (37 + 23 * static_cast<int>(k) + 101 * point),
-                                        29 + 6 * static_cast<int>(k) + 7 * point);
-      }
+    for (int point = 0; point < kProbePoints; ++point) {
       CheckDeadline();
       GiNaC::ex va;
       GiNaC::ex vb;
       try {
+        const GiNaC::exmap at = ProbePoint(symbols, point);
         va = a.subs(at);
         vb = b.subs(at);
       } catch (const std::exception&) {
@@ -619,6 +633,62 @@ class Checker {
       ++compared;
     }
     return compared >= 2;
+  }
+
+  // The values of `symbols` at probe point `point` (0 <= point < kProbePoints): rationals that are
+  // no special value (point 1 negative), a different one for each symbol.
+  static GiNaC::exmap ProbePoint(const std::vector<GiNaC::ex>& symbols, int point) {
+    GiNaC::exmap at;
+    for (size_t k = 0; k < symbols.size(); ++k) {
+      const int sign = point == 1 ? -1 : 1;
+      at[symbols[k]] = GiNaC::numeric(sign * (37 + 23 * static_cast<int>(k) + 101 * point),
+                                      29 + 6 * static_cast<int>(k) + 7 * point);
+    }
+    return at;
+  }
+
+  // `e` evaluated to a number at the verdict's precision, or nullopt.
+  std::optional<GiNaC::numeric> Evaluate(const GiNaC::ex& e) {
+    const int saved = GiNaC::Digits;
+    GiNaC::Digits = precision_;
+    const GiNaC::ex v = GiNaC::evalf(e);
+    GiNaC::Digits = saved;
+    if (!GiNaC::is_a<GiNaC::numeric>(v)) return std::nullopt;
+    return GiNaC::ex_to<GiNaC::numeric>(v);
+  }
+
+  // The value of `num / den` when it is a constant (the same at every point), or nullopt.
+  std::optional<GiNaC::numeric> ConstantRatio(const GiNaC::ex& num, const GiNaC::ex& den) {
+    if ((num + den).has(infinity_)) return std::nullopt;
+    const std::vector<GiNaC::ex> symbols = FreeSymbols(num + den);
+    if (symbols.empty()) return Evaluate(num / den);
+    if (symbols.size() <= kMaxNormalSymbols &&
+        ExpandedTerms(num) + ExpandedTerms(den) <= kMaxNormalTerms) {
+      CheckDeadline();
+      const GiNaC::ex ratio = GiNaC::normal(num / den);
+      if (!HasFreeSymbols(ratio)) return Evaluate(ratio);
+    }
+    std::optional<GiNaC::numeric> first;
+    int compared = 0;
+    for (int point = 0; point < kProbePoints; ++point) {
+      CheckDeadline();
+      std::optional<GiNaC::numeric> v;
+      try {
+        const GiNaC::exmap at = ProbePoint(symbols, point);
+        v = Evaluate(num.subs(at) / den.subs(at));
+      } catch (const std::exception&) {
+        continue;  // a pole at this point
+      }
+      if (!v) return std::nullopt;
+      if (!first) {
+        first = v;
+      } else if (!NumericallyEqual(*first, *v, false)) {
+        return std::nullopt;
+      }
+      ++compared;
+    }
+    if (compared < 2) return std::nullopt;
+    return first;
   }
 
   std::optional<Interval> AsInterval(const Value& v) {
@@ -721,18 +791,11 @@ class Checker {
     const auto [db, opb] = Oriented(b);
     if (opa != opb) return false;
     if (da.is_zero() || db.is_zero()) return da.is_zero() && db.is_zero();
-    CheckDeadline();
-    if (ExpandedTerms(da) + ExpandedTerms(db) > options_.max_expanded_terms) return false;
-    const GiNaC::ex ratio = GiNaC::normal(da / db);
-    if (HasFreeSymbols(ratio) || ratio.has(infinity_)) return false;
-    const int saved = GiNaC::Digits;
-    GiNaC::Digits = precision_;
-    const GiNaC::ex r = GiNaC::evalf(ratio);
-    GiNaC::Digits = saved;
-    if (!GiNaC::is_a<GiNaC::numeric>(r)) return false;
-    const GiNaC::numeric q = GiNaC::ex_to<GiNaC::numeric>(r);
-    if (opa == Relation::kEq || opa == Relation::kNe) return !q.is_zero();
-    return q.is_real() && q.is_positive();
+    // The same relation when lhs - rhs of one is a constant multiple of the other's.
+    const std::optional<GiNaC::numeric> q = ConstantRatio(da, db);
+    if (!q || q->is_zero()) return false;
+    if (opa == Relation::kEq || opa == Relation::kNe) return true;
+    return q->is_real() && q->is_positive();
   }
 
   bool IsAssignment(const Value& v) const {
@@ -769,6 +832,9 @@ class Checker {
     if (b.type == Value::Type::kCollection && a.type != Value::Type::kCollection) {
       return b.items.size() == 1 && Equal(a, b.items[0]);
     }
+    // A vector written as a tuple: \begin{pmatrix}1\\2\end{pmatrix} == (1, 2).
+    if (IsVector(a) && IsParenthesisedTuple(b, a.items.size())) return ItemsEqual(a.items, b.items);
+    if (IsVector(b) && IsParenthesisedTuple(a, b.items.size())) return ItemsEqual(a.items, b.items);
     if (a.type != b.type) return false;
     switch (a.type) {
       case Value::Type::kScalar:
@@ -793,6 +859,17 @@ class Checker {
         break;
     }
     return false;
+  }
+
+  // A matrix of one column or one row.
+  static bool IsVector(const Value& v) {
+    return v.type == Value::Type::kMatrix &&
+           (v.columns == 1 || static_cast<int>(v.items.size()) == v.columns);
+  }
+
+  static bool IsParenthesisedTuple(const Value& v, size_t size) {
+    return v.type == Value::Type::kBracketed && v.open == '(' && v.close == ')' &&
+           v.items.size() == size;
   }
 
   static bool AnyInexact(const Value& v) {

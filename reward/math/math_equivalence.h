@@ -33,7 +33,8 @@
 //   set       "\{1, 2\}" == "\{2, 1\}" == "2, 1" (a bare list and a union are unordered too);
 //             equal when every element of each has an equal in the other; a one-element set
 //             equals its element; "a \pm b" is the list of both values.
-//   matrix    same shape, elementwise.
+//   matrix    same shape, elementwise; a one-column or one-row matrix also equals the
+//             parenthesised tuple of its entries ("(1, 2)").
 //   word      "\text{Monday}" == "monday" (lower-case text).
 // Percent (`percent`): kStrip reads "50\%" as 50 (MATH's convention: the sign is a unit);
 // kFraction as 0.5 (Hugging Face math-verify's); kEither (the default) accepts either reading of
@@ -83,8 +84,8 @@ struct MathEquivalenceOptions {
   PercentConvention percent = PercentConvention::kEither;
   absl::Duration timeout = absl::Milliseconds(500);  // wall-clock budget of one verdict
   LatexParseLimits parse_limits;
-  int max_result_digits = 5000;    // digits of an exact power, factorial or binomial
-  int max_expanded_terms = 20000;  // terms of a polynomial expand() may produce
+  int max_result_digits = 5000;   // digits of an exact power, factorial or binomial
+  int max_expanded_terms = 2000;  // terms of a polynomial expand() may produce
 };
 
 struct MathVerdict {
