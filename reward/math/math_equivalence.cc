@@ -54,7 +54,8 @@ class GinacLock {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Thrown inside a verdict to stop it (timeout, limits, unreadable input); caught in Run.
+// Thrown inside a verdict to stop it (timeout, limits, unreadable input); caught by
+// CheckMathEquivalence.
 struct Stop {
   Outcome outcome;
   std::string detail;
@@ -112,12 +113,24 @@ std::string CompactText(absl::string_view s) {
                                             {"\\:", ""},
                                             {"\\ ", ""},
                                             {"$", ""}});
-  out.erase(
-      std::remove_if(out.begin(), out.end(),
-                     [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); }),
-      out.end());
-  if (!out.empty() && out.back() == '.') out.pop_back();
-  return out;
+  // Blanks go, except one between two letters or digits ("2 3" is not "23").
+  std::string compact;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!absl::ascii_isspace(static_cast<unsigned char>(out[i]))) {
+      compact.push_back(out[i]);
+      continue;
+    }
+    size_t j = i;
+    while (j < out.size() && absl::ascii_isspace(static_cast<unsigned char>(out[j]))) ++j;
+    if (!compact.empty() && j < out.size() &&
+        absl::ascii_isalnum(static_cast<unsigned char>(compact.back())) &&
+        absl::ascii_isalnum(static_cast<unsigned char>(out[j]))) {
+      compact.push_back(' ');
+    }
+    i = j - 1;
+  }
+  if (!compact.empty() && compact.back() == '.') compact.pop_back();
+  return compact;
 }
 
 int CountDigits(absl::string_view s) {

@@ -214,6 +214,7 @@ TEST(CheckMathEquivalence, TreatsUnreadableAnswersAsNotEquivalent) {
   EXPECT_EQ(CheckMathEquivalence("0^0", "1").outcome, Outcome::kUnreadable);
   // Identical text is equal even when it cannot be read.
   EXPECT_TRUE(Eq("\\frac{1}{2} \\dots", "\\frac{1}{2}\\dots"));
+  EXPECT_FALSE(Eq("2 3", "23"));  // unreadable, and not the same text
   EXPECT_FALSE(Eq("", ""));
 }
 
