@@ -14,7 +14,8 @@
 //   symbols     letters, subscripted ("x_1", "a_{n}") and Greek (\alpha); e is Euler's number and
 //               i the imaginary unit; \pi, \infty (also "inf", "∞"); two adjacent letters are a
 //               product ("xy" = x*y), a run of three or more letters that is not a known name is a
-//               word ("Monday", compared as lower-case text)
+//               word ("Monday", compared as lower-case text), a function name and one or two
+//               letters is that function applied ("sinx" = sin x)
 //   operators   + - * / ^ \cdot \times \div \pm \mp (a ± b is the pair of values), implicit
 //               products ("2x", "2\pi", "(x+1)(x-1)", "x(x+1)": f(x) is a product unless it is the
 //               left side of "f(x) = ..."), postfix ! (factorial) and % / \% (percent), degrees
@@ -26,11 +27,13 @@
 //               \left \right \big... and spacing (\, \! \quad ~) and $ \( \) \[ \] are ignored
 //   relations   = < > \le \ge \ne \approx (as =) \in, chained ("1 < x \le 3")
 //   collections a bare list "1, 2" or "x = 1 \text{ or } x = 2" (unordered: kList); "(1, 2)",
-//               "[1, 2)" with two or more items (kBracketed: a tuple, or with two items an
-//               interval; single brackets only group); "\{1, 2\}" (kSet), \emptyset; \cup;
-//               \begin{pmatrix} (also bmatrix, Bmatrix, matrix, smallmatrix, array) with rows
-//               separated by \\ and cells by & (kMatrix)
-//   units       a word or \text{...} group after an item's value ("10 \text{cm}^2") is dropped
+//               "[1, 2)", "\langle 1, 2 \rangle" with two or more items (kBracketed: a tuple, or
+//               with two items an interval; single brackets only group); "\{1, 2\}" (kSet),
+//               \emptyset; \cup; \begin{pmatrix} (also bmatrix, Bmatrix, matrix, smallmatrix,
+//               array) with rows separated by \\ and cells by & (kMatrix)
+//   units       a word or \text{...} group after an item's value ("10 \text{cm}^2") is dropped;
+//               a lone letter in \text / \mbox is a unit too ("4 \mbox{ m}"), in \mathrm a
+//               letter ("2\mathrm{i}" = 2i)
 //   Unicode     U+2212 minus, × · ÷ ∞ π √ ≤ ≥ ≠ ± ∪ ∅ ° and no-break/thin spaces
 // Anything else (an unknown command, \dots, unbalanced brackets, other non-ASCII) is
 // INVALID_ARGUMENT naming it and its byte offset; an answer over the limits is

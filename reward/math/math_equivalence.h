@@ -13,8 +13,8 @@
 //             "\frac{x^2-1}{x-1}" == "x+1"; decided by GiNaC's evaluation, expand() and normal()
 //             and, when those leave a non-zero difference with radicals, \pi, e, logs or
 //             functions in it, by evaluating the difference at P = 40 + 2 x (the digits written
-//             in both answers) significant digits (and, with free symbols, at three fixed
-//             rational points): equal when |a - b| <= 10^-(P-10) max(1, |a|, |b|) everywhere;
+//             in both answers, P <= 2000) significant digits (and, with free symbols, at three
+//             fixed rational points): equal when |a - b| <= 10^-(P-10) max(1, |a|, |b|) everywhere;
 //             a decimal "written with a point" makes the comparison approximate: if either side
 //             holds one ("0.5", "1.5e3" count; "0.\overline{3}" is exact), the two are also equal
 //             when |a - b| <= max(abs_tol, rel_tol * max(|a|, |b|)) (at each probe point when
@@ -42,21 +42,24 @@
 // either convention sees no correct answer rewarded 0; the price is that "0.5\%" also matches 0.5.
 // Degrees are dropped ("30^\circ" == 30).
 //
-// Any answer identical to the reference once blanks, '$', \left/\right and \dfrac/\tfrac are
-// ignored is equivalent, even one the parser cannot read.
+// Any answer identical to the reference once blanks (but one between two letters or digits), '$',
+// \left/\right and \dfrac/\tfrac are ignored is equivalent, even one the parser cannot read.
 //
 // Never an exception, never unbounded: an answer that does not parse, exceeds the limits below
 // (or the parser's), makes GiNaC throw (1/0, log 0), or runs past `timeout` is "not equivalent",
 // with the reason in MathVerdict. The limits keep each GiNaC step small (an exact power or
 // factorial may have at most max_result_digits digits, a polynomial is expanded only when its
-// expansion has at most max_expanded_terms terms, trigonometric arguments beyond 10^9 are refused);
-// the timeout is checked between steps, so a verdict overruns it by at most one bounded step.
+// expansion has at most max_expanded_terms terms and no power of a sum above 64, normal() runs
+// only on expressions in at most two variables and ~300 terms — past those, the fixed points
+// decide —, trigonometric arguments beyond 10^9 are refused); the timeout is checked between
+// steps, so a verdict overruns it by at most one bounded step.
 //
 // Thread-safety: GiNaC and CLN are not thread-safe (their reference counts are not atomic and
 // shared constants such as GiNaC's 0 and 1 are touched by every expression; Digits is a
 // global). CheckMathEquivalence may be called from any number of threads: parsing runs
-// concurrently, and every use of GiNaC in the process goes through one mutex, so the GiNaC part
-// of concurrent verdicts is serialised (and waiting for that mutex counts against `timeout`).
+// concurrently, and every use of GiNaC here (troupe's only user of it) goes through one mutex, so
+// the GiNaC part of concurrent verdicts is serialised (and waiting for that mutex counts against
+// `timeout`).
 #ifndef TROUPE_REWARD_MATH_MATH_EQUIVALENCE_H_
 #define TROUPE_REWARD_MATH_MATH_EQUIVALENCE_H_
 
