@@ -17,8 +17,8 @@
 // (//reward:reward_registry is the registry alone, with no reward):
 //
 //   arithmetic   the arithmetic task's exact answer, plus format_weight for a clean one
-//   math         the last \boxed{} (or final answer) vs the reference, LaTeX-normalised and
-//                compared as numbers when both are
+//   math         the last \boxed{} (or final answer) vs the reference, compared as mathematics
+//                (reward/math: parsed, then exactly with GiNaC)
 //   gsm8k        the number after the last "####" (or the last number)
 //   countdown    an arithmetic expression (parsed, never evaluated) reaching the reference's
 //                {"target", "numbers"}, each number used at most once

@@ -17,6 +17,8 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libcpp-httplib-dev libsqlite3-dev
   # Regex engine of tokenizer.json pre-tokenizers, NFC normalisation, gzip'd datasets.
   libonig-dev libicu-dev zlib1g-dev
+  # Computer algebra of the math reward's answer verifier (reward/math).
+  libginac-dev libcln-dev
   # Without the pthread OpenBLAS, LibTorch falls back to the reference BLAS and runs ~8x slower.
   libopenblas0-pthread
   # curl for the dashboard's end-to-end test; promtool (from prometheus) checks /metrics.

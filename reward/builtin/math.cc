@@ -9,8 +9,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "reward/reward_config.h"
 
@@ -32,143 +32,41 @@ size_t MatchBrace(absl::string_view s, size_t open) {
   return absl::string_view::npos;
 }
 
-bool IsLetter(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
-
-// `s` with every occurrence of `from` that is not followed by a letter (so "\left" but not
-// "\leftarrow") removed.
-std::string RemoveCommand(absl::string_view s, absl::string_view from) {
-  std::string out;
-  size_t i = 0;
-  while (i < s.size()) {
-    if (s.substr(i, from.size()) == from &&
-        (i + from.size() == s.size() || !IsLetter(s[i + from.size()]))) {
-      i += from.size();
-    } else {
-      out.push_back(s[i++]);
-    }
-  }
-  return out;
+// A Markdown bold or italic marker around an answer ("**42**").
+absl::string_view StripEmphasis(absl::string_view s) {
+  s = absl::StripAsciiWhitespace(s);
+  while (!s.empty() && s.front() == '*') s.remove_prefix(1);
+  while (!s.empty() && s.back() == '*') s.remove_suffix(1);
+  return absl::StripAsciiWhitespace(s);
 }
 
-// Units and text: see the file comment of math.h.
-std::string HandleTextGroups(std::string s) {
-  static const char* const kCommands[] = {"\\text{", "\\mbox{", "\\mathrm{", "\\textrm{",
-                                          "\\textbf{"};
-  for (;;) {
-    size_t best = std::string::npos;
-    size_t command_len = 0;
-    for (const char* c : kCommands) {
-      const size_t p = s.find(c);
-      if (p < best) {
-        best = p;
-        command_len = std::string(c).size();
-      }
-    }
-    if (best == std::string::npos) return s;
-    const size_t end = MatchBrace(s, best + command_len - 1);
-    if (end == std::string::npos) return s;
-    const std::string content = s.substr(best + command_len, end - best - command_len - 1);
-    const absl::string_view before =
-        absl::StripAsciiWhitespace(absl::string_view(s).substr(0, best));
-    std::string after(absl::StripAsciiWhitespace(absl::string_view(s).substr(end)));
-    const bool unit_tail =
-        after.empty() || after == "^2" || after == "^3" || after == "^{2}" || after == "^{3}";
-    if (!before.empty() && unit_tail) {
-      s = std::string(before);
-    } else {
-      s = absl::StrCat(s.substr(0, best), content, s.substr(end));
-    }
-  }
-}
-
-// One argument of \frac or \sqrt at `i`: a braced group (returned with its braces stripped) or a
-// single letter or digit; advances `i`. nullopt when there is none (so "\sqrt[3]{8}" and
-// "\frac\pi2" stay as written).
-std::optional<std::string> TakeArgument(absl::string_view s, size_t& i) {
-  if (i >= s.size()) return std::nullopt;
-  if (s[i] == '{') {
-    const size_t end = MatchBrace(s, i);
+// The math span at the start of `s` ("$...$", "$$...$$", "\(...\)", "\[...\]") with its
+// delimiters, or nullopt when `s` does not start with a closed one.
+std::optional<absl::string_view> LeadingMathSpan(absl::string_view s) {
+  for (auto [open, close] : {std::pair<absl::string_view, absl::string_view>{"$$", "$$"},
+                             {"$", "$"},
+                             {"\\(", "\\)"},
+                             {"\\[", "\\]"}}) {
+    if (!absl::StartsWith(s, open)) continue;
+    const size_t end = s.find(close, open.size());
     if (end == absl::string_view::npos) return std::nullopt;
-    std::string arg(s.substr(i + 1, end - i - 2));
-    i = end;
-    return arg;
+    return s.substr(0, end + close.size());
   }
-  if (!std::isalnum(static_cast<unsigned char>(s[i]))) return std::nullopt;
-  return std::string(1, s[i++]);
-}
-
-// \frac12 -> \frac{1}{2}, \frac1{x} -> \frac{1}{x}, \sqrt2 -> \sqrt{2} (after blanks are removed).
-std::string BraceShorthandArguments(absl::string_view s) {
-  std::string out;
-  size_t i = 0;
-  while (i < s.size()) {
-    const bool frac = s.substr(i, 5) == "\\frac";
-    const bool sqrt = s.substr(i, 5) == "\\sqrt";
-    if (!frac && !sqrt) {
-      out.push_back(s[i++]);
-      continue;
-    }
-    out.append(s.data() + i, 5);
-    i += 5;
-    const size_t start = i;
-    std::optional<std::string> a = TakeArgument(s, i);
-    std::optional<std::string> b = frac && a ? TakeArgument(s, i) : std::nullopt;
-    if (!a || (frac && !b)) {
-      i = start;  // leave it as written
-      continue;
-    }
-    absl::StrAppend(&out, "{", BraceShorthandArguments(*a), "}");
-    if (frac) absl::StrAppend(&out, "{", BraceShorthandArguments(*b), "}");
-  }
-  return out;
-}
-
-// "1,000" / "-12,345.5" -> without commas; anything else unchanged.
-std::string RemoveThousandsSeparators(const std::string& s) {
-  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
-  size_t lead = 0;
-  while (i + lead < s.size() && std::isdigit(static_cast<unsigned char>(s[i + lead]))) ++lead;
-  if (lead < 1 || lead > 3) return s;
-  i += lead;
-  int groups = 0;
-  while (i < s.size() && s[i] == ',') {
-    for (size_t k = 1; k <= 3; ++k) {
-      if (i + k >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i + k]))) return s;
-    }
-    i += 4;
-    ++groups;
-  }
-  if (groups == 0) return s;
-  if (i < s.size() && s[i] != '.') return s;
-  if (i < s.size()) {
-    for (size_t k = i + 1; k < s.size(); ++k) {
-      if (!std::isdigit(static_cast<unsigned char>(s[k]))) return s;
-    }
-  }
-  return absl::StrReplaceAll(s, {{",", ""}});
-}
-
-// "x=5" -> "5" when the left side is a variable of at most two characters.
-std::string DropLeadingVariable(const std::string& s) {
-  const size_t eq = s.find('=');
-  if (eq == std::string::npos || s.find('=', eq + 1) != std::string::npos) return s;
-  if (eq == 0 || eq > 2 || !IsLetter(s[0])) return s;
-  for (size_t k = 0; k < eq; ++k) {
-    if (!std::isalnum(static_cast<unsigned char>(s[k]))) return s;
-  }
-  return s.substr(eq + 1);
+  return std::nullopt;
 }
 
 class MathReward final : public RewardFunction {
  public:
-  MathReward(double format_score, NumberTolerance tol) : format_score_(format_score), tol_(tol) {}
+  MathReward(double format_score, MathEquivalenceOptions options)
+      : format_score_(format_score), options_(std::move(options)) {}
 
   RewardOutput Score(const RewardInput& in) const override {
     if (absl::StripAsciiWhitespace(in.reference_answer).empty()) {
       throw std::invalid_argument("math reward: the sample has no reference answer");
     }
     const std::optional<std::string> answer = ExtractMathAnswer(in.response_text);
-    const bool correct = answer && MathAnswersEqual(*answer, in.reference_answer, tol_);
+    const bool correct =
+        answer && MathAnswersEqual(*answer, in.reference_answer, options_).equivalent();
     RewardOutput out;
     out.components["correct"] = correct ? 1 : 0;
     out.components["format"] = answer ? 1 : 0;
@@ -177,8 +75,8 @@ class MathReward final : public RewardFunction {
   }
 
  private:
-  double format_score_;
-  NumberTolerance tol_;
+  const double format_score_;
+  const MathEquivalenceOptions options_;
 };
 
 }  // namespace
@@ -232,74 +130,51 @@ std::optional<std::string> ExtractMathAnswer(absl::string_view response) {
   rest = rest.substr(0, rest.find('\n'));
   rest = absl::StripAsciiWhitespace(rest);
   absl::ConsumePrefix(&rest, ":");
-  rest = absl::StripAsciiWhitespace(rest);
-  absl::ConsumeSuffix(&rest, ".");
-  rest = absl::StripAsciiWhitespace(rest);
+  rest = StripEmphasis(rest);
+  if (std::optional<absl::string_view> span = LeadingMathSpan(rest)) {
+    rest = *span;
+  } else {
+    // Up to the end of the sentence: a '.' followed by a blank (a decimal point never is).
+    for (size_t i = 0; i < rest.size(); ++i) {
+      if (rest[i] == '.' && i + 1 < rest.size() && absl::ascii_isspace(rest[i + 1])) {
+        rest = rest.substr(0, i);
+        break;
+      }
+    }
+    rest = StripEmphasis(rest);
+    absl::ConsumeSuffix(&rest, ".");
+    rest = StripEmphasis(rest);
+  }
   if (rest.empty()) return std::nullopt;
   return std::string(rest);
 }
 
-std::string NormalizeMathAnswer(absl::string_view answer) {
-  std::string s(answer);
-  if (absl::StrContains(s, "\\boxed") || absl::StrContains(s, "\\fbox")) {
-    if (std::optional<std::string> boxed = LastBoxed(s)) s = *boxed;
+MathVerdict MathAnswersEqual(absl::string_view given, absl::string_view reference,
+                             const MathEquivalenceOptions& options) {
+  std::string ref(reference);
+  if (absl::StrContains(ref, "\\boxed") || absl::StrContains(ref, "\\fbox")) {
+    if (std::optional<std::string> boxed = LastBoxed(ref)) ref = *boxed;
   }
-  s = absl::StrReplaceAll(s, {{"\\dfrac", "\\frac"},
-                              {"\\tfrac", "\\frac"},
-                              {"\\displaystyle", ""},
-                              {"\\!", ""},
-                              {"\\,", ""},
-                              {"\\;", ""},
-                              {"\\:", ""},
-                              {"\\qquad", ""},
-                              {"\\quad", ""},
-                              {"\\ ", ""},
-                              {"^{\\circ}", ""},
-                              {"^\\circ", ""},
-                              {"\xc2\xb0", ""},  // °
-                              {"\\%", ""},
-                              {"%", ""},
-                              {"\\$", ""},
-                              {"$", ""},
-                              {"\\(", ""},
-                              {"\\)", ""},
-                              {"\\[", ""},
-                              {"\\]", ""},
-                              {"{,}", ""}});
-  s = RemoveCommand(s, "\\left");
-  s = RemoveCommand(s, "\\right");
-  s = HandleTextGroups(std::move(s));
-  s.erase(std::remove_if(s.begin(), s.end(),
-                         [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }),
-          s.end());
-  s = BraceShorthandArguments(s);
-  s = DropLeadingVariable(s);
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  if (s.size() >= 2 && s.front() == '{' && MatchBrace(s, 0) == s.size()) {
-    s = s.substr(1, s.size() - 2);
-  }
-  return RemoveThousandsSeparators(s);
-}
-
-bool MathAnswersEqual(absl::string_view given, absl::string_view reference, NumberTolerance tol) {
-  const std::string a = NormalizeMathAnswer(given);
-  const std::string b = NormalizeMathAnswer(reference);
-  if (a.empty() || b.empty()) return false;
-  std::optional<AnswerNumber> x = ParseAnswerNumber(a);
-  std::optional<AnswerNumber> y = ParseAnswerNumber(b);
-  if (x && y) return AnswerNumbersEqual(*x, *y, tol);
-  return a == b;
+  return CheckMathEquivalence(given, ref, options);
 }
 
 absl::StatusOr<std::unique_ptr<RewardFunction>> MakeMathReward(const nlohmann::json& config) {
   TROUPE_ASSIGN_OR_RETURN(
       RewardConfigReader r,
-      RewardConfigReader::Create("math", config, {"format_score", "rel_tol", "abs_tol"}));
+      RewardConfigReader::Create("math", config,
+                                 {"format_score", "rel_tol", "abs_tol", "percent", "timeout_ms"}));
   TROUPE_ASSIGN_OR_RETURN(double format_score, r.Number("format_score", 0.0));
-  NumberTolerance tol;
-  TROUPE_ASSIGN_OR_RETURN(tol.rel_tol, r.Number("rel_tol", tol.rel_tol, 0.0));
-  TROUPE_ASSIGN_OR_RETURN(tol.abs_tol, r.Number("abs_tol", tol.abs_tol, 0.0));
-  return std::unique_ptr<RewardFunction>(new MathReward(format_score, tol));
+  MathEquivalenceOptions options;
+  TROUPE_ASSIGN_OR_RETURN(options.rel_tol, r.Number("rel_tol", options.rel_tol, 0.0));
+  TROUPE_ASSIGN_OR_RETURN(options.abs_tol, r.Number("abs_tol", options.abs_tol, 0.0));
+  TROUPE_ASSIGN_OR_RETURN(std::string percent,
+                          r.String("percent", "either", {"strip", "fraction", "either"}));
+  TROUPE_ASSIGN_OR_RETURN(options.percent, ParsePercentConvention(percent));
+  TROUPE_ASSIGN_OR_RETURN(
+      double timeout_ms,
+      r.Number("timeout_ms", absl::ToDoubleMilliseconds(options.timeout), 1e-3, 3.6e6));
+  options.timeout = absl::Milliseconds(timeout_ms);
+  return std::unique_ptr<RewardFunction>(new MathReward(format_score, std::move(options)));
 }
 
 TROUPE_REGISTER_REWARD("math", MakeMathReward);
