@@ -2300,11 +2300,17 @@ absl::Status ValidateFiles(const JobSpec& spec) {
     check_model_dir("reward.judge.model", spec.reward.judge.model, false);
   }
 
-  // A job's native code is opened by dlopen, which would wait on a FIFO like any reader.
+  // A job's native code is opened by dlopen, which would wait on a FIFO like any reader. (Said as
+  // the driver's LoadActorLibrary says it, runtime/actor_library.h.)
   for (const auto& [kind, group] : ActorGroups(spec)) {
     if (group->library.empty()) continue;
-    regular_file(absl::StrCat("actors.", kind, ".library"), group->library,
-                 "a shared library file");
+    const std::string type = FileTypeName(group->library);
+    if (type == "a regular file") continue;
+    add(absl::StrCat("actors.", kind, ".library"),
+        absl::StrCat("actor library ", AbbreviatePath(group->library),
+                     type == "nothing"
+                         ? ": file not found"
+                         : absl::StrCat(": expected a shared library file, got ", type)));
   }
 
   if (errors.empty()) return absl::OkStatus();

@@ -1157,9 +1157,8 @@ TEST(JobSpecFiles, AFifoIsRefusedAsSuchWithoutBeingOpened) {
                      "model.tokenizer: expected a tokenizer.json file, got a FIFO: ", tokenizer)));
   EXPECT_THAT(m,
               HasSubstr(absl::StrCat("data.chat_template: expected a file, got a FIFO: ", templ)));
-  EXPECT_THAT(m,
-              HasSubstr(absl::StrCat(
-                  "actors.reward.library: expected a shared library file, got a FIFO: ", library)));
+  EXPECT_THAT(m, HasSubstr(absl::StrCat("actors.reward.library: actor library ", library,
+                                        ": expected a shared library file, got a FIFO")));
 
   // Inside a model directory: its config.json, its weights.
   const std::string init = dir + "/init";
