@@ -30,6 +30,23 @@ inline constexpr size_t kNoFileSizeLimit = std::numeric_limits<size_t>::max();
 absl::StatusOr<std::string> ReadFileToString(const std::string& path,
                                              size_t max_bytes = kNoFileSizeLimit);
 
+// What `path` names, symlinks followed, as messages say it: "a regular file", "a directory",
+// "a FIFO", "a socket", "a character device", "a block device", "nothing" (it does not exist or
+// cannot be looked at). Never opens it.
+std::string FileTypeName(const std::string& path);
+
+// As ReadFileToString, for a regular file only (after symlinks): anything else is refused without
+// being waited on (the file is opened non-blocking and checked with fstat before any read, so a
+// FIFO with no writer or a device never blocks the caller):
+//   InvalidArgument   "<path>: is a FIFO, expected a regular file" (a directory, socket, device)
+// and the errors of ReadFileToString otherwise.
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
+                                            size_t max_bytes = kNoFileSizeLimit);
+
+// The first min(`bytes`, size) bytes of the regular file `path` (a larger file is no error);
+// refused like ReadRegularFile.
+absl::StatusOr<std::string> ReadRegularFilePrefix(const std::string& path, size_t bytes);
+
 }  // namespace troupe
 
 #endif  // TROUPE_BASE_FILE_UTIL_H_

@@ -93,5 +93,34 @@ TEST(ReadFileToString, EndlessInputStopsJustPastTheBound) {
   EXPECT_EQ(read.status().code(), absl::StatusCode::kOutOfRange);
 }
 
+// A FIFO with no writer: opening it for reading the usual way would wait for one forever.
+TEST(ReadRegularFile, RefusesAFifoWithoutWaitingForAWriter) {
+  const std::string path = TestDir() + "/fifo";
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EXPECT_EQ(FileTypeName(path), "a FIFO");
+  absl::StatusOr<std::string> read = ReadRegularFile(path, 1 << 20);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(read.status().message(), path + ": is a FIFO, expected a regular file");
+  EXPECT_EQ(ReadRegularFilePrefix(path, 8).status().message(),
+            path + ": is a FIFO, expected a regular file");
+}
+
+TEST(ReadRegularFile, RefusesDevicesAndDirectoriesAndReadsRegularFiles) {
+  EXPECT_EQ(ReadRegularFile("/dev/zero", 16).status().message(),
+            "/dev/zero: is a character device, expected a regular file");
+  EXPECT_EQ(ReadRegularFile(TestDir(), 16).status().message(),
+            TestDir() + ": is a directory, expected a regular file");
+  EXPECT_EQ(FileTypeName(TestDir() + "/no-such-file"), "nothing");
+  const std::string path = WriteTestFile("regular", "0123456789");
+  EXPECT_EQ(FileTypeName(path), "a regular file");
+  EXPECT_EQ(ReadRegularFile(path, 10).value(), "0123456789");
+  EXPECT_EQ(ReadRegularFile(path, 9).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(ReadRegularFilePrefix(path, 4).value(), "0123");
+  EXPECT_EQ(ReadRegularFilePrefix(path, 64).value(), "0123456789");
+  EXPECT_EQ(ReadRegularFile(TestDir() + "/no-such-file").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace troupe

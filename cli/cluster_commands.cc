@@ -204,7 +204,8 @@ absl::StatusOr<Services> StartServices(const StartFlags& f, std::string token) {
                                              .head_address = head_address,
                                              .token = token,
                                              .state_dir = f.state_dir,
-                                             .job_path_roots = f.job_path_roots});
+                                             .job_path_roots = f.job_path_roots,
+                                             .job_libraries = !f.no_job_libraries});
       if (!d.ok()) {
         s.head->Shutdown();
         return absl::Status(d.status().code(), absl::StrCat("dashboard: ", d.status().message(),

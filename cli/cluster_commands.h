@@ -58,6 +58,9 @@ struct StartFlags {
   // may lie (--job-path-roots DIR,DIR; relative to the head's working directory). Empty: a
   // submitted job may use only its own directory (runtime/dashboard/job_manager.h).
   std::vector<std::string> job_path_roots;
+  // --no-job-libraries: submitted jobs may not bring native code (actor libraries), which would
+  // run in their drivers and workers as the head's user (docs/security.md).
+  bool no_job_libraries = false;
   // Failure detection (hidden flags; tests shorten them).
   int heartbeat_interval_ms = 1000;
   int heartbeat_timeout_ms = 5000;

@@ -176,6 +176,9 @@ int main(int argc, char** argv) {
                    "With --head: directories (comma-separated) besides its own where a submitted "
                    "job may read and write (model configs, checkpoints); default: none")
       ->delimiter(',');
+  start->add_flag("--no-job-libraries", start_flags.no_job_libraries,
+                  "With --head: refuse submitted jobs that name shared libraries of actor types "
+                  "(native code their drivers and workers would load); see docs/security.md");
   start->add_flag("--block", start_flags.block, "Stay in the foreground until Ctrl-C");
   start->add_option("--heartbeat-interval-ms", start_flags.heartbeat_interval_ms)->group("");
   start->add_option("--heartbeat-timeout-ms", start_flags.heartbeat_timeout_ms)->group("");

@@ -21,7 +21,14 @@
 //
 // SIGTERM or SIGINT (Ctrl-C, `troupe job stop`) asks the run to stop at its next step boundary,
 // with its final checkpoint and summary; it then exits with 128 + the signal's number. A second
-// one ends it at once, by that signal.
+// one ends it at once, by that signal. Before the run has written anything (while the spec is
+// read and checked and the cluster is looked at), the first one ends it at once, exit code 128 +
+// the signal's number: there is nothing to save, and a spec read from a pipe or FIFO that no one
+// writes must not keep it waiting.
+//
+// A refused spec (exit code 2) leaves nothing behind: every check (the spec, its files, the
+// devices, the recipe, an earlier run's outputs, whether the cluster can hold the actors, the
+// embedded cluster's state directory) runs before anything is written under logging.dir.
 #include <signal.h>
 #include <unistd.h>
 
@@ -47,6 +54,7 @@
 #include "base/trace/span_recorder.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
+#include "models/torch_build.h"
 #include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
@@ -81,10 +89,9 @@ constexpr const char* kEmbeddedEntries[] = {
     "head.address",      "token",        "logs",        "workers",         "jobs",
     "dashboard.address", kEmbeddedMarker};
 
-// Makes `dir` ready for a new embedded cluster: created (and marked) if missing or empty; an
-// earlier embedded cluster's entries removed (nothing else in it is touched); any other
-// non-empty directory refused.
-absl::Status PrepareEmbeddedStateDir(const std::string& dir) {
+// Whether `dir` can hold a new embedded cluster, writing nothing: missing, empty, or an earlier
+// embedded cluster's (marked); FailedPrecondition for anything else.
+absl::Status CheckEmbeddedStateDir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const bool exists = fs::exists(dir, ec);
@@ -92,13 +99,23 @@ absl::Status PrepareEmbeddedStateDir(const std::string& dir) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " (the embedded cluster's state directory) is not a directory"));
   }
-  if (exists && !fs::is_empty(dir, ec)) {
-    if (!fs::exists(fs::path(dir) / kEmbeddedMarker, ec)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          dir, " exists and was not made by troupe run (no ", kEmbeddedMarker,
-          " in it), so it is not used as the embedded cluster's state directory and nothing in it "
-          "was changed; move it away or choose another logging.dir"));
-    }
+  if (exists && !fs::is_empty(dir, ec) && !fs::exists(fs::path(dir) / kEmbeddedMarker, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " exists and was not made by troupe run (no ", kEmbeddedMarker,
+        " in it), so it is not used as the embedded cluster's state directory and nothing in it "
+        "was changed; move it away or choose another logging.dir"));
+  }
+  return absl::OkStatus();
+}
+
+// Makes `dir` ready for a new embedded cluster: created (and marked) if missing or empty; an
+// earlier embedded cluster's entries removed (nothing else in it is touched); any other
+// non-empty directory refused (CheckEmbeddedStateDir).
+absl::Status PrepareEmbeddedStateDir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  TROUPE_RETURN_IF_ERROR(CheckEmbeddedStateDir(dir));
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
     // An earlier run's cluster: its head state (dead nodes and actors, KV keys, job records)
     // would only confuse this one. Only what troupe wrote there goes.
     for (const char* entry : kEmbeddedEntries) {
@@ -185,8 +202,16 @@ std::string WriteRunTimeline(const recipes::JobSpec& spec, EmbeddedCluster* embe
 
 // The first SIGTERM/SIGINT received (0 = none); see the file comment.
 std::atomic<int> stop_signal{0};
+// Whether the run may have written anything yet (false while the spec is read and checked).
+std::atomic<bool> run_started{false};
 
 void OnStopSignal(int sig) {
+  if (!run_started.load()) {  // nothing to save: end now (only async-signal-safe calls here)
+    static const char kMessage[] =
+        "troupe run: stopped by a signal before the job started; nothing was written\n";
+    (void)!::write(2, kMessage, sizeof(kMessage) - 1);
+    ::_exit(128 + sig);
+  }
   if (stop_signal.exchange(sig) != 0) {  // the second: stop now
     ::signal(sig, SIG_DFL);
     ::raise(sig);
@@ -249,6 +274,12 @@ int RunJob(const RunFlags& f) {
     std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  if (absl::Status s =
+          recipes::CheckDevices(*spec, {.libtorch_cuda = models::LibTorchBuiltWithCuda()});
+      !s.ok()) {
+    std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   // The recipe runs every key the spec has, or the run stops here (nothing started or written).
   if (absl::Status s = recipes::CheckRecipe(*spec); !s.ok()) {
     std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
@@ -272,15 +303,12 @@ int RunJob(const RunFlags& f) {
     }
   }
   const std::string job_id = f.job_id.empty() ? spec->name : f.job_id;
-  if (absl::Status s = StartDriverSpans(*spec, job_id); !s.ok()) {
-    std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
   std::unique_ptr<EmbeddedCluster> embedded;
   std::unique_ptr<Cluster> remote;
   std::string token;
   Cluster* cluster = nullptr;
   std::vector<recipes::NodeResources> nodes;
+  // Whether the cluster can hold the job, before anything is written.
   if (f.address.empty()) {
     proto::Resources machine = DetectResources({});
     nodes.push_back({machine.amounts().begin(), machine.amounts().end()});
@@ -288,19 +316,9 @@ int RunJob(const RunFlags& f) {
       std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
       return 2;
     }
-    absl::StatusOr<std::unique_ptr<EmbeddedCluster>> ec =
-        StartEmbedded(f, spec->logging.dir + "/cluster");
-    if (!ec.ok()) {
-      std::fprintf(stderr, "troupe run: starting the embedded cluster: %s\n",
-                   ec.status().ToString().c_str());
-      return 1;
-    }
-    embedded = std::move(*ec);
-    cluster = &embedded->cluster();
-    if (embedded->dashboard() != nullptr) {
-      std::fprintf(stderr, "troupe run: dashboard at %s (job %s)\n",
-                   embedded->dashboard()->url().c_str(),
-                   (f.job_id.empty() ? spec->name : f.job_id).c_str());
+    if (absl::Status s = CheckEmbeddedStateDir(spec->logging.dir + "/cluster"); !s.ok()) {
+      std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
+      return 2;
     }
   } else {
     absl::StatusOr<std::string> t =
@@ -330,6 +348,29 @@ int RunJob(const RunFlags& f) {
     if (absl::Status s = recipes::CheckResourcesFit(*spec, nodes); !s.ok()) {
       std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
       return 2;
+    }
+  }
+  // From here on the run writes (its spans, the embedded cluster): a signal stops it at the next
+  // step boundary instead.
+  run_started = true;
+  if (absl::Status s = StartDriverSpans(*spec, job_id); !s.ok()) {
+    std::fprintf(stderr, "troupe run: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (f.address.empty()) {
+    absl::StatusOr<std::unique_ptr<EmbeddedCluster>> ec =
+        StartEmbedded(f, spec->logging.dir + "/cluster");
+    if (!ec.ok()) {
+      std::fprintf(stderr, "troupe run: starting the embedded cluster: %s\n",
+                   ec.status().ToString().c_str());
+      return 1;
+    }
+    embedded = std::move(*ec);
+    cluster = &embedded->cluster();
+    if (embedded->dashboard() != nullptr) {
+      std::fprintf(stderr, "troupe run: dashboard at %s (job %s)\n",
+                   embedded->dashboard()->url().c_str(),
+                   (f.job_id.empty() ? spec->name : f.job_id).c_str());
     }
   }
   recipes::RunOptions options;

@@ -186,10 +186,7 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   }
   if (!ppo && spec.actors.critic.replicas > 0)
     refuse("actors.critic.replicas", absl::StrCat("recipe ", recipe, " has no critic"));
-  if (ppo && spec.actors.critic.replicas > 1) {
-    refuse("actors.critic.replicas",
-           "recipe ppo trains one critic (data-parallel training does not exist yet)");
-  }
+  // (One critic and one trainer at most: the parser refuses more, job_spec.h.)
   if (!spec.reward.model.empty()) {
     // A directory that is not a reward model would only fail once the actors start.
     absl::StatusOr<models::SafetensorsReader> weights =
@@ -233,11 +230,6 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
     if (absl::Status s = trainers::CanRecordOps(); !s.ok()) {
       refuse("trainer.profile_steps", absl::StrCat("cannot be honoured: ", s.message()));
     }
-  }
-  if (spec.actors.trainer.replicas > 1) {
-    refuse("actors.trainer.replicas",
-           absl::StrCat("recipe ", recipe,
-                        " trains on one trainer (data-parallel training does not exist yet)"));
   }
   // (A KL term without a reference is refused by the parser.)
   if (!NeedsReference(spec) && spec.locations.contains("actors.reference.replicas") &&

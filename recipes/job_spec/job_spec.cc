@@ -2,6 +2,7 @@
 // file:line errors and describing them for docs/job_spec.md; they share the reader helpers here.
 #include "recipes/job_spec/job_spec.h"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -24,9 +25,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "models/model_config.h"
+#include "models/weight_shapes.h"
 #include "recipes/job_spec/job_tasks.h"
 #include "recipes/job_spec/key_docs.h"
 #include "recipes/job_spec/spec_tree.h"
@@ -216,6 +219,9 @@ struct Range {
   double hi = kInf;
   bool lo_open = false;
   bool hi_open = false;
+  // Why the range is what it is, added to an error ("data-parallel training does not exist
+  // yet"); nullptr = nothing to add.
+  const char* why = nullptr;
 
   bool Contains(double v) const {
     return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
@@ -241,6 +247,15 @@ Range AtLeast(double lo) { return {lo, kInf, false, false}; }
 Range Closed(double lo, double hi) { return {lo, hi, false, false}; }
 Range Open(double lo, double hi) { return {lo, hi, true, true}; }
 Range LeftOpen(double lo, double hi) { return {lo, hi, true, false}; }
+Range Because(Range range, const char* why) {
+  range.why = why;
+  return range;
+}
+// "expected RANGE, got VALUE" and the range's reason.
+std::string OutOfRange(const Range& range, bool integer, const std::string& got) {
+  return absl::StrCat("expected ", range.Describe(integer), ", got ", got,
+                      range.why != nullptr ? absl::StrCat(" (", range.why, ")") : "");
+}
 
 // ------------------------------------------------------------------------------------------------
 // Diagnostics and the reader context
@@ -424,7 +439,7 @@ class Section {
     const ScalarValue s = ClassifyScalar(*v);
     if (v->kind != Kind::kScalar || s.type != ScalarValue::Type::kInt ||
         !range.Contains(static_cast<double>(s.int_value))) {
-      Error(*v, key, absl::StrCat("expected ", range.Describe(true), ", got ", Got(*v)));
+      Error(*v, key, OutOfRange(range, /*integer=*/true, Got(*v)));
       return nullptr;
     }
     *out = s.int_value;
@@ -438,7 +453,7 @@ class Section {
     const ScalarValue s = ClassifyScalar(*v);
     const bool numeric = s.type == ScalarValue::Type::kInt || s.type == ScalarValue::Type::kFloat;
     if (v->kind != Kind::kScalar || !numeric || !range.Contains(s.float_value)) {
-      Error(*v, key, absl::StrCat("expected ", range.Describe(false), ", got ", Got(*v)));
+      Error(*v, key, OutOfRange(range, /*integer=*/false, Got(*v)));
       return nullptr;
     }
     *out = s.float_value;
@@ -1377,8 +1392,10 @@ class JobSpecReader {
     ReadActorGroup(a, "rollout", &actors.rollout, Positive());
     ReadActorGroup(a, "reward", &actors.reward, Positive());
     ReadActorGroup(a, "reference", &actors.reference, NonNegative());
-    ReadActorGroup(a, "trainer", &actors.trainer, Positive());
-    ReadActorGroup(a, "critic", &actors.critic, NonNegative());
+    // One trainer and at most one critic: the recipes train each model on one actor.
+    constexpr char kOneRank[] = "data-parallel training across replicas does not exist yet";
+    ReadActorGroup(a, "trainer", &actors.trainer, Because(Closed(1, 1), kOneRank));
+    ReadActorGroup(a, "critic", &actors.critic, Because(Closed(0, 1), kOneRank));
     ReadActorGroup(a, "replay_buffer", &actors.replay_buffer, Closed(1, 1));
     Section checkpointer =
         ReadActorGroup(a, "checkpointer", &actors.checkpointer, Closed(1, 1), /*finish=*/false);
@@ -1781,15 +1798,18 @@ std::string FormatAmount(absl::string_view resource, double amount) {
 }
 
 // A free-form or task key whose string value is a path: dir, path, file, or *_dir, *_path, *_file
-// (the actors read "dir", "model_dir" and "resume_dir" as paths).
-bool IsPathKeyName(absl::string_view key) {
+// (the actors read "dir", "model_dir" and "resume_dir" as paths); a list of strings is a list of
+// paths under the plural names (dirs, paths, files, *_dirs, *_paths, *_files).
+bool IsPathKeyName(absl::string_view key, bool plural = false) {
   for (absl::string_view name : {"dir", "path", "file"}) {
-    if (key == name || absl::EndsWith(key, absl::StrCat("_", name))) return true;
+    const std::string n = absl::StrCat(name, plural ? "s" : "");
+    if (key == n || absl::EndsWith(key, absl::StrCat("_", n))) return true;
   }
   return false;
 }
 
-// Every string under `j` whose key IsPathKeyName, with its dotted key path.
+// Every string under `j` whose key IsPathKeyName (or in a list whose key is a plural one), with
+// its dotted key path.
 void CollectConfigPaths(const nlohmann::json& j, const std::string& path,
                         std::vector<std::pair<std::string, std::string>>* out) {
   if (j.is_object()) {
@@ -1797,6 +1817,16 @@ void CollectConfigPaths(const nlohmann::json& j, const std::string& path,
       const std::string child = ChildPath(path, it.key());
       if (it.value().is_string() && IsPathKeyName(it.key())) {
         out->emplace_back(child, it.value().get<std::string>());
+      } else if (it.value().is_array() && IsPathKeyName(it.key(), /*plural=*/true)) {
+        for (size_t i = 0; i < it.value().size(); ++i) {
+          const nlohmann::json& v = it.value()[i];
+          const std::string element = absl::StrCat(child, "[", i, "]");
+          if (v.is_string()) {
+            out->emplace_back(element, v.get<std::string>());
+          } else {
+            CollectConfigPaths(v, element, out);
+          }
+        }
       } else {
         CollectConfigPaths(it.value(), child, out);
       }
@@ -1835,15 +1865,18 @@ absl::StatusOr<models::ModelConfig> ReadModelConfig(const std::string& path) {
   constexpr size_t kMaxModelConfigBytes = size_t{1} << 20;
   constexpr size_t kMaxMessageBytes = kMaxShownPathBytes + 300;
   const std::string shown = AbbreviatePath(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", shown));
-  std::string text(kMaxModelConfigBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxModelConfigBytes) {
+  // A regular file only: a FIFO is refused, never waited on.
+  absl::StatusOr<std::string> read = ReadRegularFile(path, kMaxModelConfigBytes);
+  if (absl::IsOutOfRange(read.status())) {
     return absl::InvalidArgumentError(absl::StrCat(
         shown, ": larger than ", kMaxModelConfigBytes >> 20, " MiB, not a model config.json"));
   }
+  if (absl::IsInvalidArgument(read.status())) {  // not a regular file (the message names it)
+    return absl::InvalidArgumentError(
+        absl::StrCat(shown, ": is ", FileTypeName(path), ", expected a model config.json file"));
+  }
+  if (!read.ok()) return absl::InvalidArgumentError(absl::StrCat("cannot read ", shown));
+  const std::string& text = *read;
   if (text.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat(shown, ": not a text file (expected a model config.json)"));
@@ -2046,6 +2079,34 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
   return ParseJobSpec(text, path, overrides);
 }
 
+namespace {
+
+// The keys of a config.json that decide the shapes of the weights, where `a` and `b` differ:
+// "hidden_size 32 vs 64, num_hidden_layers 2 vs 4".
+std::string ShapeKeysThatDiffer(const models::ModelConfig& a, const models::ModelConfig& b) {
+  std::vector<std::string> differ;
+  auto compare = [&differ](const char* key, const auto& x, const auto& y) {
+    if (x != y) differ.push_back(absl::StrCat(key, " ", x, " vs ", y));
+  };
+  compare("model_type", a.model_type, b.model_type);
+  compare("vocab_size", a.vocab_size, b.vocab_size);
+  compare("hidden_size", a.hidden_size, b.hidden_size);
+  compare("intermediate_size", a.intermediate_size, b.intermediate_size);
+  compare("num_hidden_layers", a.num_hidden_layers, b.num_hidden_layers);
+  compare("num_attention_heads", a.num_attention_heads, b.num_attention_heads);
+  compare("num_key_value_heads", a.num_key_value_heads, b.num_key_value_heads);
+  if (a.explicit_head_dim.has_value() || b.explicit_head_dim.has_value()) {
+    compare("head_dim", a.head_dim(), b.head_dim());
+  }
+  compare("tie_word_embeddings", a.tie_word_embeddings ? "true" : "false",
+          b.tie_word_embeddings ? "true" : "false");
+  compare("attention_bias", a.attention_bias ? "true" : "false",
+          b.attention_bias ? "true" : "false");
+  return absl::StrJoin(differ, ", ");
+}
+
+}  // namespace
+
 absl::Status ValidateFiles(const JobSpec& spec) {
   namespace fs = std::filesystem;
   std::vector<std::string> errors;
@@ -2054,16 +2115,60 @@ absl::Status ValidateFiles(const JobSpec& spec) {
   };
   std::error_code ec;
 
-  if (!spec.model.config.empty()) {
+  // What a key names is looked at (stat) before anything opens it: a FIFO, a socket or a device
+  // is refused as such, so that no reader (here, in the head, or in the driver) ever waits on one.
+  // `expected` says what the key wants ("a config.json file"); true if `path` is a regular file.
+  auto regular_file = [&](absl::string_view key, const std::string& path,
+                          absl::string_view expected, absl::string_view missing = "file not found",
+                          bool readable = false) {
+    const std::string shown = AbbreviatePath(path);
+    const std::string type = FileTypeName(path);
+    if (type == "nothing") {
+      add(key, absl::StrCat(missing, ": ", shown));
+    } else if (type != "a regular file") {
+      add(key, absl::StrCat("expected ", expected, ", got ", type, ": ", shown));
+    } else if (readable && ::access(path.c_str(), R_OK) != 0) {
+      add(key, absl::StrCat("cannot read ", shown));
+    } else {
+      return true;
+    }
+    return false;
+  };
+  // A file a model directory may hold (config.json, tokenizer.json, ...): a regular file if there.
+  auto optional_regular_file = [&](absl::string_view key, const fs::path& path) {
+    const std::string type = FileTypeName(path.string());
+    if (type == "nothing" || type == "a regular file") return true;
+    add(key, absl::StrCat(AbbreviatePath(path.string()), " is ", type, ", expected a file"));
+    return false;
+  };
+  // A model directory's weights, checked against `config` (its own config.json or model.config)
+  // by the shapes in their safetensors headers; `key` is blamed for a mismatch.
+  auto weights_fit = [&](absl::string_view weights_key, const std::string& weights,
+                         absl::string_view config_key, const models::ModelConfig& config,
+                         absl::string_view config_name, bool value_model_too,
+                         const std::string& also_differs) {
+    absl::StatusOr<models::WeightShapes> shapes = models::ReadSafetensorsShapes(weights);
+    if (!shapes.ok()) {
+      add(weights_key, shapes.status().message());
+      return;
+    }
+    const std::vector<std::string> problems =
+        models::CausalLmShapeMismatches(*shapes, config, value_model_too);
+    if (problems.empty()) return;
+    add(config_key,
+        absl::StrCat(config_name, " does not fit the weights in ", AbbreviatePath(weights), ": ",
+                     absl::StrJoin(problems, "; "),
+                     also_differs.empty() ? "" : absl::StrCat(" (", also_differs, ")")));
+  };
+
+  std::optional<models::ModelConfig> model_config;
+  if (!spec.model.config.empty() &&
+      regular_file("model.config", spec.model.config, "a config.json file")) {
     const std::string path = AbbreviatePath(spec.model.config);
-    if (!fs::exists(spec.model.config, ec)) {
-      add("model.config", absl::StrCat("file not found: ", path));
-    } else if (fs::is_directory(spec.model.config, ec)) {
-      add("model.config", absl::StrCat("expected a config.json file, got a directory: ", path));
-    } else if (absl::StatusOr<models::ModelConfig> read = ReadModelConfig(spec.model.config);
-               !read.ok()) {
+    if (absl::StatusOr<models::ModelConfig> read = ReadModelConfig(spec.model.config); !read.ok()) {
       add("model.config", read.status().message());
     } else {
+      model_config = *read;
       const int64_t needed = spec.data.max_prompt_length + spec.data.max_response_length;
       // (Recipe sft reads no data.max_prompt_length: RunSft sizes its sequences from the records.)
       if (read->max_position_embeddings < needed && spec.recipe != "sft") {
@@ -2078,9 +2183,10 @@ absl::Status ValidateFiles(const JobSpec& spec) {
   if (spec.model.init == ModelInit::kPath) {
     const std::string& path = spec.model.init_path;
     const std::string shown = AbbreviatePath(path);
-    if (!fs::exists(path, ec)) {
+    const std::string type = FileTypeName(path);
+    if (type == "nothing") {
       add("model.init", absl::StrCat("not found: ", shown, " (expected sft, random, or a path)"));
-    } else if (fs::is_directory(path, ec)) {
+    } else if (type == "a directory") {
       bool has_weights = false;
       for (const fs::directory_entry& entry : fs::directory_iterator(path, ec)) {
         const std::string leaf = entry.path().filename().string();
@@ -2089,46 +2195,122 @@ absl::Status ValidateFiles(const JobSpec& spec) {
           break;
         }
       }
-      if (!has_weights) {
-        add("model.init", absl::StrCat("no .safetensors file in ", shown));
+      const fs::path own_config = fs::path(path) / "config.json";
+      bool files_ok = true;
+      for (const char* leaf :
+           {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
+        files_ok = optional_regular_file("model.init", fs::path(path) / leaf) && files_ok;
       }
-      if (spec.model.config.empty() && !fs::exists(fs::path(path) / "config.json", ec)) {
+      const bool no_config = spec.model.config.empty() && !fs::exists(own_config, ec);
+      if (!has_weights) add("model.init", absl::StrCat("no .safetensors file in ", shown));
+      if (no_config) {
         add("model.init",
             absl::StrCat("no config.json in ", shown, ", and model.config is not set"));
       }
+      if (has_weights && !no_config && files_ok) {
+        // The weights against the config the run builds its model from (model.config, else the
+        // directory's own), before any actor loads them: a mismatch would otherwise surface only
+        // in the actors, restart after restart, with the job already started.
+        std::optional<models::ModelConfig> own;
+        if (fs::exists(own_config, ec)) {
+          absl::StatusOr<models::ModelConfig> read = ReadModelConfig(own_config.string());
+          if (read.ok()) {
+            own = *read;
+          } else if (spec.model.config.empty()) {
+            add("model.init", read.status().message());
+          }
+        }
+        const bool value_model_too = spec.recipe == "rm";  // its backbone, or a reward model's
+        if (!spec.model.config.empty() && model_config.has_value()) {
+          weights_fit("model.init", path, "model.config", *model_config,
+                      absl::StrCat("model.config (", AbbreviatePath(spec.model.config), ")"),
+                      value_model_too,
+                      own.has_value() && !ShapeKeysThatDiffer(*own, *model_config).empty()
+                          ? absl::StrCat(AbbreviatePath(own_config.string()), " vs model.config: ",
+                                         ShapeKeysThatDiffer(*own, *model_config))
+                          : "");
+        } else if (spec.model.config.empty() && own.has_value()) {
+          weights_fit("model.init", path, "model.init", *own,
+                      absl::StrCat(AbbreviatePath(own_config.string())), value_model_too, "");
+        }
+      }
+    } else if (type != "a regular file") {
+      add("model.init",
+          absl::StrCat("expected a .safetensors file or a directory holding one, got ", type, ": ",
+                       shown));
     } else if (!absl::EndsWith(path, ".safetensors")) {
       add("model.init",
           absl::StrCat("expected a .safetensors file or a directory holding one, got ", shown));
     } else if (spec.model.config.empty()) {
       add("model.config", absl::StrCat("required when model.init is a file (", shown, ")"));
+    } else if (model_config.has_value()) {
+      weights_fit("model.init", path, "model.config", *model_config,
+                  absl::StrCat("model.config (", AbbreviatePath(spec.model.config), ")"),
+                  spec.recipe == "rm", "");
     }
   }
 
   if (!spec.model.tokenizer.empty()) {
-    const std::string& path = spec.model.tokenizer;
-    if (!fs::exists(path, ec)) {
-      add("model.tokenizer", absl::StrCat("file not found: ", AbbreviatePath(path)));
-    } else if (fs::is_directory(path, ec)) {
-      add("model.tokenizer",
-          absl::StrCat("expected a tokenizer.json file, got a directory: ", AbbreviatePath(path)));
-    }
+    regular_file("model.tokenizer", spec.model.tokenizer, "a tokenizer.json file");
   }
 
   auto check_data_file = [&](absl::string_view key, const std::string& path) {
-    const std::string shown = AbbreviatePath(path);
-    if (!fs::exists(path, ec)) {
-      add(key, absl::StrCat("file not found: ", shown));
-    } else if (fs::is_directory(path, ec)) {
-      add(key, absl::StrCat("expected a file, got a directory: ", shown));
-    } else if (!std::ifstream(path).good()) {
-      add(key, absl::StrCat("cannot read ", shown));
-    }
+    regular_file(key, path, "a file", "file not found", /*readable=*/true);
   };
   for (const std::string& path : spec.data.train_files) check_data_file("data.train_files", path);
   for (const std::string& path : spec.data.val_files) check_data_file("data.val_files", path);
+  for (const std::string& path : spec.data.preference_files) {
+    check_data_file("data.preference_files", path);
+  }
   for (const std::string& path : spec.sft.train_files) check_data_file("sft.train_files", path);
   if (!spec.data.chat_template.empty()) {
     check_data_file("data.chat_template", spec.data.chat_template);
+  }
+
+  // The reward role's models (reward.model, reward.judge.model): directories with a config.json
+  // whose shapes their weights have.
+  auto check_model_dir = [&](absl::string_view key, const std::string& dir, bool value_model) {
+    const std::string shown = AbbreviatePath(dir);
+    const std::string type = FileTypeName(dir);
+    if (type == "nothing") {
+      add(key, absl::StrCat("not found: ", shown));
+      return;
+    }
+    if (type != "a directory") {
+      add(key, absl::StrCat("expected a model directory, got ", type, ": ", shown));
+      return;
+    }
+    bool files_ok = true;
+    for (const char* leaf : {"generation_config.json", "tokenizer.json", "tokenizer_config.json"}) {
+      files_ok = optional_regular_file(key, fs::path(dir) / leaf) && files_ok;
+    }
+    const std::string config_path = (fs::path(dir) / "config.json").string();
+    if (!regular_file(key, config_path, "a config.json file", "no config.json")) return;
+    absl::StatusOr<models::ModelConfig> config = ReadModelConfig(config_path);
+    if (!config.ok()) {
+      add(key, config.status().message());
+      return;
+    }
+    if (files_ok) {
+      weights_fit(key, dir, key, *config, AbbreviatePath(config_path), value_model, "");
+    }
+  };
+  if (!spec.reward.model.empty()) check_model_dir("reward.model", spec.reward.model, true);
+  if (!spec.reward.judge.model.empty()) {
+    check_model_dir("reward.judge.model", spec.reward.judge.model, false);
+  }
+
+  // A job's native code is opened by dlopen, which would wait on a FIFO like any reader. (Said as
+  // the driver's LoadActorLibrary says it, runtime/actor_library.h.)
+  for (const auto& [kind, group] : ActorGroups(spec)) {
+    if (group->library.empty()) continue;
+    const std::string type = FileTypeName(group->library);
+    if (type == "a regular file") continue;
+    add(absl::StrCat("actors.", kind, ".library"),
+        absl::StrCat("actor library ", AbbreviatePath(group->library),
+                     type == "nothing"
+                         ? ": file not found"
+                         : absl::StrCat(": expected a shared library file, got ", type)));
   }
 
   if (errors.empty()) return absl::OkStatus();
@@ -2153,8 +2335,14 @@ std::vector<std::pair<std::string, std::string>> PathKeys(const JobSpec& spec) {
   for (size_t i = 0; i < spec.sft.train_files.size(); ++i) {
     keys.push_back({absl::StrCat("sft.train_files[", i, "]"), spec.sft.train_files[i]});
   }
+  for (size_t i = 0; i < spec.data.preference_files.size(); ++i) {
+    keys.push_back({absl::StrCat("data.preference_files[", i, "]"), spec.data.preference_files[i]});
+  }
   keys.push_back({"data.chat_template", spec.data.chat_template});
+  keys.push_back({"reward.model", spec.reward.model});
+  keys.push_back({"reward.judge.model", spec.reward.judge.model});
   CollectConfigPaths(spec.data.task_params, "data", &keys);
+  CollectConfigPaths(spec.reward.config, "reward.config", &keys);
   for (const auto& [kind, group] : ActorGroups(spec)) {
     keys.push_back({absl::StrCat("actors.", kind, ".library"), group->library});
     CollectConfigPaths(group->config, absl::StrCat("actors.", kind, ".config"), &keys);
@@ -2245,6 +2433,40 @@ absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResourc
   }
   if (errors.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrJoin(errors, "\n"));
+}
+
+absl::Status CheckDevices(const JobSpec& spec, const DeviceSupport& support) {
+  // Recipes rm and sft train in the driver: they start none of the actors (their checks refuse
+  // actors.*).
+  if (spec.recipe == "rm" || spec.recipe == "sft") return absl::OkStatus();
+  // troupe's own actor types, by whether they hold a model.
+  static const auto* const kModelTypes = new absl::flat_hash_set<std::string>{
+      "Trainer", "RolloutWorker", "Reference", "Critic", "RewardModel", "Judge"};
+  static const auto* const kNoModelTypes =
+      new absl::flat_hash_set<std::string>{"RewardServer", "ReplayBuffer", "Checkpointer"};
+  std::vector<std::string> errors;
+  for (const auto& [kind, group] : ActorGroups(spec)) {
+    if (group->replicas == 0 || group->resources.gpu <= 0) continue;
+    std::string why;
+    if (kModelTypes->contains(group->type)) {
+      why = support.libtorch_cuda
+                ? absl::StrCat(group->type,
+                               " computes on the CPU: placing troupe's model actors on the GPU "
+                               "they reserve is not implemented yet")
+                : absl::StrCat("this troupe's LibTorch was built without CUDA, so ", group->type,
+                               " computes on the CPU");
+    } else if (kNoModelTypes->contains(group->type)) {
+      why = absl::StrCat(group->type, " holds no model and computes on no device");
+    } else {
+      continue;  // a user's type: its own code may use the GPU (CUDA_VISIBLE_DEVICES names it)
+    }
+    const std::string key = absl::StrCat("actors.", kind, ".resources.GPU");
+    errors.push_back(absl::StrCat(spec.Where(key), ": ", key, ": ", why,
+                                  "; the GPU would be reserved and never used (remove GPU, or "
+                                  "set it to 0)"));
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
 }
 
 std::string ToYaml(const JobSpec& spec) {

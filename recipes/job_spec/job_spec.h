@@ -5,6 +5,7 @@
 //   if (!spec.ok()) return spec.status();  // "job.yaml:7:6: algorithm.n: expected a positive
 //                                          //  integer, got "eight""
 //   TROUPE_RETURN_IF_ERROR(ValidateFiles(*spec));        // model.config exists and parses, ...
+//   TROUPE_RETURN_IF_ERROR(CheckDevices(*spec, {.libtorch_cuda = false}));
 //   TROUPE_RETURN_IF_ERROR(CheckResourcesFit(*spec, cluster_nodes));
 //   std::string resolved = ToYaml(*spec);   // record as <logging.dir>/job.yaml
 //
@@ -49,7 +50,8 @@
 // recipes/sft/sft_recipe.h).
 //
 // Rules between keys (checked once every key is valid on its own): algorithm.n >= 2 for grpo; a
-// critic (actors.critic.replicas >= 1) exactly when adv_estimator is gae; a reference
+// critic (actors.critic.replicas: 1; one trainer and at most one critic, as no recipe trains a
+// model on several actors yet) exactly when adv_estimator is gae; a reference
 // (actors.reference.replicas >= 1) when algorithm.kl.coef > 0; rollout.max_new_tokens <=
 // data.max_response_length; warmup steps < total steps (trainer and sft);
 // trainer.micro_batch_size <= data.train_batch_size x algorithm.n; model.init: sft only for a
@@ -417,19 +419,28 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path,
 // The checks that need the filesystem: model.config exists and is a valid model config whose
 // max_position_embeddings holds max_prompt_length + max_response_length; an init path exists and
 // is a .safetensors file or a directory holding one (or an index) and, when model.config is empty,
-// a config.json; model.tokenizer exists; every data.train_files / data.val_files entry and
-// data.chat_template is a readable regular file (their records are checked by the recipe).
-// InvalidArgument listing every problem, located. Messages never echo a file's contents: a model
-// config that is binary, over 1 MiB or not JSON is refused as such.
+// a config.json, and its weights have the shapes of the config the run builds the model from
+// (model.config, else the directory's config.json; read from the safetensors headers only),
+// else "model.config: model.config (c.json) does not fit the weights in DIR: TENSOR is [a, b] in
+// the checkpoint, [c, d] for the config; ..."; model.tokenizer exists; every data.train_files /
+// data.val_files / data.preference_files / sft.train_files entry and data.chat_template is a
+// readable regular file (their records are checked by the recipe); reward.model and
+// reward.judge.model are model directories whose weights fit their config.json; every
+// actors.<kind>.library is a regular file.
+// Nothing that is not a regular file (or a directory where one is expected) is opened: a FIFO, a
+// socket or a device is refused as such ("expected a file, got a FIFO: PATH"), so no check and no
+// later reader waits on one. InvalidArgument listing every problem, located. Messages never echo
+// a file's contents: a model config that is binary, over 1 MiB or not JSON is refused as such.
 absl::Status ValidateFiles(const JobSpec& spec);
 
 // The spec's path-valued keys with their values (empty ones left out): logging.dir,
 // actors.checkpointer.dir, sft.dir, model.config, model.init (when a path), model.tokenizer,
-// data.train_files[i], data.val_files[i], data.chat_template,
-// actors.<kind>.library, and
-// every string under data.<param> and actors.<kind>.config (nested too) whose key is dir, path or
+// data.train_files[i], data.val_files[i], sft.train_files[i], data.preference_files[i],
+// data.chat_template, reward.model, reward.judge.model, actors.<kind>.library, and every string
+// under data.<param>, reward.config and actors.<kind>.config (nested too) whose key is dir, path or
 // file or ends in _dir, _path or _file (the actors read "dir", "model_dir", "resume_dir" as
-// paths). Key paths as in messages: "actors.trainer.config.model_dir".
+// paths), and every string in a list under such a key in the plural (files, *_files, ...). Key
+// paths as in messages: "actors.trainer.config.model_dir".
 std::vector<std::pair<std::string, std::string>> PathKeys(const JobSpec& spec);
 
 // Where a job whose spec came from someone else (a submitted job) may read and write: OK if every
@@ -448,6 +459,24 @@ using NodeResources = std::map<std::string, double>;
 // resource's sum over all replicas fits in the cluster's total (all actors live for the whole
 // job). FailedPrecondition naming actors.<kind>.resources and its location otherwise.
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes);
+
+// What the program that runs a job can compute on (CheckDevices). The caller says (the troupe
+// binary from models/torch_build.h), so that this library needs no LibTorch.
+struct DeviceSupport {
+  bool libtorch_cuda = false;  // the linked LibTorch was built with CUDA
+};
+
+// Refuses a GPU reservation (actors.<kind>.resources.GPU > 0 with replicas > 0) that the job would
+// never use: troupe's own actor types that hold a model (Trainer, RolloutWorker, Reference,
+// Critic, and RewardModel / Judge, which the reward role runs for reward.model /
+// reward.judge.model) compute on the CPU (without a CUDA LibTorch they cannot do otherwise; with
+// one, placing them on the GPU they reserve is not implemented yet), and those that hold none
+// (RewardServer, ReplayBuffer, Checkpointer) compute on no device. A user's type (from
+// actors.<kind>.library) keeps its reservation: its own code may use the GPU, which
+// CUDA_VISIBLE_DEVICES names. Recipes rm and sft start no actors: OK. InvalidArgument, one line
+// per key: "job.yaml:9:33: actors.trainer.resources.GPU: this troupe's LibTorch was built
+// without CUDA, so Trainer computes on the CPU; the GPU would be reserved and never used ...".
+absl::Status CheckDevices(const JobSpec& spec, const DeviceSupport& support);
 
 // One key of the spec as the parser reads it: its path (actor kinds and task parameters spelled
 // out: "actors.rollout.replicas", "data.digits"), the type and range the parser checks, its

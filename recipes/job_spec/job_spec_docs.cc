@@ -53,7 +53,8 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"data.preference_files",
        "recipe dpo: offline pairs, JSONL preference records (prompt, chosen, rejected, as recipe "
        "rm reads them) trained on instead of pairs sampled from the policy; data.task gives the "
-       "held-out evaluation"},
+       "held-out evaluation and is required (a dataset job's data.train_files / val_files cannot "
+       "be combined with it yet)"},
       {"data.chosen_key",
        "recipe rm and dpo's preference_files: dotted path of a preference record's preferred "
        "response (a string, or chat "
@@ -221,12 +222,22 @@ const std::vector<KeyDoc>& KeyDocs() {
       {"actors.<kind>.type",
        "registered actor type of the role; the recipe checks it serves the role's methods"},
       {"actors.<kind>.library",
-       "shared library of actor types (runtime/actor_library.h) that every actor of the job "
-       "loads; \"\" = none"},
+       "shared library of actor types (runtime/actor_library.h) that the job's driver and every "
+       "actor of the job load (native code: docs/security.md; a head started with "
+       "--no-job-libraries refuses it); \"\" = none"},
       {"actors.<kind>.replicas", "instances of the role"},
+      {"actors.trainer.replicas",
+       "instances of the role: one (the policy trains on one actor; data-parallel training across "
+       "replicas does not exist yet)"},
+      {"actors.critic.replicas",
+       "instances of the role: 1 for recipe ppo (adv_estimator gae, the default there), else 0 "
+       "(the critic trains on one actor; data-parallel training across replicas does not exist "
+       "yet)",
+       nullptr, "0; 1 with adv_estimator gae"},
       {"actors.<kind>.resources",
        "what each instance reserves; when written it is the whole request (CPU fractions "
-       "allowed, whole GPUs, memory in bytes or \"512MiB\")"},
+       "allowed, whole GPUs, memory in bytes or \"512MiB\"). GPU only for a user's actor type: "
+       "troupe's own actors compute on the CPU, so a GPU for one is refused"},
       {"actors.<kind>.max_restarts", "restarts after a crash; -1 = unlimited (Ray)"},
       {"actors.<kind>.config",
        "merged over the config the recipe derives from the typed sections (its keys win); for "

@@ -1,9 +1,15 @@
 #include "recipes/job_spec/job_spec.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -11,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/model_config.h"
+#include "models/weight_shapes.h"
 #include "nlohmann/json.hpp"
 #include "recipes/job_spec/job_tasks.h"
 
@@ -69,6 +77,57 @@ std::string TempDir(const std::string& name) {
 }
 
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+// A model config.json of the given width and depth (the shapes the tests vary).
+std::string ModelConfigJson(int hidden, int layers, int vocab = 40) {
+  return absl::StrCat(R"({"model_type": "llama", "vocab_size": )", vocab, R"(, "hidden_size": )",
+                      hidden, R"(, "intermediate_size": )", 2 * hidden,
+                      R"(, "num_hidden_layers": )", layers,
+                      R"(, "num_attention_heads": 4, "max_position_embeddings": 4096})");
+}
+
+// A model directory as troupe writes one: config.json and model.safetensors with the weights (all
+// zero) of that config's CausalLM.
+void WriteCheckpoint(const std::string& dir, const std::string& config_json) {
+  std::filesystem::create_directories(dir);
+  WriteFile(dir + "/config.json", config_json);
+  absl::StatusOr<models::ModelConfig> config = models::ParseModelConfig(config_json, "config");
+  ASSERT_TRUE(config.ok()) << config.status();
+  nlohmann::json header = nlohmann::json::object();
+  int64_t offset = 0;
+  for (const auto& [name, shape] : models::CausalLmWeightShapes(*config)) {
+    int64_t bytes = 4;
+    for (int64_t d : shape) bytes *= d;
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  const std::string text = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  out += text;
+  out += std::string(static_cast<size_t>(offset), '\0');
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << out;
+}
+
+// Runs `check` on another thread; if it is still running after 20 s (blocked on a FIFO of
+// `fifos`), fails, and opens and closes each FIFO for writing until it ends (a reader waiting in
+// open(2) then sees an empty file).
+template <typename T>
+T WithoutBlocking(std::function<T()> check, const std::vector<std::string>& fifos) {
+  std::future<T> result = std::async(std::launch::async, std::move(check));
+  if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "blocked on a FIFO";
+    for (int i = 0;
+         i < 600 && result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready;
+         ++i) {
+      for (const std::string& fifo : fifos) {
+        const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) ::close(fd);
+      }
+    }
+  }
+  return result.get();
+}
 
 // ------------------------------------------------------------------------------------------------
 // Values and defaults
@@ -762,8 +821,7 @@ trainer: {total_steps: 10}
                          "job.yaml:2:15: model.init: no config.json in ", dir,
                          ", and model.config is not set\n", "job.yaml:2:", 28 + dir.size(),
                          ": model.tokenizer: file not found: missing/tokenizer.json"));
-  WriteFile(dir + "/model.safetensors", "");
-  WriteFile(dir + "/config.json", "{}");
+  WriteCheckpoint(dir, ModelConfigJson(32, 2));
   WriteFile(dir + "/tokenizer.json", "{}");
   EXPECT_TRUE(ValidateFiles(Parse(yaml, {"model.tokenizer=" + dir + "/tokenizer.json"})).ok());
   EXPECT_EQ(
@@ -929,7 +987,7 @@ TEST(JobSpecPaths, PathKeysListsEveryPathValuedKey) {
   const JobSpec spec =
       Parse(kBase, {"model.init=ckpt/step_1", "model.config=c.json", "model.tokenizer=t.json",
                     "sft.dir=s", "actors.trainer.config={model_dir: m, lr: 1, n: {data_file: d}}",
-                    "actors.checkpointer.config.dir=elsewhere"});
+                    "actors.checkpointer.config.dir=elsewhere", "reward.model=rm"});
   EXPECT_EQ(PathKeys(spec), (std::vector<std::pair<std::string, std::string>>{
                                 {"logging.dir", "runs/t"},
                                 {"actors.checkpointer.dir", "runs/t/ckpt"},
@@ -937,9 +995,55 @@ TEST(JobSpecPaths, PathKeysListsEveryPathValuedKey) {
                                 {"model.config", "c.json"},
                                 {"model.init", "ckpt/step_1"},
                                 {"model.tokenizer", "t.json"},
+                                {"reward.model", "rm"},
                                 {"actors.trainer.config.model_dir", "m"},
                                 {"actors.trainer.config.n.data_file", "d"},
                                 {"actors.checkpointer.config.dir", "elsewhere"}}));
+  // The reward role's models, offline preference pairs, and paths in a reward's config (lists
+  // too, under a plural name), which the driver and the reward actors read.
+  const JobSpec judged =
+      Parse(kBase, {"reward.judge={model: judge, template: \"{response}\", verdicts: {Y: 1}}"});
+  EXPECT_THAT(PathKeys(judged), testing::Contains(std::pair<std::string, std::string>(
+                                    "reward.judge.model", "judge")));
+  const JobSpec offline = Parse(kBase, {"recipe=dpo", "data.preference_files=[p.jsonl, q.jsonl]"});
+  EXPECT_THAT(PathKeys(offline),
+              testing::IsSupersetOf(
+                  {std::pair<std::string, std::string>("data.preference_files[0]", "p.jsonl"),
+                   std::pair<std::string, std::string>("data.preference_files[1]", "q.jsonl")}));
+  const JobSpec configured =
+      Parse(kBase, {"reward.name=[arithmetic]",
+                    "reward.config={arithmetic: {table_file: t.csv, data_files: [a, b], n: 1}}"});
+  EXPECT_THAT(
+      PathKeys(configured),
+      testing::IsSupersetOf(
+          {std::pair<std::string, std::string>("reward.config.arithmetic.table_file", "t.csv"),
+           std::pair<std::string, std::string>("reward.config.arithmetic.data_files[0]", "a"),
+           std::pair<std::string, std::string>("reward.config.arithmetic.data_files[1]", "b")}));
+}
+
+// A submitted job's driver reads these too: each must lie within the roots.
+TEST(JobSpecPaths, TheRewardModelsPreferencePairsAndRewardConfigPathsMustLieWithinTheRoots) {
+  const std::string dir = TempDir("reward_paths");
+  const std::vector<std::string> roots = {dir};
+  const JobSpec spec = Parse(kBase, {"logging.dir=" + dir + "/run", "model.config=" + dir + "/m",
+                                     "reward.model=/etc", "reward.name=[arithmetic]",
+                                     "reward.config={arithmetic: {data_files: [/etc/shadow]}}"});
+  const absl::Status s = CheckPathsWithin(spec, dir, roots);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("override reward.model=/etc: reward.model: \"/etc\" outside the "
+                        "directories this job may use"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("reward.config.arithmetic.data_files[0]: \"/etc/shadow\" outside"));
+  const JobSpec judge = Parse(
+      kBase, {"logging.dir=" + dir + "/run", "model.config=" + dir + "/m",
+              "reward.judge={model: /opt/judge, template: \"{response}\", verdicts: {Y: 1}}"});
+  EXPECT_THAT(std::string(CheckPathsWithin(judge, dir, roots).message()),
+              HasSubstr("reward.judge.model: \"/opt/judge\" outside"));
+  const JobSpec offline = Parse(kBase, {"logging.dir=" + dir + "/run", "model.config=" + dir + "/m",
+                                        "recipe=dpo", "data.preference_files=[/var/pairs.jsonl]"});
+  EXPECT_THAT(std::string(CheckPathsWithin(offline, dir, roots).message()),
+              HasSubstr("data.preference_files[0]: \"/var/pairs.jsonl\" outside"));
 }
 
 TEST(JobSpecPaths, EveryPathMustResolveInsideARootAfterSymlinksAndDotDot) {
@@ -1003,6 +1107,173 @@ TEST(JobSpecPaths, ValidateFilesNeverEchoesWhatAFileHolds) {
       HasSubstr("/shadow: not valid JSON (expected a model config.json)"));
   EXPECT_THAT(std::string(ValidateFiles(Parse(kBase, {"model.config=" + dir + "/blob"})).message()),
               HasSubstr("/blob: not a text file (expected a model config.json)"));
+}
+
+// ------------------------------------------------------------------------------------------------
+// A spec promises only what runs
+// ------------------------------------------------------------------------------------------------
+
+// No recipe trains a model on several actors: more than one trainer or critic is refused where it
+// is written, with the reason (and docs/job_spec.md says so: job_spec_docs_test).
+TEST(JobSpecActors, OneTrainerAndAtMostOneCritic) {
+  EXPECT_EQ(ParseError(kBase, {"actors.trainer.replicas=2"}),
+            "override actors.trainer.replicas=2: actors.trainer.replicas: expected exactly 1, got "
+            "2 (data-parallel training across replicas does not exist yet)");
+  EXPECT_EQ(ParseError(kBase + std::string("recipe: ppo\nactors: {critic: {replicas: 2}}\n")),
+            "job.yaml:6:29: actors.critic.replicas: expected an integer in [0, 1], got 2 "
+            "(data-parallel training across replicas does not exist yet)");
+  EXPECT_EQ(Parse(kBase, {"recipe=ppo"}).actors.critic.replicas, 1);
+  EXPECT_EQ(Parse(kBase).actors.trainer.replicas, 1);
+}
+
+// Anything a key names that is not a regular file (or a directory where one is expected) is
+// refused as such, and never opened: a FIFO with no writer would block whoever opens it.
+TEST(JobSpecFiles, AFifoIsRefusedAsSuchWithoutBeingOpened) {
+  const std::string dir = TempDir("fifos");
+  std::vector<std::string> fifos;
+  auto fifo = [&](const std::string& name) {
+    const std::string path = dir + "/" + name;
+    EXPECT_EQ(::mkfifo(path.c_str(), 0600), 0) << path;
+    fifos.push_back(path);
+    return path;
+  };
+  const std::string config = fifo("config.json");
+  const std::string train = fifo("train.jsonl");
+  const std::string tokenizer = fifo("tokenizer.json");
+  const std::string templ = fifo("template.jinja");
+  const std::string library = fifo("libx.so");
+  const std::string yaml =
+      absl::StrCat("name: d\nmodel: {config: ", config, ", init: random, tokenizer: ", tokenizer,
+                   "}\ndata: {train_files: [", train, "], chat_template: ", templ,
+                   "}\nreward: {name: arithmetic}\n",
+                   "trainer: {total_steps: 10}\nactors: {reward: {library: ", library, "}}\n");
+  const JobSpec spec = Parse(yaml);
+  const absl::Status s = WithoutBlocking<absl::Status>([&] { return ValidateFiles(spec); }, fifos);
+  const std::string m(s.message());
+  EXPECT_THAT(m, HasSubstr(absl::StrCat("model.config: expected a config.json file, got a FIFO: ",
+                                        config)));
+  EXPECT_THAT(m, HasSubstr(absl::StrCat("data.train_files: expected a file, got a FIFO: ", train)));
+  EXPECT_THAT(m, HasSubstr(absl::StrCat(
+                     "model.tokenizer: expected a tokenizer.json file, got a FIFO: ", tokenizer)));
+  EXPECT_THAT(m,
+              HasSubstr(absl::StrCat("data.chat_template: expected a file, got a FIFO: ", templ)));
+  EXPECT_THAT(m, HasSubstr(absl::StrCat("actors.reward.library: actor library ", library,
+                                        ": expected a shared library file, got a FIFO")));
+
+  // Inside a model directory: its config.json, its weights.
+  const std::string init = dir + "/init";
+  std::filesystem::create_directories(init);
+  WriteFile(init + "/config.json", ModelConfigJson(32, 2));
+  fifos.push_back(init + "/model.safetensors");
+  ASSERT_EQ(::mkfifo(fifos.back().c_str(), 0600), 0);
+  const JobSpec from_dir = Parse(kBase, {"model.config=", "model.init=" + init});
+  EXPECT_THAT(
+      std::string(
+          WithoutBlocking<absl::Status>([&] { return ValidateFiles(from_dir); }, fifos).message()),
+      HasSubstr(absl::StrCat("model.init: ", init,
+                             "/model.safetensors: is a FIFO, expected a regular file")));
+  const std::string rm = dir + "/rm";
+  std::filesystem::create_directories(rm);
+  fifos.push_back(rm + "/config.json");
+  ASSERT_EQ(::mkfifo(fifos.back().c_str(), 0600), 0);
+  const JobSpec rewarded = Parse(kBase, {"reward.model=" + rm});
+  EXPECT_THAT(
+      std::string(
+          WithoutBlocking<absl::Status>([&] { return ValidateFiles(rewarded); }, fifos).message()),
+      HasSubstr(absl::StrCat("reward.model: expected a config.json file, got a FIFO: ", rm,
+                             "/config.json")));
+  // A preference file, read by offline dpo.
+  const std::string pairs = fifo("pairs.jsonl");
+  const JobSpec offline = Parse(kBase, {"recipe=dpo", "data.preference_files=[" + pairs + "]"});
+  EXPECT_THAT(
+      std::string(
+          WithoutBlocking<absl::Status>([&] { return ValidateFiles(offline); }, fifos).message()),
+      HasSubstr(absl::StrCat("data.preference_files: expected a file, got a FIFO: ", pairs)));
+}
+
+// model.init: DIR with a model.config whose shapes are not those of DIR's weights is refused
+// before anything starts, naming the tensors and the config keys that differ (it used to surface
+// only when the actors loaded the weights, after their restarts, with the job started).
+TEST(JobSpecFiles, AnInitDirectoryWhoseWeightsDoNotFitModelConfigIsRefused) {
+  const std::string dir = TempDir("init_shapes");
+  WriteCheckpoint(dir + "/ckpt", ModelConfigJson(32, 2));
+  WriteFile(dir + "/ckpt/tokenizer.json", "{}");
+  WriteFile(dir + "/same.json", ModelConfigJson(32, 2));
+  WriteFile(dir + "/wide.json", ModelConfigJson(64, 2));
+  const std::string yaml =
+      absl::StrCat("name: t\nmodel: {init: ", dir, "/ckpt, config: ", dir,
+                   "/wide.json}\ndata: {task: arithmetic}\n", "trainer: {total_steps: 10}\n");
+  const absl::Status s = ValidateFiles(Parse(yaml));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      std::string(s.message()),
+      StartsWith(absl::StrCat("job.yaml:2:", 30 + dir.size(), ": model.config: model.config (", dir,
+                              "/wide.json) does not fit the weights in ", dir,
+                              "/ckpt: lm_head.weight is [40, 32] in the checkpoint, [40, "
+                              "64] for the config; ")));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("... and "));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("(", dir,
+                                     "/ckpt/config.json vs model.config: hidden_size 32 vs 64, "
+                                     "intermediate_size 64 vs 128)")));
+  // The same shapes fit (whatever else the config changes); so does the directory's own config.
+  EXPECT_TRUE(ValidateFiles(Parse(yaml, {"model.config=" + dir + "/same.json"})).ok());
+  EXPECT_TRUE(ValidateFiles(Parse(yaml, {"model.config="})).ok());
+  // A directory whose own config.json does not describe its weights.
+  WriteFile(dir + "/ckpt/config.json", ModelConfigJson(32, 3));
+  EXPECT_THAT(std::string(ValidateFiles(Parse(yaml, {"model.config="})).message()),
+              HasSubstr(absl::StrCat("model.init: ", dir,
+                                     "/ckpt/config.json does not fit the "
+                                     "weights in ",
+                                     dir,
+                                     "/ckpt: model.layers.2.input_layernorm.weight is missing "
+                                     "from the checkpoint")));
+}
+
+TEST(JobSpecFiles, ARewardModelWhoseWeightsDoNotFitItsConfigIsRefused) {
+  const std::string dir = TempDir("rm_shapes");
+  WriteCheckpoint(dir + "/rm", ModelConfigJson(32, 2));
+  EXPECT_TRUE(ValidateFiles(Parse(kBase, {"model.config=", "model.init=" + dir + "/rm",
+                                          "reward.model=" + dir + "/rm"}))
+                  .ok());
+  WriteFile(dir + "/rm/config.json", ModelConfigJson(32, 2, /*vocab=*/50));
+  EXPECT_THAT(std::string(ValidateFiles(Parse(kBase, {"reward.model=" + dir + "/rm"})).message()),
+              HasSubstr(absl::StrCat("reward.model: ", dir,
+                                     "/rm/config.json does not fit the weights in ", dir,
+                                     "/rm: model.embed_tokens.weight is [40, 32] in the "
+                                     "checkpoint, [50, 32] for the config")));
+  EXPECT_THAT(
+      std::string(ValidateFiles(Parse(kBase, {"reward.model=" + dir + "/nothing"})).message()),
+      HasSubstr(absl::StrCat("reward.model: not found: ", dir, "/nothing")));
+}
+
+// A GPU reservation the job would never use is refused, naming the key and why; a user's actor
+// type keeps it (its own code may use the GPU).
+TEST(JobSpecDevices, AGpuForAnActorThatComputesOnTheCpuIsRefused) {
+  const std::string yaml = kBase + std::string(R"(actors:
+  trainer: {resources: {CPU: 1, GPU: 1}}
+  replay_buffer: {resources: {GPU: 1}}
+  reward: {type: MyReward, library: libmy.so, resources: {GPU: 1}}
+  critic: {resources: {GPU: 1}}
+)");
+  const JobSpec spec = Parse(yaml);
+  const absl::Status s = CheckDevices(spec, {.libtorch_cuda = false});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(s.message()),
+            "job.yaml:6:38: actors.trainer.resources.GPU: this troupe's LibTorch was built "
+            "without CUDA, so Trainer computes on the CPU; the GPU would be reserved and never "
+            "used (remove GPU, or set it to 0)\n"
+            "job.yaml:7:36: actors.replay_buffer.resources.GPU: ReplayBuffer holds no model and "
+            "computes on no device; the GPU would be reserved and never used (remove GPU, or set "
+            "it to 0)");
+  EXPECT_THAT(std::string(CheckDevices(spec, {.libtorch_cuda = true}).message()),
+              HasSubstr("actors.trainer.resources.GPU: Trainer computes on the CPU: placing "
+                        "troupe's model actors on the GPU they reserve is not implemented yet"));
+  // The reward role's model actors count as model actors.
+  const JobSpec judged = Parse(kBase, {"reward.model=rm", "actors.reward.resources={GPU: 1}"});
+  EXPECT_THAT(std::string(CheckDevices(judged, {}).message()),
+              HasSubstr("so RewardModel computes on the CPU"));
+  EXPECT_TRUE(CheckDevices(Parse(kBase), {}).ok());
 }
 
 }  // namespace

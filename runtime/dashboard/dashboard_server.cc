@@ -379,7 +379,8 @@ absl::Status DashboardServer::Impl::Start() {
                          .token = options_.token,
                          .troupe_binary = options_.troupe_binary,
                          .stop_grace = options_.stop_grace,
-                         .path_roots = options_.job_path_roots},
+                         .path_roots = options_.job_path_roots,
+                         .job_libraries = options_.job_libraries},
                         head_.get());
   if (!jobs.ok()) return jobs.status();
   jobs_ = std::move(*jobs);

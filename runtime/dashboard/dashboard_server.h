@@ -129,6 +129,8 @@ struct DashboardOptions {
   absl::Duration stop_grace = JobManagerOptions().stop_grace;
   // Directories besides its own that a submitted job's paths may lie in (JobManagerOptions).
   std::vector<std::string> job_path_roots;
+  // Whether a submitted job may bring native code (JobManagerOptions::job_libraries).
+  bool job_libraries = true;
   // /metrics drops the series of a job that ended, and the call series of an actor that died,
   // this long ago (the counts by state and status stay), so dead series do not pile up.
   absl::Duration prometheus_grace = absl::Minutes(5);

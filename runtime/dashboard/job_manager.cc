@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
 #include "base/dir_archive.h"
@@ -308,8 +309,31 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
                 head_cwd, "; send yours with `troupe job submit --working-dir DIR`)")
           : absl::StrCat("\n(relative paths resolve against the job's working directory, ",
                          job.working_dir, ", unpacked from --working-dir)");
-  absl::StatusOr<JobSpecFacts> facts = checker->Facts(yaml_text, source, overrides, cwd);
-  if (!facts.ok()) return facts.status();
+  // The checker's errors, with what a submitter needs to know about where paths resolve.
+  auto explain = [&](const absl::Status& s) -> absl::Status {
+    if (s.code() == absl::StatusCode::kPermissionDenied) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(s.message(),
+                       options_.path_roots.empty()
+                           ? "\n(a submitted job may only use its own directory; start the head "
+                             "with --job-path-roots DIR,... to allow more)"
+                           : "",
+                       relative_note));
+    }
+    if (s.code() == absl::StatusCode::kInvalidArgument) {
+      return absl::InvalidArgumentError(absl::StrCat(s.message(), relative_note));
+    }
+    return s;
+  };
+  // Its paths are checked against the roots before any file of it is read.
+  absl::StatusOr<JobSpecFacts> facts = checker->Facts(yaml_text, source, overrides, cwd, roots);
+  if (!facts.ok()) return explain(facts.status());
+  if (!options_.job_libraries && !facts->native_libraries.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(absl::StrJoin(facts->native_libraries, "\n"),
+                     "\n(this head runs no native code a job brings: it was started with "
+                     "--no-job-libraries; run the job with the actor types built into troupe)"));
+  }
   std::vector<std::string> resolved_overrides = overrides;
   if (submit.resume.empty()) {
     // logging.dir: the spec's, relative ones inside the job's working directory (or, without
@@ -361,19 +385,7 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
   }
   absl::StatusOr<std::string> resolved =
       checker->Resolve(yaml_text, source, resolved_overrides, cwd, roots, nodes);
-  if (resolved.status().code() == absl::StatusCode::kPermissionDenied) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(resolved.status().message(),
-                     options_.path_roots.empty()
-                         ? "\n(a submitted job may only use its own directory; start the head "
-                           "with --job-path-roots DIR,... to allow more)"
-                         : "",
-                     relative_note));
-  }
-  if (resolved.status().code() == absl::StatusCode::kInvalidArgument) {
-    return absl::InvalidArgumentError(absl::StrCat(resolved.status().message(), relative_note));
-  }
-  if (!resolved.ok()) return resolved.status();
+  if (!resolved.ok()) return explain(resolved.status());
 
   job.submitted_ms = NowMs();
   cleanup.dir = job.job_dir;

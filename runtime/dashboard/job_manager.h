@@ -34,6 +34,9 @@
 // directory, or one of options.path_roots (`troupe start
 // --head --job-path-roots`). This is checked before any file of the spec is read; otherwise the
 // job is refused with PERMISSION_DENIED naming each key, its YAML line and the allowed roots.
+// Native code: a job whose spec names shared libraries (JobSpecFacts::native_libraries, loaded by
+// its driver and workers, never by the head) is refused with PERMISSION_DENIED when
+// options.job_libraries is false (`troupe start --head --no-job-libraries`; docs/security.md).
 //
 // Resuming (SubmitOptions.resume = an earlier job's id; `troupe job submit --resume ID`, like
 // verl's resume from a run's checkpoint directory): the new job (new id, own job.yaml and
@@ -147,6 +150,10 @@ struct JobManagerOptions {
   // Directories besides the job's own where a submitted job's paths may lie (see above); relative
   // ones are relative to this process's working directory.
   std::vector<std::string> path_roots;
+  // Whether a submitted job may bring native code (the shared libraries of actor types its spec
+  // names, which its driver and workers load; `troupe start --head --no-job-libraries` sets it
+  // false): when false, such a job is refused with PERMISSION_DENIED naming each library.
+  bool job_libraries = true;
   // The most file data a submitted working directory may unpack to (SubmitOptions).
   int64_t max_working_dir_bytes = int64_t{256} << 20;
   // What checks a submitted spec (job_spec_checker.h); nullptr = the registered one.

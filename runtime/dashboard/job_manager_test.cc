@@ -1,6 +1,7 @@
 // The job manager with a fake head and shell scripts standing in for `troupe run`.
 #include "runtime/dashboard/job_manager.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -428,6 +430,93 @@ TEST_F(JobManagerTest, ASubmittedJobMayUseOnlyItsOwnDirectoryAndTheAllowedRoots)
   EXPECT_TRUE(absl::StrContains(id.status().message(), "--job-path-roots")) << id.status();
 }
 
+// Submit on another thread: its result, or, if it is still running after 20 s (blocked on
+// `fifo`), a failure, after opening and closing the FIFO for writing until it ends.
+absl::StatusOr<std::string> SubmitWithoutBlocking(JobManager& m, const std::string& spec,
+                                                  const std::vector<std::string>& overrides,
+                                                  const std::string& fifo) {
+  std::future<absl::StatusOr<std::string>> result =
+      std::async(std::launch::async, [&] { return m.Submit(spec, "job.yaml", overrides); });
+  if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "Submit blocked on the FIFO " << fifo;
+    while (result.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  return result.get();
+}
+
+// The paths of a spec are checked against the roots before any file it names is read: a FIFO
+// outside them (which a read would wait on forever) is refused for where it is, at once.
+TEST_F(JobManagerTest, NoFileOfASpecIsReadBeforeItsPathsAreCheckedAgainstTheRoots) {
+  const std::string outside = dir_ + "/outside";
+  std::filesystem::create_directories(outside);
+  const std::string fifo = outside + "/config.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto m = Manager("exit 0");
+  // model.init: sft without sft.dir: the head keys its SFT cache by the files' contents.
+  absl::StatusOr<std::string> id =
+      SubmitWithoutBlocking(*m, kSpec, {"model.init=sft", "model.config=" + fifo}, fifo);
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(),
+                                absl::StrCat("model.config: \"", fifo, "\" outside")))
+      << id.status();
+  EXPECT_TRUE(m->List().empty());
+}
+
+// Inside the roots, a FIFO (or anything but a regular file) named as a file is refused as such,
+// never opened: the head does not wait on it.
+TEST_F(JobManagerTest, AFifoNamedAsAFileIsRefusedWithoutTheHeadWaitingOnIt) {
+  const std::string data = dir_ + "/data";
+  std::filesystem::create_directories(data);
+  const std::string fifo = data + "/config.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto m = Manager("exit 0", absl::Seconds(5), std::vector<std::string>{ModelsDir(), data});
+  absl::StatusOr<std::string> id =
+      SubmitWithoutBlocking(*m, kSpec, {"model.init=sft", "model.config=" + fifo}, fifo);
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
+  EXPECT_TRUE(absl::StrContains(
+      id.status().message(),
+      absl::StrCat("model.config: expected a config.json file, got a FIFO: ", fifo)))
+      << id.status();
+}
+
+// A job's shared libraries are native code its driver and workers load: the head itself never
+// loads them (a file that is no library at all passes its checks), and a head started with
+// --no-job-libraries refuses any job that names one.
+TEST_F(JobManagerTest, AHeadThatTakesNoJobLibrariesRefusesThemAndNoHeadLoadsThem) {
+  const std::string libs = dir_ + "/libs";
+  std::filesystem::create_directories(libs);
+  std::ofstream(libs + "/libmine.so") << "not a shared library: loading it would fail\n";
+  const std::vector<std::string> overrides = {"actors.reward.type=MyReward",
+                                              "actors.reward.library=" + libs + "/libmine.so"};
+  auto m = Manager("exit 0", absl::Seconds(5), std::vector<std::string>{ModelsDir(), libs});
+  absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", overrides);
+  ASSERT_TRUE(id.ok()) << id.status();
+
+  absl::StatusOr<std::unique_ptr<JobManager>> strict =
+      JobManager::Start({.state_dir = dir_ + "/strict",
+                         .head_address = "127.0.0.1:6380",
+                         .token = "secret-token",
+                         .troupe_binary = Script(dir_, "exit 0"),
+                         .path_roots = {ModelsDir(), libs},
+                         .job_libraries = false},
+                        &head_);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  const size_t jobs = (*strict)->List().size();  // (the first manager's job, from the KV store)
+  id = (*strict)->Submit(kSpec, "job.yaml", overrides);
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kPermissionDenied) << id.status();
+  EXPECT_EQ(std::string(id.status().message()),
+            absl::StrCat("override actors.reward.library=", libs,
+                         "/libmine.so: actors.reward.library: ", libs,
+                         "/libmine.so\n(this head runs no native code a job brings: it was "
+                         "started with --no-job-libraries; run the job with the actor types "
+                         "built into troupe)"));
+  EXPECT_EQ((*strict)->List().size(), jobs);
+  EXPECT_TRUE((*strict)->Submit(kSpec, "job.yaml", {}).ok());  // a job without one runs
+}
+
 TEST_F(JobManagerTest, TheSpecsLoggingDirIsHonouredRelativeToTheJobOrAbsoluteIfWritable) {
   const std::string allowed = dir_ + "/allowed";
   std::filesystem::create_directories(allowed);
@@ -513,6 +602,27 @@ TEST_F(JobManagerTest, AJobWithAWorkingDirectoryRunsInItWithItsRelativePaths) {
   id = m->Submit(spec, "job.yaml", {}, {.resume = "x-1", .working_dir_archive = packed->archive});
   EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(m->List().size(), 1u);
+}
+
+// The reward role's model directory is checked by the head like the policy's files, relative to
+// the job's working directory: one without weights is refused before the driver starts.
+TEST_F(JobManagerTest, ARewardModelIsCheckedInTheJobsWorkingDirectory) {
+  const std::string wd = dir_ + "/project";
+  std::filesystem::create_directories(wd + "/rm");
+  std::filesystem::copy_file("examples/models/tiny.json", wd + "/rm/config.json");
+  absl::StatusOr<PackResult> packed = PackDirectory(wd);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  auto m = Manager("exit 0");
+  absl::StatusOr<std::string> id =
+      m->Submit(kSpec, "job.yaml", {"reward.model=rm"}, {.working_dir_archive = packed->archive});
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(), "override reward.model=rm: reward.model: "))
+      << id.status();
+  EXPECT_TRUE(absl::StrContains(id.status().message(),
+                                "/wd/rm: directory has neither model.safetensors nor "
+                                "model.safetensors.index.json"))
+      << id.status();
+  EXPECT_TRUE(m->List().empty());
 }
 
 TEST_F(JobManagerTest, WithoutAWorkingDirectoryErrorsNameTheHeadsWorkingDirectory) {

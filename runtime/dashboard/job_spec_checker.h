@@ -33,6 +33,10 @@ struct JobSpecFacts {
   // everything that warm start depends on (its settings and the contents of the files it reads,
   // relative paths against `cwd`), so submissions with equal keys can share one; "" otherwise.
   std::string sft_cache_key;
+  // The native code the job would load into its driver and workers (shared libraries of actor
+  // types), one located line each ("job.yaml:12:14: actors.reward.library: lib/x.so"), so that a
+  // head that takes no job libraries can refuse it; empty = none.
+  std::vector<std::string> native_libraries;
 };
 
 class JobSpecChecker {
@@ -55,11 +59,16 @@ class JobSpecChecker {
       const std::vector<std::string>& roots,
       const std::vector<std::map<std::string, double>>& nodes) const = 0;
 
-  // The spec's JobSpecFacts (call after Name succeeded). The default knows nothing: empty facts.
+  // The spec's JobSpecFacts (call after Name succeeded). Before it reads any file the spec names
+  // (the SFT cache key hashes them), every path the job reads must lie within `roots` (as for
+  // Resolve; the directories it writes, placed by the job manager from these facts, are left to
+  // Resolve): PERMISSION_DENIED naming the path otherwise. Reads only regular files, never
+  // waiting on a FIFO. The default knows nothing: empty facts.
   virtual absl::StatusOr<JobSpecFacts> Facts(absl::string_view yaml_text,
                                              absl::string_view source_name,
                                              const std::vector<std::string>& overrides,
-                                             const std::string& cwd) const {
+                                             const std::string& cwd,
+                                             const std::vector<std::string>& roots) const {
     return JobSpecFacts{};
   }
 };

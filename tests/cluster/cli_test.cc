@@ -403,6 +403,43 @@ TEST(TroupeCli, JobSubmitIsBoundedAndConfinedToTheJobPathRoots) {
   RunCommand({kTroupe, "stop", "--state-dir", state}, dir + ".stop.out");
 }
 
+// `troupe start --head --no-job-libraries`: a submitted job that brings native code (an actor
+// library) is refused at submission, naming the key; a job without one is taken.
+TEST(TroupeCli, AHeadStartedWithNoJobLibrariesRefusesJobsThatBringOne) {
+  const std::string dir = OutPath("cli-nolibs");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/lib");
+  std::ofstream(dir + "/lib/tiny.json")
+      << R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64})";
+  std::ofstream(dir + "/lib/libmine.so") << "native code\n";
+  const std::string spec = dir + "/job.yaml";
+  std::ofstream(spec) << "name: tiny\nmodel: {config: " << dir
+                      << "/lib/tiny.json, init: random}\n"
+                         "data: {task: arithmetic, train_batch_size: 4, max_prompt_length: 8,\n"
+                         "       max_response_length: 4, heldout_size: 20}\n"
+                         "trainer: {total_steps: 3}\n"
+                         "actors: {rollout: {replicas: 1, resources: {CPU: 0.5}}}\n";
+  const std::string state = dir + "/state";
+  auto [rc, out] = RunCommand(
+      {kTroupe, "start", "--head", "--port", "0", "--dashboard-port", "0", "--state-dir", state,
+       "--resources", R"({"CPU": 4})", "--job-path-roots", dir + "/lib", "--no-job-libraries"},
+      dir + ".start.out");
+  ASSERT_EQ(rc, 0) << out;
+  auto [rc1, refused] = RunCommand(
+      {kTroupe, "job", "submit", "--no-wait", "--state-dir", state, spec,
+       "actors.reward.type=MyReward", "actors.reward.library=" + dir + "/lib/libmine.so"},
+      dir + ".refused.out");
+  EXPECT_EQ(rc1, 1) << refused;
+  EXPECT_TRUE(absl::StrContains(refused, "actors.reward.library: " + dir + "/lib/libmine.so"))
+      << refused;
+  EXPECT_TRUE(absl::StrContains(refused, "started with --no-job-libraries")) << refused;
+  auto [rc2, taken] = RunCommand(
+      {kTroupe, "job", "submit", "--no-wait", "--state-dir", state, spec}, dir + ".taken.out");
+  EXPECT_EQ(rc2, 0) << taken;
+  RunCommand({kTroupe, "stop", "--state-dir", state}, dir + ".stop.out");
+}
+
 TEST(TroupeCli, StartWithoutHeadOrAddressSaysWhatIsMissing) {
   auto [rc, out] = RunCommand({kTroupe, "start"}, OutPath("troupe-cli-test-missing.out"));
   EXPECT_EQ(rc, 2);
