@@ -106,10 +106,33 @@ void Renderer::CheckDefined(const Value& v) const {
   if (v.is_undefined()) Fail(v.str());
 }
 
-void Renderer::CheckSize(size_t bytes) const {
+void Renderer::CheckSize(size_t bytes) {
   if (bytes > options_.max_output_bytes) {
     FailLimit(absl::StrCat("output exceeds max_output_bytes (", options_.max_output_bytes, ")"));
   }
+  CountWork(bytes);
+}
+
+void Renderer::CheckDeadline() const {
+  if (absl::Now() > deadline_) {
+    FailLimit(absl::StrCat("render time exceeds max_render_time (",
+                           absl::FormatDuration(options_.max_render_time), ")"));
+  }
+}
+
+std::string Renderer::Str(const Value& v) {
+  if (v.is_string()) return v.str();
+  std::string out;
+  bool too_deep = false;
+  if (!v.AppendString(&out, options_.max_output_bytes, options_.max_render_depth, &too_deep)) {
+    if (too_deep) {
+      FailLimit(absl::StrCat("printing a value nested deeper than max_render_depth (",
+                             options_.max_render_depth, ")"));
+    }
+    CheckSize(options_.max_output_bytes + 1);
+  }
+  CountWork(out.size());
+  return out;
 }
 
 void Renderer::CountIterations(int64_t n) {
@@ -123,7 +146,8 @@ void Renderer::CountIterations(int64_t n) {
 void Renderer::RenderRoot(const Body& body, std::string* out) { RenderBody(body, &root_, out); }
 
 void Renderer::Append(const std::string& s, std::string* out) {
-  CheckSize(out->size() + s.size());
+  if (out->size() + s.size() > options_.max_output_bytes) CheckSize(out->size() + s.size());
+  CountWork(s.size());
   out->append(s);
 }
 
@@ -147,7 +171,7 @@ Renderer::Flow Renderer::RenderNode(const Node& node, Scope* scope, std::string*
       if (v.is_string()) {
         Append(v.str(), out);
       } else {
-        Append(v.ToString(), out);
+        Append(Str(v), out);
       }
       return Flow::kNormal;
     }

@@ -8,6 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -170,6 +172,70 @@ TEST(Jinja, OutputLimitStopsExponentialGrowth) {
   EXPECT_EQ(repeat.status().code(), absl::StatusCode::kResourceExhausted);
   auto text = Render("{% for i in range(10000) %}0123456789{% endfor %}", Json::object(), options);
   EXPECT_EQ(text.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Work that no loop or size bound sees: a macro that calls itself twice 40 levels deep (2^40
+// calls, no loop, no output) stops at max_steps; the defaults stop it too.
+TEST(Jinja, StepLimitStopsExponentialRecursion) {
+  const std::string text =
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+      "{{ f(40) }}";
+  RenderOptions options;
+  options.max_steps = 100000;
+  auto out = Render(text, Json::object(), options);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(out.status().message(), "t.jinja:1: render steps exceed max_steps (100000)");
+  const absl::Time start = absl::Now();
+  auto by_default = Render(text);
+  EXPECT_EQ(by_default.status().code(), absl::StatusCode::kResourceExhausted)
+      << by_default.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+// Each step copies 4 MB (under every size bound, few steps): only the clock stops it.
+TEST(Jinja, RenderTimeLimitStopsCostlySteps) {
+  RenderOptions options;
+  options.max_render_time = absl::Milliseconds(200);
+  const absl::Time start = absl::Now();
+  auto out = Render(
+      "{% set s = 'x' * 4000000 %}{% for i in range(100000) %}{% set t = s ~ i %}{% endfor %}",
+      Json::object(), options);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(out.status().message(), "t.jinja:1: render time exceeds max_render_time (200ms)");
+  EXPECT_LT(took, absl::Seconds(5));
+  options.max_render_time = absl::InfiniteDuration();
+  EXPECT_TRUE(Render("{{ 'x' * 1000 }}", Json::object(), options).ok());
+}
+
+// The template: a string doubled 40 times. The default bounds answer in well under a
+// second.
+TEST(Jinja, DefaultLimitsAnswerADoublingTemplateQuickly) {
+  const absl::Time start = absl::Now();
+  auto out = Render(
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}{{ ns.s }}");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "max_output_bytes")) << out.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// Printing a container builds its whole text: bounded by max_output_bytes before it is built in
+// full, and a namespace that holds itself prints as Python's does instead of recursing forever.
+TEST(Jinja, PrintingHugeOrSelfHoldingValuesIsBounded) {
+  RenderOptions options;
+  options.max_output_bytes = 1 << 20;
+  const std::string big = "{% set s = 'x' * 1000000 %}{% set l = [s] * 1000000 %}";
+  for (const char* use : {"{{ l }}", "{{ l | string }}", "{{ l ~ '' }}", "{{ l | join }}",
+                          "{{ [l] | join }}", "{{ '{}'.format(l) }}"}) {
+    auto out = Render(big + use, Json::object(), options);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << use;
+    EXPECT_TRUE(absl::StrContains(out.status().message(), "max_output_bytes")) << out.status();
+  }
+  EXPECT_EQ(Ok("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
+            "<Namespace {'a': 1, 'me': <Namespace {...}>}>");
+  EXPECT_EQ(Ok("{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}{{ ns.me }}"),
+            "[<Namespace {'a': 1, 'me': [...]}>]");
 }
 
 TEST(Jinja, HugeNumbersFailInsteadOfOverflowing) {

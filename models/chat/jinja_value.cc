@@ -189,14 +189,6 @@ void AppendPyStringRepr(const std::string& s, std::string* out) {
   out->push_back(quote);
 }
 
-void AppendRepr(const Value& v, std::string* out) {
-  if (v.is_string()) {
-    AppendPyStringRepr(v.str(), out);
-  } else {
-    v.AppendString(out);
-  }
-}
-
 void Newline(int indent, int level, std::string* out) {
   out->push_back('\n');
   out->append(static_cast<size_t>(indent) * level, ' ');
@@ -305,59 +297,123 @@ bool Value::Truthy() const {
   }
 }
 
-void Value::AppendString(std::string* out) const {
-  switch (kind_) {
-    case Kind::kUndefined:
-      return;
-    case Kind::kNone:
-      out->append("None");
-      return;
-    case Kind::kBool:
-      out->append(b_ ? "True" : "False");
-      return;
-    case Kind::kInt:
-      absl::StrAppend(out, i_);
-      return;
-    case Kind::kFloat:
-      out->append(FloatRepr(f_));
-      return;
-    case Kind::kString:
-      out->append(*s_);
-      return;
-    case Kind::kList: {
-      out->push_back(tuple_ ? '(' : '[');
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (i > 0) out->append(", ");
-        AppendRepr((*list_)[i], out);
+// str(x) of a value within a byte limit and a nesting depth, with Python's guard against printing
+// a container inside itself (a namespace can hold itself): "[...]", "{...}".
+class Value::Printer {
+ public:
+  Printer(std::string* out, size_t limit, int max_depth)
+      : out_(out), limit_(limit), max_depth_(max_depth) {}
+
+  // False once the text is longer than the limit or nests deeper than max_depth.
+  bool Str(const Value& v) {
+    switch (v.kind_) {
+      case Kind::kUndefined:
+        return true;
+      case Kind::kNone:
+        out_->append("None");
+        return true;
+      case Kind::kBool:
+        out_->append(v.b_ ? "True" : "False");
+        return true;
+      case Kind::kInt:
+        absl::StrAppend(out_, v.i_);
+        return true;
+      case Kind::kFloat:
+        out_->append(FloatRepr(v.f_));
+        return true;
+      case Kind::kString:
+        out_->append(*v.s_);
+        return out_->size() <= limit_;
+      case Kind::kList: {
+        const char open = v.tuple_ ? '(' : '[', close = v.tuple_ ? ')' : ']';
+        if (Active(v.list_.get())) {
+          *out_ += {open, '.', '.', '.', close};
+          return true;
+        }
+        if (active_.size() >= static_cast<size_t>(max_depth_)) return TooDeep();
+        active_.push_back(v.list_.get());
+        out_->push_back(open);
+        for (size_t i = 0; i < v.list_->size(); ++i) {
+          if (i > 0) out_->append(", ");
+          if (!Repr((*v.list_)[i])) return false;
+        }
+        if (v.tuple_ && v.list_->size() == 1) out_->push_back(',');
+        out_->push_back(close);
+        active_.pop_back();
+        return true;
       }
-      if (tuple_ && list_->size() == 1) out->push_back(',');
-      out->push_back(tuple_ ? ')' : ']');
-      return;
-    }
-    case Kind::kDict:
-    case Kind::kNamespace: {
-      if (kind_ == Kind::kNamespace) out->append("<Namespace ");
-      out->push_back('{');
-      for (size_t i = 0; i < dict_->items.size(); ++i) {
-        if (i > 0) out->append(", ");
-        AppendPyStringRepr(dict_->items[i].first, out);
-        out->append(": ");
-        AppendRepr(dict_->items[i].second, out);
+      case Kind::kDict:
+      case Kind::kNamespace: {
+        const bool ns = v.kind_ == Kind::kNamespace;
+        if (ns) out_->append("<Namespace ");
+        if (Active(v.dict_.get())) {
+          out_->append("{...}");
+        } else {
+          if (active_.size() >= static_cast<size_t>(max_depth_)) return TooDeep();
+          active_.push_back(v.dict_.get());
+          out_->push_back('{');
+          for (size_t i = 0; i < v.dict_->items.size(); ++i) {
+            if (i > 0) out_->append(", ");
+            AppendPyStringRepr(v.dict_->items[i].first, out_);
+            out_->append(": ");
+            if (!Repr(v.dict_->items[i].second)) return false;
+          }
+          out_->push_back('}');
+          active_.pop_back();
+        }
+        if (ns) out_->push_back('>');
+        return out_->size() <= limit_;
       }
-      out->push_back('}');
-      if (kind_ == Kind::kNamespace) out->push_back('>');
-      return;
+      case Kind::kMacro:
+        out_->append("<Macro>");
+        return true;
+      case Kind::kBuiltin:
+        out_->append("<built-in function>");
+        return true;
+      case Kind::kLoop:
+        out_->append("<LoopContext>");
+        return true;
     }
-    case Kind::kMacro:
-      out->append("<Macro>");
-      return;
-    case Kind::kBuiltin:
-      out->append("<built-in function>");
-      return;
-    case Kind::kLoop:
-      out->append("<LoopContext>");
-      return;
+    return true;
   }
+
+  // repr(x): strings quoted, everything else as str(x).
+  bool Repr(const Value& v) {
+    if (!v.is_string()) return Str(v);
+    AppendPyStringRepr(v.str(), out_);
+    return out_->size() <= limit_;
+  }
+
+  bool too_deep() const { return too_deep_; }
+
+ private:
+  bool TooDeep() {
+    too_deep_ = true;
+    return false;
+  }
+  bool Active(const void* container) const {
+    for (const void* a : active_) {
+      if (a == container) return true;
+    }
+    return false;
+  }
+
+  std::string* out_;
+  const size_t limit_;
+  const int max_depth_;
+  std::vector<const void*> active_;  // the containers being printed, outermost first
+  bool too_deep_ = false;
+};
+
+bool Value::AppendString(std::string* out, size_t limit, int max_depth, bool* too_deep) const {
+  Printer printer(out, limit, max_depth);
+  const bool ok = printer.Str(*this);
+  if (too_deep != nullptr) *too_deep = printer.too_deep();
+  return ok;
+}
+
+void Value::AppendString(std::string* out) const {
+  AppendString(out, std::string::npos, kMaxPrintDepth, nullptr);
 }
 
 std::string Value::ToString() const {
@@ -368,7 +424,7 @@ std::string Value::ToString() const {
 
 std::string Value::Repr() const {
   std::string out;
-  AppendRepr(*this, &out);
+  Printer(&out, std::string::npos, kMaxPrintDepth).Repr(*this);
   return out;
 }
 

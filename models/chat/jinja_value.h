@@ -102,9 +102,15 @@ class Value {
 
   // Python's bool(x).
   bool Truthy() const;
-  // Python's str(x): what {{ x }} prints ("" for undefined, "None", "True", "1.0", "['a', 1]").
+  // Python's str(x): what {{ x }} prints ("" for undefined, "None", "True", "1.0", "['a', 1]";
+  // a container inside itself prints as "[...]" / "{...}", as Python's does). Containers nested
+  // deeper than kMaxPrintDepth are cut short.
   std::string ToString() const;
   void AppendString(std::string* out) const;
+  // The same, stopping (false) once *out holds more than `limit` bytes or containers nest deeper
+  // than max_depth (then *too_deep is set, if given).
+  bool AppendString(std::string* out, size_t limit, int max_depth, bool* too_deep) const;
+  static constexpr int kMaxPrintDepth = 1000;
   // Python's repr(x).
   std::string Repr() const;
   // Python's type name as Jinja reports it in errors ("dict", "str", "int", ...).
@@ -115,6 +121,7 @@ class Value {
               std::string* out, std::string* error) const;
 
  private:
+  class Printer;
   static const std::string& DefaultHint();
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
