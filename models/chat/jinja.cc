@@ -43,12 +43,26 @@ absl::StatusOr<std::string> RenderValue(const Body& body, const std::string& sou
   return out;
 }
 
+// Converting JSON to values recurses as deep as it nests: refuse what no render could use.
+template <typename Json>
+absl::Status CheckContextDepth(const std::string& source_name, const std::string& what,
+                               const Json& json, const RenderOptions& options) {
+  if (!Value::NestsDeeperThan(json, options.max_render_depth)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(source_name, ": ", what,
+                                                   " nests deeper than max_render_depth (",
+                                                   options.max_render_depth, ")"));
+}
+
 template <typename Json>
 absl::StatusOr<std::string> RenderImpl(const Body& body, const std::string& source_name,
                                        const Json& context, const RenderOptions& options) {
   if (!context.is_null() && !context.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source_name, ": the render context must be a JSON object"));
+  }
+  if (absl::Status s = CheckContextDepth(source_name, "the render context", context, options);
+      !s.ok()) {
+    return s;
   }
   return RenderValue(body, source_name,
                      context.is_null() ? Value::MakeDict(Dict()) : Value::FromJson(context),
@@ -62,7 +76,13 @@ absl::StatusOr<std::string> Template::RenderVariables(const Variables& variables
   Dict d;
   d.items.reserve(variables.size());
   for (const auto& [name, json] : variables) {
-    if (json != nullptr) d.Set(name, Value::FromJson(*json));
+    if (json == nullptr) continue;
+    if (absl::Status s =
+            CheckContextDepth(*source_name_, absl::StrCat("variable '", name, "'"), *json, options);
+        !s.ok()) {
+      return s;
+    }
+    d.Set(name, Value::FromJson(*json));
   }
   return RenderValue(tree_->body, *source_name_, Value::MakeDict(std::move(d)), options);
 }
@@ -290,6 +310,16 @@ CallArgs Renderer::EvalArgs(const Expr& e, size_t first, Scope* scope) {
 }
 
 Value Renderer::Eval(const Expr& e, Scope* scope) {
+  Value v = EvalNode(e, scope);
+  if (v.depth() > options_.max_render_depth) {
+    line_ = e.line;
+    FailLimit(absl::StrCat("a list or dict nests deeper than max_render_depth (",
+                           options_.max_render_depth, ")"));
+  }
+  return v;
+}
+
+Value Renderer::EvalNode(const Expr& e, Scope* scope) {
   DepthGuard guard(this);
   line_ = e.line;
   switch (e.kind) {

@@ -112,7 +112,10 @@ class Renderer {
   Flow RenderNode(const Node& node, Scope* scope, std::string* out);
   void RenderFor(const Node& node, Scope* scope, std::string* out);
   void Append(const std::string& s, std::string* out);
+  // EvalNode, refusing a result that nests deeper than max_render_depth (so that ==, < and
+  // tojson, which recurse into lists and dicts, stay within the stack).
   Value Eval(const Expr& e, Scope* scope);
+  Value EvalNode(const Expr& e, Scope* scope);
   Value Lookup(const std::string& name, Scope* scope);
   Value EvalCall(const Expr& e, Scope* scope);
   Value CallValue(const Value& callee, CallArgs args);

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -76,9 +79,52 @@ Value Value::String(std::string s) {
   return v;
 }
 
+namespace {
+
+// Containers whose last reference is being dropped, freed one at a time by the outermost ~Value
+// of this thread (see ~Value).
+struct Graveyard {
+  std::vector<std::shared_ptr<const std::vector<Value>>> lists;
+  std::vector<std::shared_ptr<Dict>> dicts;
+  bool draining = false;
+};
+
+Graveyard& ThisThreadsGraveyard() {
+  // Never destroyed: a Value may be released while threads and statics shut down.
+  static thread_local Graveyard* const graveyard = new Graveyard();
+  return *graveyard;
+}
+
+}  // namespace
+
+Value::~Value() {
+  if (list_ == nullptr && dict_ == nullptr) return;
+  Graveyard& g = ThisThreadsGraveyard();
+  if (list_ != nullptr) g.lists.push_back(std::move(list_));
+  if (dict_ != nullptr) g.dicts.push_back(std::move(dict_));
+  if (g.draining) return;  // an outer ~Value frees it
+  g.draining = true;
+  while (!g.lists.empty() || !g.dicts.empty()) {
+    // Freeing a container releases its items, whose ~Value queue their containers here.
+    if (!g.lists.empty()) {
+      std::shared_ptr<const std::vector<Value>> list = std::move(g.lists.back());
+      g.lists.pop_back();
+      list.reset();
+    } else {
+      std::shared_ptr<Dict> dict = std::move(g.dicts.back());
+      g.dicts.pop_back();
+      dict.reset();
+    }
+  }
+  g.draining = false;
+}
+
 Value Value::List(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::kList;
+  uint32_t deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.depth_);
+  v.depth_ = deepest + 1;
   v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
 }
@@ -92,6 +138,9 @@ Value Value::Tuple(std::vector<Value> items) {
 Value Value::MakeDict(Dict d) {
   Value v;
   v.kind_ = Kind::kDict;
+  uint32_t deepest = 0;
+  for (const auto& kv : d.items) deepest = std::max(deepest, kv.second.depth_);
+  v.depth_ = deepest + 1;
   v.dict_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -99,6 +148,7 @@ Value Value::MakeDict(Dict d) {
 Value Value::Namespace(Dict d) {
   Value v = MakeDict(std::move(d));
   v.kind_ = Kind::kNamespace;
+  v.depth_ = 0;
   return v;
 }
 
@@ -274,6 +324,30 @@ bool ToJsonImpl(const Value& v, int indent, int level, const std::string& item_s
 
 Value Value::FromJson(const nlohmann::json& j) { return FromJsonImpl(j); }
 Value Value::FromJson(const nlohmann::ordered_json& j) { return FromJsonImpl(j); }
+
+namespace {
+
+template <typename Json>
+bool JsonNestsDeeperThan(const Json& j, int max_depth) {
+  std::vector<std::pair<const Json*, int>> pending = {{&j, 0}};
+  while (!pending.empty()) {
+    const auto [value, depth] = pending.back();
+    pending.pop_back();
+    if (!value->is_structured()) continue;
+    if (depth + 1 > max_depth) return true;
+    for (const Json& item : *value) pending.emplace_back(&item, depth + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+bool Value::NestsDeeperThan(const nlohmann::json& j, int max_depth) {
+  return JsonNestsDeeperThan(j, max_depth);
+}
+bool Value::NestsDeeperThan(const nlohmann::ordered_json& j, int max_depth) {
+  return JsonNestsDeeperThan(j, max_depth);
+}
 
 bool Value::Truthy() const {
   switch (kind_) {

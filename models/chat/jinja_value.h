@@ -53,6 +53,13 @@ class Value {
   };
 
   Value() = default;  // undefined
+  Value(const Value&) = default;
+  Value(Value&&) = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) = default;
+  // Releasing the last reference to a deeply nested value (lists in lists, or a chain of
+  // namespaces) frees it level by level in a loop, not by recursion as deep as the nesting.
+  ~Value();
   static Value Undefined(std::string hint);
   static Value None();
   static Value Bool(bool b);
@@ -70,9 +77,12 @@ class Value {
   static Value Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> items);
 
   // JSON in (objects keep the order of the json type: sorted for nlohmann::json, insertion for
-  // ordered_json).
+  // ordered_json). The conversion recurses as deep as the JSON nests: check NestsDeeperThan first.
   static Value FromJson(const nlohmann::json& j);
   static Value FromJson(const nlohmann::ordered_json& j);
+  // Whether j's arrays and objects nest deeper than max_depth levels (without recursing).
+  static bool NestsDeeperThan(const nlohmann::json& j, int max_depth);
+  static bool NestsDeeperThan(const nlohmann::ordered_json& j, int max_depth);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -86,6 +96,10 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_mapping() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kMacro || kind_ == Kind::kBuiltin; }
+  // Levels of lists and dicts: 0 for anything else, 1 + the deepest item for a list or dict.
+  // Namespaces (mutable, compared by identity, never serialised) count as 0: this is how deep
+  // ==, < and tojson recurse into the value.
+  int depth() const { return static_cast<int>(depth_); }
 
   bool as_bool() const { return b_; }
   int64_t as_int() const { return kind_ == Kind::kBool ? (b_ ? 1 : 0) : i_; }
@@ -133,6 +147,7 @@ class Value {
   std::shared_ptr<const std::vector<Value>> list_;
   std::shared_ptr<Dict> dict_;
   const Node* macro_ = nullptr;
+  uint32_t depth_ = 0;
 };
 
 // Python ==.
