@@ -22,7 +22,8 @@
 // change ASCII letters only. Whitespace is Python's (str.isspace: U+00A0, U+2003, U+3000, U+2028,
 // \v, \f, \x1c-\x1f, ...) wherever Python's str methods or Jinja2's lexer look for it: trim, strip,
 // lstrip, rstrip, split(), the title filter, {%- -%} and lstrip_blocks; splitlines and indent
-// break lines where str.splitlines does.
+// break lines where str.splitlines does. A list or dict prints as Python's repr, escaping what
+// str.isprintable rejects ('\u3000', '\xa0', '\u200b', ...).
 //
 // Errors: InvalidArgument "SOURCE:LINE: message" for syntax errors (the template's own line), for
 // raise_exception (its message), for undefined access and type errors; ResourceExhausted naming

@@ -24,6 +24,14 @@ constexpr char32_t kPySpaces[] = {
 constexpr char32_t kPyLineBreaks[] = {0x0a, 0x0b, 0x0c, 0x0d,   0x1c,
                                       0x1d, 0x1e, 0x85, 0x2028, 0x2029};
 
+// The code points Python's str.isprintable() rejects, as inclusive ranges, sorted.
+struct Range {
+  char32_t first, last;
+};
+constexpr Range kPyUnprintable[] = {
+#include "models/chat/jinja_unicode_tables.inc"
+};
+
 bool IsContinuation(char c) { return (static_cast<unsigned char>(c) & 0xc0) == 0x80; }
 
 }  // namespace
@@ -60,6 +68,13 @@ bool IsPySpace(char32_t cp) {
 bool IsPyLineBreak(char32_t cp) {
   return std::find(std::begin(kPyLineBreaks), std::end(kPyLineBreaks), cp) !=
          std::end(kPyLineBreaks);
+}
+
+bool IsPyPrintable(char32_t cp) {
+  // The first range whose end is at or after cp holds it, if any does.
+  const Range* r = std::lower_bound(std::begin(kPyUnprintable), std::end(kPyUnprintable), cp,
+                                    [](const Range& range, char32_t c) { return range.last < c; });
+  return r == std::end(kPyUnprintable) || cp < r->first;
 }
 
 size_t PySpaceAt(std::string_view s, size_t i) {

@@ -22,6 +22,11 @@ bool IsPySpace(char32_t cp);
 // Whether cp ends a line for str.splitlines(): \n \r \v \f \x1c \x1d \x1e \x85 U+2028 U+2029.
 bool IsPyLineBreak(char32_t cp);
 
+// Python's chr(cp).isprintable(): false for control and format characters, separators other
+// than ' ' (U+00A0, U+2028, U+3000, ...), surrogates, private use and unassigned code points
+// (Unicode 14, as Python 3.11). repr() writes those as escapes.
+bool IsPyPrintable(char32_t cp);
+
 // Bytes of the whitespace code point that starts at s[i], 0 if none (or i >= s.size()).
 size_t PySpaceAt(std::string_view s, size_t i);
 // Bytes of the whitespace code point that ends just before s[end], 0 if none (or end == 0).

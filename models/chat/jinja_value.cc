@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "models/chat/jinja_unicode.h"
 
 namespace troupe::models::jinja {
 
@@ -210,31 +211,38 @@ Value FromJsonImpl(const Json& j) {
   }
 }
 
+// Python's repr of a str: quoted with ' (or " when only ' occurs), backslash escapes for the quote,
+// \\, \t, \n, \r, and \xhh / \uhhhh / \Uhhhhhhhh for every code point str.isprintable() rejects.
 void AppendPyStringRepr(const std::string& s, std::string* out) {
   const bool has_single = s.find('\'') != std::string::npos;
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = (has_single && !has_double) ? '"' : '\'';
   out->push_back(quote);
-  for (size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = s[i];
-    if (c == static_cast<unsigned char>(quote) || c == '\\') {
+  for (size_t i = 0; i < s.size();) {
+    size_t len;
+    const char32_t cp = DecodeUtf8(s, i, &len);
+    if (cp == static_cast<unsigned char>(quote) || cp == '\\') {
       out->push_back('\\');
-      out->push_back(c);
-    } else if (c == '\n') {
+      out->push_back(static_cast<char>(cp));
+    } else if (cp == '\n') {
       out->append("\\n");
-    } else if (c == '\r') {
+    } else if (cp == '\r') {
       out->append("\\r");
-    } else if (c == '\t') {
+    } else if (cp == '\t') {
       out->append("\\t");
-    } else if (c < 0x20 || c == 0x7f) {
-      absl::StrAppend(out, "\\x", absl::Hex(c, absl::kZeroPad2));
-    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0xa0) {
-      // U+0080..U+00A0 are not printable: Python writes them as \x80..\xa0.
-      absl::StrAppend(out, "\\x", absl::Hex(static_cast<unsigned char>(s[i + 1]), absl::kZeroPad2));
-      ++i;
+    } else if (len == 1 && cp >= 0x80) {
+      // Not UTF-8 (never from JSON): the byte as it is.
+      out->push_back(s[i]);
+    } else if (IsPyPrintable(cp)) {
+      out->append(s, i, len);
+    } else if (cp <= 0xff) {
+      absl::StrAppend(out, "\\x", absl::Hex(static_cast<uint32_t>(cp), absl::kZeroPad2));
+    } else if (cp <= 0xffff) {
+      absl::StrAppend(out, "\\u", absl::Hex(static_cast<uint32_t>(cp), absl::kZeroPad4));
     } else {
-      out->push_back(c);
+      absl::StrAppend(out, "\\U", absl::Hex(static_cast<uint32_t>(cp), absl::kZeroPad8));
     }
+    i += len;
   }
   out->push_back(quote);
 }

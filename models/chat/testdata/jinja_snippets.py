@@ -90,6 +90,8 @@ S = [
  ("{{ 'hello\u00a0world\u3000foo\u2028bar\u200bbaz' | title }}|{{ ' a\u2003b '.title() }}|{{ '\u00a042\u3000' | int }}|{{ '\u2003 2.5\u00a0' | float }}", "{}"),
  ("{{ '\u00e8\u00e9a\u00e9'.lstrip('\u00e8') }}|{{ 'x\u00e9'.rstrip('\u00e8') }}|{{ '\u00e9\u00e8x\u00e8\u00e9'.strip('\u00e9\u00e8') }}|{{ '\u4e16\u754cx\u754c'.strip('\u754c') }}|{{ 'ab'.strip('') }}", "{}"),
  ("{{ s.splitlines() | join('|') }}#{{ s | indent(2) }}#{{ s.splitlines() | length }}", json.dumps({"s": "a\vb\fc\x1cd\x1de\x1ef\x1fg\x85h\u2028i\u2029j\r\nk\rl\n"})),
+ # repr (a list or dict printed) escapes what str.isprintable() rejects, whitespace included.
+ ("{{ xs }}|{{ d }}|{{ xs | string }}|{{ (xs[0], 'x') }}", json.dumps({"xs": [WS, "a\u00ad\u200b\u2060\ufeff\U000e0001\u0378\ue000\U0010fffd\u00e9\u4e16\U0001f600 '", "\"q\" \\ \x7f\x80\x9f"], "d": {"k\u3000\u2028": "v\u00a0\x85"}})),
  ("a\u00a0\u3000 {%- if true -%}\u2003\u00a0 b {{- ' c' -}}\u3000\n d\n\u3000\u00a0{% endif %}\n\u00a0\u2003{% if true %}e{% endif %}\n{%\u00a0if\u3000true\u2003%}f{%\u00a0endif\u00a0%}|{#- c -#}\u2028\u2029x {{- 'y' }}\u0085 \n  \u200b{% if true %}z{% endif %}", "{}"),
 ]
 out = []
