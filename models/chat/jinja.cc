@@ -43,11 +43,14 @@ absl::StatusOr<std::string> RenderValue(const Body& body, const std::string& sou
   return out;
 }
 
-// Converting JSON to values recurses as deep as it nests: refuse what no render could use.
+// JSON as template values; ResourceExhausted past max_render_depth levels (the conversion
+// recurses; no render could use such a value).
 template <typename Json>
-absl::Status CheckContextDepth(const std::string& source_name, const std::string& what,
-                               const Json& json, const RenderOptions& options) {
-  if (!Value::NestsDeeperThan(json, options.max_render_depth)) return absl::OkStatus();
+absl::StatusOr<Value> ContextValue(const std::string& source_name, const std::string& what,
+                                   const Json& json, const RenderOptions& options) {
+  bool too_deep = false;
+  Value v = Value::FromJson(json, options.max_render_depth, &too_deep);
+  if (!too_deep) return v;
   return absl::ResourceExhaustedError(absl::StrCat(source_name, ": ", what,
                                                    " nests deeper than max_render_depth (",
                                                    options.max_render_depth, ")"));
@@ -60,13 +63,10 @@ absl::StatusOr<std::string> RenderImpl(const Body& body, const std::string& sour
     return absl::InvalidArgumentError(
         absl::StrCat(source_name, ": the render context must be a JSON object"));
   }
-  if (absl::Status s = CheckContextDepth(source_name, "the render context", context, options);
-      !s.ok()) {
-    return s;
-  }
-  return RenderValue(body, source_name,
-                     context.is_null() ? Value::MakeDict(Dict()) : Value::FromJson(context),
-                     options);
+  if (context.is_null()) return RenderValue(body, source_name, Value::MakeDict(Dict()), options);
+  absl::StatusOr<Value> value = ContextValue(source_name, "the render context", context, options);
+  if (!value.ok()) return value.status();
+  return RenderValue(body, source_name, *std::move(value), options);
 }
 
 }  // namespace
@@ -77,12 +77,10 @@ absl::StatusOr<std::string> Template::RenderVariables(const Variables& variables
   d.items.reserve(variables.size());
   for (const auto& [name, json] : variables) {
     if (json == nullptr) continue;
-    if (absl::Status s =
-            CheckContextDepth(*source_name_, absl::StrCat("variable '", name, "'"), *json, options);
-        !s.ok()) {
-      return s;
-    }
-    d.Set(name, Value::FromJson(*json));
+    absl::StatusOr<Value> value =
+        ContextValue(*source_name_, absl::StrCat("variable '", name, "'"), *json, options);
+    if (!value.ok()) return value.status();
+    d.Set(name, *std::move(value));
   }
   return RenderValue(tree_->body, *source_name_, Value::MakeDict(std::move(d)), options);
 }
@@ -131,6 +129,21 @@ void Renderer::CheckSize(size_t bytes) {
     FailLimit(absl::StrCat("output exceeds max_output_bytes (", options_.max_output_bytes, ")"));
   }
   CountWork(bytes);
+}
+
+void Renderer::FailSteps() const {
+  FailLimit(absl::StrCat("render steps exceed max_steps (", options_.max_steps, ")"));
+}
+
+void Renderer::FailDepth() const {
+  FailLimit(
+      absl::StrCat("template nesting exceeds max_render_depth (", options_.max_render_depth, ")"));
+}
+
+void Renderer::FailValueDepth(const Expr& e) {
+  line_ = e.line;
+  FailLimit(absl::StrCat("a list or dict nests deeper than max_render_depth (",
+                         options_.max_render_depth, ")"));
 }
 
 void Renderer::CheckDeadline() const {
@@ -307,16 +320,6 @@ CallArgs Renderer::EvalArgs(const Expr& e, size_t first, Scope* scope) {
   }
   for (const auto& [k, v] : e.kwargs) args.kwargs.emplace_back(k, Eval(*v, scope));
   return args;
-}
-
-Value Renderer::Eval(const Expr& e, Scope* scope) {
-  Value v = EvalNode(e, scope);
-  if (v.depth() > options_.max_render_depth) {
-    line_ = e.line;
-    FailLimit(absl::StrCat("a list or dict nests deeper than max_render_depth (",
-                           options_.max_render_depth, ")"));
-  }
-  return v;
 }
 
 Value Renderer::EvalNode(const Expr& e, Scope* scope) {

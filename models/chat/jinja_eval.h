@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -71,10 +73,9 @@ class Renderer {
    public:
     explicit DepthGuard(Renderer* r) : r_(r) {
       r_->Step();
-      if (++r_->depth_ > r_->options_.max_render_depth) {
+      if (ABSL_PREDICT_FALSE(++r_->depth_ > r_->options_.max_render_depth)) {
         --r_->depth_;
-        r_->FailLimit(absl::StrCat("template nesting exceeds max_render_depth (",
-                                   r_->options_.max_render_depth, ")"));
+        r_->FailDepth();
       }
     }
     ~DepthGuard() { --r_->depth_; }
@@ -92,11 +93,13 @@ class Renderer {
 
   // One step of work (max_steps); every 4096 steps, the clock (max_render_time).
   void Step() {
-    if (++steps_ > options_.max_steps) {
-      FailLimit(absl::StrCat("render steps exceed max_steps (", options_.max_steps, ")"));
-    }
-    if ((steps_ & 4095) == 0) CheckDeadline();
+    if (ABSL_PREDICT_FALSE(++steps_ > options_.max_steps)) FailSteps();
+    if (ABSL_PREDICT_FALSE((steps_ & 4095) == 0)) CheckDeadline();
   }
+  // The failures of the checks above, out of line (they run once per render at most).
+  [[noreturn]] ABSL_ATTRIBUTE_NOINLINE void FailSteps() const;
+  [[noreturn]] ABSL_ATTRIBUTE_NOINLINE void FailDepth() const;
+  [[noreturn]] ABSL_ATTRIBUTE_NOINLINE void FailValueDepth(const Expr& e);
   // `bytes` copied or built: the clock is read after every kClockBytes of them.
   void CountWork(size_t bytes) {
     work_bytes_ += bytes;
@@ -114,7 +117,11 @@ class Renderer {
   void Append(const std::string& s, std::string* out);
   // EvalNode, refusing a result that nests deeper than max_render_depth (so that ==, < and
   // tojson, which recurse into lists and dicts, stay within the stack).
-  Value Eval(const Expr& e, Scope* scope);
+  Value Eval(const Expr& e, Scope* scope) {
+    Value v = EvalNode(e, scope);
+    if (ABSL_PREDICT_FALSE(v.depth() > options_.max_render_depth)) FailValueDepth(e);
+    return v;
+  }
   Value EvalNode(const Expr& e, Scope* scope);
   Value Lookup(const std::string& name, Scope* scope);
   Value EvalCall(const Expr& e, Scope* scope);

@@ -98,8 +98,12 @@ Graveyard& ThisThreadsGraveyard() {
 
 }  // namespace
 
-Value::~Value() {
-  if (list_ == nullptr && dict_ == nullptr) return;
+void Value::ReleaseContainers() {
+  // Only a last reference frees (and so recurses); others just let go. (Containers are not shared
+  // between threads: each render converts its own context, and the tree's literals are scalars.)
+  if ((list_ == nullptr || list_.use_count() > 1) && (dict_ == nullptr || dict_.use_count() > 1)) {
+    return;
+  }
   Graveyard& g = ThisThreadsGraveyard();
   if (list_ != nullptr) g.lists.push_back(std::move(list_));
   if (dict_ != nullptr) g.dicts.push_back(std::move(dict_));
@@ -124,8 +128,13 @@ Value Value::List(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::kList;
   uint32_t deepest = 0;
-  for (const Value& item : items) deepest = std::max(deepest, item.depth_);
+  bool scalars = true;
+  for (const Value& item : items) {
+    deepest = std::max(deepest, item.depth_);
+    scalars = scalars && item.list_ == nullptr && item.dict_ == nullptr;
+  }
   v.depth_ = deepest + 1;
+  v.flat_ = scalars;
   v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
 }
@@ -140,8 +149,13 @@ Value Value::MakeDict(Dict d) {
   Value v;
   v.kind_ = Kind::kDict;
   uint32_t deepest = 0;
-  for (const auto& kv : d.items) deepest = std::max(deepest, kv.second.depth_);
+  bool scalars = true;
+  for (const auto& kv : d.items) {
+    deepest = std::max(deepest, kv.second.depth_);
+    scalars = scalars && kv.second.list_ == nullptr && kv.second.dict_ == nullptr;
+  }
   v.depth_ = deepest + 1;
+  v.flat_ = scalars;
   v.dict_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -150,6 +164,7 @@ Value Value::Namespace(Dict d) {
   Value v = MakeDict(std::move(d));
   v.kind_ = Kind::kNamespace;
   v.depth_ = 0;
+  v.flat_ = false;
   return v;
 }
 
@@ -171,14 +186,21 @@ Value Value::Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> item
   Value v;
   v.kind_ = Kind::kLoop;
   v.i_ = index0;
+  v.flat_ = false;
   v.list_ = std::move(items);
   return v;
 }
 
 namespace {
 
+// Stops (sets *too_deep, returns None) below max_depth levels of arrays and objects, so that it
+// recurses at most that deep.
 template <typename Json>
-Value FromJsonImpl(const Json& j) {
+Value FromJsonImpl(const Json& j, int max_depth, bool* too_deep) {
+  if (j.is_structured() && max_depth <= 0) {
+    *too_deep = true;
+    return Value::None();
+  }
   switch (j.type()) {
     case nlohmann::json::value_t::null:
       return Value::None();
@@ -195,14 +217,14 @@ Value FromJsonImpl(const Json& j) {
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJsonImpl(e));
+      for (const auto& e : j) items.push_back(FromJsonImpl(e, max_depth - 1, too_deep));
       return Value::List(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       Dict d;
       d.items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
-        d.items.emplace_back(it.key(), FromJsonImpl(it.value()));
+        d.items.emplace_back(it.key(), FromJsonImpl(it.value(), max_depth - 1, too_deep));
       }
       return Value::MakeDict(std::move(d));
     }
@@ -330,31 +352,13 @@ bool ToJsonImpl(const Value& v, int indent, int level, const std::string& item_s
 
 }  // namespace
 
-Value Value::FromJson(const nlohmann::json& j) { return FromJsonImpl(j); }
-Value Value::FromJson(const nlohmann::ordered_json& j) { return FromJsonImpl(j); }
-
-namespace {
-
-template <typename Json>
-bool JsonNestsDeeperThan(const Json& j, int max_depth) {
-  std::vector<std::pair<const Json*, int>> pending = {{&j, 0}};
-  while (!pending.empty()) {
-    const auto [value, depth] = pending.back();
-    pending.pop_back();
-    if (!value->is_structured()) continue;
-    if (depth + 1 > max_depth) return true;
-    for (const Json& item : *value) pending.emplace_back(&item, depth + 1);
-  }
-  return false;
+Value Value::FromJson(const nlohmann::json& j, int max_depth, bool* too_deep) {
+  *too_deep = false;
+  return FromJsonImpl(j, max_depth, too_deep);
 }
-
-}  // namespace
-
-bool Value::NestsDeeperThan(const nlohmann::json& j, int max_depth) {
-  return JsonNestsDeeperThan(j, max_depth);
-}
-bool Value::NestsDeeperThan(const nlohmann::ordered_json& j, int max_depth) {
-  return JsonNestsDeeperThan(j, max_depth);
+Value Value::FromJson(const nlohmann::ordered_json& j, int max_depth, bool* too_deep) {
+  *too_deep = false;
+  return FromJsonImpl(j, max_depth, too_deep);
 }
 
 bool Value::Truthy() const {

@@ -59,7 +59,9 @@ class Value {
   Value& operator=(Value&&) = default;
   // Releasing the last reference to a deeply nested value (lists in lists, or a chain of
   // namespaces) frees it level by level in a loop, not by recursion as deep as the nesting.
-  ~Value();
+  ~Value() {
+    if (!flat_) ReleaseContainers();
+  }
   static Value Undefined(std::string hint);
   static Value None();
   static Value Bool(bool b);
@@ -77,12 +79,10 @@ class Value {
   static Value Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> items);
 
   // JSON in (objects keep the order of the json type: sorted for nlohmann::json, insertion for
-  // ordered_json). The conversion recurses as deep as the JSON nests: check NestsDeeperThan first.
-  static Value FromJson(const nlohmann::json& j);
-  static Value FromJson(const nlohmann::ordered_json& j);
-  // Whether j's arrays and objects nest deeper than max_depth levels (without recursing).
-  static bool NestsDeeperThan(const nlohmann::json& j, int max_depth);
-  static bool NestsDeeperThan(const nlohmann::ordered_json& j, int max_depth);
+  // ordered_json). Arrays and objects nested deeper than max_depth levels are not converted (the
+  // conversion recurses): *too_deep is set and the value must not be used.
+  static Value FromJson(const nlohmann::json& j, int max_depth, bool* too_deep);
+  static Value FromJson(const nlohmann::ordered_json& j, int max_depth, bool* too_deep);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -137,6 +137,8 @@ class Value {
  private:
   class Printer;
   static const std::string& DefaultHint();
+  // ~Value's slow path: hands a last reference to a container to this thread's free loop.
+  void ReleaseContainers();
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool tuple_ = false;
@@ -148,6 +150,9 @@ class Value {
   std::shared_ptr<Dict> dict_;
   const Node* macro_ = nullptr;
   uint32_t depth_ = 0;
+  // Whether freeing this value frees no container inside a container: true for scalars, strings
+  // and lists/dicts of those; false for namespaces and loops (their contents change).
+  bool flat_ = true;
 };
 
 // Python ==.
