@@ -74,7 +74,8 @@ struct RenderOptions {
   // Nested macro calls.
   int max_call_depth = 64;
   // Nested blocks, expressions and macro calls together: bounds the stack a render uses
-  // (roughly 1 KiB a level).
+  // (roughly 1 KiB a level). Also the deepest nesting of lists and dicts a render may build or be
+  // given (==, tojson and printing recurse into them); values count at most 65535 levels.
   int max_render_depth = 1000;
   // What strftime_now() formats; unset = the current local time.
   std::optional<absl::CivilSecond> now;

@@ -127,13 +127,13 @@ void Value::ReleaseContainers() {
 Value Value::List(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::kList;
-  uint32_t deepest = 0;
+  uint16_t deepest = 0;
   bool scalars = true;
   for (const Value& item : items) {
     deepest = std::max(deepest, item.depth_);
     scalars = scalars && item.list_ == nullptr && item.dict_ == nullptr;
   }
-  v.depth_ = deepest + 1;
+  v.depth_ = deepest == UINT16_MAX ? deepest : static_cast<uint16_t>(deepest + 1);
   v.flat_ = scalars;
   v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
@@ -148,13 +148,13 @@ Value Value::Tuple(std::vector<Value> items) {
 Value Value::MakeDict(Dict d) {
   Value v;
   v.kind_ = Kind::kDict;
-  uint32_t deepest = 0;
+  uint16_t deepest = 0;
   bool scalars = true;
   for (const auto& kv : d.items) {
     deepest = std::max(deepest, kv.second.depth_);
     scalars = scalars && kv.second.list_ == nullptr && kv.second.dict_ == nullptr;
   }
-  v.depth_ = deepest + 1;
+  v.depth_ = deepest == UINT16_MAX ? deepest : static_cast<uint16_t>(deepest + 1);
   v.flat_ = scalars;
   v.dict_ = std::make_shared<Dict>(std::move(d));
   return v;

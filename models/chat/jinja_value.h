@@ -143,16 +143,16 @@ class Value {
   bool b_ = false;
   bool tuple_ = false;
   Builtin builtin_ = Builtin::kRange;
+  // Whether freeing this value frees no container inside a container: true for scalars, strings
+  // and lists/dicts of those; false for namespaces and loops (their contents change).
+  bool flat_ = true;
+  uint16_t depth_ = 0;  // see depth(); saturates at 65535 (in the padding before i_)
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<const std::string> s_;
   std::shared_ptr<const std::vector<Value>> list_;
   std::shared_ptr<Dict> dict_;
   const Node* macro_ = nullptr;
-  uint32_t depth_ = 0;
-  // Whether freeing this value frees no container inside a container: true for scalars, strings
-  // and lists/dicts of those; false for namespaces and loops (their contents change).
-  bool flat_ = true;
 };
 
 // Python ==.
