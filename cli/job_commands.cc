@@ -122,6 +122,19 @@ class JobApi {
     return absl::StrCat("HTTP ", res.status, ": ", res.body);
   }
 
+  // Why the dashboard refused a request: its message, and where a token comes from when none
+  // was sent (--token is refused: ClientToken).
+  std::string Refusal(const httplib::Response& res) const {
+    std::string message = ServerError(res);
+    if (res.status == 401 && token_.empty()) {
+      message +=
+          " (no cluster token found: pass --token-file PATH, a copy of the head's "
+          "<state-dir>/token with mode 0600, or set TROUPE_TOKEN; on the head's machine, as "
+          "the user who runs it, the token is found by --address or --state-dir)";
+    }
+    return message;
+  }
+
   // GET returning the JSON body, or prints the failure and sets *exit_code.
   bool GetJson(const std::string& path, nlohmann::json* out, int* exit_code) const {
     httplib::Result r = client_->Get(path.c_str());
@@ -130,7 +143,7 @@ class JobApi {
       return false;
     }
     if (r->status != 200) {
-      *exit_code = Fail(ServerError(*r));
+      *exit_code = Fail(Refusal(*r));
       return false;
     }
     *out = nlohmann::json::parse(r->body, nullptr, false);
@@ -151,11 +164,7 @@ class JobApi {
       return false;
     }
     if (r->status != 200) {
-      std::string message = ServerError(*r);
-      if (r->status == 401 && token_.empty()) {
-        message += " (no token found: pass --token or set TROUPE_TOKEN)";
-      }
-      *exit_code = Fail(message);
+      *exit_code = Fail(Refusal(*r));
       return false;
     }
     *out = nlohmann::json::parse(r->body, nullptr, false);

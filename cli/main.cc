@@ -16,6 +16,8 @@
 // A mistyped command or flag is named with the closest known one, and troupe exits with 2:
 //   troupe: unknown command "statsu" (did you mean "status"?); commands: version, doctor, ...
 //   troupe run: unknown option --resme (did you mean --resume?)
+// also when --help follows an unknown command (`troupe eval --help`), rather than printing the
+// help of the command above it.
 //
 // The actor types a cluster can run are those linked into this binary (see //cli:troupe).
 #include <algorithm>
@@ -60,8 +62,9 @@ std::string CommandPath(const CLI::App* leaf) {
 }
 
 // After a parse error: the command or flag that was not understood, with the closest known one
-// (did_you_mean.h). nullopt if nothing was left unparsed (a missing argument, a bad value).
-std::optional<std::string> ExplainUnknownArgument(const CLI::App& app) {
+// (did_you_mean.h). nullopt if nothing was left unparsed (a missing argument, a bad value), and,
+// with commands_only, unless a command was not understood.
+std::optional<std::string> ExplainUnknownArgument(const CLI::App& app, bool commands_only) {
   const std::vector<std::string> remaining = app.remaining(/*recurse=*/true);
   if (remaining.empty()) return std::nullopt;
   const CLI::App* leaf = DeepestParsed(app);
@@ -83,6 +86,7 @@ std::optional<std::string> ExplainUnknownArgument(const CLI::App& app) {
     absl::StrAppend(&message, "; commands: ", absl::StrJoin(commands, ", "));
     return message;
   }
+  if (commands_only) return std::nullopt;
 
   const auto flag = std::find_if(remaining.begin(), remaining.end(), is_flag);
   if (flag == remaining.end()) return std::nullopt;
@@ -223,11 +227,17 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // An unknown command or flag surfaces as an ExtrasError, or as a RequiredError when the
-    // command it should have been is missing (`troupe statsu`).
+    // command it should have been is missing (`troupe statsu`). With --help, CLI11 asks for the
+    // help of the deepest command it knows (`troupe eval --help` would print troupe's help and
+    // exit 0): an unknown command is named instead; an unknown flag beside --help is not an
+    // error (the help lists the flags).
     const bool unknown_argument = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
                                   dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
-    if (unknown_argument) {
-      if (std::optional<std::string> message = ExplainUnknownArgument(app)) {
+    const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) != nullptr ||
+                      dynamic_cast<const CLI::CallForAllHelp*>(&e) != nullptr;
+    if (unknown_argument || help) {
+      if (std::optional<std::string> message =
+              ExplainUnknownArgument(app, /*commands_only=*/help)) {
         std::fprintf(stderr, "%s\n", message->c_str());
         return 2;
       }

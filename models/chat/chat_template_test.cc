@@ -63,8 +63,21 @@ std::vector<std::pair<std::string, Json>> PlainConversations(bool system) {
                    Json::array({Msg("user", "  Héllo wörld 世界 🎉\nHe said \"hi\" and 'bye'\\n\n"),
                                 Msg("assistant", "Ça va? <b>&amp;</b>\t{{ not a tag }} {% x %}"),
                                 Msg("user", "\"quoted\"\n\nlast line  ")}));
+  // Python's whitespace beyond ASCII's (str.isspace: what trim / strip remove) around and inside
+  // the messages, and look-alikes that are not whitespace (U+200B, U+FEFF, U+180E).
+  const std::string ws =
+      "\u00a0\u2003\u3000\u2028\u2029\u0085\v\f\x1c\x1d\x1e\x1f\u1680\u2000\u200a\u202f"
+      "\u205f";
+  out.emplace_back(
+      "unicode_whitespace",
+      Json::array(
+          {Msg("user", ws + "Hello\u00a0world\u3000!" + ws),
+           Msg("assistant", "\u3000\u2028<think>\u2003x\u00a0</think>\u2003Hi\u200b\u00a0" + ws),
+           Msg("user", "\u200b\ufeff\u180e" + ws + "\u202fend\u205f\u00a0\u200b")}));
   if (system) {
     out.emplace_back("system", Json::array({Msg("system", "You are terse."), Msg("user", "Hi")}));
+    out.emplace_back("system_unicode_whitespace",
+                     Json::array({Msg("system", ws + "Be\u2003terse." + ws), Msg("user", ws)}));
     out.emplace_back(
         "system_multi_turn",
         Json::array({Msg("system", "Answer in French.\nBe polite."), Msg("user", "Good morning"),

@@ -43,6 +43,19 @@ absl::StatusOr<std::string> RenderValue(const Body& body, const std::string& sou
   return out;
 }
 
+// JSON as template values; ResourceExhausted past max_render_depth levels (the conversion
+// recurses; no render could use such a value).
+template <typename Json>
+absl::StatusOr<Value> ContextValue(const std::string& source_name, const std::string& what,
+                                   const Json& json, const RenderOptions& options) {
+  bool too_deep = false;
+  Value v = Value::FromJson(json, options.max_render_depth, &too_deep);
+  if (!too_deep) return v;
+  return absl::ResourceExhaustedError(absl::StrCat(source_name, ": ", what,
+                                                   " nests deeper than max_render_depth (",
+                                                   options.max_render_depth, ")"));
+}
+
 template <typename Json>
 absl::StatusOr<std::string> RenderImpl(const Body& body, const std::string& source_name,
                                        const Json& context, const RenderOptions& options) {
@@ -50,9 +63,10 @@ absl::StatusOr<std::string> RenderImpl(const Body& body, const std::string& sour
     return absl::InvalidArgumentError(
         absl::StrCat(source_name, ": the render context must be a JSON object"));
   }
-  return RenderValue(body, source_name,
-                     context.is_null() ? Value::MakeDict(Dict()) : Value::FromJson(context),
-                     options);
+  if (context.is_null()) return RenderValue(body, source_name, Value::MakeDict(Dict()), options);
+  absl::StatusOr<Value> value = ContextValue(source_name, "the render context", context, options);
+  if (!value.ok()) return value.status();
+  return RenderValue(body, source_name, *std::move(value), options);
 }
 
 }  // namespace
@@ -62,7 +76,11 @@ absl::StatusOr<std::string> Template::RenderVariables(const Variables& variables
   Dict d;
   d.items.reserve(variables.size());
   for (const auto& [name, json] : variables) {
-    if (json != nullptr) d.Set(name, Value::FromJson(*json));
+    if (json == nullptr) continue;
+    absl::StatusOr<Value> value =
+        ContextValue(*source_name_, absl::StrCat("variable '", name, "'"), *json, options);
+    if (!value.ok()) return value.status();
+    d.Set(name, *std::move(value));
   }
   return RenderValue(tree_->body, *source_name_, Value::MakeDict(std::move(d)), options);
 }
@@ -106,10 +124,48 @@ void Renderer::CheckDefined(const Value& v) const {
   if (v.is_undefined()) Fail(v.str());
 }
 
-void Renderer::CheckSize(size_t bytes) const {
+void Renderer::CheckSize(size_t bytes) {
   if (bytes > options_.max_output_bytes) {
     FailLimit(absl::StrCat("output exceeds max_output_bytes (", options_.max_output_bytes, ")"));
   }
+  CountWork(bytes);
+}
+
+void Renderer::FailSteps() const {
+  FailLimit(absl::StrCat("render steps exceed max_steps (", options_.max_steps, ")"));
+}
+
+void Renderer::FailDepth() const {
+  FailLimit(
+      absl::StrCat("template nesting exceeds max_render_depth (", options_.max_render_depth, ")"));
+}
+
+void Renderer::FailValueDepth(const Expr& e) {
+  line_ = e.line;
+  FailLimit(absl::StrCat("a list or dict nests deeper than max_render_depth (",
+                         options_.max_render_depth, ")"));
+}
+
+void Renderer::CheckDeadline() const {
+  if (absl::Now() > deadline_) {
+    FailLimit(absl::StrCat("render time exceeds max_render_time (",
+                           absl::FormatDuration(options_.max_render_time), ")"));
+  }
+}
+
+std::string Renderer::Str(const Value& v) {
+  if (v.is_string()) return v.str();
+  std::string out;
+  bool too_deep = false;
+  if (!v.AppendString(&out, options_.max_output_bytes, options_.max_render_depth, &too_deep)) {
+    if (too_deep) {
+      FailLimit(absl::StrCat("printing a value nested deeper than max_render_depth (",
+                             options_.max_render_depth, ")"));
+    }
+    CheckSize(options_.max_output_bytes + 1);
+  }
+  CountWork(out.size());
+  return out;
 }
 
 void Renderer::CountIterations(int64_t n) {
@@ -123,7 +179,8 @@ void Renderer::CountIterations(int64_t n) {
 void Renderer::RenderRoot(const Body& body, std::string* out) { RenderBody(body, &root_, out); }
 
 void Renderer::Append(const std::string& s, std::string* out) {
-  CheckSize(out->size() + s.size());
+  if (out->size() + s.size() > options_.max_output_bytes) CheckSize(out->size() + s.size());
+  CountWork(s.size());
   out->append(s);
 }
 
@@ -147,7 +204,7 @@ Renderer::Flow Renderer::RenderNode(const Node& node, Scope* scope, std::string*
       if (v.is_string()) {
         Append(v.str(), out);
       } else {
-        Append(v.ToString(), out);
+        Append(Str(v), out);
       }
       return Flow::kNormal;
     }
@@ -265,7 +322,7 @@ CallArgs Renderer::EvalArgs(const Expr& e, size_t first, Scope* scope) {
   return args;
 }
 
-Value Renderer::Eval(const Expr& e, Scope* scope) {
+Value Renderer::EvalNode(const Expr& e, Scope* scope) {
   DepthGuard guard(this);
   line_ = e.line;
   switch (e.kind) {

@@ -19,12 +19,17 @@
 // globals raise_exception(msg), range, namespace, dict, strftime_now(fmt).
 // Refused with an error naming it: any other tag, filter, test or method; recursive loops.
 // Strings are UTF-8; length, indexing and slicing count code points; upper/lower/title/capitalize
-// change ASCII letters only.
+// change ASCII letters only. Whitespace is Python's (str.isspace: U+00A0, U+2003, U+3000, U+2028,
+// \v, \f, \x1c-\x1f, ...) wherever Python's str methods or Jinja2's lexer look for it: trim, strip,
+// lstrip, rstrip, split(), the title filter, {%- -%} and lstrip_blocks; splitlines and indent
+// break lines where str.splitlines does. A list or dict prints as Python's repr, escaping what
+// str.isprintable rejects ('\u3000', '\xa0', '\u200b', ...).
 //
 // Errors: InvalidArgument "SOURCE:LINE: message" for syntax errors (the template's own line), for
 // raise_exception (its message), for undefined access and type errors; ResourceExhausted naming
-// the limit of RenderOptions that a render exceeded (output bytes, loop iterations, call or
-// render depth). Integers are 64-bit: an overflow is an error where Python would grow.
+// the limit of RenderOptions that a render exceeded (output bytes, loop iterations, steps, render
+// time, call or render depth). Integers are 64-bit: an overflow is an error where Python would
+// grow.
 //
 // Thread-safety: a Template is immutable; Render is const and may run concurrently. Copies share
 // the parsed tree.
@@ -42,22 +47,35 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/civil_time.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::models::jinja {
 
 struct Node;
 
-// Bounds on one render, so that a hostile template cannot hang or exhaust memory.
+// Bounds on one render, so that a hostile template cannot hang or exhaust memory. A render past
+// any of them fails with ResourceExhausted "SOURCE:LINE: ... exceeds <field> (<value>)". The
+// chat templates of open models render a conversation in well under a millisecond, a few
+// thousand steps and a few KiB: the defaults leave them orders of magnitude of room.
 struct RenderOptions {
-  // Bytes of output, and of any string or list a template builds.
+  // Bytes of output, and of any string a template builds (or prints: a list's or dict's text).
   size_t max_output_bytes = 32u << 20;
   // For-loop iterations over the whole render (also bounds range() and list sizes).
   int64_t max_loop_iterations = 1'000'000;
+  // Evaluation steps over the whole render: each block, expression and loop iteration is one. A
+  // bound on the work that does not depend on the machine (recursive macros that branch, long
+  // chains of expressions).
+  int64_t max_steps = 10'000'000;
+  // Wall-clock time of the render, from the call to Render; absl::InfiniteDuration() = none.
+  // Checked every 4096 steps and whenever 1 MiB more has been copied or built, so a render
+  // stops within a few milliseconds of it.
+  absl::Duration max_render_time = absl::Seconds(1);
   // Nested macro calls.
   int max_call_depth = 64;
   // Nested blocks, expressions and macro calls together: bounds the stack a render uses
-  // (roughly 1 KiB a level).
+  // (roughly 1 KiB a level). Also the deepest nesting of lists and dicts a render may build or be
+  // given (==, tojson and printing recurse into them); values count at most 65535 levels.
   int max_render_depth = 1000;
   // What strftime_now() formats; unset = the current local time.
   std::optional<absl::CivilSecond> now;

@@ -132,8 +132,8 @@ Value Renderer::Slice(const Value& obj, const Value& start_v, const Value& stop_
 
 Value Renderer::Binary(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
-    std::string s = a.ToString();
-    b.AppendString(&s);
+    std::string s = Str(a);
+    s += Str(b);
     CheckSize(s.size());
     return Value::String(std::move(s));
   }
@@ -308,7 +308,7 @@ bool Renderer::ApplyTest(const std::string& name, const Value& v, const CallArgs
 }
 
 // Python's str.format with {} / {0} / {name} fields (no format specs).
-static std::string PyFormat(const Renderer& r, const std::string& fmt, const CallArgs& args) {
+static std::string PyFormat(Renderer& r, const std::string& fmt, const CallArgs& args) {
   std::string out;
   size_t auto_index = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
@@ -342,7 +342,7 @@ static std::string PyFormat(const Renderer& r, const std::string& fmt, const Cal
         }
         v = &args.args[index];
       }
-      v->AppendString(&out);
+      out += r.Str(*v);
       r.CheckSize(out.size());
       i = close;
     } else if (c == '}') {
@@ -378,14 +378,7 @@ Value Renderer::CallMethod(const Value& obj, const std::string& name, CallArgs a
     }
     if (name == "splitlines") {
       std::vector<Value> lines;
-      size_t pos = 0;
-      while (pos < s.size()) {
-        size_t nl = s.find_first_of("\r\n", pos);
-        if (nl == std::string::npos) nl = s.size();
-        lines.push_back(Value::String(s.substr(pos, nl - pos)));
-        if (nl < s.size() && s[nl] == '\r' && nl + 1 < s.size() && s[nl + 1] == '\n') ++nl;
-        pos = nl + 1;
-      }
+      for (std::string& line : SplitLines(s)) lines.push_back(Value::String(std::move(line)));
       return Value::List(std::move(lines));
     }
     if (name == "startswith" || name == "endswith") {
@@ -474,7 +467,7 @@ Value Renderer::CallBuiltin(Builtin b, CallArgs args) {
   switch (b) {
     case Builtin::kRaiseException: {
       const Value msg = Arg(args, 0, "message");
-      throw RenderError{absl::StatusCode::kInvalidArgument, msg.ToString(), line_};
+      throw RenderError{absl::StatusCode::kInvalidArgument, Str(msg), line_};
     }
     case Builtin::kRange: {
       for (const Value& a : args.args) {

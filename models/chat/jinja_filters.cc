@@ -48,30 +48,16 @@ std::string EscapeNonAscii(const std::string& s) {
   return out;
 }
 
-// Python's str.splitlines for \n, \r\n and \r.
-std::vector<std::string> SplitLines(const std::string& s) {
-  std::vector<std::string> lines;
-  size_t pos = 0;
-  while (pos < s.size()) {
-    size_t nl = s.find_first_of("\r\n", pos);
-    if (nl == std::string::npos) nl = s.size();
-    lines.push_back(s.substr(pos, nl - pos));
-    if (nl < s.size() && s[nl] == '\r' && nl + 1 < s.size() && s[nl + 1] == '\n') ++nl;
-    pos = nl + 1;
-  }
-  return lines;
-}
-
 }  // namespace
 
 Value Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs args) {
   if (name == "safe") return v;
-  if (name == "trim") return Value::String(Strip(v.ToString(), Arg(args, 0, "chars"), true, true));
-  if (name == "upper") return Value::String(AsciiUpper(v.ToString()));
-  if (name == "lower") return Value::String(AsciiLower(v.ToString()));
-  if (name == "title") return Value::String(JinjaTitle(v.ToString()));
-  if (name == "capitalize") return Value::String(Capitalize(v.ToString()));
-  if (name == "string") return v.is_string() ? v : Value::String(v.ToString());
+  if (name == "trim") return Value::String(Strip(Str(v), Arg(args, 0, "chars"), true, true));
+  if (name == "upper") return Value::String(AsciiUpper(Str(v)));
+  if (name == "lower") return Value::String(AsciiLower(Str(v)));
+  if (name == "title") return Value::String(JinjaTitle(Str(v)));
+  if (name == "capitalize") return Value::String(Capitalize(Str(v)));
+  if (name == "string") return v.is_string() ? v : Value::String(Str(v));
   if (name == "length" || name == "count") {
     if (v.is_string()) return Value::Int(static_cast<int64_t>(CountCodePoints(v.str())));
     if (v.is_list()) return Value::Int(static_cast<int64_t>(v.list().size()));
@@ -157,8 +143,7 @@ Value Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs ar
   if (name == "replace") {
     const Value from = Arg(args, 0, "old"), to = Arg(args, 1, "new");
     const Value count = Arg(args, 2, "count", Value::None());
-    std::string r = Replace(v.ToString(), from.ToString(), to.ToString(),
-                            count.is_none() ? -1 : count.as_int());
+    std::string r = Replace(Str(v), Str(from), Str(to), count.is_none() ? -1 : count.as_int());
     CheckSize(r.size());
     return Value::String(std::move(r));
   }
@@ -168,7 +153,7 @@ Value Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs ar
     const bool blank = Arg(args, 2, "blank", Value::Bool(false)).Truthy();
     const std::string pad =
         width.is_string() ? width.str() : std::string(std::max<int64_t>(0, width.as_int()), ' ');
-    std::vector<std::string> lines = SplitLines(v.ToString() + "\n");
+    std::vector<std::string> lines = SplitLines(Str(v) + "\n");
     std::string out;
     for (size_t i = 0; i < lines.size(); ++i) {
       if (i > 0) {
@@ -220,16 +205,16 @@ Value Renderer::ApplyFilter(const std::string& name, const Value& v, CallArgs ar
     return Value::List(std::move(items));
   }
   if (name == "join") {
-    const std::string sep = Arg(args, 0, "d", Value::String("")).ToString();
+    const std::string sep = Str(Arg(args, 0, "d", Value::String("")));
     const Value attribute = Arg(args, 1, "attribute", Value::None());
     std::string out;
     const std::vector<Value> items = Iterate(v);
     for (size_t i = 0; i < items.size(); ++i) {
       if (i > 0) out += sep;
       if (attribute.is_none()) {
-        items[i].AppendString(&out);
+        out += Str(items[i]);
       } else {
-        GetItem(items[i], attribute).AppendString(&out);
+        out += Str(GetItem(items[i], attribute));
       }
       CheckSize(out.size());
     }

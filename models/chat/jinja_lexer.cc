@@ -8,13 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "models/chat/jinja_unicode.h"
 
 namespace troupe::models::jinja {
 namespace {
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
 
 // Jinja's lexer: text, {{ }}, {% %}, {# #} with -/+ whitespace control, trim_blocks and
 
@@ -49,12 +46,15 @@ class Lexer {
       const char kind = src_[open + 1];
       const char mod = open + 2 < n ? src_[open + 2] : '\0';
       if (mod == '-') {
-        while (!text.empty() && IsSpace(text.back())) text.pop_back();
+        // Jinja2: text.rstrip(), Python's whitespace.
+        while (size_t len = PySpaceBefore(text, text.size())) text.resize(text.size() - len);
       } else if (mod != '+' && kind != '{') {
         const size_t l_pos = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
         if (l_pos > 0 || line_starting) {
-          bool blank = l_pos < text.size();
-          for (size_t i = l_pos; i < text.size(); ++i) blank = blank && IsSpace(text[i]);
+          // Jinja2: \s+ matches the whole rest of the line.
+          size_t i = l_pos;
+          while (size_t len = PySpaceAt(text, i)) i += len;
+          const bool blank = l_pos < text.size() && i == text.size();
           if (blank) text.resize(l_pos);
         }
       }
@@ -79,7 +79,7 @@ class Lexer {
       }
       const size_t tag_end = after;
       if (end_mod == '-') {
-        while (after < n && IsSpace(src_[after])) ++after;
+        while (size_t len = PySpaceAt(src_, after)) after += len;
       } else if (end_mod != '+' && kind != '{' && after < n && src_[after] == '\n') {
         ++after;
       }
@@ -112,9 +112,9 @@ class Lexer {
     const size_t n = src_.size();
     int balance = 0;
     while (true) {
-      while (p < n && IsSpace(src_[p])) {
+      while (size_t len = PySpaceAt(src_, p)) {
         if (src_[p] == '\n') ++line_;
-        ++p;
+        p += len;
       }
       if (p >= n) {
         throw SyntaxError{line_, end_char == '}' ? "unexpected end of template, expected '}}'"

@@ -8,6 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -170,6 +172,117 @@ TEST(Jinja, OutputLimitStopsExponentialGrowth) {
   EXPECT_EQ(repeat.status().code(), absl::StatusCode::kResourceExhausted);
   auto text = Render("{% for i in range(10000) %}0123456789{% endfor %}", Json::object(), options);
   EXPECT_EQ(text.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Work that no loop or size bound sees: a macro that calls itself twice 40 levels deep (2^40
+// calls, no loop, no output) stops at max_steps; the defaults stop it too.
+TEST(Jinja, StepLimitStopsExponentialRecursion) {
+  const std::string text =
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
+      "{{ f(40) }}";
+  RenderOptions options;
+  options.max_steps = 100000;
+  auto out = Render(text, Json::object(), options);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(out.status().message(), "t.jinja:1: render steps exceed max_steps (100000)");
+  const absl::Time start = absl::Now();
+  auto by_default = Render(text);
+  EXPECT_EQ(by_default.status().code(), absl::StatusCode::kResourceExhausted)
+      << by_default.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+// Each step copies 4 MB (under every size bound, few steps): only the clock stops it.
+TEST(Jinja, RenderTimeLimitStopsCostlySteps) {
+  RenderOptions options;
+  options.max_render_time = absl::Milliseconds(200);
+  const absl::Time start = absl::Now();
+  auto out = Render(
+      "{% set s = 'x' * 4000000 %}{% for i in range(100000) %}{% set t = s ~ i %}{% endfor %}",
+      Json::object(), options);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(out.status().message(), "t.jinja:1: render time exceeds max_render_time (200ms)");
+  EXPECT_LT(took, absl::Seconds(5));
+  options.max_render_time = absl::InfiniteDuration();
+  EXPECT_TRUE(Render("{{ 'x' * 1000 }}", Json::object(), options).ok());
+}
+
+// The template: a string doubled 40 times. The default bounds answer in well under a
+// second.
+TEST(Jinja, DefaultLimitsAnswerADoublingTemplateQuickly) {
+  const absl::Time start = absl::Now();
+  auto out = Render(
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}{{ ns.s }}");
+  // The output bound, or on a loaded machine the render's time bound, whichever comes first.
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(out.status().message(), "max_output_bytes") ||
+              absl::StrContains(out.status().message(), "max_render_time"))
+      << out.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// Printing a container builds its whole text: bounded by max_output_bytes before it is built in
+// full, and a namespace that holds itself prints as Python's does instead of recursing forever.
+TEST(Jinja, PrintingHugeOrSelfHoldingValuesIsBounded) {
+  RenderOptions options;
+  options.max_output_bytes = 1 << 20;
+  const std::string big = "{% set s = 'x' * 1000000 %}{% set l = [s] * 100000 %}";  // 100 GB
+  for (const char* use : {"{{ l }}", "{{ l | string }}", "{{ l ~ '' }}", "{{ l | join }}",
+                          "{{ [l] | join }}", "{{ '{}'.format(l) }}"}) {
+    auto out = Render(big + use, Json::object(), options);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted) << use;
+    EXPECT_TRUE(absl::StrContains(out.status().message(), "max_output_bytes")) << out.status();
+  }
+  EXPECT_EQ(Ok("{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}"),
+            "<Namespace {'a': 1, 'me': <Namespace {...}>}>");
+  EXPECT_EQ(Ok("{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}{{ ns.me }}"),
+            "[<Namespace {'a': 1, 'me': [...]}>]");
+}
+
+// Values nested as deep as a loop allows: lists in lists are refused past max_render_depth
+// (==, < and tojson recurse into them), a chain of namespaces is freed without recursing as deep
+// as it goes, and a render context nested too deep is refused before it is converted.
+TEST(Jinja, DeeplyNestedValuesAreRefusedOrFreedWithoutRecursion) {
+  auto lists = Render(
+      "{% set ns = namespace(x=[]) %}{% for i in range(200000) %}{% set ns.x = [ns.x] %}"
+      "{% endfor %}{{ ns.x == ns.x }}");
+  EXPECT_EQ(lists.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(lists.status().message(),
+            "t.jinja:1: a list or dict nests deeper than max_render_depth (1000)");
+  auto dicts = Render(
+      "{% set ns = namespace(x={}) %}{% for i in range(5000) %}{% set ns.x = dict(a=ns.x) %}"
+      "{% endfor %}{{ ns.x | tojson }}");
+  EXPECT_EQ(dicts.status().code(), absl::StatusCode::kResourceExhausted) << dicts.status();
+  const std::string chain =
+      "{% set ns = namespace(p=none) %}{% for i in range(200000) %}"
+      "{% set n = namespace(p=ns.p) %}{% set ns.p = n %}{% endfor %}";
+  RenderOptions untimed;  // this test is about the stack, not the clock
+  untimed.max_render_time = absl::InfiniteDuration();
+  EXPECT_EQ(*Render(chain + "built", Json::object(), untimed), "built");
+  auto printed = Render(chain + "{{ ns }}", Json::object(), untimed);
+  EXPECT_EQ(printed.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(printed.status().message(), "max_render_depth"))
+      << printed.status();
+  // (Built by moves: nlohmann's copies recurse as deep as the JSON.)
+  nlohmann::json context_json = nlohmann::json::object();
+  nlohmann::ordered_json deep = nlohmann::ordered_json::array();
+  for (int i = 0; i < 100000; ++i) {
+    nlohmann::json wrapped = nlohmann::json::array();
+    wrapped.push_back(std::move(context_json["x"]));
+    context_json["x"] = std::move(wrapped);
+    nlohmann::ordered_json ordered = nlohmann::ordered_json::array();
+    ordered.push_back(std::move(deep));
+    deep = std::move(ordered);
+  }
+  absl::StatusOr<Template> t = Template::Parse("{{ x | length }}", "t.jinja");
+  auto context = t->Render(context_json);
+  EXPECT_EQ(context.status().message(),
+            "t.jinja: the render context nests deeper than max_render_depth (1000)");
+  auto variable = t->RenderVariables({{"x", &deep}});
+  EXPECT_EQ(variable.status().message(),
+            "t.jinja: variable 'x' nests deeper than max_render_depth (1000)");
 }
 
 TEST(Jinja, HugeNumbersFailInsteadOfOverflowing) {

@@ -1,9 +1,11 @@
 // String helpers of the Jinja interpreter (declared in jinja_eval.h): UTF-8 code points and the
 // Python str operations (strip, split, replace, title, ...) that filters and methods share.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/chat/jinja_eval.h"
+#include "models/chat/jinja_unicode.h"
 
 namespace troupe::models::jinja {
 
@@ -24,22 +26,43 @@ size_t CountCodePoints(const std::string& s) {
   for (const char c : s) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
   return n;
 }
-bool IsPySpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
-         (c >= 0x1c && c <= 0x1f);
-}
-
 std::string Strip(const std::string& s, const Value& chars, bool left, bool right) {
-  auto strip_char = [&](char c) {
-    if (chars.is_string()) return chars.str().find(c) != std::string::npos;
-    return IsPySpace(c);
+  // Python strips code points: those of `chars`, or whitespace (str.isspace) without it.
+  std::vector<std::string> set;
+  if (chars.is_string()) set = SplitCodePoints(chars.str());
+  auto in_set = [&](size_t pos, size_t len) {
+    for (const std::string& c : set) {
+      if (c.size() == len && s.compare(pos, len, c) == 0) return true;
+    }
+    return false;
   };
   size_t b = 0, e = s.size();
   if (left) {
-    while (b < e && strip_char(s[b])) ++b;
+    while (b < e) {
+      size_t len;
+      if (chars.is_string()) {
+        DecodeUtf8(s, b, &len);
+        if (!in_set(b, len)) break;
+      } else if ((len = PySpaceAt(s, b)) == 0) {
+        break;
+      }
+      b += len;
+    }
   }
   if (right) {
-    while (e > b && strip_char(s[e - 1])) --e;
+    while (e > b) {
+      size_t len = 0;
+      if (chars.is_string()) {
+        len = 1;  // the code point that ends at e: step back over continuation bytes
+        while (len < 4 && len < e - b && (static_cast<unsigned char>(s[e - len]) & 0xc0) == 0x80) {
+          ++len;
+        }
+        if (!in_set(e - len, len)) break;
+      } else if ((len = PySpaceBefore(std::string_view(s).substr(b), e - b)) == 0) {
+        break;
+      }
+      e -= len;
+    }
   }
   return s.substr(b, e - b);
 }
@@ -75,17 +98,22 @@ std::string PyTitle(const std::string& s) {
   return out;
 }
 
-// Jinja's title filter: words start after runs of whitespace, '-', '(', '{', '[' or '<'.
+// Jinja's title filter: the text split at runs of whitespace (Python's \s), '-', '(', '{', '[' or
+// '<'; each piece's first code point upper-cased and the rest lower-cased.
 std::string JinjaTitle(const std::string& s) {
   std::string out = s;
   bool start = true;
-  for (char& c : out) {
-    if (IsPySpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<') {
-      start = true;
-      continue;
+  for (size_t i = 0; i < out.size();) {
+    size_t len;
+    const char32_t cp = DecodeUtf8(out, i, &len);
+    const bool separator =
+        PySpaceAt(out, i) > 0 || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+    if (!separator && cp < 0x80 && IsAlpha(out[i])) {
+      out[i] =
+          start ? AsciiUpper(std::string(1, out[i]))[0] : AsciiLower(std::string(1, out[i]))[0];
     }
-    c = start ? AsciiUpper(std::string(1, c))[0] : AsciiLower(std::string(1, c))[0];
-    start = false;
+    start = separator;
+    i += len;
   }
   return out;
 }
@@ -130,19 +158,23 @@ std::string Replace(const std::string& s, const std::string& from, const std::st
 std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxsplit) {
   std::vector<Value> out;
   if (!sep.is_string()) {
+    // Runs of whitespace (str.isspace) separate; after maxsplit splits the rest is one piece,
+    // leading whitespace dropped and trailing whitespace kept, as Python does.
     size_t i = 0;
     int64_t splits = 0;
     while (true) {
-      while (i < s.size() && IsPySpace(s[i])) ++i;
+      while (size_t len = PySpaceAt(s, i)) i += len;
       if (i >= s.size()) break;
       if (maxsplit >= 0 && splits >= maxsplit) {
-        size_t e = s.size();
-        while (e > i && IsPySpace(s[e - 1])) --e;
-        out.push_back(Value::String(s.substr(i, e - i)));
+        out.push_back(Value::String(s.substr(i)));
         break;
       }
       size_t j = i;
-      while (j < s.size() && !IsPySpace(s[j])) ++j;
+      while (j < s.size() && PySpaceAt(s, j) == 0) {
+        size_t len;
+        DecodeUtf8(s, j, &len);
+        j += len;
+      }
       out.push_back(Value::String(s.substr(i, j - i)));
       ++splits;
       i = j;
@@ -161,6 +193,25 @@ std::vector<Value> Split(const std::string& s, const Value& sep, int64_t maxspli
   }
   out.push_back(Value::String(s.substr(pos)));
   return out;
+}
+
+std::vector<std::string> SplitLines(const std::string& s) {
+  std::vector<std::string> lines;
+  size_t start = 0, i = 0;
+  while (i < s.size()) {
+    size_t len;
+    const char32_t cp = DecodeUtf8(s, i, &len);
+    if ((len > 1 || cp < 0x80) && IsPyLineBreak(cp)) {
+      lines.push_back(s.substr(start, i - start));
+      i += len;
+      if (cp == '\r' && i < s.size() && s[i] == '\n') ++i;
+      start = i;
+    } else {
+      i += len;
+    }
+  }
+  if (start < s.size()) lines.push_back(s.substr(start));
+  return lines;
 }
 
 const Value* Kwarg(const CallArgs& args, const std::string& name) {

@@ -4,8 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "models/chat/jinja_unicode.h"
 
 namespace troupe::models::jinja {
 
@@ -76,9 +80,61 @@ Value Value::String(std::string s) {
   return v;
 }
 
+namespace {
+
+// Containers whose last reference is being dropped, freed one at a time by the outermost ~Value
+// of this thread (see ~Value).
+struct Graveyard {
+  std::vector<std::shared_ptr<const std::vector<Value>>> lists;
+  std::vector<std::shared_ptr<Dict>> dicts;
+  bool draining = false;
+};
+
+Graveyard& ThisThreadsGraveyard() {
+  // Never destroyed: a Value may be released while threads and statics shut down.
+  static thread_local Graveyard* const graveyard = new Graveyard();
+  return *graveyard;
+}
+
+}  // namespace
+
+void Value::ReleaseContainers() {
+  // Only a last reference frees (and so recurses); others just let go. (Containers are not shared
+  // between threads: each render converts its own context, and the tree's literals are scalars.)
+  if ((list_ == nullptr || list_.use_count() > 1) && (dict_ == nullptr || dict_.use_count() > 1)) {
+    return;
+  }
+  Graveyard& g = ThisThreadsGraveyard();
+  if (list_ != nullptr) g.lists.push_back(std::move(list_));
+  if (dict_ != nullptr) g.dicts.push_back(std::move(dict_));
+  if (g.draining) return;  // an outer ~Value frees it
+  g.draining = true;
+  while (!g.lists.empty() || !g.dicts.empty()) {
+    // Freeing a container releases its items, whose ~Value queue their containers here.
+    if (!g.lists.empty()) {
+      std::shared_ptr<const std::vector<Value>> list = std::move(g.lists.back());
+      g.lists.pop_back();
+      list.reset();
+    } else {
+      std::shared_ptr<Dict> dict = std::move(g.dicts.back());
+      g.dicts.pop_back();
+      dict.reset();
+    }
+  }
+  g.draining = false;
+}
+
 Value Value::List(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::kList;
+  uint16_t deepest = 0;
+  bool scalars = true;
+  for (const Value& item : items) {
+    deepest = std::max(deepest, item.depth_);
+    scalars = scalars && item.list_ == nullptr && item.dict_ == nullptr;
+  }
+  v.depth_ = deepest == UINT16_MAX ? deepest : static_cast<uint16_t>(deepest + 1);
+  v.flat_ = scalars;
   v.list_ = std::make_shared<const std::vector<Value>>(std::move(items));
   return v;
 }
@@ -92,6 +148,14 @@ Value Value::Tuple(std::vector<Value> items) {
 Value Value::MakeDict(Dict d) {
   Value v;
   v.kind_ = Kind::kDict;
+  uint16_t deepest = 0;
+  bool scalars = true;
+  for (const auto& kv : d.items) {
+    deepest = std::max(deepest, kv.second.depth_);
+    scalars = scalars && kv.second.list_ == nullptr && kv.second.dict_ == nullptr;
+  }
+  v.depth_ = deepest == UINT16_MAX ? deepest : static_cast<uint16_t>(deepest + 1);
+  v.flat_ = scalars;
   v.dict_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
@@ -99,6 +163,8 @@ Value Value::MakeDict(Dict d) {
 Value Value::Namespace(Dict d) {
   Value v = MakeDict(std::move(d));
   v.kind_ = Kind::kNamespace;
+  v.depth_ = 0;
+  v.flat_ = false;
   return v;
 }
 
@@ -120,14 +186,21 @@ Value Value::Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> item
   Value v;
   v.kind_ = Kind::kLoop;
   v.i_ = index0;
+  v.flat_ = false;
   v.list_ = std::move(items);
   return v;
 }
 
 namespace {
 
+// Stops (sets *too_deep, returns None) below max_depth levels of arrays and objects, so that it
+// recurses at most that deep.
 template <typename Json>
-Value FromJsonImpl(const Json& j) {
+Value FromJsonImpl(const Json& j, int max_depth, bool* too_deep) {
+  if (j.is_structured() && max_depth <= 0) {
+    *too_deep = true;
+    return Value::None();
+  }
   switch (j.type()) {
     case nlohmann::json::value_t::null:
       return Value::None();
@@ -144,14 +217,14 @@ Value FromJsonImpl(const Json& j) {
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJsonImpl(e));
+      for (const auto& e : j) items.push_back(FromJsonImpl(e, max_depth - 1, too_deep));
       return Value::List(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       Dict d;
       d.items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it) {
-        d.items.emplace_back(it.key(), FromJsonImpl(it.value()));
+        d.items.emplace_back(it.key(), FromJsonImpl(it.value(), max_depth - 1, too_deep));
       }
       return Value::MakeDict(std::move(d));
     }
@@ -160,41 +233,40 @@ Value FromJsonImpl(const Json& j) {
   }
 }
 
+// Python's repr of a str: quoted with ' (or " when only ' occurs), backslash escapes for the quote,
+// \\, \t, \n, \r, and \xhh / \uhhhh / \Uhhhhhhhh for every code point str.isprintable() rejects.
 void AppendPyStringRepr(const std::string& s, std::string* out) {
   const bool has_single = s.find('\'') != std::string::npos;
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = (has_single && !has_double) ? '"' : '\'';
   out->push_back(quote);
-  for (size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = s[i];
-    if (c == static_cast<unsigned char>(quote) || c == '\\') {
+  for (size_t i = 0; i < s.size();) {
+    size_t len;
+    const char32_t cp = DecodeUtf8(s, i, &len);
+    if (cp == static_cast<unsigned char>(quote) || cp == '\\') {
       out->push_back('\\');
-      out->push_back(c);
-    } else if (c == '\n') {
+      out->push_back(static_cast<char>(cp));
+    } else if (cp == '\n') {
       out->append("\\n");
-    } else if (c == '\r') {
+    } else if (cp == '\r') {
       out->append("\\r");
-    } else if (c == '\t') {
+    } else if (cp == '\t') {
       out->append("\\t");
-    } else if (c < 0x20 || c == 0x7f) {
-      absl::StrAppend(out, "\\x", absl::Hex(c, absl::kZeroPad2));
-    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) <= 0xa0) {
-      // U+0080..U+00A0 are not printable: Python writes them as \x80..\xa0.
-      absl::StrAppend(out, "\\x", absl::Hex(static_cast<unsigned char>(s[i + 1]), absl::kZeroPad2));
-      ++i;
+    } else if (len == 1 && cp >= 0x80) {
+      // Not UTF-8 (never from JSON): the byte as it is.
+      out->push_back(s[i]);
+    } else if (IsPyPrintable(cp)) {
+      out->append(s, i, len);
+    } else if (cp <= 0xff) {
+      absl::StrAppend(out, "\\x", absl::Hex(static_cast<uint32_t>(cp), absl::kZeroPad2));
+    } else if (cp <= 0xffff) {
+      absl::StrAppend(out, "\\u", absl::Hex(static_cast<uint32_t>(cp), absl::kZeroPad4));
     } else {
-      out->push_back(c);
+      absl::StrAppend(out, "\\U", absl::Hex(static_cast<uint32_t>(cp), absl::kZeroPad8));
     }
+    i += len;
   }
   out->push_back(quote);
-}
-
-void AppendRepr(const Value& v, std::string* out) {
-  if (v.is_string()) {
-    AppendPyStringRepr(v.str(), out);
-  } else {
-    v.AppendString(out);
-  }
 }
 
 void Newline(int indent, int level, std::string* out) {
@@ -280,8 +352,14 @@ bool ToJsonImpl(const Value& v, int indent, int level, const std::string& item_s
 
 }  // namespace
 
-Value Value::FromJson(const nlohmann::json& j) { return FromJsonImpl(j); }
-Value Value::FromJson(const nlohmann::ordered_json& j) { return FromJsonImpl(j); }
+Value Value::FromJson(const nlohmann::json& j, int max_depth, bool* too_deep) {
+  *too_deep = false;
+  return FromJsonImpl(j, max_depth, too_deep);
+}
+Value Value::FromJson(const nlohmann::ordered_json& j, int max_depth, bool* too_deep) {
+  *too_deep = false;
+  return FromJsonImpl(j, max_depth, too_deep);
+}
 
 bool Value::Truthy() const {
   switch (kind_) {
@@ -305,59 +383,123 @@ bool Value::Truthy() const {
   }
 }
 
-void Value::AppendString(std::string* out) const {
-  switch (kind_) {
-    case Kind::kUndefined:
-      return;
-    case Kind::kNone:
-      out->append("None");
-      return;
-    case Kind::kBool:
-      out->append(b_ ? "True" : "False");
-      return;
-    case Kind::kInt:
-      absl::StrAppend(out, i_);
-      return;
-    case Kind::kFloat:
-      out->append(FloatRepr(f_));
-      return;
-    case Kind::kString:
-      out->append(*s_);
-      return;
-    case Kind::kList: {
-      out->push_back(tuple_ ? '(' : '[');
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (i > 0) out->append(", ");
-        AppendRepr((*list_)[i], out);
+// str(x) of a value within a byte limit and a nesting depth, with Python's guard against printing
+// a container inside itself (a namespace can hold itself): "[...]", "{...}".
+class Value::Printer {
+ public:
+  Printer(std::string* out, size_t limit, int max_depth)
+      : out_(out), limit_(limit), max_depth_(max_depth) {}
+
+  // False once the text is longer than the limit or nests deeper than max_depth.
+  bool Str(const Value& v) {
+    switch (v.kind_) {
+      case Kind::kUndefined:
+        return true;
+      case Kind::kNone:
+        out_->append("None");
+        return true;
+      case Kind::kBool:
+        out_->append(v.b_ ? "True" : "False");
+        return true;
+      case Kind::kInt:
+        absl::StrAppend(out_, v.i_);
+        return true;
+      case Kind::kFloat:
+        out_->append(FloatRepr(v.f_));
+        return true;
+      case Kind::kString:
+        out_->append(*v.s_);
+        return out_->size() <= limit_;
+      case Kind::kList: {
+        const char open = v.tuple_ ? '(' : '[', close = v.tuple_ ? ')' : ']';
+        if (Active(v.list_.get())) {
+          *out_ += {open, '.', '.', '.', close};
+          return true;
+        }
+        if (active_.size() >= static_cast<size_t>(max_depth_)) return TooDeep();
+        active_.push_back(v.list_.get());
+        out_->push_back(open);
+        for (size_t i = 0; i < v.list_->size(); ++i) {
+          if (i > 0) out_->append(", ");
+          if (!Repr((*v.list_)[i])) return false;
+        }
+        if (v.tuple_ && v.list_->size() == 1) out_->push_back(',');
+        out_->push_back(close);
+        active_.pop_back();
+        return true;
       }
-      if (tuple_ && list_->size() == 1) out->push_back(',');
-      out->push_back(tuple_ ? ')' : ']');
-      return;
-    }
-    case Kind::kDict:
-    case Kind::kNamespace: {
-      if (kind_ == Kind::kNamespace) out->append("<Namespace ");
-      out->push_back('{');
-      for (size_t i = 0; i < dict_->items.size(); ++i) {
-        if (i > 0) out->append(", ");
-        AppendPyStringRepr(dict_->items[i].first, out);
-        out->append(": ");
-        AppendRepr(dict_->items[i].second, out);
+      case Kind::kDict:
+      case Kind::kNamespace: {
+        const bool ns = v.kind_ == Kind::kNamespace;
+        if (ns) out_->append("<Namespace ");
+        if (Active(v.dict_.get())) {
+          out_->append("{...}");
+        } else {
+          if (active_.size() >= static_cast<size_t>(max_depth_)) return TooDeep();
+          active_.push_back(v.dict_.get());
+          out_->push_back('{');
+          for (size_t i = 0; i < v.dict_->items.size(); ++i) {
+            if (i > 0) out_->append(", ");
+            AppendPyStringRepr(v.dict_->items[i].first, out_);
+            out_->append(": ");
+            if (!Repr(v.dict_->items[i].second)) return false;
+          }
+          out_->push_back('}');
+          active_.pop_back();
+        }
+        if (ns) out_->push_back('>');
+        return out_->size() <= limit_;
       }
-      out->push_back('}');
-      if (kind_ == Kind::kNamespace) out->push_back('>');
-      return;
+      case Kind::kMacro:
+        out_->append("<Macro>");
+        return true;
+      case Kind::kBuiltin:
+        out_->append("<built-in function>");
+        return true;
+      case Kind::kLoop:
+        out_->append("<LoopContext>");
+        return true;
     }
-    case Kind::kMacro:
-      out->append("<Macro>");
-      return;
-    case Kind::kBuiltin:
-      out->append("<built-in function>");
-      return;
-    case Kind::kLoop:
-      out->append("<LoopContext>");
-      return;
+    return true;
   }
+
+  // repr(x): strings quoted, everything else as str(x).
+  bool Repr(const Value& v) {
+    if (!v.is_string()) return Str(v);
+    AppendPyStringRepr(v.str(), out_);
+    return out_->size() <= limit_;
+  }
+
+  bool too_deep() const { return too_deep_; }
+
+ private:
+  bool TooDeep() {
+    too_deep_ = true;
+    return false;
+  }
+  bool Active(const void* container) const {
+    for (const void* a : active_) {
+      if (a == container) return true;
+    }
+    return false;
+  }
+
+  std::string* out_;
+  const size_t limit_;
+  const int max_depth_;
+  std::vector<const void*> active_;  // the containers being printed, outermost first
+  bool too_deep_ = false;
+};
+
+bool Value::AppendString(std::string* out, size_t limit, int max_depth, bool* too_deep) const {
+  Printer printer(out, limit, max_depth);
+  const bool ok = printer.Str(*this);
+  if (too_deep != nullptr) *too_deep = printer.too_deep();
+  return ok;
+}
+
+void Value::AppendString(std::string* out) const {
+  AppendString(out, std::string::npos, kMaxPrintDepth, nullptr);
 }
 
 std::string Value::ToString() const {
@@ -368,7 +510,7 @@ std::string Value::ToString() const {
 
 std::string Value::Repr() const {
   std::string out;
-  AppendRepr(*this, &out);
+  Printer(&out, std::string::npos, kMaxPrintDepth).Repr(*this);
   return out;
 }
 

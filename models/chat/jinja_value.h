@@ -53,6 +53,15 @@ class Value {
   };
 
   Value() = default;  // undefined
+  Value(const Value&) = default;
+  Value(Value&&) = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) = default;
+  // Releasing the last reference to a deeply nested value (lists in lists, or a chain of
+  // namespaces) frees it level by level in a loop, not by recursion as deep as the nesting.
+  ~Value() {
+    if (!flat_) ReleaseContainers();
+  }
   static Value Undefined(std::string hint);
   static Value None();
   static Value Bool(bool b);
@@ -70,9 +79,10 @@ class Value {
   static Value Loop(int64_t index0, std::shared_ptr<const std::vector<Value>> items);
 
   // JSON in (objects keep the order of the json type: sorted for nlohmann::json, insertion for
-  // ordered_json).
-  static Value FromJson(const nlohmann::json& j);
-  static Value FromJson(const nlohmann::ordered_json& j);
+  // ordered_json). Arrays and objects nested deeper than max_depth levels are not converted (the
+  // conversion recurses): *too_deep is set and the value must not be used.
+  static Value FromJson(const nlohmann::json& j, int max_depth, bool* too_deep);
+  static Value FromJson(const nlohmann::ordered_json& j, int max_depth, bool* too_deep);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -86,6 +96,10 @@ class Value {
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_mapping() const { return kind_ == Kind::kDict || kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kMacro || kind_ == Kind::kBuiltin; }
+  // Levels of lists and dicts: 0 for anything else, 1 + the deepest item for a list or dict.
+  // Namespaces (mutable, compared by identity, never serialised) count as 0: this is how deep
+  // ==, < and tojson recurse into the value.
+  int depth() const { return static_cast<int>(depth_); }
 
   bool as_bool() const { return b_; }
   int64_t as_int() const { return kind_ == Kind::kBool ? (b_ ? 1 : 0) : i_; }
@@ -102,9 +116,15 @@ class Value {
 
   // Python's bool(x).
   bool Truthy() const;
-  // Python's str(x): what {{ x }} prints ("" for undefined, "None", "True", "1.0", "['a', 1]").
+  // Python's str(x): what {{ x }} prints ("" for undefined, "None", "True", "1.0", "['a', 1]";
+  // a container inside itself prints as "[...]" / "{...}", as Python's does). Containers nested
+  // deeper than kMaxPrintDepth are cut short.
   std::string ToString() const;
   void AppendString(std::string* out) const;
+  // The same, stopping (false) once *out holds more than `limit` bytes or containers nest deeper
+  // than max_depth (then *too_deep is set, if given).
+  bool AppendString(std::string* out, size_t limit, int max_depth, bool* too_deep) const;
+  static constexpr int kMaxPrintDepth = 1000;
   // Python's repr(x).
   std::string Repr() const;
   // Python's type name as Jinja reports it in errors ("dict", "str", "int", ...).
@@ -115,11 +135,18 @@ class Value {
               std::string* out, std::string* error) const;
 
  private:
+  class Printer;
   static const std::string& DefaultHint();
+  // ~Value's slow path: hands a last reference to a container to this thread's free loop.
+  void ReleaseContainers();
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool tuple_ = false;
   Builtin builtin_ = Builtin::kRange;
+  // Whether freeing this value frees no container inside a container: true for scalars, strings
+  // and lists/dicts of those; false for namespaces and loops (their contents change).
+  bool flat_ = true;
+  uint16_t depth_ = 0;  // see depth(); saturates at 65535 (in the padding before i_)
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<const std::string> s_;

@@ -3,8 +3,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -13,6 +16,7 @@ namespace troupe::recipes {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace fs = std::filesystem;
 
@@ -133,6 +137,45 @@ TEST_F(ChatPromptsTest, AnUnreadableOrMalformedTokenizerConfigNamesModelTokenize
   ASSERT_FALSE(chat.ok());
   EXPECT_THAT(chat.status().message(), HasSubstr("model.tokenizer"));
   EXPECT_THAT(chat.status().message(), HasSubstr("not a JSON object"));
+}
+
+// The issue's hostile template: every render doubles a string until the render's output bound
+// (models/chat/jinja.h's RenderOptions) stops it. A dataset of 8,100 such records is refused
+// after its first 5, each named FILE:LINE with the template and the bound, in a few seconds
+// (rendering every record before refusing took minutes).
+TEST_F(ChatPromptsTest, ACostlyTemplateIsRefusedAtTheFirstBadRecordsNamingThemAndTheTemplate) {
+  const std::string config =
+      Write("tok/tokenizer_config.json",
+            nlohmann::json({{"chat_template",
+                             "{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+                             "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"}})
+                .dump());
+  std::string lines;
+  for (int i = 0; i < 8100; ++i) {
+    lines += R"({"prompt": [{"role": "user", "content": "1+2="}], "reward_model": )"
+             R"({"ground_truth": "3"}, "data_source": "arith"})"
+             "\n";
+  }
+  JobSpec spec = Spec();
+  const std::string data = Write("train.jsonl", lines);
+  spec.data.train_files = {data};
+  absl::StatusOr<JobChatTemplate> chat = LoadJobChatTemplate(spec);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::set<std::string>> checked =
+      CheckDatasetRecords(spec, chat->renderer, /*tokenizer=*/nullptr);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(checked.ok());
+  const std::string message(checked.status().message());
+  for (int line = 1; line <= 5; ++line) {
+    EXPECT_THAT(message, HasSubstr(data + ":" + std::to_string(line) +
+                                   ": rendering the chat messages: " + config +
+                                   "#chat_template[default]:1: output exceeds max_output_bytes"));
+  }
+  EXPECT_THAT(message, Not(HasSubstr(data + ":6:")));
+  EXPECT_THAT(message, HasSubstr("(stopped at the first 5 bad records; the records after them "
+                                 "were not checked)"));
+  EXPECT_LT(took, absl::Seconds(30));
 }
 
 }  // namespace

@@ -12,7 +12,14 @@
 namespace troupe::recipes {
 namespace {
 
-constexpr int kMaxReportedRecords = 10;
+// A refusal stops at this many bad records (each rendered, perhaps at a template's full render
+// budget, before it is known to be bad) and reports them all.
+constexpr int kMaxBadRecords = 5;
+
+std::string StoppedEarly() {
+  return absl::StrCat("(stopped at the first ", kMaxBadRecords,
+                      " bad records; the records after them were not checked)");
+}
 
 class JsonlRecords : public RecordSource {
  public:
@@ -115,11 +122,11 @@ absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
     return text;
   };
   for (const auto* files : {&spec.data.train_files, &spec.data.val_files}) {
-    if (files->empty()) continue;
+    if (files->empty() || bad >= kMaxBadRecords) continue;
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlDataset> ds,
                             data::JsonlDataset::Open(*files, {.cache_dir = DataCacheDir()}));
     const int64_t n = whole ? ds->size() : std::min(ds->size(), kCheckedRecords);
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n && bad < kMaxBadRecords; ++i) {
       absl::StatusOr<data::Record> r = ds->Read(i, keys);
       absl::Status s = r.status();
       if (s.ok()) {
@@ -145,13 +152,14 @@ absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
         }
       }
       if (s.ok()) continue;
-      if (++bad <= kMaxReportedRecords) errors.emplace_back(s.message());
+      ++bad;
+      errors.emplace_back(s.message());
     }
     if (files == &spec.data.train_files && ds->size() == 0) {
       errors.push_back(absl::StrCat(files->front(), ": no records"));
     }
   }
-  if (bad > kMaxReportedRecords) errors.push_back(absl::StrCat("... ", bad, " bad records in all"));
+  if (bad >= kMaxBadRecords) errors.push_back(StoppedEarly());
   if (errors.empty() && tokenizer != nullptr && train_fit == 0) {
     errors.push_back(
         absl::StrCat("data.train_files: no prompt fits data.max_prompt_length = ", max, " tokens"));
@@ -257,10 +265,10 @@ absl::Status RecordPrompts::Scan(const std::function<void(int64_t, int64_t)>& pr
   std::vector<int64_t> kept;
   auto note = [&](const absl::Status& s) {
     ++bad;
-    if (static_cast<int>(errors.size()) < kMaxReportedRecords) errors.emplace_back(s.message());
+    errors.emplace_back(s.message());
   };
   const int64_t n = train_->size();
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n && bad < kMaxBadRecords; ++i) {
     if (progress && i > 0 && i % 65536 == 0) progress(i, n);
     absl::StatusOr<data::Record> r = train_->Read(i);
     if (!r.ok()) {
@@ -276,18 +284,16 @@ absl::Status RecordPrompts::Scan(const std::function<void(int64_t, int64_t)>& pr
       kept.push_back(i);
     }
   }
+  if (bad > 0) {
+    if (bad >= kMaxBadRecords) errors.push_back(StoppedEarly());
+    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  }
   if (progress) progress(n, n);
   if (val_ != nullptr) {
     for (int64_t i = 0; i < std::min(val_->size(), options_.heldout_size); ++i) {
       absl::StatusOr<data::Record> r = val_->Read(i);
       if (r.ok()) data_sources_.insert(r->data_source);
     }
-  }
-  if (bad > 0) {
-    if (bad > static_cast<int64_t>(errors.size())) {
-      errors.push_back(absl::StrCat("... ", bad, " bad records in all"));
-    }
-    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
   }
   if (options_.filter_overlong) {
     filtered_ = n - static_cast<int64_t>(kept.size());

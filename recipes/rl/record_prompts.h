@@ -105,8 +105,11 @@ inline constexpr int64_t kCheckedRecords = 100000;
 // render (a messages prompt is rendered with `renderer`; null refuses it). With the job's
 // `tokenizer` (null: skipped), prompt lengths too: an overlong prompt under truncation: error is
 // refused, and some training prompt must fit (after filter_overlong_prompts). The data sources
-// seen, or INVALID_ARGUMENT listing the first bad records ("FILE:LINE: no key 'prompt'",
-// "FILE:LINE: rendering the chat messages: ...", "FILE:LINE: prompt of N tokens, more than ...").
+// seen, or INVALID_ARGUMENT listing the bad records ("FILE:LINE: no key 'prompt'",
+// "FILE:LINE: rendering the chat messages: ...", "FILE:LINE: prompt of N tokens, more than ...");
+// the check stops at the 5th bad record (a costly template pays its render budget, see
+// models/chat/jinja.h's RenderOptions, for each bad record: 5, not every record, before the
+// refusal is printed).
 absl::StatusOr<std::set<std::string>> CheckDatasetRecords(const JobSpec& spec,
                                                           const PromptRenderer& renderer,
                                                           const models::Tokenizer* tokenizer);
@@ -118,8 +121,8 @@ class RecordPrompts : public PromptDataset {
       std::unique_ptr<RecordSource> train, std::unique_ptr<RecordSource> val,
       std::shared_ptr<const models::Tokenizer> tokenizer, RecordPromptsOptions options);
 
-  // The pass described in the file comment. INVALID_ARGUMENT listing the first 10 bad records
-  // (and how many), or if filtering leaves no record.
+  // The pass described in the file comment. INVALID_ARGUMENT listing the bad records, stopping at
+  // the 5th (as CheckDatasetRecords), or if filtering leaves no record.
   absl::Status Scan(const std::function<void(int64_t done, int64_t total)>& progress = nullptr);
 
   absl::StatusOr<proto::Prompt> Get(int64_t index) const override;

@@ -17,6 +17,7 @@ namespace troupe::recipes {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::shared_ptr<const models::Tokenizer> Tokenizer() {
   return std::shared_ptr<const models::Tokenizer>(
@@ -122,6 +123,32 @@ TEST(RecordPrompts, AMessagesPromptNeedsARenderer) {
   ASSERT_TRUE((*rendered)->Scan().ok());
   EXPECT_EQ((*rendered)->Get(0)->text(), "1+1=");
   EXPECT_EQ((*rendered)->data_sources(), std::set<std::string>{"arithmetic"});
+}
+
+// A template that fails each record only at its render budget costs that budget per bad record:
+// Scan stops at the fifth instead of rendering every record before it refuses.
+TEST(RecordPrompts, ScanStopsAtTheFifthBadRecord) {
+  std::vector<data::Record> records;
+  for (int i = 0; i < 100; ++i) {
+    data::Record r = Rec("", "2", i + 1);
+    r.prompt = nlohmann::json::parse(R"([{"role": "user", "content": "1+1="}])");
+    records.push_back(std::move(r));
+  }
+  int renders = 0;
+  RecordPromptsOptions o{.shuffle = false};
+  o.renderer = [&renders](const nlohmann::json&) -> absl::StatusOr<std::string> {
+    ++renders;
+    return absl::ResourceExhaustedError("t.jinja:1: render time exceeds max_render_time (1s)");
+  };
+  auto prompts =
+      RecordPrompts::Create(InMemoryRecords(std::move(records), ""), nullptr, Tokenizer(), o);
+  ASSERT_TRUE(prompts.ok()) << prompts.status();
+  const absl::Status scanned = (*prompts)->Scan();
+  EXPECT_EQ(renders, 5);
+  EXPECT_THAT(scanned.message(), HasSubstr("t.jsonl:5: rendering the chat messages: t.jinja:1: "
+                                           "render time exceeds max_render_time (1s)"));
+  EXPECT_THAT(scanned.message(), Not(HasSubstr("t.jsonl:6:")));
+  EXPECT_THAT(scanned.message(), HasSubstr("(stopped at the first 5 bad records"));
 }
 
 TEST(RecordPrompts, HeldOutIsTheFirstHeldoutSizeValidationRecordsInOrder) {

@@ -127,16 +127,23 @@ absl::StatusOr<std::vector<PreferencePair>> LoadPreferencePairs(
   pairs.reserve(dataset->size());
   std::vector<std::string> errors;
   int64_t bad = 0;
-  for (int64_t i = 0; i < dataset->size(); ++i) {
+  // Each record's prompt may be rendered with a chat template at its full render budget: stop
+  // at kMaxListedErrors bad records rather than render every one before refusing.
+  for (int64_t i = 0; i < dataset->size() && bad < kMaxListedErrors; ++i) {
     TROUPE_ASSIGN_OR_RETURN(std::string line, dataset->Line(i));
     absl::StatusOr<PreferencePair> pair = ParsePair(line, dataset->Where(i), keys, renderer);
     if (pair.ok()) {
       pairs.push_back(*std::move(pair));
-    } else if (++bad <= kMaxListedErrors) {
+    } else {
+      ++bad;
       errors.push_back(std::string(pair.status().message()));
     }
   }
-  if (bad > 0) return ListedErrors(errors, bad);
+  if (bad >= kMaxListedErrors) {
+    errors.push_back(absl::StrCat("(stopped at the first ", kMaxListedErrors,
+                                  " bad records; the records after them were not checked)"));
+  }
+  if (bad > 0) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
   return pairs;
 }
 

@@ -16,7 +16,9 @@
 //
 // Every record is read and checked when loading, so a bad one fails before training with
 // "FILE:LINE: ...": a missing key, a value of the wrong type, an empty response, or chosen equal
-// to rejected (nothing to prefer). At most kMaxListedErrors problems are listed, then a count.
+// to rejected (nothing to prefer). Loading stops at kMaxListedErrors bad records (a prompt may be
+// rendered by a chat template at its full render budget); encoding lists at most that many
+// problems, then a count.
 //
 // Tokens (EncodePairs): a pair becomes two sequences
 //   [bos] Encode(prompt) | Encode(response) <eos>

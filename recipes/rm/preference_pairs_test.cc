@@ -95,6 +95,33 @@ TEST(LoadPreferencePairs, RefusesChatMessagesWithoutATemplateAndRendersThemWithO
   EXPECT_EQ((*pairs)[0].chosen, "3");
 }
 
+// A template that fails every record (at its render budget, say) is paid for the first
+// kMaxListedErrors records only, not for the whole file, before the refusal.
+TEST(LoadPreferencePairs, StopsRenderingAtTheFirstBadRecordsItLists) {
+  std::string lines;
+  for (int i = 0; i < 500; ++i) {
+    lines +=
+        "{\"prompt\": [{\"role\": \"user\", \"content\": \"1+2=\"}], "
+        "\"chosen\": \"3\", \"rejected\": \"4\"}\n";
+  }
+  const std::string path = WriteFile("costly.jsonl", lines);
+  int renders = 0;
+  const PairRenderer renderer =
+      [&renders](const nlohmann::json& messages) -> absl::StatusOr<std::string> {
+    ++renders;
+    return absl::ResourceExhaustedError("t.jinja:1: render time exceeds max_render_time (1s)");
+  };
+  absl::StatusOr<std::vector<PreferencePair>> pairs = LoadPreferencePairs({path}, {}, renderer);
+  ASSERT_FALSE(pairs.ok());
+  EXPECT_EQ(renders, kMaxListedErrors);
+  EXPECT_THAT(pairs.status().message(),
+              HasSubstr(absl::StrCat(path, ":", kMaxListedErrors, ": key 'prompt': rendering")));
+  EXPECT_THAT(pairs.status().message(), HasSubstr("max_render_time"));
+  EXPECT_THAT(pairs.status().message(),
+              HasSubstr("(stopped at the first 10 bad records; the records after them were not "
+                        "checked)"));
+}
+
 TEST(EncodePairs, IsBosPromptResponseEosWithinTheLengthLimits) {
   std::unique_ptr<models::Tokenizer> tokenizer = CharTokenizer();
   const std::vector<PreferencePair> pairs = {{"f:1", "1+2=", "3", "12"}};

@@ -127,8 +127,10 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(ClusterConnectOptions 
     return absl::InvalidArgumentError("Cluster::Connect: no head address");
   if (options.token.empty()) {
     return absl::InvalidArgumentError(
-        "Cluster::Connect: no cluster token (pass --token, set TROUPE_TOKEN, or run on the head "
-        "machine where it is in the state directory)");
+        "Cluster::Connect: no cluster token. The head keeps it in <state-dir>/token (default "
+        "/tmp/troupe/token), where troupe's commands find it for the user who runs the head on "
+        "this machine; elsewhere, pass --token-file PATH (a copy of that file, mode 0600) or set "
+        "TROUPE_TOKEN");
   }
   auto impl = std::make_unique<Impl>(options);
   impl->resolver_ = std::make_shared<HeadResolver>(impl->rpc_);

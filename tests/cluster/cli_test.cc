@@ -539,5 +539,87 @@ TEST(TroupeCli, AnUnknownFlagIsNamedWithTheClosestOne) {
   EXPECT_TRUE(absl::StrContains(out5, "status")) << out5;
 }
 
+// Help asked of a command that does not exist names the command (as without --help), instead of
+// printing the help of the command above it and exiting 0.
+TEST(TroupeCli, HelpAfterAnUnknownCommandNamesTheUnknownCommand) {
+  auto [rc, out] = RunCommand({kTroupe, "eval", "--help"}, OutPath("troupe-cli-test-eval.out"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_TRUE(absl::StrContains(out, "troupe: unknown command \"eval\"; commands: ")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "Usage")) << out;
+  auto [rc2, out2] =
+      RunCommand({kTroupe, "statsu", "-h"}, OutPath("troupe-cli-test-statsu-help.out"));
+  EXPECT_EQ(rc2, 2) << out2;
+  EXPECT_TRUE(absl::StrContains(out2,
+                                "troupe: unknown command \"statsu\" (did you mean "
+                                "\"status\"?); commands: "))
+      << out2;
+  auto [rc3, out3] = RunCommand({kTroupe, "--log-level", "info", "job", "sumbit", "--help"},
+                                OutPath("troupe-cli-test-sumbit-help.out"));
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_TRUE(absl::StrContains(out3,
+                                "troupe job: unknown command \"sumbit\" (did you mean "
+                                "\"submit\"?)"))
+      << out3;
+  // A command that exists still shows its help.
+  auto [rc4, out4] =
+      RunCommand({kTroupe, "status", "--help"}, OutPath("troupe-cli-test-status-help.out"));
+  EXPECT_EQ(rc4, 0) << out4;
+  EXPECT_TRUE(absl::StrContains(out4, "--token-file")) << out4;
+  auto [rc5, out5] =
+      RunCommand({kTroupe, "job", "--help"}, OutPath("troupe-cli-test-job-help.out"));
+  EXPECT_EQ(rc5, 0) << out5;
+  EXPECT_TRUE(absl::StrContains(out5, "submit")) << out5;
+}
+
+// Whether `text` recommends the --token flag (which every command refuses), rather than
+// --token-file.
+bool MentionsTheTokenFlag(const std::string& text) {
+  for (size_t p = text.find("--token"); p != std::string::npos; p = text.find("--token", p + 1)) {
+    if (text.compare(p, 12, "--token-file") != 0) return true;
+  }
+  return false;
+}
+
+// With no token anywhere, the client commands say where one comes from: what they accept
+// (--token-file, TROUPE_TOKEN, the head's state directory), never the --token they refuse.
+TEST(TroupeCli, WithoutATokenTheCommandsRecommendOnlyWhatTheyAccept) {
+  const std::string dir = OutPath("cli-no-token");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/state");
+  // `troupe status` connects over gRPC (Cluster::Connect) with the token it found: none.
+  auto [rc, out] = RunCommand({"/usr/bin/env", "-u", "TROUPE_TOKEN", kTroupe, "status", "--address",
+                               "127.0.0.1:1", "--state-dir", dir + "/state"},
+                              dir + "/status.out");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(absl::StrContains(out, "no cluster token")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "--token-file PATH")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "TROUPE_TOKEN")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "<state-dir>/token")) << out;
+  EXPECT_FALSE(MentionsTheTokenFlag(out)) << out;
+
+  // `troupe job stop` posts to the dashboard, which refuses a request without the token.
+  httplib::Server dashboard;
+  dashboard.Post(".*", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content(R"({"error": "missing or wrong cluster token"})", "application/json");
+  });
+  const int port = dashboard.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&dashboard] { dashboard.listen_after_bind(); });
+  auto [rc2, out2] = RunCommand(
+      {"/usr/bin/env", "-u", "TROUPE_TOKEN", kTroupe, "job", "stop", "job-1", "--address",
+       absl::StrCat("http://127.0.0.1:", port), "--state-dir", dir + "/state"},
+      dir + "/job-stop.out");
+  dashboard.stop();
+  serving.join();
+  EXPECT_EQ(rc2, 1) << out2;
+  EXPECT_TRUE(absl::StrContains(out2,
+                                "troupe job stop: missing or wrong cluster token (no cluster token "
+                                "found: pass --token-file PATH"))
+      << out2;
+  EXPECT_TRUE(absl::StrContains(out2, "TROUPE_TOKEN")) << out2;
+  EXPECT_FALSE(MentionsTheTokenFlag(out2)) << out2;
+}
+
 }  // namespace
 }  // namespace troupe::tests

@@ -10,6 +10,8 @@ import os
 import render_chat
 
 env = render_chat.make_env(datetime.datetime(2025, 2, 3, 14, 5, 6))
+# Every character Python's str.isspace() accepts.
+WS = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 S = [
  ("text only", "{}"),
  ("{{ x }}|{{ y }}|{{ z }}|{{ none }}|{{ true }}|{{ f }}", '{"x": 1, "y": "s", "z": null, "f": 2.5}'),
@@ -81,6 +83,16 @@ S = [
  ("{{ 'Hello'|length }}{{ '%' }}{{ {'a': 1}.a }}{{ [[1, 2]][0][1] }}{{ xs.0 }}", '{"xs": [9]}'),
  ("{{ 1.0 }} {{ 100.0 }} {{ 1e20 }} {{ 123456789.123 }} {{ 1/3 }} {{ -0.0 }} {{ 2.5e-7 }}", "{}"),
  ("{% if xs %}{{ xs | length }}{% endif %}{{ xs | dictsort }}", '{"xs": {"b": 1, "A": 2, "c": 0}}'),
+ # Python's whitespace (str.isspace), not only ASCII's: every such character, and ones that are
+ # not (U+200B, U+180E, U+FEFF, U+00AD) and must stay.
+ ("[{{ s | trim }}]|[{{ s.strip() }}]|[{{ s.lstrip() }}]|[{{ s.rstrip() }}]|{{ s.split() | join('|') }}|{{ s.split(none, 1) | join('|') }}|{{ s.split(maxsplit=2) | join('|') }}|{{ s.split() | length }}", json.dumps({"s": WS + "h\u00e9llo" + WS + "w\u00f6rld\u200bx\u180ey\ufeffz\u00ad" + WS})),
+ ("{% for c in ws %}[{{ c | trim }}{{ (c ~ 'a' ~ c).strip() }}{{ ('a' ~ c).rstrip() }}{{ (c ~ 'a').lstrip() }}{{ ('a' ~ c ~ 'b').split() | length }}]{% endfor %}", json.dumps({"ws": list(WS) + ["\u200b", "\u180e", "\ufeff", "\u00ad", "\u0080", "\u2060"]})),
+ ("{{ 'hello\u00a0world\u3000foo\u2028bar\u200bbaz' | title }}|{{ ' a\u2003b '.title() }}|{{ '\u00a042\u3000' | int }}|{{ '\u2003 2.5\u00a0' | float }}", "{}"),
+ ("{{ '\u00e8\u00e9a\u00e9'.lstrip('\u00e8') }}|{{ 'x\u00e9'.rstrip('\u00e8') }}|{{ '\u00e9\u00e8x\u00e8\u00e9'.strip('\u00e9\u00e8') }}|{{ '\u4e16\u754cx\u754c'.strip('\u754c') }}|{{ 'ab'.strip('') }}", "{}"),
+ ("{{ s.splitlines() | join('|') }}#{{ s | indent(2) }}#{{ s.splitlines() | length }}", json.dumps({"s": "a\vb\fc\x1cd\x1de\x1ef\x1fg\x85h\u2028i\u2029j\r\nk\rl\n"})),
+ # repr (a list or dict printed) escapes what str.isprintable() rejects, whitespace included.
+ ("{{ xs }}|{{ d }}|{{ xs | string }}|{{ (xs[0], 'x') }}", json.dumps({"xs": [WS, "a\u00ad\u200b\u2060\ufeff\U000e0001\u0378\ue000\U0010fffd\u00e9\u4e16\U0001f600 '", "\"q\" \\ \x7f\x80\x9f"], "d": {"k\u3000\u2028": "v\u00a0\x85"}})),
+ ("a\u00a0\u3000 {%- if true -%}\u2003\u00a0 b {{- ' c' -}}\u3000\n d\n\u3000\u00a0{% endif %}\n\u00a0\u2003{% if true %}e{% endif %}\n{%\u00a0if\u3000true\u2003%}f{%\u00a0endif\u00a0%}|{#- c -#}\u2028\u2029x {{- 'y' }}\u0085 \n  \u200b{% if true %}z{% endif %}", "{}"),
 ]
 out = []
 for template, context in S:
