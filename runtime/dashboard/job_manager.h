@@ -83,6 +83,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/dir_archive.h"
 #include "base/serial_executor.h"
 #include "nlohmann/json.hpp"
 #include "runtime/dashboard/head_api.h"
@@ -147,8 +148,11 @@ struct JobManagerOptions {
   // Directories besides the job's own where a submitted job's paths may lie (see above); relative
   // ones are relative to this process's working directory.
   std::vector<std::string> path_roots;
-  // The most file data a submitted working directory may unpack to (SubmitOptions).
+  // The most file data, and the most entries (files, directories, symlinks), a submitted
+  // working directory may unpack to (SubmitOptions); over either, Submit is RESOURCE_EXHAUSTED
+  // (HTTP 413) before anything is written.
   int64_t max_working_dir_bytes = int64_t{256} << 20;
+  int64_t max_working_dir_entries = kMaxArchiveEntries;
   // What checks a submitted spec (job_spec_checker.h); nullptr = the registered one.
   const JobSpecChecker* spec_checker = nullptr;
 };
