@@ -131,7 +131,9 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
   }
   viewer->state_dir_ = tmpl;
   options.state_dir = viewer->state_dir_;
-  options.token = RandomToken();
+  options.token = RandomToken();  // held by no one: nothing can be changed
+  options.read_token = RandomToken();
+  viewer->read_token_ = options.read_token;
   options.head_address.clear();
   absl::StatusOr<std::unique_ptr<DashboardServer>> server =
       DashboardServer::Start(std::move(options), std::make_unique<NoClusterHeadApi>());

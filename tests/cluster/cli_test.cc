@@ -139,7 +139,17 @@ TEST(TroupeCli, DashboardServesARunDirectoryWithoutACluster) {
   ASSERT_FALSE(url.empty()) << viewer.Output();
   int port = 0;
   ASSERT_TRUE(absl::SimpleAtoi(url.substr(url.rfind(':') + 1), &port)) << url;
+  // The runs are served to whoever has the token of the sign-in link it printed, no one else.
+  const std::string out = viewer.Output();
+  const size_t token_at = out.find("?token=");
+  ASSERT_NE(token_at, std::string::npos) << out;
+  const std::string token = out.substr(token_at + 7, out.find(' ', token_at) - token_at - 7);
+  httplib::Client anonymous("127.0.0.1", port);
+  httplib::Result refused = anonymous.Get("/api/jobs/run");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
   httplib::Client c("127.0.0.1", port);
+  c.set_default_headers({{"Authorization", "Bearer " + token}});
   httplib::Result jobs = c.Get("/api/jobs/run");
   ASSERT_TRUE(jobs);
   EXPECT_TRUE(absl::StrContains(jobs->body, "\"status\":\"SUCCEEDED\"")) << jobs->body;
