@@ -213,7 +213,8 @@ absl::StatusOr<Services> StartServices(const StartFlags& f, std::string token) {
       }
       s.dashboard = std::move(*d);
       absl::StrAppend(&s.summary, "  dashboard and jobs:    ", s.dashboard->url(),
-                      "  (troupe job submit job.yaml)\n");
+                      "  (troupe job submit job.yaml; the browser asks for the token in ",
+                      f.state_dir, "/token)\n");
     }
   }
   if (!f.head || !f.head_only) {
