@@ -31,7 +31,8 @@
 //   POST /api/jobs/                     body {"spec": YAML, "overrides": [...], "filename": F,
 //                                         "resume": JOB_ID, "overwrite": bool} -> {"job_id"};
 //                                         400 with the spec's error, 403 for paths outside the
-//                                         job's directory and job_path_roots (JobManager)
+//                                         job's directory and job_path_roots (JobManager), 413
+//                                         for a working_dir over its size or entry bounds
 //   GET  /api/jobs/                     {"jobs": [job]} oldest first (job: JobToJson)
 //   GET  /api/jobs/ID                   job + {"summary": <logging dir>/summary.json} if present
 //   GET  /api/jobs/ID/logs?offset=N     text/plain, the driver log from byte N (at most 4 MiB);
