@@ -535,15 +535,18 @@ bool DashboardServer::Impl::Admit(const httplib::Request& req, httplib::Response
   if ((reads && !PrivateRead(req.path)) || Authorized(req, reads)) return true;
   res.set_header("WWW-Authenticate", "Bearer realm=\"troupe\"");
   res.set_header("Connection", "close");
-  const std::string where = options_.state_dir.empty()
-                                ? "the head's state directory"
-                                : absl::StrCat(options_.state_dir, "/token on the head's machine");
+  std::string hint = options_.token_hint;
+  if (hint.empty()) {
+    hint = options_.state_dir.empty() ? "the token is in the head's state directory"
+                                      : absl::StrCat("the token is in ", options_.state_dir,
+                                                     "/token on the head's machine");
+  }
   SendError(res, 401,
             absl::StrCat(req.method, " ", req.path,
                          reads ? " reads a job's logs, spec or results" : " changes the cluster",
                          ": it needs the cluster token (\"Authorization: Bearer TOKEN\" or "
-                         "\"X-Troupe-Token: TOKEN\"; the token is in ",
-                         where, ")"));
+                         "\"X-Troupe-Token: TOKEN\"; ",
+                         hint, ")"));
   return false;
 }
 

@@ -127,6 +127,9 @@ struct DashboardOptions {
   // A second token that admits the private reads only (see "Admission"), never a change: what
   // RunViewer hands its browser, whose cluster token nobody holds. Empty = none.
   std::string read_token;
+  // Where a client finds the token, in 401 answers (the browser's sign-in form shows it). Empty =
+  // "the token is in <state_dir>/token on the head's machine".
+  std::string token_hint;
   // The head's state directory: jobs go under <state_dir>/jobs; the dashboard's URL is written
   // to <state_dir>/dashboard.address (for `troupe job` on this machine).
   std::string state_dir;

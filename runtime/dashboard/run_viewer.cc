@@ -133,6 +133,7 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
   options.state_dir = viewer->state_dir_;
   options.token = RandomToken();  // held by no one: nothing can be changed
   options.read_token = RandomToken();
+  options.token_hint = "open a link `troupe dashboard` printed: it carries this viewer's token";
   viewer->read_token_ = options.read_token;
   options.head_address.clear();
   absl::StatusOr<std::unique_ptr<DashboardServer>> server =

@@ -276,6 +276,8 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
       // The head answers 401 to the jobs page: the sign-in form shows; the token entered is kept.
       await open('#/jobs');
       await page.waitForSelector('#token-form', {state: 'visible', timeout: WAIT_MS});
+      // It says where the token is, as the head's 401 answer names it.
+      assert.match(await page.textContent('#token-where'), /the token is in \/.*\/token/);
       await page.fill('#token-input', TOKEN);
       await page.click('#token-form button[type=submit]');
       await page.waitForSelector('#token-form', {state: 'hidden', timeout: WAIT_MS});

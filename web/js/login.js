@@ -3,10 +3,11 @@
 // once, kept in this browser's localStorage for this origin, and sent by api.js as
 // "Authorization: Bearer ..." on every request.
 //
-// Where it comes from: the head's <state-dir>/token (`cat /tmp/troupe/token` by default), pasted
-// into the form (#token-form) that appears when the head answers 401; or a sign-in link whose hash
-// carries `token=...` (`troupe dashboard` prints one for its own, per-process token), which is
-// stored and then removed from the address bar.
+// Where it comes from: the head's <state-dir>/token (`cat /tmp/troupe/token` by default; the
+// head's 401 answer names the file, and the form shows that), pasted into the form (#token-form)
+// that appears when the head answers 401; or a sign-in link whose hash carries `token=...`
+// (`troupe dashboard` prints one for its own, per-process token), which is stored and then
+// removed from the address bar.
 //
 // Exports: storedToken, installLogin (call once, before the first poll).
 
@@ -47,12 +48,15 @@ export function installLogin(onSignedIn) {
   const form = document.getElementById('token-form');
   const input = document.getElementById('token-input');
   const why = document.getElementById('token-why');
+  const where = document.getElementById('token-where');
   window.addEventListener('troupe-token-needed', (event) => {
     if (!form.hidden) return;
     why.textContent = storedToken()
       ? 'The head refused the token this page has (a new cluster?).'
       : 'Jobs, their logs and metrics need the cluster token.';
-    if (event.detail) form.title = event.detail;
+    // The head's answer says where the token is ("...; the token is in PATH on the head's machine)").
+    const hint = /; ([^;]*)\)$/.exec(event.detail || '');
+    where.textContent = hint ? `(${hint[1]})` : '';
     form.hidden = false;
   });
   form.addEventListener('submit', (event) => {
