@@ -92,7 +92,7 @@ std::string ReadLine(const std::string& path) {
 }
 
 // `troupe start --head --block` in a fresh state directory, stopped (SIGTERM, then SIGKILL after
-// 15 s) by the destructor.
+// 15 s) by the destructor, which then removes the directory.
 class Head {
  public:
   explicit Head(const Flags& f) {
@@ -121,6 +121,16 @@ class Head {
     http_port_ = std::stoi(http_.substr(http_.rfind(':') + 1));
   }
   ~Head() {
+    Stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& grpc_address() const { return grpc_; }
+  int http_port() const { return http_port_; }
+  const std::string& token() const { return token_; }
+
+ private:
+  void Stop() {
     ::kill(pid_, SIGTERM);
     int status = 0;
     for (int i = 0; i < 300; ++i) {
@@ -130,11 +140,7 @@ class Head {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, &status, 0);
   }
-  const std::string& grpc_address() const { return grpc_; }
-  int http_port() const { return http_port_; }
-  const std::string& token() const { return token_; }
 
- private:
   std::string dir_;
   pid_t pid_ = 0;
   std::string grpc_, http_, token_;
