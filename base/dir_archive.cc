@@ -133,6 +133,7 @@ absl::StatusOr<PackResult> PackDirectory(const std::string& dir, const PackOptio
 
   PackResult result;
   std::string raw;
+  int64_t entries = 0;
   fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end;
   if (ec) return absl::InternalError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
   // Sorted per directory would be nicer; the iterator's order is fine for correctness (a
@@ -145,6 +146,12 @@ absl::StatusOr<PackResult> PackDirectory(const std::string& dir, const PackOptio
     if (Excluded(rel, p.filename().string(), globs)) {
       if (it->is_directory(ec) && !it->is_symlink(ec)) it.disable_recursion_pending();
       continue;
+    }
+    if (++entries > options.max_entries) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("working directory ", dir, " holds more than ", options.max_entries,
+                       " files, directories and symlinks (the limit; reached at ", where,
+                       "); leave some out with --exclude GLOB"));
     }
     struct stat sb;
     if (::lstat(p.c_str(), &sb) != 0) {
@@ -259,6 +266,11 @@ absl::Status UnpackDirectory(absl::string_view archive, const std::string& dest,
         !r.Bytes(data_len, &e.data)) {
       return absl::InvalidArgumentError(
           absl::StrCat("working directory archive: truncated entry at byte ", at));
+    }
+    if (static_cast<int64_t>(entries.size()) >= options.max_entries) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("working directory archive holds more than ", options.max_entries,
+                       " entries (files, directories and symlinks; the limit)"));
     }
     e.name = std::string(name);
     if (!IsSafeEntryName(e.name)) {

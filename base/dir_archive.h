@@ -33,6 +33,9 @@
 
 namespace troupe {
 
+// The most entries (files, directories, symlinks) a working directory may hold, by default.
+inline constexpr int64_t kMaxArchiveEntries = 10000;
+
 // Left out of every pack unless PackOptions.use_default_excludes is false.
 const std::vector<std::string>& DefaultPackExcludes();  // .git, bazel-*, __pycache__
 
@@ -41,9 +44,11 @@ struct PackOptions {
   // base name or its path relative to DIR ("data/*.tmp").
   std::vector<std::string> excludes;
   bool use_default_excludes = true;
-  // Bounds: the sum of the file sizes (before compression) and the compressed archive.
+  // Bounds: the sum of the file sizes (before compression), the compressed archive, and the
+  // entries (files, directories and symlinks) packed.
   int64_t max_uncompressed_bytes = int64_t{256} << 20;
   int64_t max_archive_bytes = int64_t{7} << 20;
+  int64_t max_entries = kMaxArchiveEntries;
 };
 
 struct PackResult {
@@ -54,18 +59,21 @@ struct PackResult {
 };
 
 // Packs the tree under `dir`. NotFound / InvalidArgument for a missing or non-directory `dir`;
-// ResourceExhausted naming the size and the limit when either bound is passed; InvalidArgument
-// for a symlink leading outside `dir`; Internal naming the file for a read error.
+// ResourceExhausted naming the size (or count) and the limit when a bound is passed;
+// InvalidArgument for a symlink leading outside `dir`; Internal naming the file for a read error.
 absl::StatusOr<PackResult> PackDirectory(const std::string& dir, const PackOptions& options = {});
 
 struct UnpackOptions {
-  // Refuse archives that would unpack to more than this many bytes of file data.
+  // Refuse archives that would unpack to more than this many bytes of file data, or more than
+  // this many entries.
   int64_t max_uncompressed_bytes = int64_t{256} << 20;
+  int64_t max_entries = kMaxArchiveEntries;
 };
 
 // Unpacks `archive` into `dest` (created if missing; must be empty if it exists).
 // InvalidArgument naming the entry for a malformed archive or an unsafe name or symlink;
-// ResourceExhausted for a declared size over the bound; Internal naming the path for I/O errors.
+// ResourceExhausted for a declared size or an entry count over its bound (found before anything
+// is written); Internal naming the path for I/O errors.
 absl::Status UnpackDirectory(absl::string_view archive, const std::string& dest,
                              const UnpackOptions& options = {});
 

@@ -142,6 +142,30 @@ TEST_F(DirArchiveTest, RefusesADirectoryOverTheSizeLimitNamingSizeAndLimit) {
       absl::StatusCode::kResourceExhausted);
 }
 
+// The issue-30 probe: an archive of 20,000 entries was unpacked with no count bound. Crafted
+// by hand (the packer refuses to make one), it is refused before anything is written; the packer
+// refuses a directory with too many entries, naming the limit and --exclude.
+TEST_F(DirArchiveTest, RefusesMoreEntriesThanTheLimitBeforeWritingAny) {
+  std::vector<std::tuple<char, std::string, std::string>> entries;
+  for (int i = 0; i < 20000; ++i) entries.emplace_back('F', "f" + std::to_string(i), "");
+  const std::string archive = Craft(entries);
+  absl::Status s = UnpackDirectory(archive, out().string());
+  ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("more than 10000 entries"), std::string::npos) << s;
+  EXPECT_TRUE(!fs::exists(out()) || fs::is_empty(out()));
+  // Within a given bound, the same archive unpacks.
+  ASSERT_TRUE(UnpackDirectory(archive, out().string(), {.max_entries = 20000}).ok());
+  EXPECT_TRUE(fs::exists(out() / "f19999"));
+
+  for (int i = 0; i < 12; ++i) Write("d/f" + std::to_string(i), "x");
+  absl::StatusOr<PackResult> packed = PackDirectory(src().string(), {.max_entries = 10});
+  ASSERT_EQ(packed.status().code(), absl::StatusCode::kResourceExhausted) << packed.status();
+  EXPECT_NE(packed.status().message().find("more than 10 files"), std::string::npos)
+      << packed.status();
+  EXPECT_NE(packed.status().message().find("--exclude"), std::string::npos);
+  EXPECT_TRUE(PackDirectory(src().string(), {.max_entries = 13}).ok());
+}
+
 TEST_F(DirArchiveTest, RefusesASymlinkLeadingOutsideWhenPacking) {
   Write("a.txt", "a");
   fs::create_symlink("../../etc", src() / "escape");

@@ -123,6 +123,8 @@ class Target {
   // Submits a job whose driver stays RUNNING (it prints a little, then waits); returns its id.
   virtual absl::StatusOr<std::string> StartRunningJob() = 0;
   virtual void StopJob(const std::string& id) = 0;
+  // The cluster token (a job's records and logs are read with it).
+  virtual std::string token() const = 0;
 };
 
 // POSTs over the REST API with the token.
@@ -147,6 +149,7 @@ absl::StatusOr<std::string> SubmitAndWaitRunning(int port, const std::string& to
   const std::string id = reply->value("job_id", "");
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(10, 0);
+  c.set_default_headers({{"Authorization", "Bearer " + token}});
   for (int i = 0; i < 300; ++i) {
     httplib::Result r = c.Get(("/api/jobs/" + id).c_str());
     if (r && r->status == 200) {
@@ -189,6 +192,7 @@ class InProcessTarget : public Target {
     return SubmitAndWaitRunning(port(), "bench-token", spec_);
   }
   void StopJob(const std::string& id) override { (void)server_->jobs().Stop(id); }
+  std::string token() const override { return "bench-token"; }
 
  private:
   InProcessTarget() = default;
@@ -267,6 +271,7 @@ class ExternalTarget : public Target {
   void StopJob(const std::string& id) override {
     (void)Post(port_, token_, "/api/jobs/" + id + "/stop", nlohmann::json::object());
   }
+  std::string token() const override { return token_; }
 
  private:
   ExternalTarget() = default;
@@ -320,10 +325,11 @@ class SlowClients {
 // N clients following a job's log until it ends.
 class Followers {
  public:
-  Followers(int port, const std::string& job_id, int n) {
+  Followers(int port, const std::string& token, const std::string& job_id, int n) {
     for (int i = 0; i < n; ++i) {
-      threads_.emplace_back([this, port, job_id] {
+      threads_.emplace_back([this, port, token, job_id] {
         httplib::Client c("127.0.0.1", port);
+        c.set_default_headers({{"Authorization", "Bearer " + token}});
         c.set_connection_timeout(10, 0);
         c.set_read_timeout(120, 0);
         bool counted = false;
@@ -499,7 +505,7 @@ int Run(const Flags& f) {
           std::fprintf(stderr, "http_hostile_bench: %s\n", job.status().ToString().c_str());
           return 1;
         }
-        Followers followers(target->port(), *job, n);
+        Followers followers(target->port(), target->token(), *job, n);
         absl::SleepFor(settle);
         probe = Probe(target->port(), f);
         rss = target->RssMb();

@@ -214,7 +214,8 @@ absl::StatusOr<Services> StartServices(const StartFlags& f, std::string token) {
       }
       s.dashboard = std::move(*d);
       absl::StrAppend(&s.summary, "  dashboard and jobs:    ", s.dashboard->url(),
-                      "  (troupe job submit job.yaml)\n");
+                      "  (troupe job submit job.yaml; the browser asks for the token in ",
+                      f.state_dir, "/token)\n");
     }
   }
   if (!f.head || !f.head_only) {
@@ -247,6 +248,22 @@ void WritePidFile(const std::string& state_dir, const std::string& role) {
   std::filesystem::create_directories(state_dir + "/pids", ec);
   std::ofstream out(absl::StrCat(state_dir, "/pids/", role, "-", ::getpid(), ".pid"));
   out << ::getpid() << "\n";
+}
+
+// Whether process `pid` still runs. A zombie (state Z or X in /proc/PID/stat: it has exited and
+// waits for its parent to reap it) does not: kill(pid, 0) still succeeds on it, and a head whose
+// parent reaps late (a supervisor, a container's init that does not reap) would otherwise be
+// waited on until the deadline and then "killed" although it had stopped at once.
+bool Running(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return true;  // no /proc: trust kill
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses; the state follows the last ')'.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  const char state = stat[close + 2];
+  return state != 'Z' && state != 'X';
 }
 
 void RemovePidFile(const std::string& state_dir, const std::string& role) {
@@ -388,7 +405,7 @@ int RunStop(const std::string& state_dir, bool force) {
   for (const auto& entry : std::filesystem::directory_iterator(state_dir + "/pids", ec)) {
     const std::string name = entry.path().filename().string();
     const pid_t pid = static_cast<pid_t>(std::atoi(ReadFirstLine(entry.path().string()).c_str()));
-    if (pid <= 0 || ::kill(pid, 0) != 0) {
+    if (pid <= 0 || !Running(pid)) {
       std::filesystem::remove(entry.path(), ec);  // stale
       continue;
     }
@@ -401,8 +418,8 @@ int RunStop(const std::string& state_dir, bool force) {
   for (const auto& [pid, role] : procs) ::kill(pid, force ? SIGKILL : SIGTERM);
   const absl::Time give_up = absl::Now() + absl::Seconds(10);
   for (const auto& [pid, role] : procs) {
-    while (::kill(pid, 0) == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
-    if (::kill(pid, 0) == 0) {
+    while (Running(pid) && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(50));
+    if (Running(pid)) {
       ::kill(pid, SIGKILL);
       std::printf("troupe stop: %s (pid %d) did not exit in time; killed\n", role.c_str(), pid);
     } else {

@@ -38,10 +38,13 @@ int RunDashboard(const DashboardFlags& f) {
     std::fprintf(stderr, "troupe dashboard: %s\n", std::string(viewer.status().message()).c_str());
     return absl::IsInvalidArgument(viewer.status()) ? 2 : 1;
   }
-  std::printf("troupe dashboard: %zu run%s at %s (Ctrl-C to stop)\n", f.run_dirs.size(),
-              f.run_dirs.size() == 1 ? "" : "s", (*viewer)->url().c_str());
+  // The links carry the viewer's read token (random, valid while it runs): the page keeps it and
+  // sends it, so only whoever sees this output reads the runs (web/js/login.js).
+  std::printf("troupe dashboard: %zu run%s at %s (Ctrl-C to stop); open a link to sign in:\n",
+              f.run_dirs.size(), f.run_dirs.size() == 1 ? "" : "s", (*viewer)->url().c_str());
   for (size_t i = 0; i < f.run_dirs.size(); ++i) {
-    std::printf("  %s/#/jobs/%s  %s\n", (*viewer)->url().c_str(), (*viewer)->job_ids()[i].c_str(),
+    std::printf("  %s/#/jobs/%s?token=%s  %s\n", (*viewer)->url().c_str(),
+                (*viewer)->job_ids()[i].c_str(), (*viewer)->read_token().c_str(),
                 f.run_dirs[i].c_str());
   }
   std::fflush(stdout);

@@ -93,6 +93,9 @@ class JobApi {
     client_ = std::make_unique<httplib::Client>(address_);
     client_->set_connection_timeout(5, 0);
     client_->set_read_timeout(120, 0);
+    // Every request carries the token: jobs' records and logs are read with it too, and requests
+    // with it are served ahead of anonymous ones (runtime/dashboard/dashboard_server.h).
+    if (!token_.empty()) client_->set_default_headers({{"Authorization", "Bearer " + token_}});
   }
 
   bool valid() const { return client_->is_valid() && absl::StartsWith(address_, "http://"); }
@@ -156,9 +159,7 @@ class JobApi {
 
   bool PostJson(const std::string& path, const nlohmann::json& body, nlohmann::json* out,
                 int* exit_code) const {
-    httplib::Headers headers;
-    if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
-    httplib::Result r = client_->Post(path.c_str(), headers, body.dump(), "application/json");
+    httplib::Result r = client_->Post(path.c_str(), body.dump(), "application/json");
     if (!r) {
       *exit_code = Unreachable(r);
       return false;

@@ -368,9 +368,12 @@ int RunJob(const RunFlags& f) {
     embedded = std::move(*ec);
     cluster = &embedded->cluster();
     if (embedded->dashboard() != nullptr) {
-      std::fprintf(stderr, "troupe run: dashboard at %s (job %s)\n",
+      std::fprintf(stderr,
+                   "troupe run: dashboard at %s (job %s; the browser asks for the token in "
+                   "%s/token)\n",
                    embedded->dashboard()->url().c_str(),
-                   (f.job_id.empty() ? spec->name : f.job_id).c_str());
+                   (f.job_id.empty() ? spec->name : f.job_id).c_str(),
+                   embedded->state_dir().c_str());
     }
   }
   recipes::RunOptions options;

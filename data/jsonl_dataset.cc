@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/splitmix64.h"
 #include "base/status_macros.h"
 
@@ -26,6 +29,9 @@ namespace {
 
 constexpr int64_t kReadChunk = int64_t{1} << 20;
 constexpr int64_t kLineBlock = 64;
+// The gzip ratio bound applies once this much has been inflated (a small file may compress very
+// well and is harmless).
+constexpr int64_t kRatioCheckBytes = int64_t{16} << 20;
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -36,20 +42,70 @@ std::string Mib(int64_t bytes) {
   return absl::StrCat(bytes, " bytes");
 }
 
-// Decompresses `gz` into `cache_dir` once (keyed by path, size and mtime); the cache file's path.
-absl::StatusOr<std::string> DecompressToCache(const std::string& gz, const FileIdentity& id,
-                                              const std::string& cache_dir) {
+// Makes `dir` (and missing parents, 0700) or checks the one there: a real directory (not a
+// symlink), this user's, that no one else may write to. FAILED_PRECONDITION naming it otherwise:
+// a cache someone else can write could hand this run a poisoned dataset, or turn a file written
+// there into a write through a symlink.
+absl::Status PrivateCacheDirectory(const std::string& dir) {
   namespace fs = std::filesystem;
+  const fs::path path = fs::absolute(dir);
+  fs::path at;
+  for (const fs::path& part : path) {
+    at /= part;
+    if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::InternalError(
+          absl::StrCat("cannot create the data cache ", at.string(), ": ", Errno()));
+    }
+  }
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return absl::InternalError(absl::StrCat("data cache ", dir, ": ", Errno()));
+  }
+  const std::string why =
+      S_ISLNK(st.st_mode)    ? "is a symlink"
+      : !S_ISDIR(st.st_mode) ? "is not a directory"
+      : st.st_uid != ::geteuid()
+          ? absl::StrCat("belongs to uid ", st.st_uid, ", not to you (uid ", ::geteuid(), ")")
+      : (st.st_mode & 022) != 0
+          ? absl::StrFormat("is writable by others (mode %04o)", st.st_mode & 07777)
+          : "";
+  if (!why.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data cache ", dir, " ", why,
+        ": .gz datasets are decompressed only into a directory of your own that no one else can "
+        "write (set TROUPE_DATA_CACHE to one, or remove it)"));
+  }
+  return absl::OkStatus();
+}
+
+// An fd of the cache file at `path` if it can be trusted: a regular file (not followed through a
+// symlink), this user's, writable by no one else. -1 otherwise (absent or untrusted: it is then
+// decompressed again and replaced).
+int OpenTrustedCacheFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 022) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Decompresses `gz` into `cache_dir` once (keyed by path, size and mtime) and returns an open fd
+// of the decompressed file. Streaming, bounded as it goes (see JsonlOptions): a line over
+// max_line_bytes, more than max_gzip_bytes, or a ratio over max_gzip_ratio stops it at once.
+absl::StatusOr<int> DecompressToCache(const std::string& gz, const FileIdentity& id,
+                                      const JsonlOptions& options) {
+  namespace fs = std::filesystem;
+  const std::string& cache_dir = options.cache_dir;
   if (cache_dir.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(gz, ": a gzip'd file needs a cache directory to decompress into"));
   }
+  TROUPE_RETURN_IF_ERROR(PrivateCacheDirectory(cache_dir));
   std::error_code ec;
-  fs::create_directories(cache_dir, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot create the data cache ", cache_dir, ": ", ec.message()));
-  }
   const std::string absolute = fs::absolute(gz, ec).string();
   uint64_t h =
       SplitMix64(static_cast<uint64_t>(id.size) ^ SplitMix64(static_cast<uint64_t>(id.mtime_ns)));
@@ -57,19 +113,24 @@ absl::StatusOr<std::string> DecompressToCache(const std::string& gz, const FileI
   const std::string leaf = fs::path(gz).filename().string();
   const std::string target =
       (fs::path(cache_dir) / absl::StrFormat("%016x-%s.jsonl", h, leaf.substr(0, 64))).string();
-  if (fs::exists(target, ec)) return target;
-  const std::string tmp = absl::StrCat(target, ".tmp", getpid());
+  if (const int fd = OpenTrustedCacheFile(target); fd >= 0) return fd;
   gzFile in = gzopen(gz.c_str(), "rb");
   if (in == nullptr) return absl::NotFoundError(absl::StrCat(gz, ": cannot open (", Errno(), ")"));
   gzbuffer(in, 1 << 17);
-  const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // A fresh name, created here (never through a symlink, never an existing file).
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = absl::StrFormat(
+      "%s.tmp-%d-%016x", target, ::getpid(),
+      SplitMix64(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) ^ ++counter));
+  const int out = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) {
     gzclose(in);
     return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", Errno()));
   }
   std::vector<char> buf(kReadChunk);
   absl::Status status;
-  while (true) {
+  int64_t total = 0, line = 1, line_length = 0;
+  while (status.ok()) {
     const int n = gzread(in, buf.data(), static_cast<unsigned>(buf.size()));
     if (n < 0) {
       int code = 0;
@@ -78,28 +139,53 @@ absl::StatusOr<std::string> DecompressToCache(const std::string& gz, const FileI
       break;
     }
     if (n == 0) break;
-    for (int done = 0; done < n;) {
+    total += n;
+    // The line bound, as Index applies it, before the rest is inflated.
+    for (const char* p = buf.data(); p < buf.data() + n;) {
+      const char* nl = static_cast<const char*>(std::memchr(p, '\n', buf.data() + n - p));
+      line_length += (nl == nullptr ? buf.data() + n : nl) - p;
+      if (line_length > options.max_line_bytes) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat(gz, ":", line, ": line longer than ", Mib(options.max_line_bytes)));
+        break;
+      }
+      if (nl == nullptr) break;
+      ++line;
+      line_length = 0;
+      p = nl + 1;
+    }
+    if (!status.ok()) break;
+    const int64_t consumed = std::max<int64_t>(1, static_cast<int64_t>(gzoffset(in)));
+    if (total > options.max_gzip_bytes) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          gz, ": decompresses to more than ", Mib(options.max_gzip_bytes),
+          " (the limit for a .gz dataset); decompress it yourself and name the .jsonl"));
+    } else if (total > kRatioCheckBytes && total > options.max_gzip_ratio * consumed) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          gz, ": decompresses to more than ", options.max_gzip_ratio,
+          " times its compressed size (", total, " bytes from the first ", consumed,
+          "): refused as a possible gzip bomb; decompress it yourself and name the .jsonl"));
+    }
+    for (int done = 0; status.ok() && done < n;) {
       const ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
       if (w < 0) {
         status = absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", Errno()));
         break;
       }
       done += static_cast<int>(w);
     }
-    if (!status.ok()) break;
   }
   gzclose(in);
-  if (::close(out) != 0 && status.ok()) {
-    status = absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", Errno()));
-  }
   if (status.ok() && std::rename(tmp.c_str(), target.c_str()) != 0) {
     status = absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", Errno()));
   }
   if (!status.ok()) {
-    fs::remove(tmp, ec);
+    ::close(out);
+    ::unlink(tmp.c_str());
     return status;
   }
-  return target;
+  return out;
 }
 
 // The value at dotted `path` in `j`: the literal key first, then a walk through objects.
@@ -202,18 +288,18 @@ absl::StatusOr<std::unique_ptr<JsonlDataset>> JsonlDataset::Open(
     }
     FileIdentity id{name, static_cast<int64_t>(st.st_size),
                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-    std::string indexed = name;
-    if (absl::EndsWith(name, ".gz")) {
-      TROUPE_ASSIGN_OR_RETURN(indexed, DecompressToCache(name, id, options.cache_dir));
-    }
-    ds->identity_.push_back(id);
     File file;
     file.name = name;
     file.first_record = ds->size();
-    file.fd = ::open(indexed.c_str(), O_RDONLY | O_CLOEXEC);
-    if (file.fd < 0) {
-      return absl::NotFoundError(absl::StrCat(name, ": cannot read (", Errno(), ")"));
+    if (absl::EndsWith(name, ".gz")) {
+      TROUPE_ASSIGN_OR_RETURN(file.fd, DecompressToCache(name, id, options));
+    } else {
+      file.fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+      if (file.fd < 0) {
+        return absl::NotFoundError(absl::StrCat(name, ": cannot read (", Errno(), ")"));
+      }
     }
+    ds->identity_.push_back(id);
     ds->files_.push_back(std::move(file));
     TROUPE_RETURN_IF_ERROR(ds->Index(ds->files_.back(), options));
   }

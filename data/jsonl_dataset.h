@@ -18,8 +18,16 @@
 //
 // Gzip. A `.gz` file is decompressed once, streaming, into cache_dir (required then) as a file
 // named after a hash of the path, size and mtime of the .gz; the index is built over that file
-// (line numbers are the decompressed text's, messages name the .gz). A cache file that exists is
-// reused; it is written to a temporary name and renamed, so a crash leaves no half file in use.
+// (line numbers are the decompressed text's, messages name the .gz). The cache directory must be
+// private: it is created 0700 if missing, and one that is a symlink, someone else's, or writable
+// by others is refused (FAILED_PRECONDITION naming it), since whoever can write there could swap
+// the dataset. A cache file that exists is reused only if it is a regular file of this user's
+// that no one else may write (opened without following symlinks); otherwise it is decompressed
+// again and replaced. It is written to a fresh temporary name (O_EXCL | O_NOFOLLOW, 0600) and
+// renamed, so a crash leaves no half file in use. Decompression is bounded as it streams, so a
+// gzip bomb is refused after at most a few MiB more than a bound: a line over max_line_bytes,
+// more than max_gzip_bytes in all, or (past 16 MiB) more than max_gzip_ratio times the
+// compressed bytes read so far, each INVALID_ARGUMENT naming the file.
 //
 // Errors are checked lazily: Open reads no JSON; Read parses one line and reports a malformed
 // line ("FILE:LINE: not valid JSON (...)") or a missing key ("FILE:LINE: no key 'prompt'"). A
@@ -57,6 +65,10 @@ struct JsonlOptions {
   std::string cache_dir;
   // A longer line is an error naming FILE:LINE.
   int64_t max_line_bytes = kDefaultMaxLineBytes;
+  // Bounds on a .gz file's decompression (see "Gzip"): text datasets compress 3-20 times; a
+  // ratio of 100 and beyond is refused as a likely bomb.
+  int64_t max_gzip_bytes = int64_t{64} << 30;
+  int64_t max_gzip_ratio = 100;
 };
 
 // Where a record's fields are (dotted paths) and the data_source of a record without one.
@@ -89,8 +101,9 @@ struct FileIdentity {
 class JsonlDataset {
  public:
   // Indexes `files` (at least one). NOT_FOUND naming a file that cannot be read;
-  // INVALID_ARGUMENT "FILE:LINE: ..." for an overlong line, "FILE: not gzip data (...)", or a .gz
-  // without a cache_dir.
+  // INVALID_ARGUMENT "FILE:LINE: ..." for an overlong line, "FILE: not gzip data (...)", a .gz
+  // over a decompression bound, or a .gz without a cache_dir; FAILED_PRECONDITION for a cache_dir
+  // that is not private (see "Gzip").
   static absl::StatusOr<std::unique_ptr<JsonlDataset>> Open(const std::vector<std::string>& files,
                                                             const JsonlOptions& options);
   ~JsonlDataset();

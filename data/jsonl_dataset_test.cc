@@ -160,6 +160,106 @@ TEST(JsonlDataset, DecompressesGzipOnceIntoTheCache) {
   EXPECT_FALSE(JsonlDataset::Open({path}, {}).ok());  // no cache dir
 }
 
+std::string WriteGzip(const std::string& leaf, const std::string& text) {
+  const std::string path = TempPath(leaf);
+  gzFile gz = gzopen(path.c_str(), "wb");
+  gzwrite(gz, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(gz);
+  return path;
+}
+
+// The issue-30 probe: a 4.5 MB gzip bomb was inflated in full (1 GiB) before being refused. Here
+// 256 MiB of tiny records (ratio ~1000): refused once 16 MiB are out, naming the file, and
+// nothing is left in the cache.
+TEST(JsonlDataset, AGzipBombIsRefusedAfterAFewMibNotInflatedInFull) {
+  const std::string path = TempPath("bomb.jsonl.gz");
+  {
+    gzFile gz = gzopen(path.c_str(), "wb1");
+    const std::string chunk = [] {
+      std::string c;
+      while (c.size() < (1 << 20)) c += "{}\n";
+      return c;
+    }();
+    for (int i = 0; i < 256; ++i) gzwrite(gz, chunk.data(), static_cast<unsigned>(chunk.size()));
+    gzclose(gz);
+  }
+  ASSERT_LT(std::filesystem::file_size(path), 2u << 20);
+  const std::string cache = TempPath("bomb_cache");
+  auto ds = JsonlDataset::Open({path}, {.cache_dir = cache});
+  ASSERT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument) << ds.status();
+  EXPECT_THAT(ds.status().message(), HasSubstr(path + ": decompresses to more than 100 times"));
+  // Stopped within a chunk of the 16 MiB where the ratio is first checked.
+  const std::string message(ds.status().message());
+  const size_t at = message.find("times its compressed size (");
+  ASSERT_NE(at, std::string::npos) << message;
+  const int64_t inflated = std::stoll(message.substr(at + 27));
+  EXPECT_LE(inflated, int64_t{18} << 20) << message;
+  int files = 0;
+  for (auto it = std::filesystem::directory_iterator(cache); it != decltype(it)(); ++it) ++files;
+  EXPECT_EQ(files, 0);
+  // A line longer than the limit stops it at once too, and the size bound holds on its own.
+  const std::string zeros = WriteGzip("zeros.jsonl.gz", std::string(3 << 20, '0'));
+  auto line = JsonlDataset::Open({zeros}, {.cache_dir = cache, .max_line_bytes = 1 << 20});
+  EXPECT_THAT(line.status().message(), HasSubstr(zeros + ":1: line longer than 1 MiB"));
+  const std::string fine = WriteGzip("fine.jsonl.gz", std::string(kTwoRecords) + kTwoRecords);
+  auto big = JsonlDataset::Open({fine}, {.cache_dir = cache, .max_gzip_bytes = 100});
+  EXPECT_THAT(big.status().message(), HasSubstr(fine + ": decompresses to more than 100 bytes"));
+  EXPECT_TRUE(JsonlDataset::Open({fine}, {.cache_dir = cache}).ok());
+}
+
+// The other probe: the cache was a shared /tmp directory, so another user who owned it could
+// plant the dataset (or a symlink where it is written). A cache directory that is not private
+// is refused; a planted cache file that is a symlink or writable by others is not trusted: the
+// .gz is decompressed again and the plant replaced (never written through).
+TEST(JsonlDataset, TheGzipCacheMustBePrivateAndPlantedFilesAreNotTrusted) {
+  namespace fs = std::filesystem;
+  const std::string path = WriteGzip("plain.jsonl.gz", kTwoRecords);
+  const std::string shared = TempPath("shared_cache");
+  fs::create_directories(shared);
+  fs::permissions(shared, fs::perms::all);  // 0777, like /tmp without its sticky bit
+  auto refused = JsonlDataset::Open({path}, {.cache_dir = shared});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr(shared + " is writable by others"));
+  const std::string link = TempPath("linked_cache");
+  fs::remove_all(link);
+  fs::create_directory_symlink(TempPath("private_cache"), link);
+  fs::create_directories(TempPath("private_cache"));
+  EXPECT_THAT(JsonlDataset::Open({path}, {.cache_dir = link}).status().message(),
+              HasSubstr("is a symlink"));
+  // A new cache directory is made 0700.
+  const std::string cache = TempPath("made_cache/sub");
+  fs::remove_all(TempPath("made_cache"));
+  auto made = JsonlDataset::Open({path}, {.cache_dir = cache});
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(fs::status(cache).permissions() & fs::perms::all, fs::perms::owner_all);
+  // Plant: a symlink to a victim file, and a world-writable poisoned file, under the names the
+  // cache uses (found from the first, honest, decompression).
+  std::string cached;
+  for (const auto& e : fs::directory_iterator(cache)) cached = e.path().string();
+  ASSERT_FALSE(cached.empty());
+  const std::string victim = WriteFile("victim.txt", "precious\n");
+  fs::remove(cached);
+  fs::create_symlink(victim, cached);
+  auto through_link = JsonlDataset::Open({path}, {.cache_dir = cache});
+  ASSERT_TRUE(through_link.ok()) << through_link.status();
+  EXPECT_EQ((*through_link)->size(), 2);
+  EXPECT_EQ((*through_link)->Read(0, {})->ground_truth, "2");
+  std::ifstream victim_in(victim);
+  std::string victim_text((std::istreambuf_iterator<char>(victim_in)),
+                          std::istreambuf_iterator<char>());
+  EXPECT_EQ(victim_text, "precious\n");
+  EXPECT_FALSE(fs::is_symlink(cached));
+  fs::remove(cached);
+  std::ofstream(cached)
+      << R"({"data_source": "x", "prompt": "p", "reward_model": {"ground_truth": "poison"}})"
+      << "\n";
+  fs::permissions(cached, fs::perms::all);
+  auto poisoned = JsonlDataset::Open({path}, {.cache_dir = cache});
+  ASSERT_TRUE(poisoned.ok()) << poisoned.status();
+  EXPECT_EQ((*poisoned)->size(), 2);
+  EXPECT_EQ((*poisoned)->Read(0, {})->ground_truth, "2");
+}
+
 TEST(JsonlDataset, RefusesAMissingFileByName) {
   auto ds = JsonlDataset::Open({TempPath("nope.jsonl")}, {});
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);

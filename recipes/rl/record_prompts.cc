@@ -1,5 +1,7 @@
 #include "recipes/rl/record_prompts.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -79,9 +81,13 @@ std::string DataCacheDir() {
   if (const char* dir = std::getenv("TROUPE_DATA_CACHE"); dir != nullptr && *dir != '\0') {
     return dir;
   }
+  // One per user (a shared one let another user plant datasets): JsonlDataset creates it 0700
+  // and refuses it if someone else made it first.
   std::error_code ec;
   const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
-  return ((ec ? std::filesystem::path("/tmp") : tmp) / "troupe-data-cache").string();
+  return ((ec ? std::filesystem::path("/tmp") : tmp) /
+          absl::StrCat("troupe-data-cache-", ::geteuid()))
+      .string();
 }
 
 int64_t DatasetBytes(const JobSpec& spec) {

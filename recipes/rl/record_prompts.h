@@ -89,8 +89,9 @@ RecordPromptsOptions RecordPromptsOptionsOf(const JobSpec& spec);
 // The record keys of spec.data.
 data::RecordKeys RecordKeysOf(const JobSpec& spec);
 
-// Where .gz datasets are decompressed: $TROUPE_DATA_CACHE, else <temp dir>/troupe-data-cache
-// (cache files are keyed by path, size and mtime, so runs may share it).
+// Where .gz datasets are decompressed: $TROUPE_DATA_CACHE, else <temp dir>/troupe-data-cache-<uid>
+// (cache files are keyed by path, size and mtime, so one user's runs share it). It must be a
+// directory of this user's that no one else can write (data/jsonl_dataset.h, "Gzip").
 std::string DataCacheDir();
 // The bytes of data.train_files and data.val_files on disk (compressed size for .gz).
 int64_t DatasetBytes(const JobSpec& spec);

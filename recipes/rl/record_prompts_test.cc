@@ -1,5 +1,7 @@
 #include "recipes/rl/record_prompts.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -177,6 +179,22 @@ TEST(RecordPrompts, ReadsAJsonlFileThroughOpenJsonlRecords) {
   EXPECT_EQ(p.reference_answer(), "7");
   EXPECT_EQ(p.extra_info_json(), R"({"k":"v"})");
   EXPECT_EQ((*prompts)->Identity()["train"][0]["path"], path);
+}
+
+// The issue-30 probe: the default cache was one /tmp/troupe-data-cache shared by every user.
+TEST(DataCacheDir, IsOneOfThisUsersOwnUnlessTroupeDataCacheSaysOtherwise) {
+  const char* saved = std::getenv("TROUPE_DATA_CACHE");
+  const std::string keep = saved != nullptr ? saved : "";
+  ::unsetenv("TROUPE_DATA_CACHE");
+  const std::string dir = DataCacheDir();
+  EXPECT_THAT(dir, ::testing::EndsWith("/troupe-data-cache-" + std::to_string(::geteuid())));
+  ::setenv("TROUPE_DATA_CACHE", "/somewhere/else", 1);
+  EXPECT_EQ(DataCacheDir(), "/somewhere/else");
+  if (saved != nullptr) {
+    ::setenv("TROUPE_DATA_CACHE", keep.c_str(), 1);
+  } else {
+    ::unsetenv("TROUPE_DATA_CACHE");
+  }
 }
 
 }  // namespace

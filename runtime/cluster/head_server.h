@@ -20,7 +20,8 @@
 //
 // Security: every RPC must carry the cluster token (metadata `x-troupe-token`), checked before
 // the RPC's request is read (an unauthenticated caller cannot make the head buffer a body); a
-// host that presents too many wrong tokens is locked out for a while (options.token_check, see
+// host that presents too many wrong tokens has its wrong ones refused RESOURCE_EXHAUSTED for a
+// while, its right ones still admitted (options.token_check, see
 // runtime/transport/token_checker.h). The head takes the token from options.token, else reuses
 // the one in state_dir/token, else generates one (128 bits from getrandom) and writes it there.
 // The state directory is created 0700 (and must belong to this user), the token file 0600 from

@@ -202,6 +202,10 @@ int HttpStatus(const absl::Status& s) {
       return 404;
     case absl::StatusCode::kAlreadyExists:
       return 409;
+    case absl::StatusCode::kResourceExhausted:
+      // What a request carries is over a bound of the head's (a working directory's size or
+      // entry count): Payload Too Large, not a server error.
+      return 413;
     case absl::StatusCode::kUnavailable:
       return 503;
     case absl::StatusCode::kDeadlineExceeded:
@@ -257,6 +261,15 @@ class LogFollower : public ResponseStream {
   int64_t position_;
 };
 
+// GET/HEAD paths that need the token (see "Admission" in the header): a job's record, spec,
+// logs, metrics and graph, the job list, and an actor's details (its log tail) and logs. The
+// cluster's inventory (nodes, the actor list, placement groups, the metric catalog, /metrics)
+// and the web files stay open, as the bind address allows.
+bool PrivateRead(const std::string& path) {
+  static const std::regex kPrivate("/api/(jobs(/.*)?|actors/[^/]+(/.*)?|graph/?)");
+  return std::regex_match(path, kPrivate);
+}
+
 }  // namespace
 
 absl::Status ValidateAllowedHost(absl::string_view entry) {
@@ -301,7 +314,11 @@ class DashboardServer::Impl {
   // The live figures of the jobs with metrics (for /metrics), or of one job.
   std::map<std::string, JobLiveMetrics> LiveMetrics(const std::vector<JobInfo>& jobs);
 
-  bool Authorized(const httplib::Request& req) const;
+  // Whether the request carries the cluster token (or, for a `read`, the read token).
+  bool Authorized(const httplib::Request& req, bool read) const;
+  // The same from the two headers ("X-Troupe-Token: T" or "Authorization: Bearer T").
+  bool TokenIn(const std::string& x_troupe_token, const std::string& authorization,
+               bool read) const;
   // Whether a Host header value names this dashboard (see "Admission" in the header).
   bool HostAllowed(const std::string& host) const;
   // Admission steps 1 and 2 (Host, token). False after filling `res` with the refusal.
@@ -394,6 +411,12 @@ absl::Status DashboardServer::Impl::Start() {
     ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   });
   Routes();
+  // Requests with the token (the CLI's, a signed-in browser's) get the reserved workers and are
+  // evicted last: idle or slow anonymous connections cannot starve them.
+  s.set_privileged_request([this](absl::string_view head) {
+    return TokenIn(RequestHeadHeader(head, "X-Troupe-Token"),
+                   RequestHeadHeader(head, "Authorization"), /*read=*/true);
+  });
   if (!web_dir_.empty()) {
     if (!s.set_mount_point("/", web_dir_)) {
       jobs_->Shutdown();
@@ -449,11 +472,20 @@ void DashboardServer::Impl::Shutdown() {
   }
 }
 
-bool DashboardServer::Impl::Authorized(const httplib::Request& req) const {
-  std::string token = req.get_header_value("X-Troupe-Token");
-  const std::string auth = req.get_header_value("Authorization");
-  if (token.empty() && auth.rfind("Bearer ", 0) == 0) token = auth.substr(7);
-  return !token.empty() && transport::TokenMatches(options_.token, token);
+bool DashboardServer::Impl::Authorized(const httplib::Request& req, bool read) const {
+  return TokenIn(req.get_header_value("X-Troupe-Token"), req.get_header_value("Authorization"),
+                 read);
+}
+
+bool DashboardServer::Impl::TokenIn(const std::string& x_troupe_token,
+                                    const std::string& authorization, bool read) const {
+  std::string token = x_troupe_token;
+  if (token.empty() && authorization.rfind("Bearer ", 0) == 0) token = authorization.substr(7);
+  if (token.empty()) return false;
+  const bool cluster = transport::TokenMatches(options_.token, token);
+  const bool reader =
+      read && !options_.read_token.empty() && transport::TokenMatches(options_.read_token, token);
+  return cluster || reader;
 }
 
 void DashboardServer::Impl::ComputeAllowedHosts() {
@@ -500,17 +532,22 @@ bool DashboardServer::Impl::Admit(const httplib::Request& req, httplib::Response
                            "with `troupe start --head --dashboard-allowed-hosts NAME`"));
     return false;
   }
-  if (req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS" || Authorized(req)) {
-    return true;
-  }
+  const bool reads = req.method == "GET" || req.method == "HEAD" || req.method == "OPTIONS";
+  if ((reads && !PrivateRead(req.path)) || Authorized(req, reads)) return true;
   res.set_header("WWW-Authenticate", "Bearer realm=\"troupe\"");
   res.set_header("Connection", "close");
+  std::string hint = options_.token_hint;
+  if (hint.empty()) {
+    hint = options_.state_dir.empty() ? "the token is in the head's state directory"
+                                      : absl::StrCat("the token is in ", options_.state_dir,
+                                                     "/token on the head's machine");
+  }
   SendError(res, 401,
             absl::StrCat(req.method, " ", req.path,
-                         " changes the cluster: it needs the cluster token "
-                         "(\"Authorization: Bearer TOKEN\" or \"X-Troupe-Token: TOKEN\"; "
-                         "`troupe start --head` printed it, and it is in the head's state "
-                         "directory)"));
+                         reads ? " reads a job's logs, spec or results" : " changes the cluster",
+                         ": it needs the cluster token (\"Authorization: Bearer TOKEN\" or "
+                         "\"X-Troupe-Token: TOKEN\"; ",
+                         hint, ")"));
   return false;
 }
 

@@ -31,7 +31,8 @@
 //   POST /api/jobs/                     body {"spec": YAML, "overrides": [...], "filename": F,
 //                                         "resume": JOB_ID, "overwrite": bool} -> {"job_id"};
 //                                         400 with the spec's error, 403 for paths outside the
-//                                         job's directory and job_path_roots (JobManager)
+//                                         job's directory and job_path_roots (JobManager), 413
+//                                         for a working_dir over its size or entry bounds
 //   GET  /api/jobs/                     {"jobs": [job]} oldest first (job: JobToJson)
 //   GET  /api/jobs/ID                   job + {"summary": <logging dir>/summary.json} if present
 //   GET  /api/jobs/ID/logs?offset=N     text/plain, the driver log from byte N (at most 4 MiB);
@@ -72,6 +73,14 @@
 //      request without Host (HTTP/1.0 tools; browsers always send one) is accepted.
 //   2. Token: every state-changing request (any method but GET/HEAD/OPTIONS) must carry the
 //      cluster token ("Authorization: Bearer TOKEN" or "X-Troupe-Token: TOKEN"): 401 otherwise.
+//      So must every read of what is a job's business: /api/jobs (the list), /api/jobs/ID and
+//      everything under it (record, summary, driver log, metrics), /api/graph, /api/actors/ID
+//      (its log tail) and /api/actors/ID/logs. The head's state directory holding the same
+//      files is 0700; a loopback port must not give them to every local user. What stays open
+//      (as the bind address allows, like Ray's dashboard): /api/nodes, /api/actors (the list),
+//      /api/placement_groups, /api/metric_catalog, /metrics and the web files. The browser
+//      dashboard asks for the token once (web/js/login.js) and sends it as a header; `troupe job`
+//      finds it in the head's state directory.
 //   3. Body: at most http.max_body_bytes; a larger declared Content-Length gets 413; a body
 //      that does not arrive within http.body_timeout drops the connection; malformed ones 400.
 // Refusals 1-3 happen before the body is read (also for "Expect: 100-continue", which is only
@@ -79,9 +88,12 @@
 //
 // Connections (GuardedHttpServer, see guarded_http_server.h): one poll thread holds every
 // connection that waits for a request; a request thread is taken only once its line and headers
-// have arrived in full. Slow or idle clients are cut at http.head_timeout / http.idle_timeout
-// and capped at http.max_connections (http.max_connections_per_client per address); beyond the
-// caps a connection gets 503 at once.
+// have arrived in full. Slow or idle clients are cut at http.head_timeout / http.idle_timeout;
+// beyond http.max_connections (http.max_connections_per_client per address) a new connection
+// takes the place of one that has no request in progress (503 only if all are busy). Requests
+// with the token are privileged: they have http.reserved_workers request threads of their own,
+// queue first and are evicted last, so no number of idle, slow or anonymous clients, from any
+// address, keeps `troupe job` or a signed-in browser out.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TROUPE_RUNTIME_DASHBOARD_DASHBOARD_SERVER_H_
@@ -112,6 +124,12 @@ struct DashboardOptions {
   // The head's gRPC "host:port" and the cluster token.
   std::string head_address;
   std::string token;
+  // A second token that admits the private reads only (see "Admission"), never a change: what
+  // RunViewer hands its browser, whose cluster token nobody holds. Empty = none.
+  std::string read_token;
+  // Where a client finds the token, in 401 answers (the browser's sign-in form shows it). Empty =
+  // "the token is in <state_dir>/token on the head's machine".
+  std::string token_hint;
   // The head's state directory: jobs go under <state_dir>/jobs; the dashboard's URL is written
   // to <state_dir>/dashboard.address (for `troupe job` on this machine).
   std::string state_dir;

@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,11 @@ struct Connection {
   std::string in;
   size_t scanned = 0;  // in[0, scanned) holds no complete head end
   int served = 0;      // requests answered
+  // When it was admitted or last handed back by a worker (eviction takes the oldest first), and
+  // whether its current / any earlier request was privileged (see set_privileged_request).
+  absl::Time last_active;
+  bool privileged = false;
+  bool privileged_seen = false;
   // Waiting: closed at `deadline` unless a head completes; got_byte once the request began.
   // Draining: closed at `deadline` or when the client closes.
   absl::Time deadline;
@@ -142,8 +149,9 @@ bool SendSome(int fd, const std::string& data, size_t* pos) {
   return true;
 }
 
-// The value of header `name` (case-insensitive) in a request head, "" if absent.
-std::string HeadHeader(absl::string_view head, absl::string_view name) {
+}  // namespace
+
+std::string RequestHeadHeader(absl::string_view head, absl::string_view name) {
   size_t line = head.find("\r\n");
   while (line != absl::string_view::npos && line + 2 < head.size()) {
     const size_t start = line + 2;
@@ -158,6 +166,8 @@ std::string HeadHeader(absl::string_view head, absl::string_view name) {
   }
   return "";
 }
+
+namespace {
 
 std::string FormatAddress(const sockaddr_storage& addr, int* port) {
   char text[INET6_ADDRSTRLEN] = "";
@@ -295,6 +305,7 @@ HttpLimits Clamped(HttpLimits l) {
   at_least_one(l.max_connections_per_client);
   at_least_one(l.max_requests_per_connection);
   at_least_one(l.max_streams);
+  l.reserved_workers = std::clamp(l.reserved_workers, 0, l.worker_threads - 1);
   for (absl::Duration* d : {&l.idle_timeout, &l.head_timeout, &l.body_timeout, &l.write_timeout,
                             &l.linger_timeout, &l.stream_poll_interval}) {
     *d = std::max(*d, absl::Milliseconds(1));
@@ -314,7 +325,8 @@ class GuardedHttpServer::Gate {
       : server_(server), limits_(limits), wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     gate_thread_ = std::thread([this] { GateLoop(); });
     for (int i = 0; i < limits_.worker_threads; ++i) {
-      workers_.emplace_back([this] { WorkerLoop(); });
+      const bool privileged_only = i < limits_.reserved_workers;
+      workers_.emplace_back([this, privileged_only] { WorkerLoop(privileged_only); });
     }
   }
 
@@ -373,7 +385,12 @@ class GuardedHttpServer::Gate {
     if (tls_connection != nullptr) tls_connection->close_after = true;
   }
 
+  void set_privileged_request(std::function<bool(absl::string_view)> is_privileged) {
+    is_privileged_ = std::move(is_privileged);
+  }
+
   int open_connections() const { return open_.load(); }
+  int64_t evictions() const { return evictions_.load(); }
   int open_streams() const { return streams_.load(); }
 
   void Shutdown() {
@@ -400,8 +417,10 @@ class GuardedHttpServer::Gate {
     for (std::unique_ptr<Connection>& c : returned_) Close(std::move(c));
     returned_.clear();
     absl::MutexLock work_lock(&work_mu_);
-    for (std::unique_ptr<Connection>& c : work_) Close(std::move(c));
-    work_.clear();
+    for (auto* queue : {&work_, &privileged_work_}) {
+      for (std::unique_ptr<Connection>& c : *queue) Close(std::move(c));
+      queue->clear();
+    }
   }
 
  private:
@@ -496,6 +515,10 @@ class GuardedHttpServer::Gate {
     return true;
   }
 
+  // A new connection over max_connections (or its client's max_connections_per_client) does not
+  // lock out the next client: it takes the place of a connection that holds a slot without a
+  // request (see "Eviction" in the header). Only when every slot is busy with a request or a
+  // stream is it refused 503.
   void Admit(int fd, absl::Time now) {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
@@ -503,18 +526,19 @@ class GuardedHttpServer::Gate {
     std::string client = ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0
                              ? FormatAddress(addr, &port)
                              : std::string("unknown");
-    if (open_.load() >= limits_.max_connections) {
+    if (open_.load() >= limits_.max_connections && !EvictOne(nullptr, now)) {
       return Refuse(fd, 503,
                     absl::StrCat("the server has its limit of ", limits_.max_connections,
-                                 " connections open; try again shortly"));
+                                 " connections open, all of them busy; try again shortly"));
     }
-    int& mine = per_client_[client];
-    if (mine >= limits_.max_connections_per_client) {
+    if (auto it = per_client_.find(client); it != per_client_.end() &&
+                                            it->second >= limits_.max_connections_per_client &&
+                                            !EvictOne(&client, now)) {
       return Refuse(fd, 503,
-                    absl::StrCat("too many connections from ", client, " (limit ",
+                    absl::StrCat("too many busy connections from ", client, " (limit ",
                                  limits_.max_connections_per_client, "); try again shortly"));
     }
-    ++mine;
+    ++per_client_[client];
     ++open_;
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     const int yes = 1;
@@ -524,7 +548,43 @@ class GuardedHttpServer::Gate {
     c->client = std::move(client);
     c->client_port = port;
     c->deadline = now + limits_.idle_timeout;
+    c->last_active = now;
     conns_.push_back(std::move(c));
+  }
+
+  // Closes one connection that holds a slot without a request in progress (from `client` if
+  // given), in this order: one lingering after its last response; one that never sent a
+  // privileged request, from the client holding the most connections, the longest idle first;
+  // then a privileged one, the longest idle first. A candidate whose request head has arrived
+  // meanwhile is dispatched instead (and the next one is tried). False if there is none.
+  bool EvictOne(const std::string* client, absl::Time now) {
+    while (true) {
+      std::unique_ptr<Connection>* victim = nullptr;
+      auto rank = [&](const Connection& c) {
+        const auto count = per_client_.find(c.client);
+        return std::make_tuple(c.state != Connection::State::kDraining, c.privileged_seen,
+                               -(count == per_client_.end() ? 0 : count->second), c.last_active);
+      };
+      for (std::unique_ptr<Connection>& c : conns_) {
+        if (c == nullptr || c->state == Connection::State::kStreaming) continue;
+        if (client != nullptr && c->client != *client) continue;
+        if (victim == nullptr || rank(*c) < rank(**victim)) victim = &c;
+      }
+      if (victim == nullptr) return false;
+      if ((*victim)->state == Connection::State::kWaiting) {
+        const int open_before = open_.load();
+        OnReadable(*victim, now);  // a head that arrived is served, not dropped
+        if (*victim == nullptr) {
+          Sweep();
+          if (open_.load() < open_before) return true;  // it had closed: its slot is free
+          continue;                                     // dispatched: it keeps its slot
+        }
+      }
+      ++evictions_;
+      Close(std::move(*victim));
+      Sweep();
+      return true;
+    }
   }
 
   // Answers a connection that is not admitted and closes it.
@@ -566,6 +626,7 @@ class GuardedHttpServer::Gate {
       return;
     }
     c->state = Connection::State::kWaiting;
+    c->last_active = now;
     c->scanned = 0;
     c->got_byte = !c->in.empty();
     c->deadline = now + (c->got_byte ? limits_.head_timeout : limits_.idle_timeout);
@@ -637,13 +698,16 @@ class GuardedHttpServer::Gate {
     // A declared body over the limit is not read at all: httplib's 413 follows at once.
     uint64_t declared = 0;
     const std::string length =
-        HeadHeader(absl::string_view(c->in).substr(0, c->head_end), "Content-Length");
+        RequestHeadHeader(absl::string_view(c->in).substr(0, c->head_end), "Content-Length");
     const bool too_large =
         !length.empty() && absl::SimpleAtoi(length, &declared) && declared > limits_.max_body_bytes;
     c->read_limit = c->head_end + (too_large ? 0 : limits_.max_body_bytes + kChunkedSlack);
+    c->privileged =
+        is_privileged_ && is_privileged_(absl::string_view(c->in).substr(0, c->head_end));
+    c->privileged_seen = c->privileged_seen || c->privileged;
     absl::MutexLock lock(&work_mu_);
-    work_.push_back(std::move(c));
-    work_cv_.Signal();
+    (c->privileged ? privileged_work_ : work_).push_back(std::move(c));
+    work_cv_.SignalAll();
     return true;
   }
 
@@ -712,15 +776,20 @@ class GuardedHttpServer::Gate {
 
   // ---- Workers ----
 
-  void WorkerLoop() {
+  // A worker takes privileged requests first; a reserved one (privileged_only) takes nothing
+  // else, so anonymous requests that block or write slowly never hold every worker.
+  void WorkerLoop(bool privileged_only) {
     while (true) {
       std::unique_ptr<Connection> c;
       {
         absl::MutexLock lock(&work_mu_);
-        while (!workers_stop_ && work_.empty()) work_cv_.Wait(&work_mu_);
+        while (!workers_stop_ && privileged_work_.empty() && (privileged_only || work_.empty())) {
+          work_cv_.Wait(&work_mu_);
+        }
         if (workers_stop_) return;
-        c = std::move(work_.front());
-        work_.pop_front();
+        auto& queue = privileged_work_.empty() ? work_ : privileged_work_;
+        c = std::move(queue.front());
+        queue.pop_front();
       }
       Serve(*c);
       absl::MutexLock lock(&mu_);
@@ -758,6 +827,9 @@ class GuardedHttpServer::Gate {
   std::atomic<bool> stopping_flag_{false};
   std::atomic<int> open_{0};
   std::atomic<int> streams_{0};
+  std::atomic<int64_t> evictions_{0};
+  // Set before listening (set_privileged_request), read by the gate thread.
+  std::function<bool(absl::string_view)> is_privileged_;
 
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
@@ -772,6 +844,7 @@ class GuardedHttpServer::Gate {
   absl::Mutex work_mu_;
   absl::CondVar work_cv_;
   std::deque<std::unique_ptr<Connection>> work_ ABSL_GUARDED_BY(work_mu_);
+  std::deque<std::unique_ptr<Connection>> privileged_work_ ABSL_GUARDED_BY(work_mu_);
   bool workers_stop_ ABSL_GUARDED_BY(work_mu_) = false;
 
   // Gate thread only: the connections it holds (waiting or streaming) and the count per client.
@@ -815,7 +888,12 @@ absl::Status GuardedHttpServer::StreamResponse(int status, const httplib::Header
   return gate_->StreamResponse(status, headers, std::move(body));
 }
 
+void GuardedHttpServer::set_privileged_request(std::function<bool(absl::string_view)> fn) {
+  gate_->set_privileged_request(std::move(fn));
+}
+
 int GuardedHttpServer::open_connections() const { return gate_->open_connections(); }
+int64_t GuardedHttpServer::evictions() const { return gate_->evictions(); }
 int GuardedHttpServer::open_streams() const { return gate_->open_streams(); }
 void GuardedHttpServer::Shutdown() { gate_->Shutdown(); }
 

@@ -18,8 +18,8 @@
 //
 // A connection's life:
 //
-//   accepted ──(over max_connections or max_connections_per_client: 503, closed)
-//      │
+//   accepted ──(over max_connections or max_connections_per_client: another connection is
+//      │        evicted, see below; 503 and closed only if every one is busy)
 //      ▼
 //   gate: waiting for a request head ──(nothing within idle_timeout: closed; the head not
 //      │      ▲                          complete head_timeout after its first byte: 408,
@@ -35,6 +35,22 @@
 //   gate: lingering close ──(the client closed, or linger_timeout)──▶ closed
 //     (after an error, "Connection: close" on the request or response, the last request)
 //
+// Eviction (so that idle or slow clients cannot lock everyone else out): a connection accepted
+// over max_connections takes the slot of one that holds it without a request in progress, i.e.
+// waiting for a request head (idle, or a head trickling in) or lingering after its last response;
+// over max_connections_per_client, likewise among its own client's. The victim is, in order: one
+// lingering; one that never carried a privileged request, from the client holding the most
+// connections, the longest idle (admitted or last answered) first; then a privileged one. A
+// candidate whose head has arrived is dispatched rather than dropped. Connections being served
+// or streaming are never evicted; only when every slot is one of those is the new connection
+// refused 503. A slow client thus holds a slot only until someone needs it: N slow connections
+// from one address (or from many) cost the others nothing but the eviction.
+//
+// Privileged requests (set_privileged_request, e.g. those carrying the right token): they queue
+// ahead of the others, `reserved_workers` of the worker threads serve nothing else, and their
+// connections are evicted last. So anonymous requests whose handlers block, or whose clients
+// read their responses slowly, can hold at most worker_threads - reserved_workers workers.
+//
 // The listening socket's backlog is raised to SOMAXCONN when the accept loop starts (httplib's 5
 // drops a burst of connections, which then wait a SYN retry of 1 s or more).
 //
@@ -48,20 +64,26 @@
 #define TROUPE_RUNTIME_DASHBOARD_GUARDED_HTTP_SERVER_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "httplib.h"
 
 namespace troupe::dashboard {
 
 struct HttpLimits {
-  // Threads that serve requests whose head has arrived (a handler may block, e.g. on the head).
+  // Threads that serve requests whose head has arrived (a handler may block, e.g. on the head);
+  // `reserved_workers` of them serve privileged requests only (clamped to worker_threads - 1).
   int worker_threads = 16;
+  int reserved_workers = 4;
   // Connections open at once (any state, streams included), in all and per client IP address.
-  // One over either limit is answered 503 and closed as soon as it is accepted.
+  // One over either limit evicts a connection that has no request in progress (see "Eviction");
+  // if there is none it is answered 503 and closed as soon as it is accepted.
   int max_connections = 256;
   int max_connections_per_client = 64;
   // A connection waiting for a request is closed after idle_timeout without a byte; once a
@@ -101,6 +123,10 @@ class ResponseStream {
   virtual bool Poll(size_t max, std::string* out) = 0;
 };
 
+// The value of header `name` (case-insensitive) in a raw request head, surrounding whitespace
+// removed; "" if absent.
+std::string RequestHeadHeader(absl::string_view head, absl::string_view name);
+
 class GuardedHttpServer : public httplib::Server {
  public:
   // Starts the gate and the workers; they serve once listen_after_bind() runs. Invalid limits
@@ -118,9 +144,17 @@ class GuardedHttpServer : public httplib::Server {
   absl::Status StreamResponse(int status, const httplib::Headers& headers,
                               std::unique_ptr<ResponseStream> body);
 
-  // Connections open now (waiting, being served, streaming), and streams among them.
+  // Classifies requests by their line and headers (the raw head, CRLF-separated; read a header
+  // with RequestHeadHeader): true = privileged (see "Privileged requests" above). Runs on the
+  // poll thread for every request, so it must be quick and not block. Call before listening;
+  // unset, no request is privileged.
+  void set_privileged_request(std::function<bool(absl::string_view head)> is_privileged);
+
+  // Connections open now (waiting, being served, streaming), and streams among them; connections
+  // evicted since the start.
   int open_connections() const;
   int open_streams() const;
+  int64_t evictions() const;
 
   // Closes every connection (streams get their terminating chunk first) after the requests being
   // served have been answered, and joins the gate and the workers. Call it after stop() once

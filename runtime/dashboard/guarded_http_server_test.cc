@@ -198,45 +198,171 @@ TEST(GuardedHttpServer, AConnectionThatSendsNothingIsClosedAfterTheIdleTimeout) 
   EXPECT_LT(absl::Now() - start, absl::Seconds(1.5));
 }
 
-TEST(GuardedHttpServer, ConnectionsOverThePerClientCapAre503AndClosedAtOnce) {
+// Holds `n` connections from `source_ip` that send nothing (idle) or trickle an endless header
+// (slowloris); one the server closes is reopened at once, as an attacker would, until Stop().
+class Attackers {
+ public:
+  Attackers(int port, const std::string& source_ip, int n, bool trickle)
+      : port_(port), source_ip_(source_ip), trickle_(trickle) {
+    for (int i = 0; i < n; ++i) conns_.push_back(Open());
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Attackers() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::unique_ptr<RawHttpClient> Open() {
+    auto c = std::make_unique<RawHttpClient>(port_, source_ip_);
+    if (trickle_) c->Send("GET /hello HTTP/1.1\r\nX-Slow: ");
+    return c;
+  }
+  void Run() {
+    for (int round = 0; round < 100000 && !stop_; ++round) {
+      for (auto& c : conns_) {
+        if (c->ClosedByServer()) {
+          c = Open();
+        } else if (trickle_) {
+          c->Send("a");
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  const int port_;
+  const std::string source_ip_;
+  const bool trickle_;
+  std::vector<std::unique_ptr<RawHttpClient>> conns_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// The issue-30 probe, scaled down: more idle connections from 127.0.0.1 than its per-client cap
+// (which every local client shares). Each new connection takes the place of an idle one, so a
+// real request from the same address is served at once instead of 503.
+TEST(GuardedHttpServer, IdleConnectionsOverThePerClientCapAreEvictedNotTheNewClient) {
   HttpLimits limits = Short();
   limits.idle_timeout = absl::Seconds(30);
-  limits.max_connections_per_client = 3;
+  limits.head_timeout = absl::Seconds(30);
+  limits.max_connections_per_client = 8;
   Served s(limits);
-  std::vector<std::unique_ptr<RawHttpClient>> held;
-  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<RawHttpClient>(s.port()));
+  Attackers idle(s.port(), "127.0.0.1", 12, /*trickle=*/false);
+  absl::SleepFor(absl::Milliseconds(200));
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_LT(s.TimeHello(), absl::Seconds(1)) << "request " << i;
+  }
+  EXPECT_LE(s.server().open_connections(), 8);
+  EXPECT_GE(s.server().evictions(), 4);
+}
+
+// The other probe: slow clients from four other addresses fill max_connections (each within
+// its per-client cap) and reconnect whenever they are dropped; a client from a fifth address is
+// still served every time.
+TEST(GuardedHttpServer, SlowClientsFromManyAddressesCannotFillTheServer) {
+  HttpLimits limits = Short();
+  limits.idle_timeout = absl::Seconds(30);
+  limits.head_timeout = absl::Seconds(30);
+  limits.max_connections = 32;
+  limits.max_connections_per_client = 8;
+  Served s(limits);
+  std::vector<std::unique_ptr<Attackers>> attackers;
+  for (int host = 2; host <= 5; ++host) {
+    attackers.push_back(std::make_unique<Attackers>(s.port(), absl::StrCat("127.0.0.", host), 8,
+                                                    /*trickle=*/true));
+  }
+  for (int i = 0; i < 100 && s.server().open_connections() < 32; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(s.server().open_connections(), 32);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_LT(s.TimeHello(), absl::Seconds(1)) << "request " << i;
+    absl::SleepFor(absl::Milliseconds(60));  // the attackers fill the place again
+  }
+  EXPECT_GE(s.server().evictions(), 5);  // probes took attackers' places
+  for (auto& a : attackers) a->Stop();
+}
+
+// Connections with a request in progress or a stream open are never evicted: only when every
+// slot is one of those is a new connection refused, 503 at once.
+TEST(GuardedHttpServer, WhenEveryConnectionIsBusyANewOneGets503) {
+  HttpLimits limits = Short();
+  limits.max_connections = 2;
+  Served s(limits);
+  RawHttpClient a(s.port()), b(s.port());
+  a.Send("GET /endless HTTP/1.1\r\nHost: x\r\n\r\n");
+  b.Send("GET /endless HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_TRUE(absl::StrContains(a.ReadUntil("tick", absl::Seconds(2)), "tick"));
+  EXPECT_TRUE(absl::StrContains(b.ReadUntil("tick", absl::Seconds(2)), "tick"));
   RawHttpClient extra(s.port());
-  ASSERT_TRUE(extra.connected());
-  extra.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
   bool closed = false;
   const std::string got = extra.ReadAll(absl::Seconds(2), &closed);
   EXPECT_TRUE(closed);
   EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 503 ")) << got;
-  EXPECT_TRUE(absl::StrContains(got, "too many connections from 127.0.0.1 (limit 3)")) << got;
-  // Once one closes, a new connection is served.
-  held.pop_back();
-  bool served = false;
-  for (int i = 0; i < 50 && !served; ++i) {
-    served = s.TimeHello() < absl::Seconds(1);
-    if (!served) absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_TRUE(served);
+  EXPECT_TRUE(absl::StrContains(got, "limit of 2 connections open, all of them busy")) << got;
+  EXPECT_EQ(s.server().evictions(), 0);
 }
 
-TEST(GuardedHttpServer, ConnectionsOverTheTotalCapAre503) {
+// Anonymous requests whose handler blocks take every worker they can; a privileged request
+// (here: one with "X-Privileged: yes") is still served by the reserved worker.
+TEST(GuardedHttpServer, PrivilegedRequestsHaveWorkersAnonymousOnesCannotTake) {
   HttpLimits limits = Short();
-  limits.idle_timeout = absl::Seconds(30);
-  limits.max_connections = 2;
-  Served s(limits);
-  RawHttpClient a(s.port()), b(s.port());
-  for (int i = 0; i < 100 && s.server().open_connections() < 2; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
+  limits.worker_threads = 3;
+  limits.reserved_workers = 1;
+  GuardedHttpServer server(limits);
+  std::atomic<bool> release{false};
+  std::atomic<int> blocked{0};
+  server.Get("/block", [&](const httplib::Request&, httplib::Response& res) {
+    ++blocked;
+    for (int i = 0; i < 500 && !release; ++i) absl::SleepFor(absl::Milliseconds(10));
+    res.set_content("done", "text/plain");
+  });
+  server.Get("/hello", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("hello", "text/plain");
+  });
+  server.set_privileged_request(
+      [](absl::string_view head) { return RequestHeadHeader(head, "X-Privileged") == "yes"; });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread listener([&] { server.listen_after_bind(); });
+  while (!server.is_running()) absl::SleepFor(absl::Milliseconds(1));
+  std::vector<std::unique_ptr<RawHttpClient>> hogs;
+  for (int i = 0; i < 6; ++i) {
+    hogs.push_back(std::make_unique<RawHttpClient>(port));
+    hogs.back()->Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n");
   }
-  RawHttpClient extra(s.port());
-  bool closed = false;
-  const std::string got = extra.ReadAll(absl::Seconds(2), &closed);
-  EXPECT_TRUE(closed);
-  EXPECT_TRUE(absl::StrContains(got, "limit of 2 connections")) << got;
+  for (int i = 0; i < 200 && blocked < 2; ++i) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(blocked.load(), 2);  // the two unreserved workers; the rest wait in the queue
+  // An anonymous /hello waits behind them...
+  RawHttpClient anonymous(port);
+  anonymous.Send("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string early = anonymous.ReadUntil("hello", absl::Milliseconds(300));
+  EXPECT_EQ(early, "");
+  // ...a privileged one does not.
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(2, 0);
+  const absl::Time start = absl::Now();
+  httplib::Result r = c.Get("/hello", {{"X-Privileged", "yes"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "hello");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(blocked.load(), 2);  // the reserved worker took no anonymous request
+  release = true;
+  const std::string later = anonymous.ReadUntil("hello", absl::Seconds(5));
+  EXPECT_TRUE(absl::StrContains(later, "hello")) << later;
+  server.stop();
+  listener.join();
+  server.Shutdown();
+}
+
+TEST(RequestHeadHeader, FindsAHeaderCaseInsensitivelyAndTrimsIt) {
+  const std::string head =
+      "GET / HTTP/1.1\r\nHost: x\r\nauthorization:  Bearer abc \r\nX-A: 1\r\n\r\n";
+  EXPECT_EQ(RequestHeadHeader(head, "Authorization"), "Bearer abc");
+  EXPECT_EQ(RequestHeadHeader(head, "x-a"), "1");
+  EXPECT_EQ(RequestHeadHeader(head, "X-Missing"), "");
+  EXPECT_EQ(RequestHeadHeader(head, "GET / HTTP/1.1"), "");
 }
 
 TEST(GuardedHttpServer, AHeadOverTheLimitGets431) {

@@ -291,9 +291,9 @@ absl::StatusOr<std::string> JobManager::Submit(absl::string_view yaml_text,
   if (!submit.working_dir_archive.empty()) {
     job.working_dir = job.job_dir + "/wd";
     cleanup.dir = job.job_dir;
-    if (absl::Status s =
-            UnpackDirectory(submit.working_dir_archive, job.working_dir,
-                            {.max_uncompressed_bytes = options_.max_working_dir_bytes});
+    if (absl::Status s = UnpackDirectory(submit.working_dir_archive, job.working_dir,
+                                         {.max_uncompressed_bytes = options_.max_working_dir_bytes,
+                                          .max_entries = options_.max_working_dir_entries});
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("--working-dir: ", s.message()));
     }

@@ -86,6 +86,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/dir_archive.h"
 #include "base/serial_executor.h"
 #include "nlohmann/json.hpp"
 #include "runtime/dashboard/head_api.h"
@@ -154,8 +155,11 @@ struct JobManagerOptions {
   // names, which its driver and workers load; `troupe start --head --no-job-libraries` sets it
   // false): when false, such a job is refused with PERMISSION_DENIED naming each library.
   bool job_libraries = true;
-  // The most file data a submitted working directory may unpack to (SubmitOptions).
+  // The most file data, and the most entries (files, directories, symlinks), a submitted
+  // working directory may unpack to (SubmitOptions); over either, Submit is RESOURCE_EXHAUSTED
+  // (HTTP 413) before anything is written.
   int64_t max_working_dir_bytes = int64_t{256} << 20;
+  int64_t max_working_dir_entries = kMaxArchiveEntries;
   // What checks a submitted spec (job_spec_checker.h); nullptr = the registered one.
   const JobSpecChecker* spec_checker = nullptr;
 };

@@ -23,9 +23,18 @@ namespace troupe::dashboard {
 
 class RawHttpClient {
  public:
-  // Connects to 127.0.0.1:port (blocking); see connected().
-  explicit RawHttpClient(int port) {
+  // Connects to 127.0.0.1:port (blocking) from `source_ip` (another loopback address such as
+  // 127.0.0.2 looks like another client host; "" = the kernel's choice); see connected().
+  explicit RawHttpClient(int port, const std::string& source_ip = "") {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ >= 0 && !source_ip.empty()) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      if (::inet_pton(AF_INET, source_ip.c_str(), &from.sin_addr) != 1 ||
+          ::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+        return;  // not connected
+      }
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));

@@ -175,7 +175,10 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
   }
   viewer->state_dir_ = tmpl;
   options.state_dir = viewer->state_dir_;
-  options.token = RandomToken();
+  options.token = RandomToken();  // held by no one: nothing can be changed
+  options.read_token = RandomToken();
+  options.token_hint = "open a link `troupe dashboard` printed: it carries this viewer's token";
+  viewer->read_token_ = options.read_token;
   options.head_address.clear();
   auto head = std::make_unique<NoClusterHeadApi>();
   // A finished run goes into the job table as the record a head would have kept of it (the KV's

@@ -10,6 +10,9 @@
 // head recorded them, so the job page draws its actor graph. Node and actor usage are not shown
 // (nothing runs), nor are the nodes, and nothing can be submitted or stopped (state-changing
 // requests need a token nobody is given).
+// The runs' records, logs and metrics need the viewer's read token (read_token(), random per
+// viewer): `troupe dashboard` prints sign-in links that carry it, so other local users, who can
+// reach the port, cannot read them.
 //
 // Job ids are the directories' base names ("-2", "-3" appended on a clash); the driver log is
 // <dir>/driver.log, else <dir>/../driver.log (a submitted job's logging.dir is <job dir>/run).
@@ -49,11 +52,14 @@ class RunViewer {
   const std::string& state_dir() const { return state_dir_; }
   // The job id each directory is served under, in the order given.
   const std::vector<std::string>& job_ids() const { return job_ids_; }
+  // The token that admits the runs' reads (DashboardOptions::read_token).
+  const std::string& read_token() const { return read_token_; }
 
  private:
   RunViewer() = default;
   std::string state_dir_;
   std::vector<std::string> job_ids_;
+  std::string read_token_;
   std::unique_ptr<DashboardServer> server_;
 };
 

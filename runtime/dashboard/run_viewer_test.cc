@@ -69,7 +69,15 @@ TEST_F(RunViewerTest, ServesFinishedAndRunningRunsFromTheirFiles) {
       RunViewer::Start({dir + "/a/run", dir + "/b/run/", dir + "/c"}, Options());
   ASSERT_TRUE(viewer.ok()) << viewer.status();
   EXPECT_EQ((*viewer)->job_ids(), (std::vector<std::string>{"run", "run-2", "c"}));
+  // Without the viewer's read token, other local users get none of the runs' files.
+  httplib::Client anonymous("127.0.0.1", (*viewer)->port());
+  for (const char* path : {"/api/jobs/", "/api/jobs/run", "/api/jobs/run/logs"}) {
+    int status = 0;
+    Get(anonymous, path, &status);
+    EXPECT_EQ(status, 401) << path;
+  }
   httplib::Client c("127.0.0.1", (*viewer)->port());
+  c.set_default_headers({{"Authorization", "Bearer " + (*viewer)->read_token()}});
 
   const nlohmann::json jobs = Get(c, "/api/jobs/");
   ASSERT_EQ(jobs["jobs"].size(), 3u) << jobs.dump();
@@ -100,7 +108,7 @@ TEST_F(RunViewerTest, ServesFinishedAndRunningRunsFromTheirFiles) {
 
   EXPECT_EQ(Get(c, "/api/nodes")["nodes"].size(), 0u);
   EXPECT_EQ(Get(c, "/api/actors")["actors"].size(), 0u);
-  // Nothing can be stopped or submitted: no one holds the token.
+  // Nothing can be stopped or submitted: no one holds the token (the read token changes nothing).
   httplib::Result stop = c.Post("/api/jobs/run-2/stop", "", "application/json");
   ASSERT_TRUE(stop);
   EXPECT_EQ(stop->status, 401);
@@ -242,6 +250,7 @@ TEST_F(RunViewerTest, RemovesItsStateDirectoryWhenDone) {
     absl::StatusOr<std::unique_ptr<RunViewer>> viewer = RunViewer::Start({dir + "/r"}, Options());
     ASSERT_TRUE(viewer.ok()) << viewer.status();
     httplib::Client c("127.0.0.1", (*viewer)->port());
+    c.set_default_headers({{"Authorization", "Bearer " + (*viewer)->read_token()}});
     EXPECT_EQ(Get(c, "/api/jobs/r")["status"], "SUCCEEDED");
     state = (*viewer)->state_dir();
     EXPECT_TRUE(fs::is_directory(state));

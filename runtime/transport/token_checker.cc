@@ -35,24 +35,30 @@ TokenChecker::TokenChecker(std::string token, TokenCheckOptions options)
 
 absl::Status TokenChecker::Check(absl::string_view peer_host,
                                  std::optional<absl::string_view> token, absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  auto it = peers_.find(peer_host);
-  if (it != peers_.end() && it->second.locked_until > now) {
-    ++stats_.locked_out;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "too many wrong cluster tokens from ", peer_host, "; calls from there are refused for ",
-        absl::FormatDuration(absl::Ceil(it->second.locked_until - now, absl::Seconds(1)))));
-  }
   if (!token.has_value()) {
+    absl::MutexLock lock(&mu_);
     ++stats_.missing;
     return absl::UnauthenticatedError(
         absl::StrCat("missing cluster token (metadata '", kTokenMetadataKey,
                      "'); give it with --token-file or TROUPE_TOKEN"));
   }
-  if (TokenMatches(token_, *token)) {
+  // The right token is admitted before any state is looked at: a throttle never refuses it.
+  const bool right = TokenMatches(token_, *token);
+  absl::MutexLock lock(&mu_);
+  if (right) {
     ++stats_.accepted;
-    if (it != peers_.end()) peers_.erase(it);
     return absl::OkStatus();
+  }
+  auto it = peers_.find(peer_host);
+  if (it != peers_.end() && it->second.locked_until > now) {
+    ++stats_.locked_out;
+    it->second.last_failure = now;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "too many wrong cluster tokens from ", peer_host,
+        "; wrong tokens from there are refused "
+        "for ",
+        absl::FormatDuration(absl::Ceil(it->second.locked_until - now, absl::Seconds(1))),
+        " (the right token is always admitted)"));
   }
   ++stats_.wrong;
   if (it == peers_.end()) {
@@ -70,9 +76,10 @@ absl::Status TokenChecker::Check(absl::string_view peer_host,
     p.failures = 0;
     p.window_start = absl::InfinitePast();
     ++stats_.lockouts;
-    return absl::UnauthenticatedError(absl::StrCat(
-        "wrong cluster token (", options_.max_failures, " wrong tokens from ", peer_host,
-        "; calls from there are now refused for ", absl::FormatDuration(options_.lockout), ")"));
+    return absl::UnauthenticatedError(absl::StrCat("wrong cluster token (", options_.max_failures,
+                                                   " wrong tokens from ", peer_host,
+                                                   "; wrong tokens from there are now refused for ",
+                                                   absl::FormatDuration(options_.lockout), ")"));
   }
   return absl::UnauthenticatedError("wrong cluster token");
 }

@@ -1,27 +1,35 @@
-// TokenChecker: admits or refuses a caller by the cluster token it presents, and locks out a
-// caller host that keeps presenting wrong tokens. Plus the gRPC glue that runs it on a call before
-// the call's request body is read.
+// TokenChecker: admits or refuses a caller by the cluster token it presents, and throttles a
+// caller host that keeps presenting wrong tokens without ever refusing the right one. Plus the
+// gRPC glue that runs it on a call before the call's request body is read.
 //
 // Every troupe gRPC server (head, node agent, actor transport) checks each call's
-// `x-troupe-token` metadata here. The check is keyed by the caller's host (the peer address
+// `x-troupe-token` metadata here. The token is compared first, in the same time wherever the
+// tokens differ (TokenMatches); only failures are counted, per caller host (the peer address
 // without its port, so a new connection does not start over):
 //
-//   caller host state        token presented        outcome
-//   ----------------------   --------------------   ------------------------------------------
-//   locked out (until > now) anything, or none      RESOURCE_EXHAUSTED, token not even compared
-//   -                        none                   UNAUTHENTICATED "missing", not counted
-//   -                        wrong                  UNAUTHENTICATED "wrong"; counted: the
-//                                                   max_failures-th within failure_window locks
-//                                                   the host out for `lockout`
-//   -                        right                  OK; the host's failure count is cleared
+//   token presented   caller host state           outcome
+//   ---------------   -------------------------   ----------------------------------------------
+//   right             anything (throttled too)    OK; nothing counted, nothing cleared
+//   none              anything                    UNAUTHENTICATED "missing", not counted
+//   wrong             throttled (until > now)     RESOURCE_EXHAUSTED "too many wrong cluster
+//                                                 tokens from HOST"; counted in stats only
+//   wrong             -                           UNAUTHENTICATED "wrong"; counted: the
+//                                                 max_failures-th within failure_window
+//                                                 throttles the host for `throttle`
 //
-// A missing token is not counted: it guesses nothing (a probe, a misconfigured client). The
-// comparison takes the same time wherever the tokens differ (TokenMatches). A lockout applies to
-// every caller on that host, the node agent there included: a local user who can reach the head
-// can lock that host out for `lockout`, never longer, and never any other host.
+// Why the right token always passes: on one machine the node agent, the driver, the dashboard and
+// any other local user all call from 127.0.0.1. Refusing a host after wrong tokens (as an earlier
+// troupe did) let any local user, with no token at all, cut the cluster's own peers off: the node
+// was declared dead and the running job failed. A throttle therefore only ever answers wrong
+// tokens. It does not slow a guesser down (a right guess is admitted whatever the host's state);
+// what protects the cluster is the token's 128 random bits (HeadServer generates it). The throttle
+// bounds the work and the noise of wrong tokens and tells a misconfigured client to stop.
+//
+// A right token from a host does not clear that host's failures either: another local process's
+// correct calls must not reset a guesser's count.
 //
 // Memory is bounded: at most max_tracked_peers hosts are remembered; when full, hosts whose window
-// and lockout are over are forgotten first, then the one whose last failure is oldest.
+// and throttle are over are forgotten first, then the one whose last failure is oldest.
 //
 // Example (a synchronous unary method registered as "streamed", so nothing is read before the
 // check; see ServeUnaryAfterAuth):
@@ -54,10 +62,11 @@ namespace transport {
 
 // Limits on failed token attempts, per caller host.
 struct TokenCheckOptions {
-  // Wrong tokens a host may present within `failure_window` before it is locked out.
+  // Wrong tokens a host may present within `failure_window` before it is throttled.
   int max_failures = 5;
   absl::Duration failure_window = absl::Minutes(1);
-  // How long a locked-out host's calls are refused (RESOURCE_EXHAUSTED) without a comparison.
+  // How long a throttled host's wrong tokens are answered RESOURCE_EXHAUSTED (its right ones
+  // are admitted all along).
   absl::Duration lockout = absl::Seconds(30);
   // Hosts remembered at once (each costs ~100 bytes).
   int max_tracked_peers = 10000;
@@ -70,9 +79,9 @@ absl::Status ValidateTokenCheckOptions(const TokenCheckOptions& options);
 struct TokenCheckStats {
   int64_t accepted = 0;
   int64_t missing = 0;     // refused: no token
-  int64_t wrong = 0;       // refused: wrong token (counted towards a lockout)
-  int64_t locked_out = 0;  // refused without comparison: the host was locked out
-  int64_t lockouts = 0;    // times a host got locked out
+  int64_t wrong = 0;       // refused: wrong token (counted towards a throttle)
+  int64_t locked_out = 0;  // wrong tokens refused while their host was throttled
+  int64_t lockouts = 0;    // times a host got throttled
 };
 
 class TokenChecker {
@@ -84,7 +93,8 @@ class TokenChecker {
   TokenChecker& operator=(const TokenChecker&) = delete;
 
   // The outcome for a call from `peer_host` presenting `token` (nullopt: none) at `now`, per the
-  // table above. Error messages name the host and never contain either token.
+  // table above: OK whenever `token` is the right one. Error messages name the host and never
+  // contain either token.
   absl::Status Check(absl::string_view peer_host, std::optional<absl::string_view> token,
                      absl::Time now);
 

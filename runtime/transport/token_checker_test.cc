@@ -38,33 +38,46 @@ TEST(TokenChecker, AdmitsTheRightTokenAndRefusesMissingOrWrongOnes) {
             absl::StatusCode::kUnauthenticated);
 }
 
-TEST(TokenChecker, LocksOutAHostAfterMaxFailuresWithoutComparingAnyMore) {
+// The issue-30 probe: wrong tokens from 127.0.0.1 must not cut off the node agent, the driver
+// and the dashboard, which call from that same host with the right token.
+TEST(TokenChecker, ThrottlesAHostsWrongTokensButAlwaysAdmitsTheRightOne) {
   TokenChecker checker(kToken, Limits());
   const std::string bad = "guess";
-  EXPECT_EQ(checker.Check("ipv4:10.0.0.9", bad, kT0).code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(checker.Check("ipv4:10.0.0.9", bad, kT0 + absl::Seconds(1)).code(),
+  EXPECT_EQ(checker.Check("ipv4:127.0.0.1", bad, kT0).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(checker.Check("ipv4:127.0.0.1", bad, kT0 + absl::Seconds(1)).code(),
             absl::StatusCode::kUnauthenticated);
-  absl::Status third = checker.Check("ipv4:10.0.0.9", bad, kT0 + absl::Seconds(2));
+  absl::Status third = checker.Check("ipv4:127.0.0.1", bad, kT0 + absl::Seconds(2));
   EXPECT_EQ(third.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_THAT(third.message(), HasSubstr("refused for 30s"));
-  // Locked out: even the right token is refused, quickly, as RESOURCE_EXHAUSTED.
-  absl::Status locked = checker.Check("ipv4:10.0.0.9", kToken, kT0 + absl::Seconds(3));
-  EXPECT_EQ(locked.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(locked.message(), HasSubstr("10.0.0.9"));
-  EXPECT_THAT(locked.message(), HasSubstr("29s"));
-  EXPECT_EQ(checker.Check("ipv4:10.0.0.9", std::nullopt, kT0 + absl::Seconds(3)).code(),
-            absl::StatusCode::kResourceExhausted);
+  // Throttled: the right token from the same host still gets in, at once and throughout.
+  EXPECT_TRUE(checker.Check("ipv4:127.0.0.1", kToken, kT0 + absl::Seconds(3)).ok());
+  // Wrong ones are answered RESOURCE_EXHAUSTED, naming the host and the time left.
+  absl::Status throttled = checker.Check("ipv4:127.0.0.1", bad, kT0 + absl::Seconds(3));
+  EXPECT_EQ(throttled.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(throttled.message(), HasSubstr("127.0.0.1"));
+  EXPECT_THAT(throttled.message(), HasSubstr("29s"));
+  EXPECT_THAT(throttled.message(), Not(HasSubstr(kToken)));
+  EXPECT_THAT(throttled.message(), Not(HasSubstr(bad)));
+  // A missing token is still just "missing".
+  EXPECT_EQ(checker.Check("ipv4:127.0.0.1", std::nullopt, kT0 + absl::Seconds(3)).code(),
+            absl::StatusCode::kUnauthenticated);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_TRUE(checker.Check("ipv4:127.0.0.1", kToken, kT0 + absl::Seconds(4)).ok());
+    EXPECT_EQ(checker.Check("ipv4:127.0.0.1", bad, kT0 + absl::Seconds(4)).code(),
+              absl::StatusCode::kResourceExhausted);
+  }
   // Another host is not affected.
-  EXPECT_TRUE(checker.Check("ipv4:10.0.0.10", kToken, kT0 + absl::Seconds(3)).ok());
-  // After the lockout, the right token works again.
-  EXPECT_EQ(checker.Check("ipv4:10.0.0.9", kToken, kT0 + absl::Seconds(31)).code(),
-            absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(checker.Check("ipv4:10.0.0.9", kToken, kT0 + absl::Seconds(32)).ok());
+  EXPECT_EQ(checker.Check("ipv4:10.0.0.10", bad, kT0 + absl::Seconds(4)).code(),
+            absl::StatusCode::kUnauthenticated);
+  // After the throttle, wrong tokens count from zero again.
+  EXPECT_EQ(checker.Check("ipv4:127.0.0.1", bad, kT0 + absl::Seconds(32)).code(),
+            absl::StatusCode::kUnauthenticated);
   const TokenCheckStats s = checker.stats();
-  EXPECT_EQ(s.wrong, 3);
+  EXPECT_EQ(s.wrong, 5);
   EXPECT_EQ(s.lockouts, 1);
-  EXPECT_EQ(s.locked_out, 3);
-  EXPECT_EQ(s.accepted, 2);
+  EXPECT_EQ(s.locked_out, 101);
+  EXPECT_EQ(s.accepted, 101);
+  EXPECT_EQ(s.missing, 1);
 }
 
 TEST(TokenChecker, FailuresOutsideTheWindowAndMissingTokensDoNotCount) {
@@ -82,14 +95,16 @@ TEST(TokenChecker, FailuresOutsideTheWindowAndMissingTokensDoNotCount) {
   EXPECT_TRUE(checker.Check("ipv4:10.0.0.2", kToken, kT0 + absl::Seconds(200)).ok());
 }
 
-TEST(TokenChecker, TheRightTokenClearsAHostsFailures) {
+// The node agent's correct heartbeats from 127.0.0.1 must not keep resetting the count of a
+// guesser on the same host.
+TEST(TokenChecker, RightTokensDoNotClearAHostsFailures) {
   TokenChecker checker(kToken, Limits());
   EXPECT_FALSE(checker.Check("ipv4:10.0.0.3", "x", kT0).ok());
   EXPECT_FALSE(checker.Check("ipv4:10.0.0.3", "x", kT0).ok());
   EXPECT_TRUE(checker.Check("ipv4:10.0.0.3", kToken, kT0).ok());
-  EXPECT_FALSE(checker.Check("ipv4:10.0.0.3", "x", kT0).ok());
-  EXPECT_FALSE(checker.Check("ipv4:10.0.0.3", "x", kT0).ok());
-  EXPECT_EQ(checker.stats().lockouts, 0);
+  EXPECT_EQ(checker.Check("ipv4:10.0.0.3", "x", kT0).code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(checker.stats().lockouts, 1);
+  EXPECT_EQ(checker.Check("ipv4:10.0.0.3", "x", kT0).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(checker.Check("ipv4:10.0.0.3", kToken, kT0).ok());
 }
 
@@ -98,16 +113,16 @@ TEST(TokenChecker, RemembersAtMostMaxTrackedPeers) {
   limits.max_tracked_peers = 4;
   limits.max_failures = 2;
   TokenChecker checker(kToken, limits);
-  // Host 0 is locked out; then 10 more hosts fail once each: the oldest entries are forgotten,
-  // so the table never grows past 4 (host 0's lockout is forgotten with it).
+  // Host 0 is throttled; then 10 more hosts fail once each: the oldest entries are forgotten,
+  // so the table never grows past 4 (host 0's throttle is forgotten with it).
   EXPECT_FALSE(checker.Check("ipv4:10.1.0.0", "x", kT0).ok());
   EXPECT_FALSE(checker.Check("ipv4:10.1.0.0", "x", kT0).ok());
-  EXPECT_EQ(checker.Check("ipv4:10.1.0.0", kToken, kT0).code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(checker.Check("ipv4:10.1.0.0", "x", kT0).code(), absl::StatusCode::kResourceExhausted);
   for (int i = 1; i <= 10; ++i) {
     EXPECT_FALSE(checker.Check(absl::StrCat("ipv4:10.1.0.", i), "x", kT0 + absl::Seconds(i)).ok());
   }
-  EXPECT_TRUE(checker.Check("ipv4:10.1.0.0", kToken, kT0 + absl::Seconds(11)).ok());
+  EXPECT_EQ(checker.Check("ipv4:10.1.0.0", "x", kT0 + absl::Seconds(11)).code(),
+            absl::StatusCode::kUnauthenticated);
 }
 
 TEST(TokenCheckOptions, OutOfRangeFieldsAreNamed) {

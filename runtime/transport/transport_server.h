@@ -29,10 +29,10 @@
 // parse -> INVALID_ARGUMENT naming the expected message type; a method's own error, its
 // exception (INTERNAL), a local deadline, or the actor's death (UNAVAILABLE) as the local call
 // reported it. A missing or wrong token ends the stream (or the Ping) with UNAUTHENTICATED, and a
-// caller host that presented too many wrong tokens gets RESOURCE_EXHAUSTED for a while
-// (options.token_check, see token_checker.h); either way before any request body is read, so an
-// unauthenticated caller cannot make the server buffer data. An undecodable frame ends the stream
-// with INVALID_ARGUMENT. Bad input never crashes the server.
+// caller host that presented too many wrong tokens gets RESOURCE_EXHAUSTED for its wrong ones for
+// a while, the right token still admitted (options.token_check, see token_checker.h); either way
+// before any request body is read, so an unauthenticated caller cannot make the server buffer data.
+// An undecodable frame ends the stream with INVALID_ARGUMENT. Bad input never crashes the server.
 //
 // Example (a worker):
 //   auto server = troupe::transport::ActorTransportServer::Start(
@@ -82,7 +82,7 @@ struct TransportServerOptions {
 // Counters since Start, for tests and metrics.
 struct TransportServerStats {
   int64_t streams_opened = 0;
-  int64_t streams_refused = 0;  // bad token (or caller host locked out)
+  int64_t streams_refused = 0;  // missing or wrong token (throttled or not)
   int64_t calls_received = 0;   // first pieces of calls (and readiness probes)
   int64_t calls_dispatched = 0;
   int64_t cancels_received = 0;

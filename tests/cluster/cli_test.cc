@@ -2,10 +2,12 @@
 // node), `troupe status`, `troupe stop`, and how the cluster token is handed around.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -117,6 +119,39 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   EXPECT_TRUE(absl::StrContains(down, "head at")) << down;
 }
 
+// The issue-30 probe: `troupe stop` had to SIGKILL the head. The head's shutdown takes well under
+// a second, but a head that had exited stayed a zombie until its parent reaped it, and `troupe
+// stop` (kill(pid, 0)) took the zombie for a running head, waited its 10 s and "killed" it. Here
+// this test is the parent and reaps only after `troupe stop` returned: stop must see the head
+// gone at once, and the head must have ended on SIGTERM by itself (exit 0).
+TEST(TroupeCli, StopEndsAHeadWithSigtermPromptlyEvenBeforeItIsReaped) {
+  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/stop_prompt");
+  std::filesystem::remove_all(dir);
+  Process head =
+      Process::Start({kTroupe, "start", "--head", "--block", "--port", "0", "--dashboard-port", "0",
+                      "--state-dir", dir, "--resources", R"({"CPU": 1})"},
+                     dir + ".head.out");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return !ReadFile(dir + "/dashboard.address").empty() &&
+               std::filesystem::exists(absl::StrCat(dir, "/pids/head-", head.pid(), ".pid"));
+      },
+      absl::Seconds(60)))
+      << head.Output();
+  const absl::Time start = absl::Now();
+  auto [rc, stopped] = RunCommand({kTroupe, "stop", "--state-dir", dir}, dir + ".stop.out");
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(rc, 0) << stopped;
+  EXPECT_TRUE(absl::StrContains(stopped, "stopped head")) << stopped;
+  EXPECT_FALSE(absl::StrContains(stopped, "killed")) << stopped;
+  EXPECT_LT(took, absl::Seconds(5)) << stopped;
+  std::optional<int> status = head.Wait(absl::Seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status)) << "the head died of signal " << WTERMSIG(*status);
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << head.Output();
+  EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir, "/pids/head-", head.pid(), ".pid")));
+}
+
 // `troupe dashboard RUN_DIR`: a finished run's files served without a cluster, until Ctrl-C.
 TEST(TroupeCli, DashboardServesARunDirectoryWithoutACluster) {
   const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run_dashboard");
@@ -139,7 +174,17 @@ TEST(TroupeCli, DashboardServesARunDirectoryWithoutACluster) {
   ASSERT_FALSE(url.empty()) << viewer.Output();
   int port = 0;
   ASSERT_TRUE(absl::SimpleAtoi(url.substr(url.rfind(':') + 1), &port)) << url;
+  // The runs are served to whoever has the token of the sign-in link it printed, no one else.
+  const std::string out = viewer.Output();
+  const size_t token_at = out.find("?token=");
+  ASSERT_NE(token_at, std::string::npos) << out;
+  const std::string token = out.substr(token_at + 7, out.find(' ', token_at) - token_at - 7);
+  httplib::Client anonymous("127.0.0.1", port);
+  httplib::Result refused = anonymous.Get("/api/jobs/run");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
   httplib::Client c("127.0.0.1", port);
+  c.set_default_headers({{"Authorization", "Bearer " + token}});
   httplib::Result jobs = c.Get("/api/jobs/run");
   ASSERT_TRUE(jobs);
   EXPECT_TRUE(absl::StrContains(jobs->body, "\"status\":\"SUCCEEDED\"")) << jobs->body;

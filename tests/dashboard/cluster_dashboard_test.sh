@@ -89,8 +89,10 @@ code=$(curl_code POST /api/jobs/ -H "Authorization: Bearer $token" \
   --data-binary "{\"spec\": $(json_string <"$tmp/bad.yaml"), \"filename\": \"bad.yaml\"}")
 [[ "$code" == 400 ]] || fail "invalid spec over REST: HTTP $code, want 400"
 grep -q "bad.yaml:4" "$tmp/body" || fail "the REST error lacks file:line: $(cat "$tmp/body")"
-code=$(curl_code GET /api/jobs/no-such-job)
+code=$(curl_code GET /api/jobs/no-such-job -H "Authorization: Bearer $token")
 [[ "$code" == 404 ]] || fail "unknown job: HTTP $code, want 404"
+code=$(curl_code GET /api/jobs/)
+[[ "$code" == 401 ]] || fail "the job list without the token: HTTP $code, want 401"
 code=$(curl_code POST /api/jobs/ --data-binary '{"spec": "name: x"}')
 [[ "$code" == 401 ]] || fail "no token: HTTP $code, want 401"
 code=$(curl_code POST /api/jobs/ -H "Authorization: Bearer $token" --data-binary '{"spec": ')
@@ -114,7 +116,7 @@ long_id=$("$troupe" job submit --no-wait --state-dir "$state" "$spec" "sft.dir=$
 [[ "$long_id" == grpo-short-* ]] || fail "submit --no-wait printed '$long_id'"
 # Bounded wait for the job's first steps.
 for ((i = 0; i < 240; i++)); do
-  steps=$(curl -s --max-time 10 "$url/api/jobs/$long_id/metrics" |
+  steps=$(curl -s --max-time 10 -H "Authorization: Bearer $token" "$url/api/jobs/$long_id/metrics" |
     json_field last_step 2>/dev/null || echo 0)
   [[ "$steps" -ge 2 ]] && break
   status=$("$troupe" job status "$long_id" --state-dir "$state" 2>&1 | head -3)
@@ -124,7 +126,10 @@ done
 [[ "$steps" -ge 2 ]] || fail "the job made no steps in 120 s"
 
 step "the browser test on the running job"
-TROUPE_DASHBOARD_URL="$url/" TROUPE_DASHBOARD_JOB="$long_id" "$here/dashboard_test.sh"
+code=$(curl_code GET "/api/jobs/$long_id/logs")
+[[ "$code" == 401 ]] || fail "the driver log without the token: HTTP $code, want 401"
+TROUPE_DASHBOARD_URL="$url/" TROUPE_DASHBOARD_JOB="$long_id" TROUPE_DASHBOARD_TOKEN="$token" \
+  "$here/dashboard_test.sh"
 
 step "/metrics passes promtool"
 curl -s --max-time 20 "$url/metrics" >"$tmp/metrics.txt"
@@ -169,7 +174,8 @@ done
 run_url=$(head -1 "$run_dir/cluster/dashboard.address")
 run_token=$(head -1 "$run_dir/cluster/token")
 [[ -n "$run_url" && -s "$run_dir/metrics.jsonl" ]] || fail "troupe run never made a step"
-type=$(curl -s --max-time 10 "$run_url/api/jobs/grpo-short" | json_field type)
+type=$(curl -s --max-time 10 -H "Authorization: Bearer $run_token" "$run_url/api/jobs/grpo-short" |
+  json_field type)
 [[ "$type" == DRIVER ]] || fail "the embedded dashboard shows the job as '$type', want DRIVER"
 code=$(curl -s -o "$tmp/body" -w '%{http_code}' -X POST --max-time 90 \
   -H "Authorization: Bearer $run_token" "$run_url/api/jobs/grpo-short/stop")

@@ -30,6 +30,9 @@ import {
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const REAL_URL = process.env.TROUPE_DASHBOARD_URL || '';
+// A real head's cluster token: jobs, logs and metrics need it (the page is signed in with it
+// through its form, as a user would).
+const TOKEN = process.env.TROUPE_DASHBOARD_TOKEN || '';
 const CHROMIUM = process.env.TROUPE_CHROMIUM || '/usr/bin/chromium';
 const WEB_DIR = process.env.TROUPE_WEB_DIR || path.resolve(here, '../../web');
 const ARTIFACTS = process.env.TEST_UNDECLARED_OUTPUTS_DIR || path.resolve(here, '../artifacts');
@@ -69,6 +72,7 @@ const pageErrors = [];
 async function api(pathAndQuery) {
   const response = await fetch(new URL(pathAndQuery, baseUrl), {
     signal: AbortSignal.timeout(WAIT_MS),
+    headers: TOKEN ? {Authorization: `Bearer ${TOKEN}`} : {},
   });
   assert.ok(response.ok, `GET ${pathAndQuery}: HTTP ${response.status}`);
   return response.json();
@@ -248,6 +252,22 @@ describe('web dashboard in headless Chromium', {timeout: 240000}, () => {
       if (m.type() === 'error') pageErrors.push(`console.error: ${m.text()}`);
     });
 
+    if (TOKEN) {
+      // The head answers 401 to the jobs page: the sign-in form shows; the token entered is kept.
+      await open('#/jobs');
+      await page.waitForSelector('#token-form', {state: 'visible', timeout: WAIT_MS});
+      // It says where the token is, as the head's 401 answer names it.
+      assert.match(await page.textContent('#token-where'), /the token is in \/.*\/token/);
+      await page.fill('#token-input', TOKEN);
+      await page.click('#token-form button[type=submit]');
+      await page.waitForSelector('#token-form', {state: 'hidden', timeout: WAIT_MS});
+      await page.waitForFunction(() => localStorage.getItem('troupe.token'), null, {
+        timeout: WAIT_MS,
+      });
+      // Chromium logs each 401 answered before signing in as a console error: expected here.
+      const before = pageErrors.splice(0);
+      pageErrors.push(...before.filter((e) => !e.includes('status of 401')));
+    }
     if (process.env.TROUPE_DASHBOARD_JOB) {
       jobId = process.env.TROUPE_DASHBOARD_JOB;
     } else if (fixture) {

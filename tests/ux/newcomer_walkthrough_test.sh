@@ -171,7 +171,11 @@ for ((i = 0; i < 100; i++)); do
   sleep 0.1
 done
 [[ -n "$viewer_url" ]] || fail "troupe dashboard printed no URL: $(cat "$tmp/viewer.out")"
-curl -s --max-time 10 "$viewer_url/api/jobs/" >"$tmp/viewer_jobs.json"
+# Its links carry the viewer's read token; without it the runs are not served.
+viewer_token=$(grep -o 'token=[0-9a-f]*' "$tmp/viewer.out" | head -1 | cut -d= -f2)
+[[ -n "$viewer_token" ]] || fail "troupe dashboard printed no sign-in link: $(cat "$tmp/viewer.out")"
+curl -s --max-time 10 -H "Authorization: Bearer $viewer_token" "$viewer_url/api/jobs/" \
+  >"$tmp/viewer_jobs.json"
 python3 - "$tmp/viewer_jobs.json" <<'PY' || fail "troupe dashboard: $(cat "$tmp/viewer_jobs.json")"
 import json, sys
 jobs = {j["job_id"]: j["status"] for j in json.load(open(sys.argv[1]))["jobs"]}
@@ -203,7 +207,8 @@ id=$("$troupe" job submit --no-wait --address "$url" --working-dir ../project --
 [[ "$id" == walkthrough-* ]] || fail "submit printed '$id'"
 job_run="$state/jobs/$id/wd/runs/walkthrough"
 wait_for_checkpoint "$job_run/ckpt" 2
-TROUPE_DASHBOARD_URL="$url/" TROUPE_DASHBOARD_JOB="$id" timeout 400 "$dashboard_test" ||
+TROUPE_DASHBOARD_URL="$url/" TROUPE_DASHBOARD_JOB="$id" TROUPE_DASHBOARD_TOKEN="$(head -1 "$state/token")" \
+  timeout 400 "$dashboard_test" ||
   fail "the dashboard pages of the running job"
 
 step "8. troupe job stop: STOPPED, with its final checkpoint"

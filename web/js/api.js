@@ -1,7 +1,10 @@
-// The head's REST API: fetches with a timeout and errors that name the endpoint.
+// The head's REST API: fetches with a timeout and errors that name the endpoint, carrying the
+// cluster token once the user gave it (login.js); a 401 asks for it (event troupe-token-needed).
 //
 // Exports: ApiError, request (a Response, throws ApiError), getJson, enc (encodeURIComponent),
 // settle (runs several fetches to completion, keeping what succeeded).
+
+import {storedToken} from './login.js';
 
 const REQUEST_TIMEOUT_MS = 10000;
 
@@ -23,7 +26,9 @@ export async function request(path) {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT_MS);
   try {
-    const response = await fetch(path, {cache: 'no-store', signal: controller.signal});
+    const token = storedToken();
+    const headers = token ? {Authorization: `Bearer ${token}`} : {};
+    const response = await fetch(path, {cache: 'no-store', signal: controller.signal, headers});
     if (!response.ok) {
       let message = '';
       try {
@@ -32,6 +37,9 @@ export async function request(path) {
         if (parsed && typeof parsed.error === 'string') message = parsed.error;
       } catch (_) {
         /* Plain-text body, or none. */
+      }
+      if (response.status === 401) {
+        window.dispatchEvent(new CustomEvent('troupe-token-needed', {detail: message}));
       }
       throw new ApiError(path, response.status, message.slice(0, 300));
     }

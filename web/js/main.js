@@ -7,7 +7,7 @@
 //
 // Modules: api.js (fetch), poller.js (polling, connection state), format.js (DOM and formatting
 // helpers), actor_details.js (details panel, node names), cluster_view.js, actors_view.js,
-// jobs_view.js, job_view.js (with graph.js and charts.js), logs_view.js.
+// jobs_view.js, job_view.js (with graph.js and charts.js), logs_view.js, login.js (the token).
 //
 // Hooks for tests and scripting:
 //   window.troupeGraph        the job view's cytoscape instance (actor vertices have data kind
@@ -25,6 +25,7 @@ import {clusterView} from './cluster_view.js';
 import {$, el} from './format.js';
 import {jobView} from './job_view.js';
 import {jobsView} from './jobs_view.js';
+import {installLogin} from './login.js';
 import {logsView} from './logs_view.js';
 import {app, poll, pollNow, stopPolling} from './poller.js';
 
@@ -96,6 +97,7 @@ function init() {
   document.addEventListener('visibilitychange', () => {
     if (!document.hidden) pollNow();
   });
+  installLogin(() => route());
   route();
 }
 
