@@ -233,8 +233,11 @@ class GrpoRecipe : public Recipe {
     if (pairs_ != nullptr) {  // the same pairs every epoch
       feed_->EnableReferenceCache([this](int64_t id) { return pairs_->RecordOf(id); });
     }
-    TROUPE_RETURN_IF_ERROR(
-        feed_->Import(state_.resumed_replay_state(), state_.resume_dir() + "/replay_buffer.pb"));
+    // A resumed run's buffered groups are ahead of training as they were when the checkpoint was
+    // made: counted in pending_, or Generate would draw a full pipeline more on top of them and
+    // the surplus would go stale (the prompts that were out are drawn again and counted then).
+    TROUPE_ASSIGN_OR_RETURN(pending_, feed_->Import(state_.resumed_replay_state(),
+                                                    state_.resume_dir() + "/replay_buffer.pb"));
     TROUPE_ASSIGN_OR_RETURN(scoring_, ScoringPool::Create(cluster_, std::move(rewards),
                                                           options_.retry, &wake_, options_.log));
     RolloutPoolOptions po{.group_name = absl::StrCat(prefix_, "/weights"),

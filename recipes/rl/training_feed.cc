@@ -190,15 +190,15 @@ absl::StatusOr<std::string> TrainingFeed::Export() {
   return state.SerializeAsString();
 }
 
-absl::Status TrainingFeed::Import(const std::string& bytes, const std::string& source) {
-  if (bytes.empty()) return absl::OkStatus();
+absl::StatusOr<int64_t> TrainingFeed::Import(const std::string& bytes, const std::string& source) {
+  if (bytes.empty()) return 0;
   proto::ReplayState state;
   if (!state.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(source, " is not a replay buffer state"));
   }
   absl::Status s = replay_.Call(&actors::ReplayBuffer::Import, state).Get().status();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
-  return absl::OkStatus();
+  return static_cast<int64_t>(state.groups_size());
 }
 
 }  // namespace troupe::recipes

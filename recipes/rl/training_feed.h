@@ -75,8 +75,10 @@ class TrainingFeed {
   absl::StatusOr<proto::ReplayStats> Stats();
   // The replay buffer's whole state, serialized (ReplayState), for a checkpoint.
   absl::StatusOr<std::string> Export();
-  // Restores an Export (from `source`, named in errors); nothing for an empty `state`.
-  absl::Status Import(const std::string& state, const std::string& source);
+  // Restores an Export (from `source`, named in errors); nothing for an empty `state`. Returns
+  // the number of groups the buffer holds afterwards (0 for an empty `state`): groups drawn and
+  // not yet trained on, which a resumed driver counts as ahead of training.
+  absl::StatusOr<int64_t> Import(const std::string& state, const std::string& source);
 
  private:
   struct Batch {
