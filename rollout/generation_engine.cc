@@ -194,15 +194,21 @@ absl::Status GenerationEngine::UpdateWeights(WeightUpdate update) {
   return absl::OkStatus();
 }
 
-bool GenerationEngine::ApplyPendingUpdate(int64_t max_version) {
+bool GenerationEngine::ApplyPendingUpdate(int64_t max_version, int64_t min_version) {
   if (options_.weight_versions_kept > 0) {
     std::shared_ptr<const Weights> weights;
     int64_t target = 0;
     {
       absl::MutexLock lock(&mutex_);
+      // The newest kept version in [min_version, max_version]; if there is none (a restarted
+      // worker never had the pinned version), the oldest one above min_version.
       auto it = max_version < 0 ? kept_.end() : kept_.upper_bound(max_version);
-      if (it == kept_.begin()) return false;  // every kept version is newer: held back
-      --it;
+      if (it != kept_.begin() && std::prev(it)->first >= std::max<int64_t>(min_version, 0)) {
+        --it;
+      } else {
+        it = kept_.lower_bound(std::max<int64_t>(min_version, 0));
+        if (min_version < 0 || it == kept_.end()) return false;  // newer ones are held back
+      }
       if (it->first == version_) return false;
       target = it->first;
       weights = it->second;
@@ -367,7 +373,7 @@ absl::Status GenerationEngine::RunSteps(const SamplingParams& params, const Step
   for (int64_t step = 0;; ++step) {
     // ---- Step boundary: callback, weight update, refill.
     if (on_step) on_step(step);
-    if (ApplyPendingUpdate(params.max_weight_version)) {
+    if (ApplyPendingUpdate(params.max_weight_version, params.min_weight_version)) {
       // The cached keys/values came from the old weights: rebuild them from the new ones.
       for (int64_t s = 0; s < cache_->num_slots(); ++s) {
         Slot& slot = slots_[s];

@@ -594,6 +594,24 @@ TEST(GenerationEngine, KeptVersionsLetAPinnedCallRunOnExactlyItsVersionEvenAnOld
   // Unpinned: the newest.
   EXPECT_EQ(Generate(engine, prompts, pinned_sample)[0].weight_versions[0], 3);
 
+  // A floor: kept versions below min_weight_version are never used. An engine that never had
+  // v1 (it kept its initial v0 and then received v2, as a restarted worker does) runs a call
+  // pinned to v1 on v2, not on its initial weights.
+  {
+    CausalLM m = MakeModel(11);
+    auto made_late = GenerationEngine::Create(m.ptr(), options);
+    ASSERT_TRUE(made_late.ok()) << made_late.status();
+    ASSERT_TRUE((*made_late)->UpdateWeights({2, StateDict(v2)}).ok());
+    SamplingParams at_one = pinned_sample;
+    at_one.max_weight_version = 1;
+    at_one.min_weight_version = 1;
+    std::vector<GeneratedSample> late = Generate(**made_late, prompts, at_one);
+    EXPECT_EQ(late[0].weight_versions[0], 2);
+    EXPECT_EQ(late[0].tokens, alone[2][0].tokens);
+    at_one.min_weight_version = -1;  // no floor: the newest at most v1 is the initial v0
+    EXPECT_EQ(Generate(**made_late, prompts, at_one)[0].weight_versions[0], 0);
+  }
+
   // Without kept versions, v2 replaced the queued v1: a call pinned to v1 cannot have it.
   CausalLM plain_model = MakeModel(11);
   auto plain = MakeEngine(plain_model, 2);

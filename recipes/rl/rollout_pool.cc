@@ -69,6 +69,20 @@ absl::Status RolloutPool::Start(proto::GenerateRequest request) {
   return absl::FailedPreconditionError("no rollout worker is idle");
 }
 
+void RolloutPool::Enqueue(proto::GenerateRequest request) { queue_.push_back(std::move(request)); }
+
+int RolloutPool::Dispatch() {
+  int started = 0;
+  for (Worker& w : workers_) {
+    if (queue_.empty()) break;
+    if (!Ready(w) || w.call.has_value()) continue;
+    Launch(w, std::move(queue_.front()));
+    queue_.pop_front();
+    ++started;
+  }
+  return started;
+}
+
 absl::Status RolloutPool::StartSplit(
     std::vector<proto::Prompt> prompts,
     const std::function<proto::GenerateRequest(std::vector<proto::Prompt>)>& make_request) {
@@ -122,10 +136,19 @@ std::vector<int64_t> RolloutPool::InFlightPromptIds() const {
     if (!w.call.has_value()) continue;
     for (const proto::Prompt& p : w.prompts) ids.push_back(p.prompt_id());
   }
+  for (const proto::GenerateRequest& r : queue_) {
+    for (const proto::Prompt& p : r.prompts()) ids.push_back(p.prompt_id());
+  }
   return ids;
 }
 
 std::vector<Generated> RolloutPool::Drain(int64_t* regenerated) {
+  // Queued calls give their prompts back, the newest call's first, so that they are drawn again
+  // in their order.
+  for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+    prompts_->GiveBack({it->prompts().begin(), it->prompts().end()});
+  }
+  queue_.clear();
   std::vector<Generated> out;
   for (Worker& w : workers_) {
     if (!w.call.has_value()) continue;
