@@ -200,14 +200,19 @@ bool GenerationEngine::ApplyPendingUpdate(int64_t max_version, int64_t min_versi
     int64_t target = 0;
     {
       absl::MutexLock lock(&mutex_);
-      // The newest kept version in [min_version, max_version]; if there is none (a restarted
-      // worker never had the pinned version), the oldest one above min_version.
+      // The newest kept version in [min_version, max_version]. If there is none, the weights in
+      // effect stay if they are in that range (a running call keeps its version even if it is
+      // no longer kept); else the oldest kept version above min_version (a restarted worker
+      // never had the pinned version), or none (newer ones are held back).
+      const int64_t floor = std::max<int64_t>(min_version, 0);
       auto it = max_version < 0 ? kept_.end() : kept_.upper_bound(max_version);
-      if (it != kept_.begin() && std::prev(it)->first >= std::max<int64_t>(min_version, 0)) {
+      if (it != kept_.begin() && std::prev(it)->first >= floor) {
         --it;
+      } else if (version_ >= floor && (max_version < 0 || version_ <= max_version)) {
+        return false;
       } else {
-        it = kept_.lower_bound(std::max<int64_t>(min_version, 0));
-        if (min_version < 0 || it == kept_.end()) return false;  // newer ones are held back
+        it = kept_.lower_bound(floor);
+        if (min_version < 0 || it == kept_.end()) return false;
       }
       if (it->first == version_) return false;
       target = it->first;

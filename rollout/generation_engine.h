@@ -248,9 +248,9 @@ class GenerationEngine {
   // token outside the vocabulary.
   absl::Status CheckPrompt(const std::vector<int32_t>& prompt, const std::string& what) const;
   // Applies the pending update, if any and of at most `max_version` (-1: any); with kept versions,
-  // goes to the newest kept version in [min_version, max_version] (-1: no bound), or if there is
-  // none and min_version >= 0 to the oldest kept one above min_version, unless it is in effect.
-  // Returns whether the weights changed.
+  // goes to the newest kept version in [min_version, max_version] (-1: no bound); if there is
+  // none, stays on the weights in effect if they are in that range, else goes to the oldest kept
+  // version above min_version (if min_version >= 0). Returns whether the weights changed.
   bool ApplyPendingUpdate(int64_t max_version, int64_t min_version = -1)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Runs one ForwardWithCache over `rows` (indices into slots_) and returns the last-token

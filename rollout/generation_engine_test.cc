@@ -593,6 +593,14 @@ TEST(GenerationEngine, KeptVersionsLetAPinnedCallRunOnExactlyItsVersionEvenAnOld
   EXPECT_EQ(Generate(engine, prompts, at_zero)[0].weight_versions[0], 2);
   // Unpinned: the newest.
   EXPECT_EQ(Generate(engine, prompts, pinned_sample)[0].weight_versions[0], 3);
+  // The version in effect stays for a call pinned to it even once it is no longer kept (v4..v6
+  // pushed v3 out): not switched to the oldest newer one.
+  for (int64_t v : {4, 5, 6}) ASSERT_TRUE(engine.UpdateWeights({v, StateDict(v2)}).ok());
+  SamplingParams at_three = pinned_sample;
+  at_three.max_weight_version = 3;
+  at_three.min_weight_version = 3;
+  EXPECT_EQ(Generate(engine, prompts, at_three)[0].weight_versions,
+            std::vector<int64_t>(Generate(engine, prompts, at_three)[0].tokens.size(), 3));
 
   // A floor: kept versions below min_weight_version are never used. An engine that never had
   // v1 (it kept its initial v0 and then received v2, as a restarted worker does) runs a call

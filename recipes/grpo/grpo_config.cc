@@ -411,12 +411,13 @@ proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::str
                                spec.algorithm.n / spec.actors.rollout.replicas)));
   c.set_max_seq_len(
       static_cast<int32_t>(spec.data.max_prompt_length + spec.data.max_response_length + 2));
-  // Asynchronous: every call is pinned to a version at most max_staleness behind the newest the
-  // trainer has published (an evaluation pins the newest), and one more may have arrived
-  // meanwhile: max_staleness + 2 versions cover every pin (grpo_recipe.cc, "Reproducible
-  // asynchronous runs"). Synchronous: nothing arrives while a call runs.
+  // Asynchronous: a call pinned to version V holds prompts trained at step V + max_staleness at
+  // the latest, and the trainer cannot publish past V + max_staleness before they are scored; an
+  // evaluation pins the newest version. So the newest max_staleness + 1 versions cover every pin
+  // (grpo_recipe.cc, "Reproducible asynchronous runs"). Synchronous: nothing arrives while a
+  // call runs.
   c.set_weight_versions_kept(
-      spec.async.max_staleness > 0 ? static_cast<int32_t>(spec.async.max_staleness + 2) : 0);
+      spec.async.max_staleness > 0 ? static_cast<int32_t>(spec.async.max_staleness + 1) : 0);
   return c;
 }
 

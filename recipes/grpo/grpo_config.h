@@ -69,7 +69,7 @@ proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& m
                                        const std::string& resume_dir,
                                        const std::string& checkpointer);
 // The rollout workers': the model, the engine's slots and sequence length, and the weight
-// versions it keeps (async.max_staleness + 2 for an asynchronous run, so a pinned call finds its
+// versions it keeps (async.max_staleness + 1 for an asynchronous run, so a pinned call finds its
 // version).
 proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir);
 proto::ReferenceConfig GrpoReferenceConfig(const std::string& model_dir);

@@ -336,7 +336,7 @@ class GrpoRecipe : public Recipe {
   //   - a call's weights: it is pinned to one version, the trainer's when its room opened (which
   //     is the number of steps trained then, as a step is handed over only when the previous one
   //     is done), and the worker generates every token with that version (it keeps the weights
-  //     of the last max_staleness + 2 versions, rollout/generation_engine.h); without the pin a
+  //     of the last max_staleness + 1 versions, rollout/generation_engine.h); without the pin a
   //     worker switched to newer weights in the middle of a call when they happened to arrive;
   //   - a batch's groups: the oldest groups whose prompt ids are all below the lowest prompt
   //     still being generated or scored (Frontier), not whichever arrived first.

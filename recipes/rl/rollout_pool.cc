@@ -59,16 +59,6 @@ void RolloutPool::Launch(Worker& w, proto::GenerateRequest request) {
   w.call = wake_ != nullptr ? wake_->Watch(std::move(f)) : std::move(f);
 }
 
-absl::Status RolloutPool::Start(proto::GenerateRequest request) {
-  for (Worker& w : workers_) {
-    if (Ready(w) && !w.call.has_value()) {
-      Launch(w, std::move(request));
-      return absl::OkStatus();
-    }
-  }
-  return absl::FailedPreconditionError("no rollout worker is idle");
-}
-
 void RolloutPool::Enqueue(proto::GenerateRequest request) { queue_.push_back(std::move(request)); }
 
 int RolloutPool::Dispatch() {

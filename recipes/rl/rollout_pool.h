@@ -9,13 +9,13 @@
 //    ▲  └─call fails FAILED_PRECONDITION (restarted, or its weight group broke)──▶ needs_group
 //    └──────────────────────────── FormWeightGroup ◀────────────────────────────────┘
 //
-// Calls may also be queued (Enqueue): Dispatch starts them on idle workers, oldest first, so a
-// driver can decide a call (its prompts and its pinned weight version) when it has the room for
-// it, not when a worker happens to be free. A failed call's prompts go back to the PromptSource
-// (counted in prompts_regenerated) and the pool asks for the weight group to be re-formed
-// (regroup_needed). Completions notify the
-// driver's Wakeup. Evaluate spreads the held-out prompts over the workers that are up and sends
-// a failing worker's share to the others after re-forming the group, a bounded number of rounds.
+// Calls are queued (Enqueue) and Dispatch starts them on idle workers, oldest first, so a driver
+// decides a call (its prompts and its pinned weight version) when it has the room for it, not
+// when a worker happens to be free; StartSplit starts a batch over the ready workers at once. A
+// failed call's prompts go back to the PromptSource (counted in prompts_regenerated) and the pool
+// asks for the weight group to be re-formed (regroup_needed). Completions notify the driver's
+// Wakeup. Evaluate spreads the held-out prompts over the workers that are up and sends a failing
+// worker's share to the others after re-forming the group, a bounded number of rounds.
 //
 // The weight group: the trainer (rank 0, the publisher) and every worker that is not down;
 // FormWeightGroup starts a new epoch of it ("<job>/weights.<epoch>"), and if a member dies while
@@ -84,9 +84,6 @@ class RolloutPool {
   int usable() const;
   // Calls in flight.
   int in_flight() const;
-  // Starts `request` (its prompts are the call's) on the first idle worker; FAILED_PRECONDITION
-  // if none is idle.
-  absl::Status Start(proto::GenerateRequest request);
   // Queues `request` for Dispatch (after the calls queued before it).
   void Enqueue(proto::GenerateRequest request);
   // Starts queued calls on idle workers, oldest first, as long as both remain; returns how many
