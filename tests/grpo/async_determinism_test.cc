@@ -87,10 +87,16 @@ TEST_F(AsyncDeterminism, TwoRunsWithTheSameSeedsTrainAlikeWhateverTheirTiming) {
   const std::string sft = base + "/sft";
 
   StepMetrics a;
-  absl::StatusOr<RunResult> ra =
-      RunRecipe(AsyncJob(base + "/a", sft), cluster(), tests::Recording(&a, "a"));
+  RunOptions plain = tests::Recording(&a, "a");
+  bool flagged = false;  // the job must not say it is irreproducible
+  plain.log = [&flagged](const std::string& line) {
+    flagged |= absl::StrContains(line, "not reproducible");
+    tests::LogLine(line);
+  };
+  absl::StatusOr<RunResult> ra = RunRecipe(AsyncJob(base + "/a", sft), cluster(), plain);
   ASSERT_TRUE(ra.ok()) << ra.status();
   ASSERT_EQ(ra->steps, kSteps);
+  EXPECT_FALSE(flagged);
 
   // The second run: a rollout worker frozen for a while after steps 2, 5 and 8, the other one
   // after step 3, so calls, weights and groups arrive in other orders than in the first run.
