@@ -340,7 +340,7 @@ class GrpoRecipe : public Recipe {
   //     worker switched to newer weights in the middle of a call when they happened to arrive;
   //   - a batch's groups: the oldest groups whose prompt ids are all below the lowest prompt
   //     still being generated or scored (Frontier), not whichever arrived first.
-  // Given up (documented in docs/job_spec.md, and said when the run starts) by what frees room at
+  // Given up (docs/reproducibility.md, and said when the run starts) by what frees room at
   // a moment set by timing, so that the prompts drawn in its place get a version that depends on
   // it: dynamic sampling (algorithm.filter_groups) and samples dropped as stale; and by
   // prioritized sampling (data.sampler.type), whose draws depend on which groups were scored
