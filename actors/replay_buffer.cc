@@ -51,10 +51,21 @@ absl::StatusOr<proto::ReplayAddReply> ReplayBufferCore::Add(
   return reply;
 }
 
+namespace {
+
+bool Below(int64_t prompt_id, int64_t below_prompt_id) {
+  return below_prompt_id == ReplayBufferCore::kAnyPromptId || prompt_id < below_prompt_id;
+}
+
+}  // namespace
+
 proto::ReplayTakeReply ReplayBufferCore::Take(int num_groups, int64_t current_version,
-                                              int64_t max_staleness, int min_groups) {
+                                              int64_t max_staleness, int min_groups,
+                                              int64_t below_prompt_id) {
   proto::ReplayTakeReply reply;
-  if (min_groups > 0 && Ready(current_version, max_staleness) < min_groups) num_groups = 0;
+  if (min_groups > 0 && Ready(current_version, max_staleness, below_prompt_id) < min_groups) {
+    num_groups = 0;
+  }
   // Oldest first: drop what is too stale, then take.
   for (auto it = groups_.begin(); it != groups_.end();) {
     const int64_t staleness = current_version - it->first.first;
@@ -67,6 +78,10 @@ proto::ReplayTakeReply ReplayBufferCore::Take(int num_groups, int64_t current_ve
       continue;
     }
     if (reply.groups_size() >= num_groups) break;
+    if (!Below(it->first.second, below_prompt_id)) {
+      ++it;
+      continue;
+    }
     const int64_t n = it->second.samples_size();
     const int64_t s = std::max<int64_t>(0, staleness);
     if (static_cast<int64_t>(staleness_counts_.size()) <= s) staleness_counts_.resize(s + 1, 0);
@@ -79,9 +94,12 @@ proto::ReplayTakeReply ReplayBufferCore::Take(int num_groups, int64_t current_ve
   return reply;
 }
 
-int64_t ReplayBufferCore::Ready(int64_t current_version, int64_t max_staleness) const {
+int64_t ReplayBufferCore::Ready(int64_t current_version, int64_t max_staleness,
+                                int64_t below_prompt_id) const {
   int64_t ready = 0;
-  for (const auto& [key, g] : groups_) ready += current_version - key.first <= max_staleness;
+  for (const auto& [key, g] : groups_) {
+    ready += current_version - key.first <= max_staleness && Below(key.second, below_prompt_id);
+  }
   return ready;
 }
 
@@ -175,7 +193,9 @@ absl::StatusOr<proto::ReplayTakeReply> ReplayBuffer::Take(const proto::ReplayTak
     return absl::InvalidArgumentError(
         "replay buffer Take: num_groups and max_staleness must be >= 0");
   }
-  return core_.Take(req.num_groups(), req.current_version(), req.max_staleness(), req.min_groups());
+  return core_.Take(
+      req.num_groups(), req.current_version(), req.max_staleness(), req.min_groups(),
+      req.has_below_prompt_id() ? req.below_prompt_id() : ReplayBufferCore::kAnyPromptId);
 }
 
 absl::StatusOr<proto::ReplayStats> ReplayBuffer::Stats(const proto::Empty&) {

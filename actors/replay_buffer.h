@@ -48,13 +48,17 @@ class ReplayBufferCore {
   absl::StatusOr<proto::ReplayAddReply> Add(const std::vector<proto::SampleGroup>& groups);
 
   // Drops every buffered group staler than max_staleness against current_version, then returns up
-  // to num_groups of the oldest remaining (by policy version, then prompt id).
-  // With min_groups > 0, takes nothing unless at least that many fresh groups are there.
+  // to num_groups of the oldest remaining (by policy version, then prompt id) whose prompt id is
+  // below `below_prompt_id` (kAnyPromptId: any). With min_groups > 0, takes nothing unless at
+  // least that many fresh groups below it are there. (A driver passes the lowest prompt id still
+  // being generated or scored: a batch is then the same whatever order the groups arrived in.)
+  static constexpr int64_t kAnyPromptId = -1;
   proto::ReplayTakeReply Take(int num_groups, int64_t current_version, int64_t max_staleness,
-                              int min_groups = 0);
+                              int min_groups = 0, int64_t below_prompt_id = kAnyPromptId);
 
   // Groups that Take would return now (after dropping stale ones) without taking them.
-  int64_t Ready(int64_t current_version, int64_t max_staleness) const;
+  int64_t Ready(int64_t current_version, int64_t max_staleness,
+                int64_t below_prompt_id = kAnyPromptId) const;
 
   proto::ReplayStats Stats() const;
 

@@ -56,6 +56,24 @@ TEST(ReplayBuffer, SynchronousModeTakesOnlyCurrentVersionGroups) {
   ExpectBalanced(rb.Stats());
 }
 
+// Below a prompt id: groups at or above it wait (they count for nothing), whatever their version,
+// so a batch is the oldest groups below the driver's frontier however the groups arrived.
+TEST(ReplayBuffer, BelowAPromptIdTakesOnlyGroupsUnderItAndWaitsForEnough) {
+  ReplayBufferCore rb;
+  ASSERT_TRUE(rb.Add({Group(0, {1}), Group(3, {1}), Group(5, {0})}).ok());
+  EXPECT_EQ(rb.Ready(1, 2, /*below_prompt_id=*/3), 1);
+  proto::ReplayTakeReply r =
+      rb.Take(2, /*current_version=*/1, /*max_staleness=*/2, /*min_groups=*/2, /*below=*/3);
+  EXPECT_EQ(r.groups_size(), 0);  // only prompt 0 is below 3
+  ASSERT_TRUE(rb.Add({Group(1, {1})}).ok());
+  r = rb.Take(2, 1, 2, 2, /*below=*/3);
+  ASSERT_EQ(r.groups_size(), 2);
+  EXPECT_EQ(r.groups(0).prompt_id(), 0);
+  EXPECT_EQ(r.groups(1).prompt_id(), 1);         // not 5, though its version is older
+  EXPECT_EQ(rb.Take(8, 1, 2).groups_size(), 2);  // no bound: 5 (version 0), then 3
+  ExpectBalanced(rb.Stats());
+}
+
 TEST(ReplayBuffer, MinGroupsTakesNothingUntilEnoughAreReadyButStillDropsStaleOnes) {
   ReplayBufferCore rb;
   ASSERT_TRUE(rb.Add({Group(1, {0}), Group(2, {5})}).ok());

@@ -25,9 +25,11 @@ absl::StatusOr<std::unique_ptr<RolloutWorkerCore>> RolloutWorkerCore::Create(
     return absl::OkStatus();
   }));
   TROUPE_ASSIGN_OR_RETURN(
-      core->engine_, rollout::GenerationEngine::Create(
-                         core->policy_.model.ptr(),
-                         {.num_slots = config.num_slots(), .max_seq_len = config.max_seq_len()}));
+      core->engine_,
+      rollout::GenerationEngine::Create(core->policy_.model.ptr(),
+                                        {.num_slots = config.num_slots(),
+                                         .max_seq_len = config.max_seq_len(),
+                                         .weight_versions_kept = config.weight_versions_kept()}));
   return core;
 }
 
@@ -72,7 +74,10 @@ absl::StatusOr<proto::GenerateReply> RolloutWorkerCore::Generate(
   params.seed = req.seed();
   // Every EOS id of the model (generation_config.json, config.json, tokenizer) ends a response.
   params.stop_token_ids = policy_.stop_token_ids;
-  if (req.pin_weight_version()) params.max_weight_version = req.min_weight_version();
+  if (req.pin_weight_version()) {
+    params.max_weight_version = req.min_weight_version();
+    params.min_weight_version = req.min_weight_version();
+  }
   // The engine runs one Generate at a time; two calls (a rollout and an evaluation, say) may
   // arrive together, and the second waits here.
   absl::ReleasableMutexLock generating(&generate_mu_);

@@ -94,6 +94,14 @@ GenerationEngine::GenerationEngine(std::shared_ptr<models::CausalLMImpl> model,
   for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
     params_.emplace(item.key(), item.value());
   }
+  if (options_.weight_versions_kept > 0) {
+    // The initial weights are the first version kept (and what a partial update merges over).
+    at::NoGradGuard no_grad;
+    auto initial = std::make_shared<Weights>();
+    for (const auto& [name, param] : params_) initial->emplace_back(name, param.detach().clone());
+    absl::MutexLock lock(&mutex_);
+    kept_[options_.initial_weight_version] = std::move(initial);
+  }
 }
 
 GenerationEngine::~GenerationEngine() = default;
@@ -159,6 +167,20 @@ absl::Status GenerationEngine::UpdateWeights(WeightUpdate update) {
 
   absl::MutexLock lock(&mutex_);
   TROUPE_RETURN_IF_ERROR(check_version());
+  if (options_.weight_versions_kept > 0) {
+    if (update.partial) {
+      // The parameters it leaves alone keep the newest kept version's weights.
+      for (const auto& [name, tensor] : *kept_.rbegin()->second) {
+        if (!seen.contains(name)) copies.emplace_back(name, tensor);
+      }
+    }
+    kept_[update.version] = std::make_shared<const Weights>(std::move(copies));
+    while (static_cast<int64_t>(kept_.size()) > options_.weight_versions_kept) {
+      kept_.erase(kept_.begin());
+    }
+    accepted_version_ = update.version;
+    return absl::OkStatus();
+  }
   if (pending_.has_value() && update.partial) {
     // Merge over the queued update: the newer tensors win.
     for (auto& [name, tensor] : pending_->tensors) {
@@ -172,7 +194,39 @@ absl::Status GenerationEngine::UpdateWeights(WeightUpdate update) {
   return absl::OkStatus();
 }
 
-bool GenerationEngine::ApplyPendingUpdate(int64_t max_version) {
+bool GenerationEngine::ApplyPendingUpdate(int64_t max_version, int64_t min_version) {
+  if (options_.weight_versions_kept > 0) {
+    std::shared_ptr<const Weights> weights;
+    int64_t target = 0;
+    {
+      absl::MutexLock lock(&mutex_);
+      // The newest kept version in [min_version, max_version]. If there is none, the weights in
+      // effect stay if they are in that range (a running call keeps its version even if it is
+      // no longer kept); else the oldest kept version above min_version (a restarted worker
+      // never had the pinned version), or none (newer ones are held back).
+      const int64_t floor = std::max<int64_t>(min_version, 0);
+      auto it = max_version < 0 ? kept_.end() : kept_.upper_bound(max_version);
+      if (it != kept_.begin() && std::prev(it)->first >= floor) {
+        --it;
+      } else if (version_ >= floor && (max_version < 0 || version_ <= max_version)) {
+        return false;
+      } else {
+        it = kept_.lower_bound(floor);
+        if (min_version < 0 || it == kept_.end()) return false;
+      }
+      if (it->first == version_) return false;
+      target = it->first;
+      weights = it->second;
+    }
+    {
+      at::NoGradGuard no_grad;
+      for (const auto& [name, tensor] : *weights) params_.at(name).copy_(tensor);
+    }
+    ++stats_.weight_updates_applied;
+    absl::MutexLock lock(&mutex_);
+    version_ = target;
+    return true;
+  }
   std::optional<WeightUpdate> update;
   {
     absl::MutexLock lock(&mutex_);
@@ -324,7 +378,7 @@ absl::Status GenerationEngine::RunSteps(const SamplingParams& params, const Step
   for (int64_t step = 0;; ++step) {
     // ---- Step boundary: callback, weight update, refill.
     if (on_step) on_step(step);
-    if (ApplyPendingUpdate(params.max_weight_version)) {
+    if (ApplyPendingUpdate(params.max_weight_version, params.min_weight_version)) {
       // The cached keys/values came from the old weights: rebuild them from the new ones.
       for (int64_t s = 0; s < cache_->num_slots(); ++s) {
         Slot& slot = slots_[s];

@@ -55,7 +55,13 @@
 // Generate. Two updates queued before a boundary: the later one wins (a partial later update is
 // merged over the earlier one).
 // SamplingParams::max_weight_version holds an update above it back for a later call, so a call
-// (an evaluation) can read one version while newer weights arrive.
+// (an evaluation) can read one version while newer weights arrive. With
+// GenerationEngineOptions::weight_versions_kept > 0 the engine keeps the weights of its newest
+// versions and goes to the newest kept version at most max_weight_version, also back from a newer
+// one: a call pinned to version V (min = max = V upstream) then generates every token with V,
+// whatever arrived before or during it. That is what makes asynchronous RL reproducible: the
+// driver chooses each call's version, not the moment weights happen to arrive (see
+// recipes/grpo/grpo_recipe.cc, "Reproducible asynchronous runs").
 //
 // Serving (continuous batching for a server, e.g. a judge). Serve(params, source, sink) runs
 // until `source` says stop: work — ServeItems, each a prompt and a caller's tag — is pulled from
@@ -97,6 +103,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,6 +131,12 @@ struct GenerationEngineOptions {
   // finishes with kLength. Each slot caches max_seq_len positions.
   int64_t max_seq_len = 256;
   int64_t initial_weight_version = 0;
+  // 0: one pending update (the newest received wins; dropped once applied). > 0: the weights of
+  // this many newest versions are kept (the initial weights and every update received, applied
+  // or not), so that a call pinned to a version (SamplingParams::max_weight_version) runs on
+  // exactly that version while it is kept, even after newer or older ones were applied (see
+  // "Weight versions and updates"). Costs one copy of the parameters per version kept.
+  int64_t weight_versions_kept = 0;
 };
 
 enum class FinishReason {
@@ -234,9 +247,12 @@ class GenerationEngine {
   // InvalidArgument starting with `what` for an empty prompt, one with no room to generate, or a
   // token outside the vocabulary.
   absl::Status CheckPrompt(const std::vector<int32_t>& prompt, const std::string& what) const;
-  // Applies the pending update, if any and of at most `max_version` (-1: any); returns whether one
-  // was applied.
-  bool ApplyPendingUpdate(int64_t max_version) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Applies the pending update, if any and of at most `max_version` (-1: any); with kept versions,
+  // goes to the newest kept version in [min_version, max_version] (-1: no bound); if there is
+  // none, stays on the weights in effect if they are in that range, else goes to the oldest kept
+  // version above min_version (if min_version >= 0). Returns whether the weights changed.
+  bool ApplyPendingUpdate(int64_t max_version, int64_t min_version = -1)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Runs one ForwardWithCache over `rows` (indices into slots_) and returns the last-token
   // logits [rows.size(), V].
   absl::StatusOr<at::Tensor> ForwardRows(const std::vector<int64_t>& rows, bool prefill);
@@ -253,6 +269,10 @@ class GenerationEngine {
   int64_t version_ ABSL_GUARDED_BY(mutex_) = 0;           // In effect.
   int64_t accepted_version_ ABSL_GUARDED_BY(mutex_) = 0;  // Latest queued or applied.
   std::optional<WeightUpdate> pending_ ABSL_GUARDED_BY(mutex_);
+  // weight_versions_kept > 0: version -> every parameter's weights (tensors shared between
+  // versions where a partial update left them alone), the newest weight_versions_kept of them.
+  using Weights = std::vector<std::pair<std::string, at::Tensor>>;
+  std::map<int64_t, std::shared_ptr<const Weights>> kept_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace troupe::rollout

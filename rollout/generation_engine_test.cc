@@ -539,6 +539,122 @@ TEST(GenerationEngine, MaxWeightVersionHoldsANewerUpdateForTheNextCall) {
   EXPECT_EQ(samples[0].weight_versions, std::vector<int64_t>(10, 7));
 }
 
+// With versions kept, a call pinned to a version runs on exactly that version: one that was
+// queued behind a newer one (the newest no longer wins), and an older one after a newer call.
+// Without them the newest queued update wins and the pinned older version is gone (the old
+// behaviour, which left a call's version to the moment weights arrived).
+TEST(GenerationEngine, KeptVersionsLetAPinnedCallRunOnExactlyItsVersionEvenAnOlderOne) {
+  CausalLM model = MakeModel(11);
+  const CausalLM v1 = MakeModel(12), v2 = MakeModel(13);
+  const auto prompts = Prompts(3);
+  SamplingParams pinned_sample = Greedy(6);
+  pinned_sample.temperature = 1.0;
+  pinned_sample.seed = 5;
+  // The reference: each version's samples from an engine that only ever had that version.
+  std::map<int64_t, std::vector<GeneratedSample>> alone;
+  for (const auto& [version, weights] :
+       {std::pair<int64_t, const CausalLM*>{0, nullptr}, {1, &v1}, {2, &v2}}) {
+    CausalLM m = MakeModel(11);
+    auto e = MakeEngine(m, 2);
+    if (weights != nullptr) {
+      ASSERT_TRUE(e->UpdateWeights({version, StateDict(*weights)}).ok());
+    }
+    alone[version] = Generate(*e, prompts, pinned_sample);
+  }
+
+  GenerationEngineOptions options;
+  options.num_slots = 2;
+  options.max_seq_len = 64;
+  options.weight_versions_kept = 3;
+  absl::StatusOr<std::unique_ptr<GenerationEngine>> made =
+      GenerationEngine::Create(model.ptr(), options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  GenerationEngine& engine = **made;
+  ASSERT_TRUE(engine.UpdateWeights({1, StateDict(v1)}).ok());
+  ASSERT_TRUE(engine.UpdateWeights({2, StateDict(v2)}).ok());
+  for (int64_t version : {1, 2, 1, 0, 2}) {
+    SamplingParams p = pinned_sample;
+    p.max_weight_version = version;
+    std::vector<GeneratedSample> samples = Generate(engine, prompts, p);
+    ASSERT_EQ(samples.size(), alone[version].size());
+    for (size_t i = 0; i < samples.size(); ++i) {
+      EXPECT_EQ(samples[i].weight_versions, std::vector<int64_t>(samples[i].tokens.size(), version))
+          << "v" << version << " sample " << i;
+      EXPECT_EQ(samples[i].tokens, alone[version][i].tokens) << "v" << version << " sample " << i;
+      EXPECT_EQ(samples[i].logprobs, alone[version][i].logprobs) << "v" << version;
+    }
+    EXPECT_EQ(engine.weight_version(), version);
+  }
+  // Only the newest three are kept: after v3 arrives v0 is gone, and a call pinned to it finds no
+  // kept version at or below it, so the weights in effect stay (v2 here).
+  ASSERT_TRUE(engine.UpdateWeights({3, StateDict(v1)}).ok());
+  SamplingParams at_zero = pinned_sample;
+  at_zero.max_weight_version = 0;
+  EXPECT_EQ(Generate(engine, prompts, at_zero)[0].weight_versions[0], 2);
+  // Unpinned: the newest.
+  EXPECT_EQ(Generate(engine, prompts, pinned_sample)[0].weight_versions[0], 3);
+  // The version in effect stays for a call pinned to it even once it is no longer kept (v4..v6
+  // pushed v3 out): not switched to the oldest newer one.
+  for (int64_t v : {4, 5, 6}) ASSERT_TRUE(engine.UpdateWeights({v, StateDict(v2)}).ok());
+  SamplingParams at_three = pinned_sample;
+  at_three.max_weight_version = 3;
+  at_three.min_weight_version = 3;
+  EXPECT_EQ(Generate(engine, prompts, at_three)[0].weight_versions,
+            std::vector<int64_t>(Generate(engine, prompts, at_three)[0].tokens.size(), 3));
+
+  // A floor: kept versions below min_weight_version are never used. An engine that never had
+  // v1 (it kept its initial v0 and then received v2, as a restarted worker does) runs a call
+  // pinned to v1 on v2, not on its initial weights.
+  {
+    CausalLM m = MakeModel(11);
+    auto made_late = GenerationEngine::Create(m.ptr(), options);
+    ASSERT_TRUE(made_late.ok()) << made_late.status();
+    ASSERT_TRUE((*made_late)->UpdateWeights({2, StateDict(v2)}).ok());
+    SamplingParams at_one = pinned_sample;
+    at_one.max_weight_version = 1;
+    at_one.min_weight_version = 1;
+    std::vector<GeneratedSample> late = Generate(**made_late, prompts, at_one);
+    EXPECT_EQ(late[0].weight_versions[0], 2);
+    EXPECT_EQ(late[0].tokens, alone[2][0].tokens);
+    at_one.min_weight_version = -1;  // no floor: the newest at most v1 is the initial v0
+    EXPECT_EQ(Generate(**made_late, prompts, at_one)[0].weight_versions[0], 0);
+  }
+
+  // Without kept versions, v2 replaced the queued v1: a call pinned to v1 cannot have it.
+  CausalLM plain_model = MakeModel(11);
+  auto plain = MakeEngine(plain_model, 2);
+  ASSERT_TRUE(plain->UpdateWeights({1, StateDict(v1)}).ok());
+  ASSERT_TRUE(plain->UpdateWeights({2, StateDict(v2)}).ok());
+  SamplingParams at_one = pinned_sample;
+  at_one.max_weight_version = 1;
+  EXPECT_EQ(Generate(*plain, prompts, at_one)[0].weight_versions[0], 0);
+}
+
+// A partial update with versions kept merges over the newest kept version.
+TEST(GenerationEngine, KeptPartialUpdatesMergeOverTheNewestKeptVersion) {
+  CausalLM model = MakeModel(14);
+  GenerationEngineOptions options;
+  options.weight_versions_kept = 2;
+  absl::StatusOr<std::unique_ptr<GenerationEngine>> made =
+      GenerationEngine::Create(model.ptr(), options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  GenerationEngine& engine = **made;
+  const at::Tensor before_embed = model->model->embed_tokens->weight.detach().clone();
+  ASSERT_TRUE(engine.UpdateWeights({1, {{"model.norm.weight", at::full({32}, 2.0)}}, true}).ok());
+  ASSERT_TRUE(engine.UpdateWeights({2, {{"lm_head.weight", at::zeros({37, 32})}}, true}).ok());
+  SamplingParams at_two = Greedy(1);
+  at_two.max_weight_version = 2;
+  EXPECT_EQ(Generate(engine, Prompts(1), at_two)[0].weight_versions, std::vector<int64_t>{2});
+  EXPECT_TRUE(at::equal(model->model->norm->weight.detach(), at::full({32}, 2.0)));
+  EXPECT_TRUE(at::equal(model->lm_head->weight.detach(), at::zeros({37, 32})));
+  EXPECT_TRUE(at::equal(model->model->embed_tokens->weight.detach(), before_embed));
+  SamplingParams at_one = Greedy(1);
+  at_one.max_weight_version = 1;
+  EXPECT_EQ(Generate(engine, Prompts(1), at_one)[0].weight_versions, std::vector<int64_t>{1});
+  EXPECT_FALSE(at::equal(model->lm_head->weight.detach(), at::zeros({37, 32})));
+  EXPECT_TRUE(at::equal(model->model->norm->weight.detach(), at::full({32}, 2.0)));
+}
+
 TEST(GenerationEngine, UpdateWeightsRejectsBadUpdatesWithAClearStatusAndQueuesNothing) {
   CausalLM model = MakeModel(13);
   auto engine = MakeEngine(model, 2);

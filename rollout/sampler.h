@@ -47,6 +47,11 @@ struct SamplingParams {
   // queued for the next), so an evaluation reads one version while training publishes the next;
   // -1 = apply every update at the next step boundary.
   int64_t max_weight_version = -1;
+  // GenerationEngine with kept versions (GenerationEngineOptions::weight_versions_kept): kept
+  // versions below this one are never used for the call (a worker that restarted keeps its
+  // initial weights beside the newest it received: a call pinned to a version it never had runs
+  // on the oldest newer one it has, not on the initial weights); -1 = no floor.
+  int64_t min_weight_version = -1;
 };
 
 // OK iff the fields are in the ranges above and every stop token is in [0, vocab_size).

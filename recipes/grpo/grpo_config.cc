@@ -403,6 +403,13 @@ proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::str
                                spec.algorithm.n / spec.actors.rollout.replicas)));
   c.set_max_seq_len(
       static_cast<int32_t>(spec.data.max_prompt_length + spec.data.max_response_length + 2));
+  // Asynchronous: a call pinned to version V holds prompts trained at step V + max_staleness at
+  // the latest, and the trainer cannot publish past V + max_staleness before they are scored; an
+  // evaluation pins the newest version. So the newest max_staleness + 1 versions cover every pin
+  // (grpo_recipe.cc, "Reproducible asynchronous runs"). Synchronous: nothing arrives while a
+  // call runs.
+  c.set_weight_versions_kept(
+      spec.async.max_staleness > 0 ? static_cast<int32_t>(spec.async.max_staleness + 1) : 0);
   return c;
 }
 
@@ -420,7 +427,7 @@ proto::CheckpointerConfig GrpoCheckpointerConfig(const JobSpec& spec) {
 }
 
 proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
-                                           int64_t min_version) {
+                                           int64_t version) {
   proto::GenerateRequest req;
   const uint64_t first = prompts.empty() ? 0 : static_cast<uint64_t>(prompts[0].prompt_id());
   for (auto& p : prompts) *req.add_prompts() = std::move(p);
@@ -430,7 +437,8 @@ proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<prot
   req.set_top_k(static_cast<int>(spec.rollout.top_k));
   req.set_max_new_tokens(static_cast<int>(spec.rollout.max_new_tokens));
   req.set_seed(SplitMix64(static_cast<uint64_t>(spec.trainer.seed) * 1000003 + first));
-  req.set_min_weight_version(min_version);
+  req.set_min_weight_version(version);
+  req.set_pin_weight_version(true);
   return req;
 }
 

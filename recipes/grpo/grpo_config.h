@@ -68,16 +68,19 @@ nlohmann::json RewardRoleConfig(const JobSpec& spec);
 proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
                                        const std::string& resume_dir,
                                        const std::string& checkpointer);
-// The rollout workers': the model and the engine's slots and sequence length.
+// The rollout workers': the model, the engine's slots and sequence length, and the weight
+// versions it keeps (async.max_staleness + 1 for an asynchronous run, so a pinned call finds its
+// version).
 proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir);
 proto::ReferenceConfig GrpoReferenceConfig(const std::string& model_dir);
 proto::CheckpointerConfig GrpoCheckpointerConfig(const JobSpec& spec);
 
-// A generation call for `prompts` (n samples each, the spec's sampling) with weights of at least
-// `min_version`, seeded from trainer.seed and the first prompt's id (so a synchronous run is
-// reproducible whichever worker serves it).
+// A generation call for `prompts` (n samples each, the spec's sampling) pinned to the weights of
+// `version` (the worker waits for them and every token is generated with them), seeded from
+// trainer.seed and the first prompt's id: the same call gives the same samples whichever worker
+// serves it and whenever newer weights arrive.
 proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
-                                           int64_t min_version);
+                                           int64_t version);
 
 }  // namespace troupe::recipes
 

@@ -93,6 +93,7 @@ TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
       {{"data.train_batch_size=64"}, "/rollout/num_slots", 64 * 8},
       {{"actors.rollout.replicas=2"}, "/rollout/num_slots", 1024 * 8 / 2},
       {{"async.max_staleness=1", "data.gen_batch_size=3072"}, "/rollout/num_slots", 3072 * 8},
+      {{"async.max_staleness=3"}, "/rollout/weight_versions_kept", 4},
       {{"algorithm.n=4"}, "/generate/n", 4},
       {{"rollout.temperature=0.5"}, "/generate/temperature", 0.5},
       {{"rollout.top_p=0.75"}, "/generate/top_p", 0.75},
@@ -639,6 +640,7 @@ TEST(GrpoSpec, GenerationRequestsAreSeededByTheFirstPrompt) {
   proto::GenerateRequest r3 = GrpoGenerateRequest(*spec, {b}, 4);
   EXPECT_EQ(r1.n(), 3);
   EXPECT_EQ(r1.min_weight_version(), 4);
+  EXPECT_TRUE(r1.pin_weight_version());
   EXPECT_EQ(r1.prompts_size(), 2);
   EXPECT_EQ(r1.seed(), r2.seed());
   EXPECT_NE(r1.seed(), r3.seed());

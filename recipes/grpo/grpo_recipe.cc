@@ -100,6 +100,18 @@ class GrpoRecipe : public Recipe {
         spec_.trainer.total_steps - state_.step(), " steps of ", batch(),
         pairs_ ? " preference pairs" : absl::StrCat(" prompts x ", spec_.algorithm.n, " samples"),
         eta() == 0 ? "" : absl::StrCat(", max staleness ", eta())));
+    if (eta() > 0 && pairs_ == nullptr) {
+      // What makes this asynchronous run differ from another with the same seeds (see Generate).
+      std::vector<std::string> timing;
+      if (spec_.algorithm.filter_groups.enable) timing.push_back("algorithm.filter_groups");
+      if (spec_.data.sampler.prioritized) timing.push_back("data.sampler.type: prioritized");
+      if (!timing.empty()) {
+        state_.Log(absl::StrCat("not reproducible from its seeds: with ",
+                                absl::StrJoin(timing, " and "),
+                                " the prompts drawn depend on when groups are scored "
+                                "(docs/reproducibility.md)"));
+      }
+    }
     state_.StartLoop();
     absl::Status loop = Loop();
     if (loop.ok()) loop = Drain();
@@ -233,8 +245,11 @@ class GrpoRecipe : public Recipe {
     if (pairs_ != nullptr) {  // the same pairs every epoch
       feed_->EnableReferenceCache([this](int64_t id) { return pairs_->RecordOf(id); });
     }
-    TROUPE_RETURN_IF_ERROR(
-        feed_->Import(state_.resumed_replay_state(), state_.resume_dir() + "/replay_buffer.pb"));
+    // A resumed run's buffered groups are ahead of training as they were when the checkpoint was
+    // made: counted in pending_, or Generate would draw a full pipeline more on top of them and
+    // the surplus would go stale (the prompts that were out are drawn again and counted then).
+    TROUPE_ASSIGN_OR_RETURN(pending_, feed_->Import(state_.resumed_replay_state(),
+                                                    state_.resume_dir() + "/replay_buffer.pb"));
     TROUPE_ASSIGN_OR_RETURN(scoring_, ScoringPool::Create(cluster_, std::move(rewards),
                                                           options_.retry, &wake_, options_.log));
     RolloutPoolOptions po{.group_name = absl::StrCat(prefix_, "/weights"),
@@ -309,15 +324,36 @@ class GrpoRecipe : public Recipe {
   }
 
   // Generate: sync, one batch at the current weights once the previous step is trained; async,
-  // keep every worker busy while the groups ahead of training stay within eta batches.
+  // as many calls as keep the groups ahead of training within eta batches, decided as soon as
+  // there is room for them and started as workers come free.
+  //
+  // Reproducible asynchronous runs. Two runs with the same seeds train on the same samples,
+  // whichever worker answers which call and whenever replies and weights arrive, because nothing
+  // the samples depend on is left to timing:
+  //   - a call's prompts: calls are drawn in prompt order the moment room opens (a batch handed to
+  //     the trainer, the run's start), in chunks of gen_batch / replicas, so the chunks are the
+  //     same in every run; its seed comes from its first prompt id (GrpoGenerateRequest);
+  //   - a call's weights: it is pinned to one version, the trainer's when its room opened (which
+  //     is the number of steps trained then, as a step is handed over only when the previous one
+  //     is done), and the worker generates every token with that version (it keeps the weights
+  //     of the last max_staleness + 1 versions, rollout/generation_engine.h); without the pin a
+  //     worker switched to newer weights in the middle of a call when they happened to arrive;
+  //   - a batch's groups: the oldest groups whose prompt ids are all below the lowest prompt
+  //     still being generated or scored (Frontier), not whichever arrived first.
+  // Given up (docs/reproducibility.md, and said when the run starts) by what frees room at
+  // a moment set by timing, so that the prompts drawn in its place get a version that depends on
+  // it: dynamic sampling (algorithm.filter_groups) and samples dropped as stale; and by
+  // prioritized sampling (data.sampler.type), whose draws depend on which groups were scored
+  // before them. A fault (a retried call, a restarted worker) gives it up for that run too.
   absl::Status Generate() {
     if (pairs_ != nullptr) return DrawPairs();
-    if (state_.Done() || pool_->idle() == 0) return absl::OkStatus();
+    if (state_.Done()) return absl::OkStatus();
     auto draw = [this](int64_t n) {
       pending_ += n;  // (an error ends the run)
       return prompts_->Next(n);
     };
     if (eta() == 0) {
+      if (pool_->idle() == 0) return absl::OkStatus();
       if (busy() || feed_->has_batch() || pending_ >= batch()) return absl::OkStatus();
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(batch() - pending_));
       return pool_->StartSplit(std::move(ps), [this](std::vector<proto::Prompt> part) {
@@ -325,18 +361,31 @@ class GrpoRecipe : public Recipe {
       });
     }
     const int64_t chunk = std::max<int64_t>(1, gen_batch() / spec_.actors.rollout.replicas);
+    // The weights of the version the trainer has now, or of the next one when eta is 1 and a step
+    // is running (version + 2 - eta: recent enough to be within eta when taken, at version + 2 at
+    // the latest).
+    const int64_t version = std::max({pool_->group_version(), state_.version(),
+                                      state_.version() + (bumps_version() ? 2 : 1) - eta()});
     // A smaller last chunk fills the room: groups dropped as stale or by dynamic sampling leave
     // pending_ at any count, and a batch short of a few groups must still be completed.
     for (int64_t room;
-         pool_->idle() > 0 &&
          (room = std::max<int64_t>(1, eta()) * std::max(batch(), gen_batch()) - pending_) > 0;) {
       TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(std::min(chunk, room)));
-      // Recent enough to be within eta when taken (at version + 2 at the latest), not stale.
-      const int64_t fresh = state_.version() + (bumps_version() ? 2 : 1) - eta();
-      TROUPE_RETURN_IF_ERROR(pool_->Start(
-          GrpoGenerateRequest(spec_, std::move(ps), std::max(pool_->group_version(), fresh))));
+      pool_->Enqueue(GrpoGenerateRequest(spec_, std::move(ps), version));
     }
+    pool_->Dispatch();
     return absl::OkStatus();
+  }
+
+  // The lowest prompt id not yet in the replay buffer (being generated, queued, scored or given
+  // back to be drawn again), or the next new id: a batch takes only groups below it, so it is the
+  // same whatever order the groups arrived in. (Offline pairs arrive in order: no bound.)
+  int64_t Frontier() const {
+    if (pairs_ != nullptr) return -1;
+    int64_t frontier = prompts_->lowest_undrawn_id();
+    for (int64_t id : pool_->InFlightPromptIds()) frontier = std::min(frontier, id);
+    for (int64_t id : scoring_->OutstandingPromptIds()) frontier = std::min(frontier, id);
+    return frontier;
   }
 
   // Offline pairs instead of generations: as many groups as Generate would start, straight into
@@ -397,7 +446,8 @@ class GrpoRecipe : public Recipe {
   // reference log-probs, to the trainer once it is free.
   absl::Status StartNext() {
     TROUPE_ASSIGN_OR_RETURN(
-        auto taken, feed_->Prefetch(batch(), state_.version() + (bumps_version() ? 1 : 0), eta()));
+        auto taken,
+        feed_->Prefetch(batch(), state_.version() + (bumps_version() ? 1 : 0), eta(), Frontier()));
     pending_ -= taken.second / std::max<int64_t>(1, spec_.algorithm.n);  // dropped as stale
     if (busy()) return absl::OkStatus();
     TROUPE_ASSIGN_OR_RETURN(std::optional<proto::TrainStepRequest> req,

@@ -93,6 +93,12 @@ absl::StatusOr<std::vector<proto::Prompt>> PromptSource::Next(int64_t n) {
   return out;
 }
 
+int64_t PromptSource::lowest_undrawn_id() const {
+  int64_t lowest = cursor_;
+  for (int64_t id : given_back_) lowest = std::min(lowest, id);
+  return lowest;
+}
+
 void PromptSource::GiveBack(const std::vector<proto::Prompt>& prompts) {
   for (auto it = prompts.rbegin(); it != prompts.rend(); ++it) {
     given_back_.push_front(it->prompt_id());

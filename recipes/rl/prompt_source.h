@@ -80,6 +80,9 @@ class PromptSource {
   void GiveBack(const std::vector<proto::Prompt>& prompts);
   // Prompts drawn and not given back (so out somewhere: generating, scoring, buffered, trained).
   int64_t drawn() const { return cursor_ - static_cast<int64_t>(given_back_.size()); }
+  // The lowest prompt id not drawn now: the lowest given back, else the next new one. Every id
+  // below it is out (or was trained or dropped).
+  int64_t lowest_undrawn_id() const;
 
   // Prioritized: the prompt drawn as `prompt_id` had its group scored, with all rewards equal
   // (`uniform`) or not; its dataset index is down-weighted or weighted 1 again for later draws.

@@ -35,9 +35,14 @@ TEST(PromptSource, DrawsInOrderAcrossEpochsAndGivenBackPromptsFirst) {
   std::vector<proto::Prompt> first;
   for (int i = 0; i < 3; ++i) first.push_back(*s.Next());
   EXPECT_EQ(first[2].prompt_id(), 2);
-  s.GiveBack({first[0], first[2]});
+  EXPECT_EQ(s.lowest_undrawn_id(), 3);
+  s.GiveBack({first[2]});
+  EXPECT_EQ(s.lowest_undrawn_id(), 2);
+  s.GiveBack({first[0]});
+  EXPECT_EQ(s.lowest_undrawn_id(), 0);
   EXPECT_EQ(s.drawn(), 1);
   EXPECT_EQ(Draw(s, 5), (std::vector<int64_t>{0, 2, 3, 4, 5}));
+  EXPECT_EQ(s.lowest_undrawn_id(), 6);
   absl::StatusOr<proto::Prompt> sixth = s.Next();
   EXPECT_EQ(sixth->prompt_id(), 6);
   EXPECT_EQ(sixth->text(), "p1");  // epoch 2

@@ -59,14 +59,18 @@ void RolloutPool::Launch(Worker& w, proto::GenerateRequest request) {
   w.call = wake_ != nullptr ? wake_->Watch(std::move(f)) : std::move(f);
 }
 
-absl::Status RolloutPool::Start(proto::GenerateRequest request) {
+void RolloutPool::Enqueue(proto::GenerateRequest request) { queue_.push_back(std::move(request)); }
+
+int RolloutPool::Dispatch() {
+  int started = 0;
   for (Worker& w : workers_) {
-    if (Ready(w) && !w.call.has_value()) {
-      Launch(w, std::move(request));
-      return absl::OkStatus();
-    }
+    if (queue_.empty()) break;
+    if (!Ready(w) || w.call.has_value()) continue;
+    Launch(w, std::move(queue_.front()));
+    queue_.pop_front();
+    ++started;
   }
-  return absl::FailedPreconditionError("no rollout worker is idle");
+  return started;
 }
 
 absl::Status RolloutPool::StartSplit(
@@ -122,10 +126,19 @@ std::vector<int64_t> RolloutPool::InFlightPromptIds() const {
     if (!w.call.has_value()) continue;
     for (const proto::Prompt& p : w.prompts) ids.push_back(p.prompt_id());
   }
+  for (const proto::GenerateRequest& r : queue_) {
+    for (const proto::Prompt& p : r.prompts()) ids.push_back(p.prompt_id());
+  }
   return ids;
 }
 
 std::vector<Generated> RolloutPool::Drain(int64_t* regenerated) {
+  // Queued calls give their prompts back, the newest call's first, so that they are drawn again
+  // in their order.
+  for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+    prompts_->GiveBack({it->prompts().begin(), it->prompts().end()});
+  }
+  queue_.clear();
   std::vector<Generated> out;
   for (Worker& w : workers_) {
     if (!w.call.has_value()) continue;

@@ -9,10 +9,13 @@
 //    ▲  └─call fails FAILED_PRECONDITION (restarted, or its weight group broke)──▶ needs_group
 //    └──────────────────────────── FormWeightGroup ◀────────────────────────────────┘
 //
-// A failed call's prompts go back to the PromptSource (counted in prompts_regenerated) and the
-// pool asks for the weight group to be re-formed (regroup_needed). Completions notify the
-// driver's Wakeup. Evaluate spreads the held-out prompts over the workers that are up and sends
-// a failing worker's share to the others after re-forming the group, a bounded number of rounds.
+// Calls are queued (Enqueue) and Dispatch starts them on idle workers, oldest first, so a driver
+// decides a call (its prompts and its pinned weight version) when it has the room for it, not
+// when a worker happens to be free; StartSplit starts a batch over the ready workers at once. A
+// failed call's prompts go back to the PromptSource (counted in prompts_regenerated) and the pool
+// asks for the weight group to be re-formed (regroup_needed). Completions notify the driver's
+// Wakeup. Evaluate spreads the held-out prompts over the workers that are up and sends a failing
+// worker's share to the others after re-forming the group, a bounded number of rounds.
 //
 // The weight group: the trainer (rank 0, the publisher) and every worker that is not down;
 // FormWeightGroup starts a new epoch of it ("<job>/weights.<epoch>"), and if a member dies while
@@ -22,6 +25,7 @@
 #ifndef TROUPE_RECIPES_RL_ROLLOUT_POOL_H_
 #define TROUPE_RECIPES_RL_ROLLOUT_POOL_H_
 
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -80,9 +84,13 @@ class RolloutPool {
   int usable() const;
   // Calls in flight.
   int in_flight() const;
-  // Starts `request` (its prompts are the call's) on the first idle worker; FAILED_PRECONDITION
-  // if none is idle.
-  absl::Status Start(proto::GenerateRequest request);
+  // Queues `request` for Dispatch (after the calls queued before it).
+  void Enqueue(proto::GenerateRequest request);
+  // Starts queued calls on idle workers, oldest first, as long as both remain; returns how many
+  // it started.
+  int Dispatch();
+  // Calls queued and not started.
+  int queued() const { return static_cast<int>(queue_.size()); }
   // Splits `prompts` in order over the ready workers (ceil(n / ready) each) and starts one call per
   // part, each made by `make_request`; FAILED_PRECONDITION if no worker is ready.
   absl::Status StartSplit(
@@ -91,10 +99,11 @@ class RolloutPool {
   // The calls that finished since the last Collect, in worker order. Failed calls' prompts went
   // back to the PromptSource (counted in *regenerated) and their workers changed state.
   std::vector<Generated> Collect(int64_t* regenerated);
-  // Ids of the prompts of the calls in flight.
+  // Ids of the prompts of the calls in flight and queued (out at the workers).
   std::vector<int64_t> InFlightPromptIds() const;
   // Waits for every call in flight and returns the ones that succeeded (the others' prompts go
-  // back, as in Collect).
+  // back, as in Collect). Queued calls are not started: their prompts go back to the
+  // PromptSource (never generated, so not counted as regenerated).
   std::vector<Generated> Drain(int64_t* regenerated);
 
   // ---- membership -----------------------------------------------------------------------------
@@ -173,6 +182,7 @@ class RolloutPool {
   Wakeup* wake_;
   RolloutPoolOptions options_;
   std::vector<Worker> workers_;
+  std::deque<proto::GenerateRequest> queue_;  // Enqueued, not started; oldest first
   bool regroup_needed_ = false;
   absl::Time last_restart_check_ = absl::Now();
   absl::Time last_usable_ = absl::Now();

@@ -46,13 +46,15 @@ absl::Status TrainingFeed::Add(std::vector<proto::ScoreReply> scored) {
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> TrainingFeed::Prefetch(int64_t groups, int64_t version,
-                                                                   int64_t max_staleness) {
+                                                                   int64_t max_staleness,
+                                                                   int64_t below_prompt_id) {
   if (batch_.has_value()) return std::make_pair(int64_t{0}, int64_t{0});
   proto::ReplayTakeRequest take;
   take.set_num_groups(static_cast<int>(groups));
   take.set_min_groups(static_cast<int>(groups));
   take.set_current_version(version);
   take.set_max_staleness(max_staleness);
+  if (below_prompt_id >= 0) take.set_below_prompt_id(below_prompt_id);
   TROUPE_ASSIGN_OR_RETURN(proto::ReplayTakeReply taken,
                           replay_.Call(&actors::ReplayBuffer::Take, take).Get());
   const std::pair<int64_t, int64_t> counts = {taken.groups_size(), taken.dropped_stale()};
@@ -190,15 +192,15 @@ absl::StatusOr<std::string> TrainingFeed::Export() {
   return state.SerializeAsString();
 }
 
-absl::Status TrainingFeed::Import(const std::string& bytes, const std::string& source) {
-  if (bytes.empty()) return absl::OkStatus();
+absl::StatusOr<int64_t> TrainingFeed::Import(const std::string& bytes, const std::string& source) {
+  if (bytes.empty()) return 0;
   proto::ReplayState state;
   if (!state.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(source, " is not a replay buffer state"));
   }
   absl::Status s = replay_.Call(&actors::ReplayBuffer::Import, state).Get().status();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
-  return absl::OkStatus();
+  return static_cast<int64_t>(state.groups_size());
 }
 
 }  // namespace troupe::recipes

@@ -54,10 +54,12 @@ class TrainingFeed {
   absl::Status Add(std::vector<proto::ScoreReply> scored);
 
   // Without a batch waiting: takes `groups` groups (all or none) whose staleness against
-  // `version` is at most `max_staleness` (staler ones are dropped for good) and starts their
-  // reference log-probs. Returns (groups taken, samples dropped as stale).
+  // `version` is at most `max_staleness` (staler ones are dropped for good) and, if
+  // `below_prompt_id` >= 0, whose prompt id is below it (ReplayBufferCore::Take), and starts
+  // their reference log-probs. Returns (groups taken, samples dropped as stale).
   absl::StatusOr<std::pair<int64_t, int64_t>> Prefetch(int64_t groups, int64_t version,
-                                                       int64_t max_staleness);
+                                                       int64_t max_staleness,
+                                                       int64_t below_prompt_id = -1);
   bool has_batch() const { return batch_.has_value(); }
   // The waiting batch as a training request (groups and reference log-probs) once its reference
   // log-probs are there; nullopt until then (or without a batch). The batch's groups go to
@@ -75,8 +77,10 @@ class TrainingFeed {
   absl::StatusOr<proto::ReplayStats> Stats();
   // The replay buffer's whole state, serialized (ReplayState), for a checkpoint.
   absl::StatusOr<std::string> Export();
-  // Restores an Export (from `source`, named in errors); nothing for an empty `state`.
-  absl::Status Import(const std::string& state, const std::string& source);
+  // Restores an Export (from `source`, named in errors); nothing for an empty `state`. Returns
+  // the number of groups the buffer holds afterwards (0 for an empty `state`): groups drawn and
+  // not yet trained on, which a resumed driver counts as ahead of training.
+  absl::StatusOr<int64_t> Import(const std::string& state, const std::string& source);
 
  private:
   struct Batch {

@@ -2,9 +2,12 @@
 // whole (the `troupe run` process, its embedded cluster and every worker) mid-way, then resumed
 // with --resume, neither skips nor repeats a prompt, and its sample accounting adds up over the
 // two runs: the checkpoint carries the prompt cursor, the prompts that were out (generating or
-// being scored), the replay buffer's groups and the counters.
+// being scored), the replay buffer's groups and the counters. And it wastes no more than the
+// same job run without the kill: no sample dropped as stale (the uninterrupted run drops none),
+// and every prompt that was out or buffered at the checkpoint is trained on.
 #include <cstdint>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,13 +15,28 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "proto/rl.pb.h"
 #include "tests/grpo/resume_harness.h"
 
 namespace troupe::tests {
 namespace {
 
-// Runs the job (with `sampler` as its data.sampler), kills it after 3 checkpoints, resumes it and
-// checks the lineage's accounting; returns the test's directory.
+// The prompt ids a checkpoint left untrained: those out (drawn again by a resumed run) and those
+// of the groups in its replay buffer.
+std::set<int64_t> UntrainedAt(const std::string& ckpt) {
+  std::set<int64_t> ids;
+  for (const auto& id : ReadJson(ckpt + "/driver_state.json")["recipe"]["prompts"]["again"]) {
+    ids.insert(id.get<int64_t>());
+  }
+  proto::ReplayState replay;
+  EXPECT_TRUE(replay.ParseFromString(ReadFile(ckpt + "/replay_buffer.pb"))) << ckpt;
+  for (const proto::SampleGroup& g : replay.groups()) ids.insert(g.prompt_id());
+  return ids;
+}
+
+// Runs the job (with `sampler` as its data.sampler) once to the end, then again killed after 3
+// checkpoints and resumed, and checks the lineage's accounting against the uninterrupted run's;
+// returns the test's directory.
 std::string KillAndResume(const std::string& name, const std::string& sampler) {
   const std::string dir = FreshTestDir(name);
   const std::string job = dir + "/job.yaml";
@@ -41,6 +59,12 @@ actors:
 logging: {dir: )",
                                      dir, R"(/run, tensorboard: false}
 )");
+  // The same job uninterrupted (it also makes the SFT start the others reuse).
+  auto [full_rc, full_out] =
+      CompleteRun(job, dir + "/full.log", absl::Minutes(5), {"logging.dir=" + dir + "/full"});
+  EXPECT_EQ(full_rc, 0) << full_out;
+  if (full_rc != 0) return dir;
+  const nlohmann::json full = ReadJson(dir + "/full/summary.json");
   // The first run, killed with SIGKILL once it has made a few checkpoints (the process and, by
   // their parent-death signal, every worker of its embedded cluster).
   EXPECT_TRUE(KillRunAfterCheckpoints(job, dir + "/run", dir + "/a.log", 3, absl::Minutes(4)));
@@ -69,6 +93,32 @@ logging: {dir: )",
   EXPECT_EQ(a["duplicates"], 0);
   EXPECT_EQ(s["prompts_drawn"].get<int64_t>() * 4, added);
   EXPECT_GT(used, 0);
+
+  // No more waste than without the kill. The resumed run once counted the groups it found in the
+  // replay buffer as not ahead of training and drew a full pipeline on top of them: the surplus
+  // went stale (64 of 368 samples here, where the uninterrupted run dropped none).
+  EXPECT_EQ(full["accounting"]["dropped_stale"], 0) << full.dump(2);
+  EXPECT_LE(dropped, full["accounting"]["dropped_stale"].get<int64_t>());
+  EXPECT_EQ(used, full["accounting"]["used"].get<int64_t>());
+  // What is left untrained at the end is at most the pipeline (max staleness 2 x 4 prompts x 4
+  // samples), as in the uninterrupted run.
+  EXPECT_LE(buffered, 2 * 4 * 4);
+  // Every prompt that was out or buffered at the checkpoint the run resumed from was trained on:
+  // none of them was dropped (none was) or is left at the end (in the last checkpoint's replay
+  // buffer or out when it was made).
+  const size_t from = out.find("resuming from ");
+  EXPECT_NE(from, std::string::npos) << out;
+  if (from == std::string::npos) return dir;
+  const std::string resumed_from = out.substr(from + 14, out.find(" (step", from) - (from + 14));
+  const std::set<int64_t> at_resume = UntrainedAt(resumed_from);
+  EXPECT_FALSE(at_resume.empty()) << resumed_from;
+  const std::vector<std::string> after = CheckpointNames(dir + "/run/ckpt");
+  if (after.empty()) return dir;  // (checked above: the run made checkpoints)
+  const std::set<int64_t> at_end = UntrainedAt(dir + "/run/ckpt/" + after.back());
+  for (int64_t id : at_resume) {
+    EXPECT_EQ(at_end.count(id), 0u)
+        << "prompt " << id << ", out or buffered at " << resumed_from << ", was never trained on";
+  }
   return dir;
 }
 

@@ -351,34 +351,43 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
   spec.data.gen_batch_size = 8;
   int64_t steps_seen = 0, steps_with_group_shares = 0;
   double most_none_correct = 0, most_prompts_per_call = 0;
+  bool flagged = false;  // says it is not reproducible (docs/reproducibility.md)
   absl::StatusOr<GrpoResult> r =
       RunGrpo(spec, cluster_->cluster(),
-              {.log = Log,
+              {.log =
+                   [&flagged](const std::string& line) {
+                     flagged |= absl::StrContains(
+                         line, "not reproducible from its seeds: with algorithm.filter_groups");
+                     Log(line);
+                   },
                .job_id = "dapo",
-               .on_step = [&](int64_t, const std::map<std::string, double>& m) {
-                 ++steps_seen;
-                 EXPECT_EQ(m.count("samples/filtered"), 1u);
-                 if (m.count("rollout/prompts_per_call") > 0) {
-                   EXPECT_LE(m.at("rollout/prompts_per_call"), 4);
-                   most_prompts_per_call =
-                       std::max(most_prompts_per_call, m.at("rollout/prompts_per_call"));
-                 }
-                 // The shares of all-right and all-wrong groups among every group scored since
-                 // the previous step (filtered ones included), when some were.
-                 if (m.count("rollout/groups_none_correct") > 0) {
-                   ++steps_with_group_shares;
-                   const double all = m.at("rollout/groups_all_correct");
-                   const double none = m.at("rollout/groups_none_correct");
-                   EXPECT_GE(all, 0);
-                   EXPECT_GE(none, 0);
-                   EXPECT_LE(all + none, 1);
-                   most_none_correct = std::max(most_none_correct, none);
-                   EXPECT_GT(m.at("rollout/neg_logprob"), 0);
-                 }
-                 // Every trained group had rewards that differ, so its advantages are not all 0.
-                 EXPECT_GT(m.at("critic/advantages/max") - m.at("critic/advantages/min"), 0);
-               }});
+               .on_step =
+                   [&](int64_t, const std::map<std::string, double>& m) {
+                     ++steps_seen;
+                     EXPECT_EQ(m.count("samples/filtered"), 1u);
+                     if (m.count("rollout/prompts_per_call") > 0) {
+                       EXPECT_LE(m.at("rollout/prompts_per_call"), 4);
+                       most_prompts_per_call =
+                           std::max(most_prompts_per_call, m.at("rollout/prompts_per_call"));
+                     }
+                     // The shares of all-right and all-wrong groups among every group scored since
+                     // the previous step (filtered ones included), when some were.
+                     if (m.count("rollout/groups_none_correct") > 0) {
+                       ++steps_with_group_shares;
+                       const double all = m.at("rollout/groups_all_correct");
+                       const double none = m.at("rollout/groups_none_correct");
+                       EXPECT_GE(all, 0);
+                       EXPECT_GE(none, 0);
+                       EXPECT_LE(all + none, 1);
+                       most_none_correct = std::max(most_none_correct, none);
+                       EXPECT_GT(m.at("rollout/neg_logprob"), 0);
+                     }
+                     // Every trained group had rewards that differ, so its advantages are not all
+                     // 0.
+                     EXPECT_GT(m.at("critic/advantages/max") - m.at("critic/advantages/min"), 0);
+                   }});
   ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(flagged);
   EXPECT_EQ(r->steps, 3);
   EXPECT_EQ(steps_seen, 3);
   EXPECT_GT(r->groups_filtered, 0) << "the tiny SFT policy solves or fails some groups entirely";

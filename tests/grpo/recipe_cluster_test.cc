@@ -47,6 +47,19 @@ void RecipeClusterTest::FreezeThenKill(const std::string& name, std::chrono::mil
   });
 }
 
+void RecipeClusterTest::FreezeFor(const std::string& name, std::chrono::milliseconds how_long) {
+  absl::StatusOr<UntypedActorHandle> h = cluster().GetActorByName(name);
+  ASSERT_TRUE(h.ok()) << name << ": " << h.status();
+  absl::StatusOr<proto::ActorInfo> info = cluster().GetActorInfo(h->id());
+  ASSERT_TRUE(info.ok() && info->pid() > 0) << name;
+  const pid_t pid = static_cast<pid_t>(info->pid());
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  killers_.emplace_back([pid, how_long] {
+    std::this_thread::sleep_for(how_long);
+    ::kill(pid, SIGCONT);
+  });
+}
+
 void RecipeClusterTest::TearDown() {
   for (std::thread& t : killers_) t.join();
 }

@@ -47,6 +47,9 @@ class RecipeClusterTest : public ::testing::Test {
   // Freezes the process of the actor called `name` now (SIGSTOP), so the driver's next call to it
   // stays in flight, and kills it (SIGKILL) `after` later, on a thread the fixture joins.
   void FreezeThenKill(const std::string& name, std::chrono::milliseconds after);
+  // Freezes the process of the actor called `name` now (SIGSTOP) and lets it go on (SIGCONT)
+  // `how_long` later, on a thread the fixture joins: its calls stall meanwhile, the others go on.
+  void FreezeFor(const std::string& name, std::chrono::milliseconds how_long);
 
  private:
   std::unique_ptr<EmbeddedCluster> cluster_;

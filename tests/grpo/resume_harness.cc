@@ -77,6 +77,14 @@ std::vector<std::string> CheckpointNames(const std::string& ckpt_dir) {
   return ::testing::AssertionSuccess();
 }
 
+std::pair<int, std::string> CompleteRun(const std::string& job, const std::string& log_path,
+                                        absl::Duration timeout,
+                                        const std::vector<std::string>& overrides) {
+  std::vector<std::string> argv = {kTroupe, "run", job, "--dashboard-port", "-1"};
+  argv.insert(argv.end(), overrides.begin(), overrides.end());
+  return RunCommand(argv, log_path, timeout);
+}
+
 std::pair<int, std::string> ResumeRun(const std::string& job, const std::string& log_path,
                                       absl::Duration timeout,
                                       const std::vector<std::string>& overrides) {

@@ -54,6 +54,12 @@ std::vector<std::string> CheckpointNames(const std::string& ckpt_dir);
                                                    const std::string& log_path, int min_checkpoints,
                                                    absl::Duration timeout);
 
+// Runs `troupe run <job>` with `overrides` (key=value arguments) to completion, bounded by
+// `timeout`; returns (exit code, output).
+std::pair<int, std::string> CompleteRun(const std::string& job, const std::string& log_path,
+                                        absl::Duration timeout,
+                                        const std::vector<std::string>& overrides = {});
+
 // Runs `troupe run <job> --resume` with `overrides` (key=value arguments) to completion, bounded
 // by `timeout`; returns (exit code, output).
 std::pair<int, std::string> ResumeRun(const std::string& job, const std::string& log_path,
