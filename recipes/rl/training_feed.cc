@@ -25,11 +25,11 @@ Future<T> StampArrival(Future<T> f, std::shared_ptr<std::atomic<int64_t>> arrive
 
 }  // namespace
 
-TrainingFeed::TrainingFeed(ActorHandle<actors::ReplayBuffer> replay,
+TrainingFeed::TrainingFeed(ReplayBufferClient* replay,
                            std::vector<ActorHandle<actors::Reference>> references,
                            RetryOptions retry, Wakeup* wake,
                            std::function<void(const std::string&)> log, int64_t* retries)
-    : replay_(std::move(replay)),
+    : replay_(replay),
       references_(std::move(references)),
       retry_(retry),
       wake_(wake),
@@ -40,7 +40,7 @@ absl::Status TrainingFeed::Add(std::vector<proto::ScoreReply> scored) {
   for (proto::ScoreReply& r : scored) {
     proto::ReplayAddRequest add;
     *add.mutable_groups() = std::move(*r.mutable_groups());
-    TROUPE_RETURN_IF_ERROR(replay_.Call(&actors::ReplayBuffer::Add, add).Get().status());
+    TROUPE_RETURN_IF_ERROR(replay_->Add(add).status());
   }
   return absl::OkStatus();
 }
@@ -53,8 +53,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> TrainingFeed::Prefetch(int64_t group
   take.set_min_groups(static_cast<int>(groups));
   take.set_current_version(version);
   take.set_max_staleness(max_staleness);
-  TROUPE_ASSIGN_OR_RETURN(proto::ReplayTakeReply taken,
-                          replay_.Call(&actors::ReplayBuffer::Take, take).Get());
+  TROUPE_ASSIGN_OR_RETURN(proto::ReplayTakeReply taken, replay_->Take(take));
   const std::pair<int64_t, int64_t> counts = {taken.groups_size(), taken.dropped_stale()};
   if (taken.groups_size() == 0) return counts;
   batch_.emplace();
@@ -167,7 +166,7 @@ absl::StatusOr<int64_t> TrainingFeed::ReturnBatch() {
   for (auto& g : batch_->groups) *back.add_groups() = std::move(g);
   back.set_taken_at_version(batch_->taken_at);
   batch_.reset();
-  TROUPE_RETURN_IF_ERROR(replay_.Call(&actors::ReplayBuffer::Return, back).Get().status());
+  TROUPE_RETURN_IF_ERROR(replay_->Return(back));
   return back.groups_size();
 }
 
@@ -180,13 +179,10 @@ absl::Time TrainingFeed::next_retry() const {
   return next;
 }
 
-absl::StatusOr<proto::ReplayStats> TrainingFeed::Stats() {
-  return replay_.Call(&actors::ReplayBuffer::Stats, proto::Empty()).Get();
-}
+absl::StatusOr<proto::ReplayStats> TrainingFeed::Stats() { return replay_->Stats(); }
 
 absl::StatusOr<std::string> TrainingFeed::Export() {
-  TROUPE_ASSIGN_OR_RETURN(proto::ReplayState state,
-                          replay_.Call(&actors::ReplayBuffer::Export, proto::Empty()).Get());
+  TROUPE_ASSIGN_OR_RETURN(proto::ReplayState state, replay_->Export());
   return state.SerializeAsString();
 }
 
@@ -196,7 +192,7 @@ absl::Status TrainingFeed::Import(const std::string& bytes, const std::string& s
   if (!state.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(source, " is not a replay buffer state"));
   }
-  absl::Status s = replay_.Call(&actors::ReplayBuffer::Import, state).Get().status();
+  absl::Status s = replay_->Import(state);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
   return absl::OkStatus();
 }
