@@ -405,6 +405,8 @@ class GrpoRecipe : public Recipe {
 
   // Groups a replay buffer held when it died: their samples are discarded (counted apart) and their
   // prompts given back to be generated again first; offline pairs are read again into the buffer.
+  // (With prioritized sampling, a given-back id whose group was already observed has its record
+  // picked again under the current weights, as a resumed run's redraws are.)
   absl::Status RegenerateLost() {
     ReplayBufferClient::Lost lost = replay_->TakeLost();
     if (lost.prompt_ids.empty()) return absl::OkStatus();
