@@ -14,15 +14,17 @@
 //                  discarded, the last being the samples a killed replay buffer held, whose
 //                  prompts were generated again) and every checkpoint step is on disk with no
 //                  scratch directory left behind.
-// The JSON line also has the samples discarded with a killed replay buffer and the critic
-// updates lost with a killed critic (restored from its newest checkpoint).
+// The JSON line also has the samples discarded with a killed replay buffer, the critic updates
+// lost with a killed critic (restored from its newest checkpoint), and how many restarts of
+// either the driver restored (one per kill that landed while the job ran).
 // One JSON line per kind: {"bench":"grpo_chaos","metric":"kills_survived","kind":K,"value":S,
 // "unit":"kills","trials":N,"lossless":L,...}, with a progress line per trial on stderr.
 //
 //   bazel build //bench:grpo_chaos_bench //cli:troupe &&
 //     bazel-bin/bench/grpo_chaos_bench [--trials=6]
 //                                      [--kinds=rollout,reward,reference,checkpointer,replay,critic]
-//                                      [--seed=1] [--worker_binary=bazel-bin/cli/troupe]
+//                                      [--seed=1] [--max_staleness=1]
+//                                      [--worker_binary=bazel-bin/cli/troupe]
 #include <signal.h>
 
 #include <chrono>
@@ -54,10 +56,12 @@ struct Flags {
                                     "checkpointer", "replay", "critic"};
   uint64_t seed = 1;
   int steps = 12;
+  int max_staleness = 1;  // async.max_staleness (2: more groups wait in the replay buffer)
   std::string worker_binary = "bazel-bin/cli/troupe";
 };
 
-std::string JobYaml(const std::string& dir, const std::string& sft_dir, int steps, bool ppo) {
+std::string JobYaml(const std::string& dir, const std::string& sft_dir, int steps,
+                    int max_staleness, bool ppo) {
   return absl::StrCat(
       ppo ? "recipe: ppo\n" : "", R"(
 name: chaos
@@ -68,7 +72,8 @@ sft: {steps: 20, batch_size: 16, warmup_steps: 5, eval_every: 20, dir: )",
       sft_dir, R"(}
 algorithm: {adv_estimator: )",
       ppo ? "gae" : "grpo", R"(, n: 4, kl: {coef: 0.01, type: k3}}
-async: {max_staleness: 1}
+async: {max_staleness: )",
+      max_staleness, R"(}
 trainer: {total_steps: )",
       steps, R"(, seed: 7, lr: 3.0e-4, eval_every: 2}
 actors:
@@ -99,6 +104,7 @@ struct Trial {
   int64_t samples_lost = 0;
   int64_t samples_discarded = 0;
   int64_t critic_updates_lost = 0;
+  int64_t restarts_restored = 0;  // replay buffer or critic restarts the driver restored
   int missing_checkpoints = 0;
   int scratch_left = 0;
   std::string error;
@@ -110,8 +116,8 @@ Trial RunTrial(Cluster& cluster, const Flags& f, const std::string& kind, int in
   Trial t;
   const std::string dir = absl::StrCat(base, "/", kind, "-", index);
   fs::remove_all(dir);
-  absl::StatusOr<recipes::JobSpec> spec =
-      recipes::ParseJobSpec(JobYaml(dir, base + "/sft", f.steps, kind == "critic"), "chaos.yaml");
+  absl::StatusOr<recipes::JobSpec> spec = recipes::ParseJobSpec(
+      JobYaml(dir, base + "/sft", f.steps, f.max_staleness, kind == "critic"), "chaos.yaml");
   if (!spec.ok()) {
     t.error = spec.status().ToString();
     return t;
@@ -146,6 +152,7 @@ Trial RunTrial(Cluster& cluster, const Flags& f, const std::string& kind, int in
   const proto::ReplayStats& a = r->accounting;
   t.samples_discarded = r->samples_discarded;
   t.critic_updates_lost = r->critic_updates_lost;
+  t.restarts_restored = r->replay_buffer_restarts + r->critic_restarts;
   t.samples_lost = r->samples_generated - (a.used() + a.dropped_stale() + a.buffered() +
                                            r->samples_filtered + r->samples_discarded);
   for (int step = 2; step <= f.steps; step += 2) {
@@ -181,12 +188,15 @@ int Main(int argc, char** argv) {
       f.kinds = absl::StrSplit(v, ',');
     } else if (const char* v = value("seed")) {
       f.seed = std::strtoull(v, nullptr, 10);
+    } else if (const char* v = value("max_staleness")) {
+      f.max_staleness = std::atoi(v);
     } else if (const char* v = value("worker_binary")) {
       f.worker_binary = v;
     } else {
       std::fprintf(stderr,
                    "usage: grpo_chaos_bench [--trials=N] [--kinds=rollout,reward,reference,"
-                   "checkpointer,replay,critic] [--seed=S] [--worker_binary=P]\n");
+                   "checkpointer,replay,critic] [--seed=S] [--max_staleness=1] "
+                   "[--worker_binary=P]\n");
       return 2;
     }
   }
@@ -199,6 +209,10 @@ int Main(int argc, char** argv) {
                    kind.c_str());
       return 2;
     }
+  }
+  if (f.max_staleness < 1) {
+    std::fprintf(stderr, "grpo_chaos_bench: --max_staleness must be at least 1 (asynchronous)\n");
+    return 2;
   }
   if (f.trials < 1) {
     std::fprintf(stderr, "grpo_chaos_bench: --trials must be at least 1\n");
@@ -221,7 +235,7 @@ int Main(int argc, char** argv) {
   const absl::Time start = absl::Now();
   for (const std::string& kind : f.kinds) {
     int survived = 0, lossless = 0, killed = 0;
-    int64_t lost = 0, discarded = 0, critic_lost = 0;
+    int64_t lost = 0, discarded = 0, critic_lost = 0, restored = 0;
     int missing = 0;
     std::vector<std::string> errors;
     for (int i = 0; i < f.trials; ++i) {
@@ -232,6 +246,7 @@ int Main(int argc, char** argv) {
       lost += t.samples_lost;
       discarded += t.samples_discarded;
       critic_lost += t.critic_updates_lost;
+      restored += t.restarts_restored;
       missing += t.missing_checkpoints;
       if (!t.error.empty()) errors.push_back(t.error);
       ++done;
@@ -250,10 +265,10 @@ int Main(int argc, char** argv) {
         "{\"bench\":\"grpo_chaos\",\"metric\":\"kills_survived\",\"kind\":\"%s\",\"value\":%d,"
         "\"unit\":\"kills\",\"trials\":%d,\"kills_delivered\":%d,\"lossless\":%d,"
         "\"samples_lost\":%lld,\"samples_discarded\":%lld,\"critic_updates_lost\":%lld,"
-        "\"checkpoints_missing\":%d,\"first_error\":\"%s\"}\n",
+        "\"restarts_restored\":%lld,\"checkpoints_missing\":%d,\"first_error\":\"%s\"}\n",
         kind.c_str(), survived, f.trials, killed, lossless, static_cast<long long>(lost),
-        static_cast<long long>(discarded), static_cast<long long>(critic_lost), missing,
-        first_error.c_str());
+        static_cast<long long>(discarded), static_cast<long long>(critic_lost),
+        static_cast<long long>(restored), missing, first_error.c_str());
     std::fflush(stdout);
   }
   if (std::getenv("CHAOS_KEEP") == nullptr) fs::remove_all(base);
