@@ -30,9 +30,9 @@
 // from), losing the updates since (RunResult::critic_updates_lost); without checkpoints
 // (actors.checkpointer.every_steps = 0) a critic that had been updated cannot be, and the run
 // ends saying so. The trainer is not restarted. However the run ends, summary.json says how
-// (RunState::Finish). A resumed run continues with the prompts, replay-buffer groups and counters of its
-// checkpoint: no prompt is skipped or drawn twice, and the sample accounting adds up over the
-// lineage.
+// (RunState::Finish). A resumed run continues with the prompts, replay-buffer groups and counters
+// of its checkpoint: no prompt is skipped or drawn twice, and the sample accounting adds up over
+// the lineage.
 #ifndef TROUPE_RECIPES_GRPO_GRPO_RECIPE_H_
 #define TROUPE_RECIPES_GRPO_GRPO_RECIPE_H_
 
