@@ -92,7 +92,6 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
     std::string id, name;
     bool finished = false;
     bool stopped = false;  // ended early by a stop (summary.json "ended")
-    std::string error;     // a failed run's (summary.json "status": "failed", "error")
   };
   std::vector<Run> runs;
   std::set<std::string> ids;
@@ -118,10 +117,6 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
                     : trimmed.parent_path();
     r.name = SummaryField(trimmed, "name");
     r.stopped = SummaryField(trimmed, "ended") == "stopped";
-    if (SummaryField(trimmed, "status") == "failed") {
-      r.error = SummaryField(trimmed, "error");
-      if (r.error.empty()) r.error = "failed (summary.json)";
-    }
     const std::string base = trimmed.filename().string();
     r.id = base;
     for (int n = 2; !ids.insert(r.id).second; ++n) r.id = absl::StrCat(base, "-", n);
@@ -148,8 +143,7 @@ absl::StatusOr<std::unique_ptr<RunViewer>> RunViewer::Start(
     if (!s.ok()) return s;
     if (r.finished) {
       viewer->server_->jobs().EndAttached(
-          r.id, !r.error.empty() ? absl::UnknownError(r.error)
-                : r.stopped
+          r.id, r.stopped
                     ? absl::CancelledError("stopped before trainer.total_steps (summary.json)")
                     : absl::OkStatus());
     }

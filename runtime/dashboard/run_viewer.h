@@ -1,9 +1,8 @@
 // RunViewer: the web dashboard over finished (or still running) runs' directories, without a
 // cluster — `troupe dashboard RUN_DIR...`, like `tensorboard --logdir`. Each directory (a job's
 // logging.dir: metrics.jsonl, summary.json, and driver.log if the run left one) shows as a job:
-// SUCCEEDED once it has a summary.json (STOPPED or FAILED when the summary says the run ended
-// so), RUNNING otherwise (its metrics are read again at every request, so a run still writing
-// them is followed live). The cluster pages are empty, and
+// SUCCEEDED once it has a summary.json, RUNNING otherwise (its metrics are read again at every
+// request, so a run still writing them is followed live). The cluster pages are empty, and
 // nothing can be submitted or stopped (state-changing requests need a token nobody is given).
 //
 // Job ids are the directories' base names ("-2", "-3" appended on a clash); the driver log is
