@@ -155,18 +155,39 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
   return final_path;
 }
 
-int RemoveAbandonedScratch(const std::string& dir) {
-  int removed = 0;
+AbandonedScratch RecoverAbandonedScratch(const std::string& dir) {
+  AbandonedScratch done;
   std::error_code ec;
+  std::vector<fs::path> abandoned;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const pid_t owner = ScratchOwner(name);
-    if (owner < 0 || ProcessExists(owner)) continue;
-    std::error_code rm;
-    fs::remove_all(e.path(), rm);
-    if (!rm) ++removed;
+    const pid_t owner = ScratchOwner(e.path().filename().string());
+    if (owner >= 0 && !ProcessExists(owner)) abandoned.push_back(e.path());
   }
-  return removed;
+  std::sort(abandoned.begin(), abandoned.end());  // the same choice among copies every time
+  // First the copies moved aside whose step has no other: ".old-step_N-PID" -> "step_N".
+  for (fs::path& p : abandoned) {
+    const std::string name = p.filename().string();
+    if (name.rfind(".old-", 0) != 0) continue;
+    const std::string step = name.substr(5, name.rfind('-') - 5);  // "step_N"
+    const fs::path final_path = p.parent_path() / step;
+    if (fs::exists(final_path, ec)) continue;
+    std::error_code mv;
+    fs::rename(p, final_path, mv);
+    if (mv) continue;  // left as it is; removed below like other scratch
+    TROUPE_LOG(WARNING) << absl::StrFormat(
+        "checkpointer: %s was left only as %s by a writer killed between its renames; restored",
+        final_path.string().c_str(), name.c_str());
+    ++done.restored;
+    p.clear();
+  }
+  if (done.restored > 0) FsyncDir(dir);
+  for (const fs::path& p : abandoned) {
+    if (p.empty()) continue;
+    std::error_code rm;
+    fs::remove_all(p, rm);
+    if (!rm) ++done.removed;
+  }
+  return done;
 }
 
 absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
@@ -184,10 +205,12 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Create(const ActorCo
 Checkpointer::Checkpointer(const proto::CheckpointerConfig& config)
     : dir_(config.dir()), keep_(config.keep()) {
   // A checkpointer killed mid-write (this actor's previous instance, say) leaves its scratch
-  // directory behind; nothing else would ever remove it.
-  if (const int n = RemoveAbandonedScratch(dir_); n > 0) {
+  // directory behind, and between the renames of a retried step its only copy of that step;
+  // nothing else would ever put them right.
+  if (const AbandonedScratch s = RecoverAbandonedScratch(dir_); s.removed > 0) {
     TROUPE_LOG(INFO) << absl::StrFormat(
-        "checkpointer: removed %d unfinished checkpoint(s) of dead writers in %s", n, dir_.c_str());
+        "checkpointer: removed %d unfinished checkpoint(s) of dead writers in %s", s.removed,
+        dir_.c_str());
   }
 }
 

@@ -15,8 +15,9 @@
 // exists (a retry) moves the earlier copy aside until the new one is in place. Older ones beyond
 // `keep` are removed after the new one is in place. <dir>/latest is a relative symlink to the
 // newest complete checkpoint (like Hugging Face Trainer's and verl's "latest" markers), replaced
-// atomically after each write. A new Checkpointer removes the scratch
-// directories that dead writers left behind (RemoveAbandonedScratch).
+// atomically after each write. A new Checkpointer (and a resumed run, before it looks for the
+// newest checkpoint) recovers what dead writers left behind (RecoverAbandonedScratch): a step
+// that was moved aside and never replaced is put back, the rest of their scratch is removed.
 // Config: proto::CheckpointerConfig (proto/actor_config.proto): the directory, and how many of
 // the newest checkpoints to keep (0 = all).
 #ifndef TROUPE_ACTORS_CHECKPOINTER_H_
@@ -37,10 +38,21 @@ namespace troupe::actors {
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& dir, int keep,
                                             const proto::CheckpointRequest& req);
 
-// Removes the scratch directories (".tmp-step_*-PID", ".old-step_*-PID") under `dir` whose
-// writing process no longer exists on this machine (a writer killed mid-checkpoint); returns how
-// many it removed. Complete checkpoints and scratch of live writers are left alone.
-int RemoveAbandonedScratch(const std::string& dir);
+// What RecoverAbandonedScratch did.
+struct AbandonedScratch {
+  int restored = 0;  // ".old-step_N-PID" directories renamed back to "step_N"
+  int removed = 0;   // scratch directories removed
+};
+
+// Recovers what writers killed mid-checkpoint left under `dir`: the scratch entries
+// (".tmp-step_N-PID", ".old-step_N-PID") whose writing process no longer exists on this machine.
+//   - ".old-step_N-PID" with no "step_N" beside it: the writer of a retried step moved the
+//     earlier copy aside and died before its new copy took the name, so this complete copy is
+//     the step's only one; it is renamed back to "step_N" (one of them if several).
+//   - every other such entry is removed (".tmp-*": unfinished; ".old-*" with "step_N" present:
+//     the replaced copy).
+// Complete checkpoints, scratch of live writers and names troupe does not make are left alone.
+AbandonedScratch RecoverAbandonedScratch(const std::string& dir);
 
 // The newest complete checkpoint directory under `dir`; NOT_FOUND naming `dir` if none.
 absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);

@@ -102,13 +102,70 @@ TEST(Checkpointer, RemovesTheScratchOfDeadWritersOnly) {
   for (const std::string& d : {abandoned, aside, live, users}) fs::create_directories(d);
   ASSERT_TRUE(WriteCheckpoint(dir, 3, Request(2, "{}")).ok());
 
-  EXPECT_EQ(RemoveAbandonedScratch(dir), 2);
+  const AbandonedScratch first = RecoverAbandonedScratch(dir);
+  EXPECT_EQ(first.removed, 2);
+  EXPECT_EQ(first.restored, 0) << "step 2 has its complete copy: the one moved aside is scratch";
   EXPECT_FALSE(fs::exists(abandoned));
   EXPECT_FALSE(fs::exists(aside));
   EXPECT_TRUE(fs::exists(live)) << "a live writer's scratch was removed";
   EXPECT_TRUE(fs::exists(users)) << "a directory troupe did not make was removed";
   EXPECT_TRUE(fs::exists(dir + "/step_00000002/meta.json"));
-  EXPECT_EQ(RemoveAbandonedScratch(dir), 0);
+  const AbandonedScratch again = RecoverAbandonedScratch(dir);
+  EXPECT_EQ(again.removed, 0);
+  EXPECT_EQ(again.restored, 0);
+}
+
+// A retried step's writer moves the earlier copy aside (step_N -> .old-step_N-PID), then renames
+// its new copy into place. Killed between the two, it leaves the step only under the scratch
+// name: the next checkpointer must put it back, not delete it as scratch.
+TEST(Checkpointer, AStepLeftOnlyMovedAsideByAKilledWriterIsRestoredNotDeleted) {
+  const std::string dir = TestDir("between_renames");
+  ASSERT_TRUE(WriteCheckpoint(dir, 3, Request(2, "two")).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir, 3, Request(4, "four")).ok());
+  // The killed writer's state: step 4 moved aside, its new copy unfinished under .tmp-.
+  const pid_t dead = DeadPid();
+  const std::string aside = absl::StrCat(dir, "/.old-step_00000004-", dead);
+  const std::string unfinished = absl::StrCat(dir, "/.tmp-step_00000004-", dead);
+  fs::rename(dir + "/step_00000004", aside);
+  fs::create_directories(unfinished);
+  std::ofstream(unfinished + "/meta.json") << "{\"step\"";  // torn
+  ASSERT_EQ(LatestCheckpoint(dir).value_or(""), dir + "/step_00000002");
+
+  // A new checkpointer in the directory (the restarted actor) recovers it on start-up.
+  proto::CheckpointerConfig config;
+  config.set_dir(dir);
+  config.set_keep(3);
+  Checkpointer restarted(config);
+  EXPECT_TRUE(fs::exists(dir + "/step_00000004/meta.json")) << "the only copy of step 4 is gone";
+  EXPECT_EQ(Read(dir + "/step_00000004/driver_state.json"), "four");
+  EXPECT_FALSE(fs::exists(aside));
+  EXPECT_FALSE(fs::exists(unfinished)) << "the unfinished copy is scratch";
+  EXPECT_EQ(LatestCheckpoint(dir).value_or(""), dir + "/step_00000004");
+  EXPECT_EQ(fs::read_symlink(dir + "/latest").string(), "step_00000004");
+  // And the retry it was making goes through afterwards.
+  ASSERT_TRUE(restarted.Save(Request(4, "four again")).ok());
+  EXPECT_EQ(Read(dir + "/step_00000004/driver_state.json"), "four again");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    EXPECT_NE(e.path().filename().string()[0], '.') << "scratch left behind: " << e.path();
+  }
+}
+
+// Several dead writers' copies of the same step moved aside (one killed between its renames, the
+// next too): one is restored, the others removed.
+TEST(Checkpointer, OfSeveralCopiesMovedAsideOneIsRestored) {
+  const std::string dir = TestDir("two_aside");
+  ASSERT_TRUE(WriteCheckpoint(dir, 3, Request(6, "six")).ok());
+  const pid_t a = DeadPid(), b = DeadPid();
+  fs::rename(dir + "/step_00000006", absl::StrCat(dir, "/.old-step_00000006-", a));
+  fs::copy(absl::StrCat(dir, "/.old-step_00000006-", a),
+           absl::StrCat(dir, "/.old-step_00000006-", b), fs::copy_options::recursive);
+  const AbandonedScratch s = RecoverAbandonedScratch(dir);
+  EXPECT_EQ(s.restored, 1);
+  EXPECT_EQ(s.removed, 1);
+  EXPECT_EQ(Read(dir + "/step_00000006/driver_state.json"), "six");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    EXPECT_NE(e.path().filename().string()[0], '.') << "scratch left behind: " << e.path();
+  }
 }
 
 TEST(Checkpointer, WritesAHuggingFaceDirectoryThatLoadsBackWithEveryEosAsAStopId) {

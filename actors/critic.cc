@@ -1,6 +1,9 @@
 #include "actors/critic.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <torch/torch.h>
 
@@ -12,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -56,6 +60,25 @@ double MaskedVariance(const at::Tensor& x, const at::Tensor& mask) {
   const at::Tensor v = x.detach().to(torch::kDouble).masked_select(mask.to(torch::kBool));
   if (v.numel() == 0) return 0;
   return (v - v.mean()).pow(2).mean().item<double>();
+}
+
+// Removes `dir`'s scratch siblings ("<dir>.tmp-PID") whose writer no longer runs on this machine:
+// a critic killed in the middle of saving `dir` (the driver saves the same step again).
+void RemoveScratchOfDeadWriters(const fs::path& dir) {
+  const std::string prefix = dir.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    int pid = 0;
+    if (!absl::SimpleAtoi(name.substr(prefix.size()), &pid) || pid <= 0 || pid == ::getpid()) {
+      continue;
+    }
+    if (::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code rm;
+      fs::remove_all(e.path(), rm);
+    }
+  }
 }
 
 }  // namespace
@@ -366,7 +389,10 @@ absl::StatusOr<proto::CriticSaveReply> CriticCore::Save(const proto::CriticSaveR
     return absl::AlreadyExistsError(absl::StrCat("Critic.Save: ", dir, " already exists"));
   }
   const fs::path target(dir);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    RemoveScratchOfDeadWriters(target);
+  }
   const std::string tmp = absl::StrCat(dir, ".tmp-", ::getpid());
   fs::remove_all(tmp, ec);
   absl::Status written = CatchTorch("Critic::Save", [&]() -> absl::Status {
@@ -394,9 +420,48 @@ absl::StatusOr<proto::CriticSaveReply> CriticCore::Save(const proto::CriticSaveR
 absl::StatusOr<std::unique_ptr<Critic>> Critic::Create(const ActorContext& ctx) {
   TROUPE_ASSIGN_OR_RETURN(proto::CriticConfig config, ctx.ConfigAs<proto::CriticConfig>());
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<CriticCore> core, CriticCore::Create(config));
-  return std::unique_ptr<Critic>(new Critic(std::move(core)));
+  return std::unique_ptr<Critic>(
+      new Critic(std::move(config), std::move(core), ctx.num_restarts()));
 }
 
-TROUPE_REGISTER_ACTOR(Critic, Values, Update, Save);
+absl::Status Critic::CheckRestored() const {
+  if (!needs_restore_) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "critic restarted (restart ", restarts_,
+      "): the state it had trained is gone and its initial weights would give untrained values; "
+      "it serves no call until a Restore names the state to continue from"));
+}
+
+absl::StatusOr<proto::ValuesReply> Critic::Values(const proto::LogprobRequest& req) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
+  return core_->Values(req);
+}
+
+absl::StatusOr<proto::TrainStepReply> Critic::Update(const proto::TrainStepRequest& req) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
+  if (last_update_.has_value() && last_update_->step() == req.step()) return *last_update_;
+  absl::StatusOr<proto::TrainStepReply> reply = core_->Update(req);
+  if (reply.ok()) last_update_ = *reply;
+  return reply;
+}
+
+absl::StatusOr<proto::CriticSaveReply> Critic::Save(const proto::CriticSaveRequest& req) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
+  return core_->Save(req);
+}
+
+absl::StatusOr<proto::CriticRestoreReply> Critic::Restore(const proto::CriticRestoreRequest& req) {
+  proto::CriticConfig config = config_;
+  config.set_resume_dir(req.dir());
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<CriticCore> core, CriticCore::Create(config));
+  core_ = std::move(core);
+  needs_restore_ = false;
+  last_update_.reset();
+  proto::CriticRestoreReply reply;
+  reply.set_optimizer_steps(core_->optimizer_steps());
+  return reply;
+}
+
+TROUPE_REGISTER_ACTOR(Critic, Values, Update, Save, Restore);
 
 }  // namespace troupe::actors

@@ -3,7 +3,16 @@
 // writes checkpoints it can resume from (Save).
 //
 // CriticCore is the computation (testable without an actor system); Critic is the registered
-// actor around it (type "Critic", methods Values, Update, Save).
+// actor around it (type "Critic", methods Values, Update, Save, Restore).
+//
+// Restarts: a Critic actor that was restarted (ActorContext::num_restarts() > 0) lost the weights
+// and optimizer state it had trained; its new instance holds its initial ones, which would give
+// untrained values. So until a Restore names the state to continue from (the driver's newest
+// critic checkpoint), Values, Update and Save fail with DATA_LOSS ("critic restarted ..."), never
+// answering from the initial weights unasked. Restore(dir) loads a Save directory ("" = the initial
+// weights, CriticConfig.model_dir) in place of the current state, on any instance. Update is
+// idempotent per step: the same request step sent again (a retry after a lost reply) gets the
+// first reply back without a second update.
 // Config: proto::CriticConfig (proto/actor_config.proto, where each field's default is).
 //
 // Values: V [B, L] = ValueModel(prompt + response); the value of response token j of sample b is
@@ -52,6 +61,7 @@
 #define TROUPE_ACTORS_CRITIC_H_
 
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -121,19 +131,30 @@ class Critic : public Actor {
  public:
   // The CriticConfig of ctx's config; Create's errors.
   static absl::StatusOr<std::unique_ptr<Critic>> Create(const ActorContext& ctx);
-  absl::StatusOr<proto::ValuesReply> Values(const proto::LogprobRequest& req) {
-    return core_->Values(req);
-  }
-  absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req) {
-    return core_->Update(req);
-  }
-  absl::StatusOr<proto::CriticSaveReply> Save(const proto::CriticSaveRequest& req) {
-    return core_->Save(req);
-  }
+  // CriticCore's, after the restart check of the file comment (DATA_LOSS).
+  absl::StatusOr<proto::ValuesReply> Values(const proto::LogprobRequest& req);
+  absl::StatusOr<proto::TrainStepReply> Update(const proto::TrainStepRequest& req);
+  absl::StatusOr<proto::CriticSaveReply> Save(const proto::CriticSaveRequest& req);
+  // Replaces the state with req.dir's (a Save directory; "" = the initial weights), as CriticCore
+  // loads a resume_dir; the critic serves again. On an error the current state is kept (still
+  // refusing if it was).
+  absl::StatusOr<proto::CriticRestoreReply> Restore(const proto::CriticRestoreRequest& req);
 
  private:
-  explicit Critic(std::unique_ptr<CriticCore> core) : core_(std::move(core)) {}
+  Critic(proto::CriticConfig config, std::unique_ptr<CriticCore> core, int restarts)
+      : config_(std::move(config)),
+        core_(std::move(core)),
+        restarts_(restarts),
+        needs_restore_(restarts > 0) {}
+  // DATA_LOSS while a restarted critic waits for its Restore; OK otherwise.
+  absl::Status CheckRestored() const;
+
+  proto::CriticConfig config_;
   std::unique_ptr<CriticCore> core_;
+  int restarts_;
+  bool needs_restore_;
+  // The reply of the last Update (its step), for a retry of the same step.
+  std::optional<proto::TrainStepReply> last_update_;
 };
 
 }  // namespace troupe::actors

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -427,6 +428,108 @@ TEST(Critic, TheActorServesValuesUpdateAndSave) {
   absl::StatusOr<proto::CriticSaveReply> saved = critic->Call(&Critic::Save, save).Get();
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_TRUE(std::filesystem::exists(save.dir() + "/critic_state.pt"));
+  system.Shutdown();
+}
+
+// Values of TwoGroups' samples as the critic behind `critic` gives them.
+absl::StatusOr<proto::ValuesReply> ActorValues(const ActorHandle<Critic>& critic) {
+  proto::LogprobRequest req;
+  const proto::TrainStepRequest batch = TwoGroups();
+  for (const proto::SampleGroup& g : batch.groups()) {
+    for (const proto::Sample& s : g.samples()) *req.add_samples() = s;
+  }
+  return critic.Call(&Critic::Values, req).Get();
+}
+
+// Killed and restarted, the critic holds its initial weights: it refuses to serve them as if they
+// were the trained ones until Restore gives it a checkpoint, whose weights and optimizer it then
+// has exactly.
+TEST(Critic, ARestartedCriticServesNothingUntilRestoredFromItsCheckpoint) {
+  ActorSystem system({.num_threads = 2});
+  proto::CriticConfig config = Config();
+  config.set_lr(1e-3);
+  absl::StatusOr<ActorHandle<Critic>> critic =
+      system.Spawn<Critic>({.name = "critic", .max_restarts = 1, .config = ConfigJson(config)});
+  ASSERT_TRUE(critic.ok()) << critic.status();
+  absl::StatusOr<proto::ValuesReply> initial = ActorValues(*critic);
+  ASSERT_TRUE(initial.ok()) << initial.status();
+  auto update = [&](int64_t step) {
+    proto::TrainStepRequest req = TwoGroups();
+    int i = 0;
+    absl::StatusOr<proto::ValuesReply> v = ActorValues(*critic);
+    EXPECT_TRUE(v.ok()) << v.status();
+    for (proto::SampleGroup& g : *req.mutable_groups()) {
+      for (proto::Sample& s : *g.mutable_samples()) *s.mutable_values() = v->values(i++).values();
+    }
+    req.set_step(step);
+    absl::StatusOr<proto::TrainStepReply> r = critic->Call(&Critic::Update, req).Get();
+    EXPECT_TRUE(r.ok()) << r.status();
+  };
+  update(1);
+  proto::CriticSaveRequest save;
+  save.set_dir(TmpDir() + "/critic_test_restart/step_1");
+  save.set_step(1);
+  std::filesystem::remove_all(TmpDir() + "/critic_test_restart");
+  ASSERT_TRUE(critic->Call(&Critic::Save, save).Get().ok());
+  absl::StatusOr<proto::ValuesReply> saved = ActorValues(*critic);
+  ASSERT_TRUE(saved.ok());
+  ASSERT_NE(saved->SerializeAsString(), initial->SerializeAsString())
+      << "the update changed nothing";
+  update(2);  // trained past its checkpoint, then killed
+
+  ASSERT_TRUE(system.Kill(*critic, /*no_restart=*/false).ok());
+  absl::StatusOr<proto::ValuesReply> refused = ActorValues(*critic);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << refused.status();
+  EXPECT_NE(refused.status().message().find("critic restarted"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(critic->Call(&Critic::Update, TwoGroups()).Get().status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(critic->Call(&Critic::Save, save).Get().status().code(), absl::StatusCode::kDataLoss);
+
+  proto::CriticRestoreRequest restore;
+  restore.set_dir(save.dir());
+  absl::StatusOr<proto::CriticRestoreReply> restored =
+      critic->Call(&Critic::Restore, restore).Get();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->optimizer_steps(), 1);
+  absl::StatusOr<proto::ValuesReply> after = ActorValues(*critic);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->SerializeAsString(), saved->SerializeAsString());
+  // "" goes back to the initial weights.
+  restored = critic->Call(&Critic::Restore, proto::CriticRestoreRequest()).Get();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->optimizer_steps(), 0);
+  EXPECT_EQ(ActorValues(*critic)->SerializeAsString(), initial->SerializeAsString());
+  system.Shutdown();
+}
+
+// A retried Update of the same step (its reply was lost) is not applied twice.
+TEST(Critic, TheSameUpdateStepSentAgainGetsTheFirstReplyWithoutASecondUpdate) {
+  ActorSystem system({.num_threads = 2});
+  proto::CriticConfig config = Config();
+  config.set_lr(1e-3);
+  absl::StatusOr<ActorHandle<Critic>> critic = system.Spawn<Critic>({.config = ConfigJson(config)});
+  ASSERT_TRUE(critic.ok()) << critic.status();
+  proto::TrainStepRequest req = TwoGroups();
+  absl::StatusOr<proto::ValuesReply> v = ActorValues(*critic);
+  ASSERT_TRUE(v.ok());
+  int i = 0;
+  for (proto::SampleGroup& g : *req.mutable_groups()) {
+    for (proto::Sample& s : *g.mutable_samples()) *s.mutable_values() = v->values(i++).values();
+  }
+  req.set_step(4);
+  absl::StatusOr<proto::TrainStepReply> first = critic->Call(&Critic::Update, req).Get();
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string values_after_one = ActorValues(*critic)->SerializeAsString();
+  absl::StatusOr<proto::TrainStepReply> again = critic->Call(&Critic::Update, req).Get();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->step(), first->step());
+  EXPECT_EQ((std::map<std::string, double>(again->metrics().begin(), again->metrics().end())),
+            (std::map<std::string, double>(first->metrics().begin(), first->metrics().end())));
+  EXPECT_EQ(ActorValues(*critic)->SerializeAsString(), values_after_one);
+  req.set_step(5);  // the next step is an update of its own
+  ASSERT_TRUE(critic->Call(&Critic::Update, req).Get().ok());
+  EXPECT_NE(ActorValues(*critic)->SerializeAsString(), values_after_one);
   system.Shutdown();
 }
 

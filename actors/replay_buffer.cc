@@ -181,10 +181,20 @@ absl::Status ReplayBufferCore::Import(const proto::ReplayState& state) {
 absl::StatusOr<std::unique_ptr<ReplayBuffer>> ReplayBuffer::Create(const ActorContext& ctx) {
   TROUPE_ASSIGN_OR_RETURN(proto::ReplayBufferConfig config,
                           ctx.ConfigAs<proto::ReplayBufferConfig>());
-  return std::unique_ptr<ReplayBuffer>(new ReplayBuffer(config.capacity_groups()));
+  return std::unique_ptr<ReplayBuffer>(
+      new ReplayBuffer(config.capacity_groups(), ctx.num_restarts()));
+}
+
+absl::Status ReplayBuffer::CheckRestored() const {
+  if (!needs_import_) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "replay buffer restarted (restart ", restarts_,
+      "): what its previous instance held is gone; it serves no call until an Import restores "
+      "a state"));
 }
 
 absl::StatusOr<proto::ReplayAddReply> ReplayBuffer::Add(const proto::ReplayAddRequest& req) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
   return core_.Add({req.groups().begin(), req.groups().end()});
 }
 
@@ -193,27 +203,32 @@ absl::StatusOr<proto::ReplayTakeReply> ReplayBuffer::Take(const proto::ReplayTak
     return absl::InvalidArgumentError(
         "replay buffer Take: num_groups and max_staleness must be >= 0");
   }
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
   return core_.Take(
       req.num_groups(), req.current_version(), req.max_staleness(), req.min_groups(),
       req.has_below_prompt_id() ? req.below_prompt_id() : ReplayBufferCore::kAnyPromptId);
 }
 
 absl::StatusOr<proto::ReplayStats> ReplayBuffer::Stats(const proto::Empty&) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
   return core_.Stats();
 }
 
 absl::StatusOr<proto::Empty> ReplayBuffer::Return(const proto::ReplayReturnRequest& req) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
   TROUPE_RETURN_IF_ERROR(
       core_.Return({req.groups().begin(), req.groups().end()}, req.taken_at_version()));
   return proto::Empty();
 }
 
 absl::StatusOr<proto::ReplayState> ReplayBuffer::Export(const proto::Empty&) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
   return core_.Export();
 }
 
 absl::StatusOr<proto::Empty> ReplayBuffer::Import(const proto::ReplayState& req) {
   TROUPE_RETURN_IF_ERROR(core_.Import(req));
+  needs_import_ = false;
   return proto::Empty();
 }
 

@@ -19,6 +19,13 @@
 // ReplayBufferCore is the logic (not thread-safe; the actor serialises it); ReplayBuffer is the
 // registered actor type wrapping it (methods Add, Take, Stats, Return, Export,
 // Import).
+//
+// A ReplayBuffer actor that was restarted (ActorContext::num_restarts() > 0: its previous
+// instance died with everything it held) does not pass for the buffer it replaces: until an
+// Import gives it a state, every other call fails with DATA_LOSS ("replay buffer restarted ..."),
+// so that a caller cannot mistake its empty state and zero counters for the run's. The driver's
+// ReplayBufferClient (recipes/rl/replay_buffer_client.h) answers that with what it knows the
+// buffer held.
 #ifndef TROUPE_ACTORS_REPLAY_BUFFER_H_
 #define TROUPE_ACTORS_REPLAY_BUFFER_H_
 
@@ -95,8 +102,14 @@ class ReplayBuffer : public Actor {
   absl::StatusOr<proto::Empty> Import(const proto::ReplayState& req);
 
  private:
-  explicit ReplayBuffer(int64_t capacity_groups) : core_(capacity_groups) {}
+  ReplayBuffer(int64_t capacity_groups, int restarts)
+      : core_(capacity_groups), restarts_(restarts), needs_import_(restarts > 0) {}
+  // DATA_LOSS while a restarted buffer waits for its Import; OK otherwise.
+  absl::Status CheckRestored() const;
+
   ReplayBufferCore core_;
+  int restarts_;
+  bool needs_import_;
 };
 
 }  // namespace troupe::actors

@@ -1,6 +1,7 @@
 #include "actors/replay_buffer.h"
 
 #include "gtest/gtest.h"
+#include "runtime/actor_system.h"
 
 namespace troupe::actors {
 namespace {
@@ -184,6 +185,37 @@ TEST(ReplayBuffer, ImportRefusesAStateThatDoesNotAddUp) {
   state.mutable_stats()->set_added(4);
   EXPECT_EQ(b.Import(state).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(b.Stats().added(), 0) << "a refused import changed the buffer";
+}
+
+// A restarted buffer lost what its previous instance held: rather than answer from an empty state
+// (zero counters a driver would take for the run's), it refuses every call but Import.
+TEST(ReplayBuffer, ARestartedBufferServesNothingUntilImported) {
+  ActorSystem system({.num_threads = 2});
+  absl::StatusOr<ActorHandle<ReplayBuffer>> rb =
+      system.Spawn<ReplayBuffer>({.name = "replay", .max_restarts = 1});
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  proto::ReplayAddRequest add;
+  *add.add_groups() = Group(1, {0, 0});
+  ASSERT_TRUE(rb->Call(&ReplayBuffer::Add, add).Get().ok());  // the first instance serves
+  absl::StatusOr<proto::ReplayState> state = rb->Call(&ReplayBuffer::Export, proto::Empty()).Get();
+  ASSERT_TRUE(state.ok()) << state.status();
+
+  ASSERT_TRUE(system.Kill(*rb, /*no_restart=*/false).ok());
+  absl::StatusOr<proto::ReplayStats> stats = rb->Call(&ReplayBuffer::Stats, proto::Empty()).Get();
+  EXPECT_EQ(stats.status().code(), absl::StatusCode::kDataLoss) << stats.status();
+  EXPECT_NE(stats.status().message().find("restarted"), std::string::npos) << stats.status();
+  EXPECT_EQ(rb->Call(&ReplayBuffer::Add, add).Get().status().code(), absl::StatusCode::kDataLoss);
+  proto::ReplayTakeRequest take;
+  take.set_num_groups(1);
+  EXPECT_EQ(rb->Call(&ReplayBuffer::Take, take).Get().status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(rb->Call(&ReplayBuffer::Export, proto::Empty()).Get().status().code(),
+            absl::StatusCode::kDataLoss);
+
+  ASSERT_TRUE(rb->Call(&ReplayBuffer::Import, *state).Get().ok());
+  stats = rb->Call(&ReplayBuffer::Stats, proto::Empty()).Get();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->buffered(), 2);
+  system.Shutdown();
 }
 
 }  // namespace

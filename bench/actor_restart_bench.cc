@@ -62,8 +62,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "actor_restart_bench: spawn: %s\n", buffer.status().ToString().c_str());
     return 1;
   }
+  // Import (of an empty state): the call a restarted ReplayBuffer serves first (it refuses the
+  // others until it has a state, actors/replay_buffer.h).
   auto reachable = [&](absl::Duration wait) {
-    return buffer->Call(&actors::ReplayBuffer::Stats, proto::Empty()).Get(wait).ok();
+    return buffer->Call(&actors::ReplayBuffer::Import, proto::ReplayState()).Get(wait).ok();
   };
   if (!reachable(absl::Seconds(60))) {
     std::fprintf(stderr, "actor_restart_bench: the actor never came up\n");

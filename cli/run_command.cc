@@ -510,14 +510,28 @@ int RunJob(const RunFlags& f) {
   std::printf("  held-out exact match after %s:  %5.1f%%  (%+.1f points)\n", rl.c_str(),
               100 * r->final_accuracy, 100 * (r->final_accuracy - r->initial_accuracy));
   // Counted from the generators' side: a sample lost anywhere after generation shows as lost.
+  // (Samples a replay buffer held when it died are named only when there were some.)
+  const std::string discarded =
+      r->samples_discarded == 0
+          ? ""
+          : absl::StrFormat(" + %lld discarded with a dead replay buffer (%lld restart(s))",
+                            static_cast<long long>(r->samples_discarded),
+                            static_cast<long long>(r->replay_buffer_restarts));
   std::printf(
       "  samples: %lld generated = %lld used + %lld dropped as stale + %lld buffered + %lld "
-      "filtered (all-equal rewards) + %lld lost (%lld prompts regenerated, %lld calls retried)\n",
+      "filtered (all-equal rewards)%s + %lld lost (%lld prompts regenerated, %lld calls "
+      "retried)\n",
       static_cast<long long>(r->samples_generated), static_cast<long long>(r->accounting.used()),
       static_cast<long long>(r->accounting.dropped_stale()),
       static_cast<long long>(r->accounting.buffered()), static_cast<long long>(r->samples_filtered),
-      static_cast<long long>(r->samples_lost), static_cast<long long>(r->prompts_regenerated),
-      static_cast<long long>(r->call_retries));
+      discarded.c_str(), static_cast<long long>(r->samples_lost),
+      static_cast<long long>(r->prompts_regenerated), static_cast<long long>(r->call_retries));
+  if (r->critic_restarts > 0) {
+    std::printf(
+        "  critic: restarted %lld time(s), restored from its newest checkpoint (%lld "
+        "update(s) lost)\n",
+        static_cast<long long>(r->critic_restarts), static_cast<long long>(r->critic_updates_lost));
+  }
   if (!r->checkpoint_failures.empty()) {
     std::printf("  checkpoints NOT written: %s\n",
                 absl::StrJoin(r->checkpoint_failures, "; ").c_str());

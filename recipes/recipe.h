@@ -113,10 +113,20 @@ struct RunResult {
   // Counted from the generator's side: every sample a rollout worker returned (over the run's
   // lineage: a resumed run starts from its checkpoint's count).
   int64_t samples_generated = 0;
-  // samples_generated - (used + dropped_stale + buffered + filtered): samples that reached no one.
-  // 0 unless something is wrong; shown in the accounting line and summary.json so it cannot go
-  // unseen.
+  // samples_generated - (used + dropped_stale + buffered + filtered + discarded + in flight):
+  // samples that reached no one. 0 unless something is wrong; shown in the accounting line and
+  // summary.json so it cannot go unseen.
   int64_t samples_lost = 0;
+  // Samples a replay buffer held when it died (their prompts were generated again), over the run's
+  // lineage; and the buffer's restarts.
+  int64_t samples_discarded = 0;
+  int64_t replay_buffer_restarts = 0;
+  // A failed run only: samples generated and still being scored when it ended.
+  int64_t samples_in_flight = 0;
+  // Recipe ppo: restarts of the critic (each restored from its newest checkpoint) and the critic
+  // updates lost with them (those since that checkpoint), over the run's lineage.
+  int64_t critic_restarts = 0;
+  int64_t critic_updates_lost = 0;
   // Dropped by dynamic sampling (algorithm.filter_groups: groups whose rewards were all equal;
   // recipes/rl/group_filter.h), and how many groups; over the run's lineage.
   int64_t samples_filtered = 0;
@@ -125,7 +135,8 @@ struct RunResult {
   // again), and how many groups of them reached the replay buffer (added); equal at the end of
   // a run unless a prompt was lost.
   int64_t prompts_drawn = 0;
-  int64_t prompts_regenerated = 0;  // after a rollout worker failure
+  // Drawn again: after a rollout worker failure, or held by a replay buffer that died.
+  int64_t prompts_regenerated = 0;
   // Training prompts dropped as overlong before the run (data.filter_overlong_prompts).
   int64_t prompts_filtered = 0;
   // Calls to reward servers, the reference and rollout workers (evaluation) made again after the

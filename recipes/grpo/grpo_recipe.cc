@@ -26,6 +26,7 @@
 #include "recipes/rl/group_filter.h"
 #include "recipes/rl/initial_policy.h"
 #include "recipes/rl/kl_controller.h"
+#include "recipes/rl/replay_buffer_client.h"
 #include "recipes/rl/rollout_pool.h"
 #include "recipes/rl/run_state.h"
 #include "recipes/rl/scoring_pool.h"
@@ -68,7 +69,21 @@ class GrpoRecipe : public Recipe {
     if (pool_ != nullptr) pool_->ClearRendezvousKeys();
   }
 
+  // However the run ends — finished, stopped, failed, refused after it began — summary.json says
+  // so, with its accounting.
   absl::StatusOr<RunResult> Run() override {
+    absl::StatusOr<RunResult> result = RunStages();
+    if (!result.ok()) {
+      RefreshAccounting();
+      if (absl::Status s = state_.Finish(result.status()); !s.ok()) {
+        state_.Log(absl::StrCat("summary.json not written: ", s.ToString()));
+      }
+    }
+    return result;
+  }
+
+ private:
+  absl::StatusOr<RunResult> RunStages() {
     TROUPE_RETURN_IF_ERROR(state_.Begin());
     if (ppo_) {
       TROUPE_ASSIGN_OR_RETURN(critic_resume_, CriticResumeDir());
@@ -117,6 +132,7 @@ class GrpoRecipe : public Recipe {
     if (loop.ok()) loop = Drain();
     state_.result().seconds = state_.loop_seconds();
     state_.result().weight_group_epochs = pool_->epochs();
+    state_.result().replay_buffer_restarts = replay_restarts_before_ + replay_->restores();
     if (!loop.ok()) {
       // Whatever checkpoints are under way still reach the disk before the actors go away.
       if (absl::Status f = state_.FlushCheckpoints(trainer_, -1); !f.ok()) state_.Log(f.ToString());
@@ -128,14 +144,31 @@ class GrpoRecipe : public Recipe {
     }
     const bool checkpoints = spec_.actors.checkpointer.every_steps > 0;
     if (checkpoints && !state_.checkpoint_due()) TROUPE_RETURN_IF_ERROR(Checkpoint());
-    absl::Status flushed =
-        checkpoints ? state_.FlushCheckpoints(trainer_, state_.step()) : absl::OkStatus();
+    if (checkpoints) TROUPE_RETURN_IF_ERROR(state_.FlushCheckpoints(trainer_, state_.step()));
     TROUPE_RETURN_IF_ERROR(state_.Finish());
-    TROUPE_RETURN_IF_ERROR(flushed);
     return state_.result();
   }
 
- private:
+  // A failed run's accounting, as far as the replay buffer still answers: its counters, and the
+  // samples being scored (generated, not yet buffered).
+  void RefreshAccounting() {
+    RunResult& r = state_.result();
+    if (scoring_ != nullptr) r.samples_in_flight = scoring_->OutstandingSamples();
+    if (replay_ == nullptr || feed_ == nullptr) return;
+    absl::StatusOr<proto::ReplayStats> stats = feed_->Stats();
+    // Groups lost with a buffer that died (this call's included) are out of it, counted apart;
+    // their prompts go back (the prompt state a checkpoint would save).
+    const ReplayBufferClient::Lost lost = replay_->TakeLost();
+    r.samples_discarded += lost.samples;
+    if (pairs_ == nullptr) {
+      std::vector<proto::Prompt> again(lost.prompt_ids.size());
+      for (size_t i = 0; i < again.size(); ++i) again[i].set_prompt_id(lost.prompt_ids[i]);
+      prompts_->GiveBack(again);
+    }
+    r.replay_buffer_restarts = replay_restarts_before_ + replay_->restores();
+    if (stats.ok()) state_.RecordAccounting(*stats, drawn(), nullptr);
+  }
+
   int64_t eta() const { return spec_.async.max_staleness; }
   int64_t batch() const { return spec_.data.train_batch_size; }
   // Prompts of an asynchronous generation round (data.gen_batch_size, default the batch).
@@ -236,12 +269,20 @@ class GrpoRecipe : public Recipe {
     }
     if (ppo_) {
       TROUPE_ASSIGN_OR_RETURN(critic_, critic_group_.As<actors::Critic>(0));
+      critic_restore_dir_ = critic_resume_;
     }
     TROUPE_ASSIGN_OR_RETURN(auto replay, replay_group_.As<actors::ReplayBuffer>(0));
     TROUPE_ASSIGN_OR_RETURN(trainer_, trainer_group_.As<actors::Trainer>(0));
     TROUPE_ASSIGN_OR_RETURN(auto references, reference_group_.AllAs<actors::Reference>());
-    feed_ = std::make_unique<TrainingFeed>(replay, std::move(references), options_.retry, &wake_,
-                                           options_.log, &state_.result().call_retries);
+    // A replay buffer that dies is restarted and restored from the driver's record; the groups it
+    // held are generated again (RegenerateLost).
+    replay_restarts_before_ = state_.result().replay_buffer_restarts;
+    replay_ = std::make_unique<ReplayBufferClient>(
+        replay, options_.retry,
+        [this, id = replay.id()] { return AwaitAlive(cluster_, id, options_.retry.restart_wait); },
+        options_.log);
+    feed_ = std::make_unique<TrainingFeed>(replay_.get(), std::move(references), options_.retry,
+                                           &wake_, options_.log, &state_.result().call_retries);
     if (pairs_ != nullptr) {  // the same pairs every epoch
       feed_->EnableReferenceCache([this](int64_t id) { return pairs_->RecordOf(id); });
     }
@@ -315,6 +356,7 @@ class GrpoRecipe : public Recipe {
       }
       if (!state_.Done()) {
         TROUPE_RETURN_IF_ERROR(StartNext());
+        TROUPE_RETURN_IF_ERROR(RegenerateLost());
         TROUPE_RETURN_IF_ERROR(Generate());
       }
       wake_.WaitUntil(
@@ -410,6 +452,34 @@ class GrpoRecipe : public Recipe {
   // Prompts (or offline pairs) drawn and not given back.
   int64_t drawn() const { return pairs_ != nullptr ? pairs_->drawn() : prompts_->drawn(); }
 
+  // Groups a replay buffer held when it died: their samples are discarded (counted apart) and their
+  // prompts given back to be generated again first; offline pairs are read again into the buffer.
+  // (With prioritized sampling, a given-back id whose group was already observed has its record
+  // picked again under the current weights, as a resumed run's redraws are.)
+  absl::Status RegenerateLost() {
+    ReplayBufferClient::Lost lost = replay_->TakeLost();
+    if (lost.prompt_ids.empty()) return absl::OkStatus();
+    RunResult& r = state_.result();
+    const int64_t groups = static_cast<int64_t>(lost.prompt_ids.size());
+    r.prompts_regenerated += groups;
+    r.samples_discarded += lost.samples;
+    if (pairs_ != nullptr) {  // still drawn and pending: back into the buffer at once
+      proto::ScoreReply read;
+      for (proto::SampleGroup& g : pairs_->Again(lost.prompt_ids, state_.version())) {
+        r.samples_generated += g.samples_size();  // (read, not generated)
+        *read.add_groups() = std::move(g);
+      }
+      std::vector<proto::ScoreReply> scored;
+      scored.push_back(std::move(read));
+      return Buffer(std::move(scored));
+    }
+    std::vector<proto::Prompt> again(lost.prompt_ids.size());
+    for (size_t i = 0; i < again.size(); ++i) again[i].set_prompt_id(lost.prompt_ids[i]);
+    prompts_->GiveBack(again);
+    pending_ -= groups;
+    return absl::OkStatus();
+  }
+
   // Score: finished generations (counted from the generators' side) go to the reward servers; a
   // failed call's prompts went back to the prompt source.
   absl::Status Collect(bool drain = false) {
@@ -463,20 +533,27 @@ class GrpoRecipe : public Recipe {
       return absl::OkStatus();
     }
     // PPO: the critic's values of the batch first (the policy's GAE and the critic's targets).
-    proto::LogprobRequest values;
-    for (const proto::SampleGroup& g : req->groups()) {
-      for (const proto::Sample& sample : g.samples()) *values.add_samples() = sample;
-    }
     valued_ = *std::move(req);
     values_start_ = absl::Now();
-    valuing_ = wake_.Watch(critic_.Call(&actors::Critic::Values, std::move(values),
-                                        {.timeout = options_.train_timeout}));
+    SendValues();
     return absl::OkStatus();
   }
 
-  // A step's calls are in flight: the critic's values, the trainer's or the critic's update.
+  // PPO: the critic's Values call for the batch waiting in valued_.
+  void SendValues() {
+    proto::LogprobRequest values;
+    for (const proto::SampleGroup& g : valued_->groups()) {
+      for (const proto::Sample& sample : g.samples()) *values.add_samples() = sample;
+    }
+    valuing_ = wake_.Watch(critic_.Call(&actors::Critic::Values, std::move(values),
+                                        {.timeout = options_.train_timeout}));
+  }
+
+  // A step's calls are in flight: the critic's values, the trainer's or the critic's update (or
+  // the critic's reply waits for the trainer's).
   bool busy() const {
-    return training_.has_value() || valuing_.has_value() || critic_update_.has_value();
+    return training_.has_value() || valuing_.has_value() || critic_update_.has_value() ||
+           critic_reply_.has_value();
   }
   // The step in flight trains the critic alone (trainer.critic_warmup), or not.
   bool warming_up() const { return ppo_ && state_.step() < spec_.trainer.critic_warmup; }
@@ -488,8 +565,8 @@ class GrpoRecipe : public Recipe {
   void StartUpdates(proto::TrainStepRequest req) {
     train_start_ = absl::Now();
     if (ppo_) {
-      critic_update_ = wake_.Watch(
-          critic_.Call(&actors::Critic::Update, req, {.timeout = options_.train_timeout}));
+      critic_request_ = req;  // kept to send again if the critic dies under it
+      SendCriticUpdate();
     }
     if (!warming_up()) {
       training_ = wake_.Watch(trainer_.Call(&actors::Trainer::Step, std::move(req),
@@ -497,13 +574,24 @@ class GrpoRecipe : public Recipe {
     }
   }
 
-  // PPO: the critic's values into the waiting batch's samples, then its updates start.
+  void SendCriticUpdate() {
+    critic_update_ = wake_.Watch(critic_.Call(&actors::Critic::Update, *critic_request_,
+                                              {.timeout = options_.train_timeout}));
+  }
+
+  // PPO: the critic's values into the waiting batch's samples, then its updates start. A critic
+  // that died under the call is restored (RecoverCritic) and asked again.
   absl::Status TakeValues() {
     if (!valuing_ || !valuing_->ready()) return absl::OkStatus();
     absl::StatusOr<proto::ValuesReply> values = valuing_->Get();
     valuing_.reset();
+    if (!values.ok()) {
+      TROUPE_RETURN_IF_ERROR(RecoverCritic(values.status()));
+      SendValues();
+      return absl::OkStatus();
+    }
+    critic_failures_ = 0;
     values_seconds_ = SecondsSince(values_start_);
-    TROUPE_RETURN_IF_ERROR(values.status());
     proto::TrainStepRequest req = *std::move(valued_);
     valued_.reset();
     int samples = 0;
@@ -535,10 +623,27 @@ class GrpoRecipe : public Recipe {
   // update: the weight version stays) with the critic's metrics. A critic that diverged ends the
   // run here, its last good checkpoint intact.
   absl::StatusOr<std::optional<proto::TrainStepReply>> TakeUpdates() {
-    if (valuing_.has_value() || (!training_ && !critic_update_)) return std::nullopt;
-    if ((training_ && !training_->ready()) || (critic_update_ && !critic_update_->ready())) {
-      return std::nullopt;
+    if (valuing_.has_value()) return std::nullopt;
+    if (critic_update_ && critic_update_->ready()) {
+      absl::StatusOr<proto::TrainStepReply> critic = critic_update_->Get();
+      critic_update_.reset();
+      if (!critic.ok()) {
+        // Died under the update: restored, then the same update again (the trainer's goes on).
+        absl::Status again = RecoverCritic(critic.status());
+        if (!again.ok()) {
+          return absl::Status(again.code(),
+                              absl::StrCat("step ", state_.step() + 1,
+                                           ": the critic's update failed: ", again.message()));
+        }
+        SendCriticUpdate();
+        return std::nullopt;
+      }
+      critic_failures_ = 0;
+      ++critic_updates_;
+      critic_reply_ = *std::move(critic);
     }
+    if (critic_update_ || (!training_ && !critic_reply_)) return std::nullopt;
+    if (training_ && !training_->ready()) return std::nullopt;
     proto::TrainStepReply reply;
     if (training_) {
       absl::StatusOr<proto::TrainStepReply> trained = training_->Get();
@@ -549,18 +654,69 @@ class GrpoRecipe : public Recipe {
       reply.set_step(state_.step());
       reply.set_weight_version(state_.version());
     }
-    if (critic_update_) {
-      absl::StatusOr<proto::TrainStepReply> critic = critic_update_->Get();
-      critic_update_.reset();
-      if (!critic.ok()) {
-        return absl::Status(critic.status().code(), absl::StrCat("step ", state_.step() + 1,
-                                                                 ": the critic's update failed: ",
-                                                                 critic.status().message()));
-      }
-      for (const auto& [k, v] : critic->metrics()) (*reply.mutable_metrics())[k] = v;
+    if (critic_reply_) {
+      for (const auto& [k, v] : critic_reply_->metrics()) (*reply.mutable_metrics())[k] = v;
       (*reply.mutable_metrics())[n::kTimingValues] = values_seconds_;
+      critic_reply_.reset();
+      critic_request_.reset();
     }
     return reply;
+  }
+
+  // PPO: a critic call failed with `error`. OK when the call is to be sent again: the critic was
+  // unreachable (UNAVAILABLE, ABORTED: sent again once the head has it ALIVE), or it restarted
+  // (DATA_LOSS: a restarted Critic serves nothing until restored, actors/critic.h) and was
+  // restored from its newest checkpoint (or its starting state before the first), losing the
+  // updates since — counted, and at most actors.checkpointer.every_steps of them. Without
+  // checkpoints a restarted critic that had been updated cannot be restored: its initial weights
+  // would silently give untrained values, so the run ends, saying so. Any other error is returned
+  // as it is; so is the last of RetryOptions::max_attempts failures in a row.
+  absl::Status RecoverCritic(const absl::Status& error) {
+    if (!IsRetryable(error) && !absl::IsDataLoss(error)) return error;
+    const int max_attempts = std::max(1, options_.retry.max_attempts);
+    if (++critic_failures_ >= max_attempts) {
+      return absl::Status(error.code(), absl::StrCat("the critic failed ", critic_failures_,
+                                                     " times in a row; last: ", error.message()));
+    }
+    if (!absl::IsDataLoss(error)) {
+      state_.Log(absl::StrCat("critic call failed (", error.ToString(),
+                              "); calling again once it is back"));
+      ++state_.result().call_retries;
+      absl::SleepFor(Backoff(options_.retry, critic_failures_ + 1));
+      return AwaitAlive(cluster_, critic_.id(), options_.retry.restart_wait);
+    }
+    const int64_t lost = critic_updates_ - critic_saved_updates_;
+    if (lost > 0 && spec_.actors.checkpointer.every_steps == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the critic died and restarted after ", critic_updates_,
+          " update(s) with no checkpoint to restore them from (actors.checkpointer.every_steps "
+          "is 0); its initial weights would give untrained values. Set "
+          "actors.checkpointer.every_steps so that a restarted critic resumes from its newest "
+          "checkpoint"));
+    }
+    proto::CriticRestoreRequest restore;
+    restore.set_dir(critic_restore_dir_);
+    absl::StatusOr<proto::CriticRestoreReply> restored =
+        critic_.Call(&actors::Critic::Restore, restore, {.timeout = options_.checkpoint_timeout})
+            .Get();
+    if (!restored.ok()) {
+      // Died again: the call sent again finds out (and comes back here within the attempts).
+      if (IsRetryable(restored.status())) return absl::OkStatus();
+      return absl::Status(
+          restored.status().code(),
+          absl::StrCat("restoring the restarted critic from ",
+                       critic_restore_dir_.empty() ? "its initial weights" : critic_restore_dir_,
+                       ": ", restored.status().message()));
+    }
+    RunResult& r = state_.result();
+    ++r.critic_restarts;
+    r.critic_updates_lost += lost;
+    critic_updates_ = critic_saved_updates_;
+    state_.Log(absl::StrCat(
+        "critic restarted: restored from ",
+        critic_restore_dir_.empty() ? "its initial weights" : critic_restore_dir_, " (",
+        restored->optimizer_steps(), " optimizer steps); ", lost, " update(s) since are lost"));
+    return absl::OkStatus();
   }
 
   // Publish: the step's weights went out with it (the group is re-formed if that failed); then
@@ -627,6 +783,9 @@ class GrpoRecipe : public Recipe {
     std::vector<int64_t> out = pool_->InFlightPromptIds();
     for (int64_t id : scoring_->OutstandingPromptIds()) out.push_back(id);
     TROUPE_ASSIGN_OR_RETURN(std::string replay, feed_->Export());
+    // (A buffer that died meanwhile lost groups: their prompts are in the prompt state's redraws.)
+    TROUPE_RETURN_IF_ERROR(RegenerateLost());
+    state_.result().replay_buffer_restarts = replay_restarts_before_ + replay_->restores();
     nlohmann::json recipe_state = {{"prompts", prompts_->State(out)}};
     if (pairs_ != nullptr) recipe_state["pairs"] = pairs_->State();
     if (kl_.enabled()) recipe_state["kl_in_reward_coef"] = kl_.coef();
@@ -644,13 +803,21 @@ class GrpoRecipe : public Recipe {
     req.set_step(state_.step());
     req.set_dir(absl::StrFormat("%s/critic/step_%08d", root, state_.step()));
     std::error_code ec;
-    // A step written again (the run's final checkpoint of a step already saved) replaces it.
     std::filesystem::create_directories(root + "/critic", ec);
-    std::filesystem::remove_all(req.dir(), ec);
-    TROUPE_RETURN_IF_ERROR(
-        critic_.Call(&actors::Critic::Save, req, {.timeout = options_.checkpoint_timeout})
-            .Get()
-            .status());
+    while (true) {
+      // A step written again (the run's final checkpoint of a step already saved, or a Save the
+      // critic died under) replaces it.
+      std::filesystem::remove_all(req.dir(), ec);
+      absl::Status saved =
+          critic_.Call(&actors::Critic::Save, req, {.timeout = options_.checkpoint_timeout})
+              .Get()
+              .status();
+      if (saved.ok()) break;
+      TROUPE_RETURN_IF_ERROR(RecoverCritic(saved));
+    }
+    critic_failures_ = 0;
+    critic_restore_dir_ = req.dir();
+    critic_saved_updates_ = critic_updates_;
     int64_t oldest = state_.step();
     for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
       int64_t step = 0;
@@ -694,7 +861,13 @@ class GrpoRecipe : public Recipe {
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::ScoreReply> scored, scoring_->Drain());
     TROUPE_RETURN_IF_ERROR(Buffer(std::move(scored)));
     state_.result().call_retries += scoring_->retries();
-    TROUPE_ASSIGN_OR_RETURN(proto::ReplayStats stats, feed_->Stats());
+    // Groups lost at the very end: their prompts are given back (a resumed run draws them again),
+    // offline pairs read into the buffer again. (Each round needs the buffer to die again.)
+    proto::ReplayStats stats;
+    do {
+      TROUPE_RETURN_IF_ERROR(RegenerateLost());
+      TROUPE_ASSIGN_OR_RETURN(stats, feed_->Stats());
+    } while (replay_->has_lost());
     state_.RecordAccounting(stats, drawn(), nullptr);
     return absl::OkStatus();
   }
@@ -719,6 +892,15 @@ class GrpoRecipe : public Recipe {
   ActorGroup critic_group_;
   std::string critic_resume_;  // the critic's checkpoint to resume from ("" = a fresh critic)
   ActorHandle<actors::Critic> critic_;
+  // PPO, a restarted critic: the state it is restored from (its newest checkpoint, at first the one
+  // it started from), the updates it has had (counted by this run) and those in that state.
+  std::string critic_restore_dir_;
+  int64_t critic_updates_ = 0, critic_saved_updates_ = 0;
+  int critic_failures_ = 0;  // critic calls failed in a row
+  // The critic's update request in flight (sent again after a restore), and its reply waiting for
+  // the trainer's.
+  std::optional<proto::TrainStepRequest> critic_request_;
+  std::optional<proto::TrainStepReply> critic_reply_;
   // PPO: the batch waiting for its values, the Values call, the critic's update.
   std::optional<proto::TrainStepRequest> valued_;
   std::optional<Future<proto::ValuesReply>> valuing_;
@@ -727,6 +909,8 @@ class GrpoRecipe : public Recipe {
   double values_seconds_ = 0;
   std::unique_ptr<RolloutPool> pool_;
   std::unique_ptr<ScoringPool> scoring_;
+  std::unique_ptr<ReplayBufferClient> replay_;
+  int64_t replay_restarts_before_ = 0;  // the lineage's, before this run
   std::unique_ptr<TrainingFeed> feed_;
   std::optional<Future<proto::TrainStepReply>> training_;
   std::vector<proto::SampleGroup> training_groups_;

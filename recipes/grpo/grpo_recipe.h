@@ -24,9 +24,15 @@
 // KlController (recipes/rl/kl_controller.h), sent with each step and checkpointed.
 //
 // Faults, outputs, resume: see recipes/recipe.h and recipes/rl/ (RolloutPool, RetriedCall,
-// RunState). A resumed run continues with the prompts, replay-buffer groups and counters of its
-// checkpoint: no prompt is skipped or drawn twice, and the sample accounting adds up over the
-// lineage.
+// ReplayBufferClient, RunState). A replay buffer that dies is restarted and restored from the
+// driver's record of it; the groups it held are generated again (RunResult::samples_discarded).
+// A critic that dies is restored from its newest checkpoint (at first the state it started
+// from), losing the updates since (RunResult::critic_updates_lost); without checkpoints
+// (actors.checkpointer.every_steps = 0) a critic that had been updated cannot be, and the run
+// ends saying so. The trainer is not restarted. However the run ends, summary.json says how
+// (RunState::Finish). A resumed run continues with the prompts, replay-buffer groups and counters
+// of its checkpoint: no prompt is skipped or drawn twice, and the sample accounting adds up over
+// the lineage.
 #ifndef TROUPE_RECIPES_GRPO_GRPO_RECIPE_H_
 #define TROUPE_RECIPES_GRPO_GRPO_RECIPE_H_
 

@@ -27,34 +27,44 @@ int64_t OfflinePairs::PairAt(int64_t k) {
   return order_[k % n];
 }
 
+proto::SampleGroup OfflinePairs::GroupOf(int64_t draw, int64_t version) {
+  const EncodedPair& pair = pairs_[PairAt(draw)];
+  proto::SampleGroup g;
+  g.set_prompt_id(draw);
+  int sample_index = 0;
+  for (const std::vector<int64_t>* tokens : {&pair.chosen, &pair.rejected}) {
+    proto::Sample* s = g.add_samples();
+    s->set_prompt_id(draw);
+    s->set_sample_index(sample_index);
+    s->set_reward(sample_index == 0 ? 1.0f : 0.0f);
+    for (int64_t t = 0; t < static_cast<int64_t>(tokens->size()); ++t) {
+      if (t < pair.prompt_length) {
+        s->add_prompt_tokens(static_cast<int32_t>((*tokens)[t]));
+      } else {
+        s->add_response_tokens(static_cast<int32_t>((*tokens)[t]));
+        s->add_token_versions(version);
+      }
+    }
+    s->set_policy_version(version);
+    s->set_finish_reason("stop");
+    s->set_worker("data");
+    ++sample_index;
+  }
+  return g;
+}
+
 std::vector<proto::SampleGroup> OfflinePairs::Next(int64_t n, int64_t version) {
   std::vector<proto::SampleGroup> groups;
   groups.reserve(n);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t draw = drawn_++;
-    const EncodedPair& pair = pairs_[PairAt(draw)];
-    proto::SampleGroup& g = groups.emplace_back();
-    g.set_prompt_id(draw);
-    int sample_index = 0;
-    for (const std::vector<int64_t>* tokens : {&pair.chosen, &pair.rejected}) {
-      proto::Sample* s = g.add_samples();
-      s->set_prompt_id(draw);
-      s->set_sample_index(sample_index);
-      s->set_reward(sample_index == 0 ? 1.0f : 0.0f);
-      for (int64_t t = 0; t < static_cast<int64_t>(tokens->size()); ++t) {
-        if (t < pair.prompt_length) {
-          s->add_prompt_tokens(static_cast<int32_t>((*tokens)[t]));
-        } else {
-          s->add_response_tokens(static_cast<int32_t>((*tokens)[t]));
-          s->add_token_versions(version);
-        }
-      }
-      s->set_policy_version(version);
-      s->set_finish_reason("stop");
-      s->set_worker("data");
-      ++sample_index;
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) groups.push_back(GroupOf(drawn_++, version));
+  return groups;
+}
+
+std::vector<proto::SampleGroup> OfflinePairs::Again(const std::vector<int64_t>& prompt_ids,
+                                                    int64_t version) {
+  std::vector<proto::SampleGroup> groups;
+  groups.reserve(prompt_ids.size());
+  for (int64_t id : prompt_ids) groups.push_back(GroupOf(id, version));
   return groups;
 }
 

@@ -31,6 +31,9 @@ class OfflinePairs {
 
   // The next `n` pairs as groups, at weight version `version`.
   std::vector<proto::SampleGroup> Next(int64_t n, int64_t version);
+  // The groups of draws already made (`prompt_ids`, each >= 0 and < drawn()) again, at `version`:
+  // the same pairs under the same ids (a replay buffer that held them died). Drawn() unchanged.
+  std::vector<proto::SampleGroup> Again(const std::vector<int64_t>& prompt_ids, int64_t version);
 
   int64_t size() const { return static_cast<int64_t>(pairs_.size()); }
   // The record (index in the files) that draw `prompt_id` (>= 0) took.
@@ -46,6 +49,8 @@ class OfflinePairs {
  private:
   // Index of the pair drawn `k`-th (0-based, over all epochs).
   int64_t PairAt(int64_t k);
+  // Draw `draw`'s group at `version`.
+  proto::SampleGroup GroupOf(int64_t draw, int64_t version);
 
   std::vector<EncodedPair> pairs_;
   uint64_t seed_;

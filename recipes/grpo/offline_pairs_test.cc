@@ -77,5 +77,29 @@ TEST(OfflinePairs, TheOrderDependsOnTheSeedAndAResumedSourceContinuesIt) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A replay buffer that held drawn pairs died: the same draws come back as the same groups (at the
+// version given), and the source's count of draws does not move.
+TEST(OfflinePairs, DrawsMadeAreGivenAgainAsTheSameGroups) {
+  OfflinePairs pairs(Pairs(4), /*seed=*/3);
+  const std::vector<proto::SampleGroup> drawn = pairs.Next(6, /*version=*/1);  // into epoch 2
+  std::vector<proto::SampleGroup> again = pairs.Again({5, 1}, /*version=*/2);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(pairs.drawn(), 6);
+  for (size_t i = 0; i < again.size(); ++i) {
+    const proto::SampleGroup& before = drawn[i == 0 ? 5 : 1];
+    EXPECT_EQ(again[i].prompt_id(), before.prompt_id());
+    ASSERT_EQ(again[i].samples_size(), 2);
+    EXPECT_EQ(again[i].samples(0).policy_version(), 2);
+    for (int k = 0; k < 2; ++k) {
+      proto::Sample a = again[i].samples(k), b = before.samples(k);
+      a.clear_policy_version();
+      a.clear_token_versions();
+      b.clear_policy_version();
+      b.clear_token_versions();
+      EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString()) << "draw " << before.prompt_id();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace troupe::recipes

@@ -358,9 +358,12 @@ struct ActorsSpec {
   ActorGroupSpec rollout = DefaultActorGroup("RolloutWorker", 1, 1, 3);
   ActorGroupSpec reward = DefaultActorGroup("RewardServer", 1, 0, 3);
   ActorGroupSpec reference = DefaultActorGroup("Reference", 1, 1, 3);
+  // The trainer is not restarted: its weights and optimizer are the run's (a failed run resumes
+  // from its checkpoint with --resume). A restarted critic resumes from its newest checkpoint and
+  // a restarted replay buffer from the driver's record (recipes/grpo/grpo_recipe.cc).
   ActorGroupSpec trainer = DefaultActorGroup("Trainer", 1, 1, 0);
-  ActorGroupSpec critic = DefaultActorGroup("Critic", 0, 1, 0);
-  ActorGroupSpec replay_buffer = DefaultActorGroup("ReplayBuffer", 1, 0, 0);
+  ActorGroupSpec critic = DefaultActorGroup("Critic", 0, 1, 3);
+  ActorGroupSpec replay_buffer = DefaultActorGroup("ReplayBuffer", 1, 0, 3);
   CheckpointerSpec checkpointer;
 };
 

@@ -29,13 +29,25 @@ nlohmann::json CurveJson(const std::vector<RlEvalPoint>& curve) {
   return out;
 }
 
+// Whether `summary` records a run that failed or was stopped before its first step (nothing
+// trained, nothing to resume): a later run may replace it without being told to.
+bool TookNoStep(const fs::path& summary) {
+  absl::StatusOr<std::string> text = ReadFileToString(summary.string(), /*max_bytes=*/1 << 20);
+  if (!text.ok()) return false;
+  const nlohmann::json s = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!s.is_object() || !s.contains("status") || !s.contains("steps")) return false;
+  return s["status"] != "succeeded" && s["steps"].is_number_integer() &&
+         s["steps"].get<int64_t>() == 0;
+}
+
 }  // namespace
 
 std::vector<std::string> FindEarlierRun(const JobSpec& spec) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const char* f : {"metrics.jsonl", "summary.json"}) {
-    if (fs::exists(fs::path(spec.logging.dir) / f, ec)) {
+    const fs::path path = fs::path(spec.logging.dir) / f;
+    if (fs::exists(path, ec) && !(f == std::string("summary.json") && TookNoStep(path))) {
       found.push_back(absl::StrCat(spec.logging.dir, "/", f));
     }
   }
@@ -99,8 +111,19 @@ absl::Status RunState::Begin() {
         absl::StrCat("cannot create ", spec_.logging.dir, ": ", ec.message()));
   }
   TROUPE_RETURN_IF_ERROR(WriteFileAtomically(spec_.logging.dir + "/job.yaml", ToYaml(spec_)));
-  if (!options_.resume) return absl::OkStatus();
+  if (!options_.resume) {
+    begun_ = true;
+    return absl::OkStatus();
+  }
 
+  // A checkpointer killed between the renames of a retried step left that step only under a
+  // scratch name: put back before choosing the newest.
+  if (const actors::AbandonedScratch s =
+          actors::RecoverAbandonedScratch(spec_.actors.checkpointer.dir);
+      s.restored > 0) {
+    Log(absl::StrCat("--resume: restored ", s.restored, " checkpoint(s) in ",
+                     spec_.actors.checkpointer.dir, " that a killed checkpointer had moved aside"));
+  }
   absl::StatusOr<std::string> latest = actors::LatestCheckpoint(spec_.actors.checkpointer.dir);
   if (!latest.ok()) {
     return absl::NotFoundError(absl::StrCat("--resume: ", latest.status().message()));
@@ -123,6 +146,10 @@ absl::Status RunState::Begin() {
     result_.samples_filtered = counters.value("samples_filtered", int64_t{0});
     result_.groups_filtered = counters.value("groups_filtered", int64_t{0});
     result_.call_retries = counters.value("call_retries", int64_t{0});
+    result_.samples_discarded = counters.value("samples_discarded", int64_t{0});
+    result_.replay_buffer_restarts = counters.value("replay_buffer_restarts", int64_t{0});
+    result_.critic_restarts = counters.value("critic_restarts", int64_t{0});
+    result_.critic_updates_lost = counters.value("critic_updates_lost", int64_t{0});
     if (st.contains("recipe")) {
       resumed_state_ = st["recipe"];
     } else if (st.contains("cursor")) {
@@ -134,9 +161,17 @@ absl::Status RunState::Begin() {
   }
   if (fs::exists(resume_dir_ + "/replay_buffer.pb", ec)) {
     TROUPE_ASSIGN_OR_RETURN(resumed_replay_, ReadFileToString(resume_dir_ + "/replay_buffer.pb"));
+    // The accounting as of the checkpoint, until the restored buffer is read (a run that fails
+    // before then says so in its summary).
+    proto::ReplayState replay;
+    if (replay.ParseFromString(resumed_replay_)) {
+      result_.accounting = replay.stats();
+      accounting_step_ = step_;
+    }
   }
   if (!result_.curve.empty()) result_.final_accuracy = result_.curve.back().accuracy;
   Log(absl::StrCat("resuming from ", resume_dir_, " (step ", step_, ", weights v", version_, ")"));
+  begun_ = true;
   return absl::OkStatus();
 }
 
@@ -182,6 +217,7 @@ void RunState::RecordGenerated(const proto::GenerateReply& reply) {
 void RunState::RecordAccounting(const proto::ReplayStats& stats, int64_t prompts_drawn,
                                 std::map<std::string, double>* m) {
   result_.accounting = stats;
+  accounting_step_ = step_;
   result_.prompts_drawn = prompts_drawn;
   if (m == nullptr) return;
   (*m)[n::kSamplesAdded] = static_cast<double>(stats.added());
@@ -251,7 +287,11 @@ absl::Status RunState::Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohman
                          {"prompts_regenerated", result_.prompts_regenerated},
                          {"samples_filtered", result_.samples_filtered},
                          {"groups_filtered", result_.groups_filtered},
-                         {"call_retries", result_.call_retries}}},
+                         {"call_retries", result_.call_retries},
+                         {"samples_discarded", result_.samples_discarded},
+                         {"replay_buffer_restarts", result_.replay_buffer_restarts},
+                         {"critic_restarts", result_.critic_restarts},
+                         {"critic_updates_lost", result_.critic_updates_lost}}},
                        {"recipe", std::move(state)}};
   proto::CheckpointRequest req;
   req.set_step(step_);
@@ -306,50 +346,76 @@ absl::Status RunState::FlushCheckpoints(ActorHandle<actors::Trainer>& trainer, i
   return absl::OkStatus();
 }
 
-absl::Status RunState::Finish() {
+absl::Status RunState::Finish(const absl::Status& outcome) {
+  if (!begun_ || finished_) return absl::OkStatus();
+  finished_ = true;
   if (progress_ != nullptr) progress_->Finish();
   result_.steps = step_;
   const proto::ReplayStats& a = result_.accounting;
-  const int64_t accounted = a.used() + a.dropped_stale() + a.buffered() + result_.samples_filtered;
+  const int64_t accounted = a.used() + a.dropped_stale() + a.buffered() + result_.samples_filtered +
+                            result_.samples_discarded +
+                            (outcome.ok() ? 0 : result_.samples_in_flight);
   result_.samples_lost = result_.samples_generated - accounted;
   if (result_.samples_lost != 0) {
     Log(absl::StrCat("SAMPLES LOST: ", result_.samples_generated, " generated but only ", accounted,
-                     " used, dropped as stale, buffered or filtered"));
+                     " used, dropped as stale, buffered, filtered, discarded with a dead replay "
+                     "buffer",
+                     outcome.ok() ? "" : " or being scored"));
   }
   // How the loop ended: `troupe dashboard RUN_DIR` shows a stopped run as STOPPED.
-  const char* ended = step_ >= spec_.trainer.total_steps ? "completed"
-                      : accuracy_reached_                ? "reached stop_at_accuracy"
-                      : stop_requested()                 ? "stopped"
-                                                         : "reached stop_after_steps";
-  nlohmann::json s = {{"name", spec_.name},
-                      {"recipe", spec_.recipe},
-                      {"steps", step_},
-                      {"total_steps", spec_.trainer.total_steps},
-                      {"ended", ended},
-                      {"max_staleness", spec_.async.max_staleness},
-                      {"sft_accuracy", result_.sft_accuracy},
-                      {"initial_accuracy", result_.initial_accuracy},
-                      {"final_accuracy", result_.final_accuracy},
-                      {"seconds", result_.seconds},
-                      {"samples_generated", result_.samples_generated},
-                      {"samples_lost", result_.samples_lost},
-                      {"samples_filtered", result_.samples_filtered},
-                      {"groups_filtered", result_.groups_filtered},
-                      {"prompts_drawn", result_.prompts_drawn},
-                      {"prompts_regenerated", result_.prompts_regenerated},
-                      {"prompts_filtered", result_.prompts_filtered},
-                      {"call_retries", result_.call_retries},
-                      {"checkpoints",
-                       {{"written", result_.checkpoints_written},
-                        {"retries", result_.checkpoint_retries},
-                        {"failures", result_.checkpoint_failures}}},
-                      {"accounting",
-                       {{"added", a.added()},
-                        {"used", a.used()},
-                        {"dropped_stale", a.dropped_stale()},
-                        {"buffered", a.buffered()},
-                        {"duplicates", a.duplicates()}}},
-                      {"curve", CurveJson(result_.curve)}};
+  const bool cancelled_by_stop = absl::IsCancelled(outcome) && stop_requested();
+  const char* ended = !outcome.ok() && !cancelled_by_stop     ? "failed"
+                      : step_ >= spec_.trainer.total_steps    ? "completed"
+                      : accuracy_reached_                     ? "reached stop_at_accuracy"
+                      : stop_requested() || cancelled_by_stop ? "stopped"
+                                                              : "reached stop_after_steps";
+  const std::string ended_str = ended;
+  const char* status = ended_str == "failed" ? "failed"
+                       : ended_str == "completed" || ended_str == "reached stop_at_accuracy"
+                           ? "succeeded"
+                           : "stopped";
+  nlohmann::json s = {
+      {"name", spec_.name},
+      {"recipe", spec_.recipe},
+      {"steps", step_},
+      {"total_steps", spec_.trainer.total_steps},
+      {"status", status},
+      {"ended", ended},
+      {"max_staleness", spec_.async.max_staleness},
+      {"sft_accuracy", result_.sft_accuracy},
+      {"initial_accuracy", result_.initial_accuracy},
+      {"final_accuracy", result_.final_accuracy},
+      {"seconds", result_.seconds},
+      {"samples_generated", result_.samples_generated},
+      {"samples_lost", result_.samples_lost},
+      {"samples_filtered", result_.samples_filtered},
+      {"groups_filtered", result_.groups_filtered},
+      {"prompts_drawn", result_.prompts_drawn},
+      {"prompts_regenerated", result_.prompts_regenerated},
+      {"prompts_filtered", result_.prompts_filtered},
+      {"call_retries", result_.call_retries},
+      {"samples_discarded", result_.samples_discarded},
+      {"replay_buffer_restarts", result_.replay_buffer_restarts},
+      {"critic",
+       {{"restarts", result_.critic_restarts}, {"updates_lost", result_.critic_updates_lost}}},
+      {"checkpoints",
+       {{"written", result_.checkpoints_written},
+        {"retries", result_.checkpoint_retries},
+        {"failures", result_.checkpoint_failures}}},
+      {"accounting",
+       {{"added", a.added()},
+        {"used", a.used()},
+        {"dropped_stale", a.dropped_stale()},
+        {"buffered", a.buffered()},
+        {"duplicates", a.duplicates()}}},
+      {"curve", CurveJson(result_.curve)}};
+  if (!outcome.ok()) {
+    s["error"] = outcome.ToString();
+    s["samples_in_flight"] = result_.samples_in_flight;
+    // The accounting is the replay buffer's as of its last reading (the failure may have been
+    // the buffer's own).
+    s["accounting_step"] = accounting_step_;
+  }
   return WriteFileAtomically(spec_.logging.dir + "/summary.json", s.dump(2) + "\n");
 }
 

@@ -11,8 +11,9 @@
 //   - checkpoints: the recipe's state handed to the trainer, which snapshots its weights and
 //     optimizer with it for the checkpointer; the writes' outcomes (TrainStepReply.checkpoints)
 //     are tracked and Flush waits for all of them at the end;
-//   - metrics.jsonl / TensorBoard (metrics), the progress line, summary.json, and the
-//     result the recipe returns (RunResult: accounting, counters, the curve).
+//   - metrics.jsonl / TensorBoard (metrics), the progress line, summary.json (written however the
+//     run ends, with how it ended: Finish), and the result the recipe returns (RunResult:
+//     accounting, counters, the curve).
 //
 // Thread-safety: not thread-safe (the driver's thread owns it).
 #ifndef TROUPE_RECIPES_RL_RUN_STATE_H_
@@ -36,7 +37,9 @@
 
 namespace troupe::recipes {
 
-// An earlier run's outputs where `spec` would write, one line each; empty if there are none.
+// An earlier run's outputs where `spec` would write, one line each; empty if there are none. A
+// summary.json of a run that failed or was stopped before its first step (and left no metrics or
+// checkpoints) is not one: nothing was trained, and a new run replaces it.
 std::vector<std::string> FindEarlierRun(const JobSpec& spec);
 
 // `options` with a log that first clears the progress line `progress()` returns (null: none
@@ -76,7 +79,8 @@ class RunState {
   // A finished generation call: its samples are counted (from the generators' side), with their
   // versions per worker, tokens and generation time for the step's metrics.
   void RecordGenerated(const proto::GenerateReply& reply);
-  // The replay buffer's counters and the prompts drawn so far, into the result (and `m`).
+  // The replay buffer's counters and the prompts drawn so far, into the result (and `m`), as of
+  // the current step (the summary of a failed run says which).
   void RecordAccounting(const proto::ReplayStats& stats, int64_t prompts_drawn,
                         std::map<std::string, double>* m);
   // A finished training step: advances the step and the weight version, and records the
@@ -106,8 +110,17 @@ class RunState {
   // checkpoint of `last_step` (-1 = none in particular) could not be written.
   absl::Status FlushCheckpoints(ActorHandle<actors::Trainer>& trainer, int64_t last_step);
 
-  // The end: counts lost samples, logs them loudly if any, writes summary.json.
-  absl::Status Finish();
+  // The end, however it came: counts lost samples (logged loudly if any) and writes summary.json
+  // (atomically) with how the run ended:
+  //   "status": "succeeded"  total_steps or stop_at_accuracy reached ("ended": "completed" /
+  //                          "reached stop_at_accuracy")
+  //             "stopped"    a stop request ("ended": "stopped"), stop_after_steps, or CANCELLED
+  //                          by a stop before the loop
+  //             "failed"     `outcome` is an error ("ended": "failed", "error": its text)
+  // with the accounting as the result holds it (a failed run's as of its last refresh). Nothing is
+  // written unless Begin succeeded (a run refused at the start leaves an earlier run's summary
+  // alone), and only once (a later call returns OK). Returns the write's error.
+  absl::Status Finish(const absl::Status& outcome = absl::OkStatus());
 
   RunResult& result() { return result_; }
   const JobSpec& spec() const { return spec_; }
@@ -136,6 +149,9 @@ class RunState {
   std::unique_ptr<metrics::MetricsLogger> metrics_;
   std::unique_ptr<metrics::ProgressLine> progress_;
   RunResult result_;
+  int64_t accounting_step_ = 0;  // the step of the last RecordAccounting
+  bool begun_ = false;           // Begin succeeded: the run owns logging.dir
+  bool finished_ = false;        // summary.json written
 };
 
 }  // namespace troupe::recipes

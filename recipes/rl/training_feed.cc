@@ -25,11 +25,11 @@ Future<T> StampArrival(Future<T> f, std::shared_ptr<std::atomic<int64_t>> arrive
 
 }  // namespace
 
-TrainingFeed::TrainingFeed(ActorHandle<actors::ReplayBuffer> replay,
+TrainingFeed::TrainingFeed(ReplayBufferClient* replay,
                            std::vector<ActorHandle<actors::Reference>> references,
                            RetryOptions retry, Wakeup* wake,
                            std::function<void(const std::string&)> log, int64_t* retries)
-    : replay_(std::move(replay)),
+    : replay_(replay),
       references_(std::move(references)),
       retry_(retry),
       wake_(wake),
@@ -40,7 +40,7 @@ absl::Status TrainingFeed::Add(std::vector<proto::ScoreReply> scored) {
   for (proto::ScoreReply& r : scored) {
     proto::ReplayAddRequest add;
     *add.mutable_groups() = std::move(*r.mutable_groups());
-    TROUPE_RETURN_IF_ERROR(replay_.Call(&actors::ReplayBuffer::Add, add).Get().status());
+    TROUPE_RETURN_IF_ERROR(replay_->Add(add).status());
   }
   return absl::OkStatus();
 }
@@ -55,8 +55,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> TrainingFeed::Prefetch(int64_t group
   take.set_current_version(version);
   take.set_max_staleness(max_staleness);
   if (below_prompt_id >= 0) take.set_below_prompt_id(below_prompt_id);
-  TROUPE_ASSIGN_OR_RETURN(proto::ReplayTakeReply taken,
-                          replay_.Call(&actors::ReplayBuffer::Take, take).Get());
+  TROUPE_ASSIGN_OR_RETURN(proto::ReplayTakeReply taken, replay_->Take(take));
   const std::pair<int64_t, int64_t> counts = {taken.groups_size(), taken.dropped_stale()};
   if (taken.groups_size() == 0) return counts;
   batch_.emplace();
@@ -169,7 +168,7 @@ absl::StatusOr<int64_t> TrainingFeed::ReturnBatch() {
   for (auto& g : batch_->groups) *back.add_groups() = std::move(g);
   back.set_taken_at_version(batch_->taken_at);
   batch_.reset();
-  TROUPE_RETURN_IF_ERROR(replay_.Call(&actors::ReplayBuffer::Return, back).Get().status());
+  TROUPE_RETURN_IF_ERROR(replay_->Return(back));
   return back.groups_size();
 }
 
@@ -182,13 +181,10 @@ absl::Time TrainingFeed::next_retry() const {
   return next;
 }
 
-absl::StatusOr<proto::ReplayStats> TrainingFeed::Stats() {
-  return replay_.Call(&actors::ReplayBuffer::Stats, proto::Empty()).Get();
-}
+absl::StatusOr<proto::ReplayStats> TrainingFeed::Stats() { return replay_->Stats(); }
 
 absl::StatusOr<std::string> TrainingFeed::Export() {
-  TROUPE_ASSIGN_OR_RETURN(proto::ReplayState state,
-                          replay_.Call(&actors::ReplayBuffer::Export, proto::Empty()).Get());
+  TROUPE_ASSIGN_OR_RETURN(proto::ReplayState state, replay_->Export());
   return state.SerializeAsString();
 }
 
@@ -198,7 +194,7 @@ absl::StatusOr<int64_t> TrainingFeed::Import(const std::string& bytes, const std
   if (!state.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(source, " is not a replay buffer state"));
   }
-  absl::Status s = replay_.Call(&actors::ReplayBuffer::Import, state).Get().status();
+  absl::Status s = replay_->Import(state);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
   return static_cast<int64_t>(state.groups_size());
 }

@@ -24,21 +24,22 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "actors/reference.h"
-#include "actors/replay_buffer.h"
 #include "proto/rl.pb.h"
 #include "recipes/rl/actor_retry.h"
+#include "recipes/rl/replay_buffer_client.h"
 #include "recipes/rl/wakeup.h"
 
 namespace troupe::recipes {
 
 class TrainingFeed {
  public:
+  // `replay` (not owned; outlives the feed) reaches the replay buffer, restoring it if it dies.
   // `references` is empty when the run has no KL term (no reference log-probs); with several
   // replicas a batch's samples are split into as many contiguous parts, one call each, and the
   // replies joined in order. `*retries` counts reference calls made again.
-  TrainingFeed(ActorHandle<actors::ReplayBuffer> replay,
-               std::vector<ActorHandle<actors::Reference>> references, RetryOptions retry,
-               Wakeup* wake, std::function<void(const std::string&)> log, int64_t* retries);
+  TrainingFeed(ReplayBufferClient* replay, std::vector<ActorHandle<actors::Reference>> references,
+               RetryOptions retry, Wakeup* wake, std::function<void(const std::string&)> log,
+               int64_t* retries);
 
   // Offline preference pairs (recipe dpo from data.preference_files) bring the same samples back
   // every epoch: with the cache on, a sample's reference log-probs are computed once, kept by
@@ -94,7 +95,7 @@ class TrainingFeed {
     std::vector<bool> cached;  // per sample, in batch order: its log-probs are in cache_
   };
 
-  ActorHandle<actors::ReplayBuffer> replay_;
+  ReplayBufferClient* replay_;
   std::vector<ActorHandle<actors::Reference>> references_;
   RetryOptions retry_;
   Wakeup* wake_;

@@ -4,7 +4,8 @@
 // bound, a synchronous run resumed from a checkpoint reproduces the uninterrupted run's losses, and
 // killing a restartable actor with kill -9 mid-run costs at most a retry: a rollout worker (also
 // one that comes back just before an evaluation), a reward server or the reference under a call,
-// the checkpointer mid-write. No sample and no checkpoint is lost.
+// the checkpointer mid-write. No sample and no checkpoint is lost. The replay buffer killed
+// mid-run is restored by the driver; the groups it held are generated again, and counted.
 //
 // To kill an actor *under a call* deterministically, the test freezes its process (SIGSTOP) at a
 // step boundary, so the driver's next call to it hangs in flight, and kills it (SIGKILL) a moment
@@ -29,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "actors/replay_buffer.h"
 #include "actors/rollout_worker.h"
 #include "gtest/gtest.h"
 #include "metrics/metric_catalog.h"
@@ -507,6 +509,68 @@ TEST_F(GrpoEndToEnd, TheCheckpointerKilledMidWriteLosesNoCheckpoint) {
   for (const auto& e : fs::directory_iterator(dir + "/ckpt")) {
     EXPECT_NE(e.path().filename().string()[0], '.') << "scratch left behind: " << e.path();
   }
+}
+
+// The replay buffer (its default max_restarts) killed twice: first between calls at the first step
+// boundary where it holds groups (the driver is blocked in on_step, so what it holds then is what
+// is lost), then frozen under a call and killed two steps later. Each time it restarts, the
+// driver restores its accounting from its record of it and generates the groups it held again.
+// The run finishes every step and every sample is accounted for: generated = used + stale +
+// buffered + discarded (the samples the dead buffer held).
+TEST_F(GrpoEndToEnd, TheReplayBufferKilledMidRunIsRestoredAndWhatItHeldIsGeneratedAgain) {
+  const std::string dir = TestDir("replay-kill");
+  // Two batches of groups ahead of training: the buffer holds some at a step boundary.
+  JobSpec spec = SmallJob(dir, /*max_staleness=*/2, /*steps=*/8, SharedSftDir());
+  EXPECT_EQ(spec.actors.replay_buffer.max_restarts, 3) << "restartable by default";
+  Cluster& cluster = cluster_->cluster();
+  int64_t killed_at = 0, held = 0;
+  GrpoRunOptions options{.log = Log, .job_id = "rb"};
+  options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
+    if (killed_at > 0) {
+      if (step == killed_at + 2) FreezeThenKill("rb/replay", std::chrono::milliseconds(1500));
+      return;
+    }
+    absl::StatusOr<ActorHandle<actors::ReplayBuffer>> buffer =
+        cluster.GetActor<actors::ReplayBuffer>("rb/replay");
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    absl::StatusOr<proto::ReplayStats> stats =
+        buffer->Call(&actors::ReplayBuffer::Stats, proto::Empty()).Get();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    if (stats->buffered() == 0 || step > 5) return;
+    held = stats->buffered();
+    killed_at = step;
+    ASSERT_EQ(::kill(PidOf("rb/replay"), SIGKILL), 0);
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    for (;;) {  // back before the driver goes on (its next call then finds the new instance)
+      absl::StatusOr<proto::ActorInfo> info = cluster.GetActorInfo(buffer->id(), absl::Seconds(5));
+      if (info.ok() && info->state() == proto::ALIVE && info->num_restarts() >= 1) break;
+      ASSERT_LT(absl::Now(), deadline) << "the replay buffer did not come back";
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  };
+  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GT(killed_at, 0) << "the buffer held no group at steps 1-5";
+  EXPECT_EQ(r->steps, 8);
+  EXPECT_EQ(r->replay_buffer_restarts, 2);
+  EXPECT_GE(r->samples_discarded, held) << "the first kill lost the " << held << " samples held";
+  EXPECT_EQ(r->samples_discarded % 4, 0) << "whole groups of n = 4";
+  EXPECT_GE(r->prompts_regenerated, r->samples_discarded / 4);
+  const proto::ReplayStats& s = r->accounting;
+  EXPECT_EQ(s.added(), s.used() + s.dropped_stale() + s.buffered());
+  EXPECT_EQ(r->samples_lost, 0);
+  EXPECT_EQ(r->samples_generated,
+            s.used() + s.dropped_stale() + s.buffered() + r->samples_discarded)
+      << "generated " << r->samples_generated << " used " << s.used() << " dropped "
+      << s.dropped_stale() << " buffered " << s.buffered() << " discarded " << r->samples_discarded;
+  // Every prompt drawn has its group in the buffer's accounting once (the lost ones again).
+  EXPECT_EQ(s.added(), 4 * r->prompts_drawn);
+  EXPECT_EQ(s.duplicates(), 0);
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir + "/summary.json"));
+  EXPECT_EQ(summary["status"], "succeeded");
+  EXPECT_EQ(summary["samples_discarded"], r->samples_discarded);
+  EXPECT_EQ(summary["replay_buffer_restarts"], 2);
+  EXPECT_EQ(summary["samples_lost"], 0);
 }
 
 TEST_F(GrpoEndToEnd, ARolloutWorkerThatRestartsJustBeforeTheEvaluationIsRegrouped) {

@@ -4,12 +4,16 @@
 // the critic train on every batch with several optimizer steps each; a synchronous run resumed from
 // a checkpoint (the critic's beside the trainer's) reproduces the uninterrupted run's losses; a
 // critic that diverges stops the run at that step, naming it, with the last good checkpoints
-// intact and none written for the diverged step. And the other model-based reward: a group
-// recipe rewarded by a reward model (reward.model, the RewardModel actor) alone.
+// intact and none written for the diverged step; a critic killed under a call is restored from its
+// newest checkpoint (and, without checkpoints, ends the run saying why, with a summary). And the
+// other model-based reward: a group recipe rewarded by a reward model (reward.model, the
+// RewardModel actor) alone.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "models/model_config.h"
 #include "models/transformer.h"
+#include "nlohmann/json.hpp"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
 #include "tests/grpo/recipe_cluster_test.h"
@@ -35,6 +40,11 @@ using tests::Recording;
 using tests::StepMetrics;
 
 std::string TestDir(const std::string& name) { return tests::FreshTestDir(name); }
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 // A PPO job small enough for a few seconds a step on 2 cores: 4 prompts x 2 samples a step, two
 // epochs over mini-batches of 2 prompts (4 optimizer steps a batch), one warm-up step.
@@ -161,6 +171,80 @@ TEST_F(PpoEndToEnd, ADivergingCriticStopsTheRunAtThatStepWithTheLastGoodCheckpoi
   }
   EXPECT_FALSE(fs::exists(absl::StrFormat("%s/ckpt/step_%08d", base, last + 1)));
   EXPECT_FALSE(fs::exists(absl::StrFormat("%s/ckpt/critic/step_%08d", base, last + 1)));
+}
+
+// The critic with its defaults (restartable) killed under a call: on_step runs before the step's
+// checkpoint, so the critic's Save of step 2 is in flight when it dies. The restarted critic is
+// restored from its newest checkpoint (step 1's: the update of step 2 is lost, and counted), the
+// Save is made again from that state, and the run finishes every step with every sample
+// accounted for.
+TEST_F(PpoEndToEnd, ACriticKilledUnderACallIsRestoredFromItsNewestCheckpoint) {
+  const std::string base = TestDir("critic-kill");
+  const JobSpec spec = SmallPpoJob(base, 5, base + "/sft");
+  EXPECT_EQ(spec.actors.critic.max_restarts, 3) << "restartable by default";
+  StepMetrics steps;
+  RunOptions options = Recording(&steps, "ck");
+  options.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
+    steps[step] = m;
+    if (step == 2) FreezeThenKill("ck/critic", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 5);
+  EXPECT_EQ(r->critic_restarts, 1);
+  EXPECT_EQ(r->critic_updates_lost, 1);
+  for (int64_t step = 3; step <= 5; ++step) {
+    ASSERT_TRUE(steps[step].count("critic/vf_loss")) << step;
+    EXPECT_TRUE(std::isfinite(steps[step].at("critic/vf_loss"))) << step;
+  }
+  // The checkpoint of step 2 holds the state restored from step 1's (not the initial weights).
+  auto weights = [&](int step) {
+    return ReadFileOrEmpty(
+        absl::StrFormat("%s/ckpt/critic/step_%08d/model.safetensors", base, step));
+  };
+  ASSERT_FALSE(weights(1).empty());
+  EXPECT_EQ(weights(2), weights(1));
+  EXPECT_NE(weights(3), weights(1)) << "the restored critic trained on";
+  for (const auto& e : fs::directory_iterator(base + "/ckpt/critic")) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos)
+        << "scratch of the killed Save left behind: " << e.path();
+  }
+  const proto::ReplayStats& s = r->accounting;
+  EXPECT_EQ(r->samples_lost, 0);
+  EXPECT_EQ(r->samples_generated, s.used() + s.dropped_stale() + s.buffered());
+}
+
+// Without checkpoints there is nothing to restore a restarted critic from: its initial weights
+// would give untrained values, so the run ends saying so — and, failed, still writes its summary
+// with how it ended and its accounting.
+TEST_F(PpoEndToEnd, ACriticKilledWithoutCheckpointsEndsTheRunWithASummarySayingWhy) {
+  const std::string base = TestDir("critic-kill-no-ckpt");
+  JobSpec spec = SmallPpoJob(base, 5, base + "/sft");
+  spec.actors.checkpointer.every_steps = 0;
+  StepMetrics steps;
+  RunOptions options = Recording(&steps, "nock");
+  options.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
+    steps[step] = m;
+    if (step == 2) FreezeThenKill("nock/critic", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), options);
+  ASSERT_FALSE(r.ok()) << "a critic restarted from its initial weights was used";
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "actors.checkpointer.every_steps"))
+      << r.status();
+  EXPECT_EQ(steps.size(), 2u);
+  const std::string text = ReadFileOrEmpty(base + "/summary.json");
+  ASSERT_FALSE(text.empty()) << "a failed run wrote no summary.json";
+  const nlohmann::json summary = nlohmann::json::parse(text);
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_EQ(summary["steps"], 2);
+  EXPECT_TRUE(absl::StrContains(summary["error"].get<std::string>(), "every_steps"));
+  // Its accounting adds up too: what was generated was used, dropped, buffered or is in flight.
+  const nlohmann::json& a = summary["accounting"];
+  EXPECT_EQ(summary["samples_lost"], 0) << text;
+  EXPECT_EQ(summary["samples_generated"].get<int64_t>(),
+            a["used"].get<int64_t>() + a["dropped_stale"].get<int64_t>() +
+                a["buffered"].get<int64_t>() + summary["samples_in_flight"].get<int64_t>())
+      << text;
 }
 
 // KL in the reward with the adaptive controller: each step's coefficient is the previous one moved
