@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/json_parse.h"
 #include "base/splitmix64.h"
 #include "base/status_macros.h"
 
@@ -206,14 +207,11 @@ const nlohmann::json* Lookup(const nlohmann::json& j, const std::string& path) {
 
 absl::StatusOr<Record> ParseRecord(absl::string_view line, absl::string_view where,
                                    const RecordKeys& keys) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line.begin(), line.end());
-  } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    if (const size_t close = what.find("] "); close != std::string::npos) what.erase(0, close + 2);
-    return absl::InvalidArgumentError(absl::StrCat(where, ": not valid JSON (", what, ")"));
+  absl::StatusOr<nlohmann::json> parsed = ParseJson(line);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", parsed.status().message()));
   }
+  nlohmann::json j = *std::move(parsed);
   if (!j.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": expected a JSON object, got a ", j.type_name()));

@@ -106,6 +106,23 @@ TEST(JsonlDataset, NamesFileAndLineOfAMalformedLineOrAMissingKey) {
   EXPECT_THAT(all.message(), HasSubstr(path + ":4: no key 'prompt'"));
 }
 
+// A record nested 100,000 deep parses, then overflows the stack of the first copy or dump (the
+// driver crashed on it): refused with its file and line, the records around it read as usual.
+TEST(JsonlDataset, RefusesARecordNestedTooDeepWithItsFileAndLine) {
+  const std::string good =
+      "{\"prompt\": \"a\", \"reward_model\": {\"ground_truth\": \"1\"}, \"data_source\": \"x\"}\n";
+  const std::string deep =
+      "{\"prompt\": \"a\", \"reward_model\": {\"ground_truth\": " + std::string(100000, '[') +
+      std::string(100000, ']') + "}, \"data_source\": \"x\"}\n";
+  const std::string path = WriteFile("deep.jsonl", good + deep + good);
+  auto ds = JsonlDataset::Open({path}, {});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_TRUE((*ds)->Read(0, {}).ok());
+  EXPECT_EQ((*ds)->Read(1, {}).status().message(), path + ":2: JSON nested deeper than 64 levels");
+  EXPECT_TRUE((*ds)->Read(2, {}).ok());
+  EXPECT_THAT((*ds)->Validate({}).message(), HasSubstr(path + ":2: JSON nested deeper than 64"));
+}
+
 TEST(JsonlDataset, RefusesARecordWithoutDataSourceUnlessADefaultIsSet) {
   const std::string path =
       WriteFile("nosource.jsonl", R"({"prompt": "a", "reward_model": {"ground_truth": "1"}})");

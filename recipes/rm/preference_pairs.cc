@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/json_parse.h"
 #include "base/status_macros.h"
 #include "data/jsonl_dataset.h"
 #include "models/tokenizers/tokenizer.h"
@@ -87,8 +88,9 @@ absl::StatusOr<std::string> ResponseText(const nlohmann::json& record, const std
 
 absl::StatusOr<PreferencePair> ParsePair(const std::string& line, const std::string& where,
                                          const PreferenceKeys& keys, const PairRenderer& renderer) {
-  const nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (record.is_discarded()) return RecordError(where, "not valid JSON");
+  absl::StatusOr<nlohmann::json> parsed = ParseJson(line);
+  if (!parsed.ok()) return RecordError(where, parsed.status().message());
+  const nlohmann::json record = *std::move(parsed);
   if (!record.is_object()) {
     return RecordError(where, absl::StrCat("expected a JSON object, got ", record.type_name()));
   }

@@ -64,6 +64,17 @@ TEST(LoadPreferencePairs, NamesFileLineAndKeyOfEveryBadRecord) {
   EXPECT_THAT(message, ::testing::Not(HasSubstr(":1:")));
 }
 
+TEST(LoadPreferencePairs, RefusesARecordNestedTooDeepWithItsFileAndLine) {
+  const std::string path =
+      WriteFile("deep.jsonl",
+                "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\"}\n"
+                "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\", \"meta\": " +
+                    std::string(100000, '{') + std::string(100000, '}') + "}\n");
+  absl::StatusOr<std::vector<PreferencePair>> pairs = LoadPreferencePairs({path}, {}, nullptr);
+  ASSERT_FALSE(pairs.ok());
+  EXPECT_THAT(pairs.status().message(), HasSubstr(path + ":2: JSON nested deeper than 64 levels"));
+}
+
 TEST(LoadPreferencePairs, ReadsTheKeysItIsGiven) {
   const std::string path =
       WriteFile("keys.jsonl", "{\"q\": \"1+2=\", \"pair\": {\"good\": \"3\", \"bad\": \"4\"}}\n");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "base/json_parse.h"
 #include "base/status_macros.h"
 #include "data/jsonl_dataset.h"
 
@@ -88,8 +89,9 @@ absl::StatusOr<std::vector<Line>> ReadLines(const std::vector<std::string>& file
   lines.reserve(dataset->size());
   for (int64_t i = 0; i < dataset->size(); ++i) {
     TROUPE_ASSIGN_OR_RETURN(std::string text, dataset->Line(i));
-    Line line{dataset->Where(i), nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false)};
-    if (line.value.is_discarded()) return RecordError(line.where, "not valid JSON");
+    absl::StatusOr<nlohmann::json> value = ParseJson(text);
+    if (!value.ok()) return RecordError(dataset->Where(i), value.status().message());
+    Line line{dataset->Where(i), *std::move(value)};
     if (!line.value.is_object()) {
       return RecordError(line.where,
                          absl::StrCat("expected a JSON object, got ", line.value.type_name()));

@@ -138,6 +138,11 @@ TEST(JsonlSftExamples, NamesTheFileLineAndKeyOfABadRecord) {
               HasSubstr(":1: key 'response': expected a string, got array"));
   EXPECT_THAT(LoadError("json.jsonl", good + "{\"prompt\": \n"), HasSubstr(":2: not valid JSON"));
   EXPECT_THAT(LoadError("array.jsonl", "[1, 2]\n"), HasSubstr(":1: expected a JSON object"));
+  // Deep enough to overflow the stack of a copy: refused, not a crash.
+  EXPECT_THAT(
+      LoadError("deep.jsonl", good + "{\"prompt\": \"q\", \"response\": \"a\", \"x\": " +
+                                  std::string(100000, '[') + std::string(100000, ']') + "}\n"),
+      HasSubstr(":2: JSON nested deeper than 64 levels"));
   EXPECT_THAT(LoadError("norender.jsonl",
                         "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], "
                         "\"response\": \"a\"}\n"),

@@ -30,6 +30,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
+#include "base/json_parse.h"
 #include "base/log.h"
 #include "httplib.h"
 #include "metrics/metric_catalog.h"
@@ -865,11 +866,13 @@ void DashboardServer::Impl::GetPlacementGroups(const httplib::Request&, httplib:
 // ---- Jobs ---------------------------------------------------------------------------------------
 
 void DashboardServer::Impl::SubmitJob(const httplib::Request& req, httplib::Response& res) {
-  nlohmann::json body = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
+  absl::StatusOr<nlohmann::json> parsed = ParseJson(req.body);
+  if (!parsed.ok()) {
     return SendError(res, 400,
-                     "the request body is not valid JSON; send {\"spec\": \"<job YAML>\"}");
+                     absl::StrCat("the request body: ", parsed.status().message(),
+                                  "; send {\"spec\": \"<job YAML>\"}"));
   }
+  nlohmann::json body = *std::move(parsed);
   if (!body.is_object()) return SendError(res, 400, "the request body must be a JSON object");
   if (!body.contains("spec") && body.contains("entrypoint")) {
     return SendError(res, 400,

@@ -391,6 +391,13 @@ TEST_F(DashboardServerTest, MalformedAndHugeBodiesAreRefusedAndTheServerKeepsSer
   EXPECT_EQ(s1, 400);
   EXPECT_TRUE(absl::StrContains(e1["error"].get<std::string>(), "not valid JSON")) << e1.dump();
   EXPECT_EQ(PostJson("/api/jobs/", "[1, 2]").first, 400);
+  // Nested deep enough to overflow the stack of a copy: refused before it is built.
+  auto [s_deep, e_deep] =
+      PostJson("/api/jobs/", R"({"spec": "x", "overrides": )" + std::string(100000, '[') +
+                                 std::string(100000, ']') + "}");
+  EXPECT_EQ(s_deep, 400);
+  EXPECT_TRUE(absl::StrContains(e_deep["error"].get<std::string>(), "nested deeper than 64"))
+      << e_deep.dump();
   EXPECT_EQ(PostJson("/api/jobs/", R"({"overrides": []})").first, 400);
   EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": 7})").first, 400);
   EXPECT_EQ(PostJson("/api/jobs/", R"({"spec": "name: x", "overrides": "a=1"})").first, 400);
