@@ -52,8 +52,7 @@ TEST(ParseJson, SaysWhyTextIsNotJson) {
   absl::StatusOr<nlohmann::json> j = ParseJson(R"({"a": )");
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(j.status().message().find("not valid JSON ("), absl::string_view::npos)
-      << j.status();
+  EXPECT_NE(j.status().message().find("not valid JSON ("), absl::string_view::npos) << j.status();
   EXPECT_EQ(j.status().message().find("[json.exception"), absl::string_view::npos) << j.status();
 }
 
