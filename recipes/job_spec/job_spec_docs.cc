@@ -244,7 +244,9 @@ const std::vector<KeyDoc>& KeyDocs() {
        "troupe's own actor types, fields of that type's message in proto/actor_config.proto "
        "(checked before any actor starts), for a user's type whatever it reads"},
       {"actors.checkpointer.dir", "checkpoint root", nullptr, "<logging.dir>/ckpt"},
-      {"actors.checkpointer.every_steps", "checkpoint every K steps; 0 = only at the end"},
+      {"actors.checkpointer.every_steps",
+       "checkpoint every K steps (and at the last step); 0 = never (the run writes no checkpoint, "
+       "so it cannot be resumed)"},
       {"actors.checkpointer.keep", "newest K checkpoints kept; 0 = all"},
       {"logging.dir", "the run's directory: metrics.jsonl, TensorBoard events, job.yaml", nullptr,
        "runs/<name>"},
