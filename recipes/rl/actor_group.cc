@@ -157,7 +157,7 @@ absl::Status ActorGroup::Kill() {
   absl::Status first;
   if (cluster_ != nullptr) {
     for (const UntypedActorHandle& h : handles_) {
-      absl::Status s = cluster_->Kill(h, /*no_restart=*/true);
+      absl::Status s = cluster_->Stop(h);
       if (!s.ok() && first.ok()) first = s;
     }
   }

@@ -60,8 +60,11 @@ absl::Status ReplayLedger::Added(const std::vector<proto::SampleGroup>& groups,
 
 absl::Status ReplayLedger::Took(const proto::ReplayTakeRequest& request,
                                 const proto::ReplayTakeReply& reply) {
-  const proto::ReplayTakeReply mine = core_.Take(request.num_groups(), request.current_version(),
-                                                 request.max_staleness(), request.min_groups());
+  const proto::ReplayTakeReply mine =
+      core_.Take(request.num_groups(), request.current_version(), request.max_staleness(),
+                 request.min_groups(),
+                 request.has_below_prompt_id() ? request.below_prompt_id()
+                                               : actors::ReplayBufferCore::kAnyPromptId);
   const std::vector<int64_t> got = PromptIds(reply.groups()), want = PromptIds(mine.groups());
   if (got != want || mine.dropped_stale() != reply.dropped_stale()) {
     return Disagree(absl::StrCat("a Take returned prompts [", absl::StrJoin(got, ","),

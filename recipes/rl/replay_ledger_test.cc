@@ -129,6 +129,29 @@ TEST(ReplayLedger, ABufferLostWithGroupsIsReplacedWithItsAccountingAndTheirPromp
   EXPECT_TRUE(fresh.LoseBuffered().prompt_ids.empty());
 }
 
+// A Take bounded by prompt id (the determinism of an asynchronous run: a batch holds only prompts
+// below the step's bound) is recorded with the same bound, so both skip the same groups.
+TEST(ReplayLedger, FollowsATakeBoundedByPromptId) {
+  Pair p;
+  p.Add({Group(5, 0), Group(1, 0), Group(2, 0)});
+  proto::ReplayTakeRequest req = TakeRequest(3, 0, 0);
+  req.set_min_groups(1);
+  req.set_below_prompt_id(3);
+  const proto::ReplayTakeReply r = p.buffer.Take(3, 0, 0, 1, 3);
+  ASSERT_EQ(r.groups_size(), 2);  // prompts 1 and 2; 5 waits
+  EXPECT_EQ(r.groups(0).prompt_id(), 1);
+  EXPECT_EQ(r.groups(1).prompt_id(), 2);
+  ASSERT_TRUE(p.ledger.Took(req, r).ok());
+  EXPECT_EQ(p.ledger.Stats().SerializeAsString(), p.buffer.Stats().SerializeAsString());
+  // Recorded without the bound, the record would have given prompt 5 too: a disagreement.
+  Pair q;
+  q.Add({Group(5, 0), Group(1, 0), Group(2, 0)});
+  const proto::ReplayTakeReply bounded = q.buffer.Take(3, 0, 0, 1, 3);
+  proto::ReplayTakeRequest unbounded = TakeRequest(3, 0, 0);
+  unbounded.set_min_groups(1);
+  EXPECT_EQ(q.ledger.Took(unbounded, bounded).code(), absl::StatusCode::kInternal);
+}
+
 TEST(ReplayLedger, SaysSoWhenTheBufferAnswersOtherwiseThanItsRecord) {
   Pair p;
   p.Add({Group(0, 0), Group(1, 0)});

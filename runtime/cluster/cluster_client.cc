@@ -262,6 +262,16 @@ absl::Status Cluster::KillById(const std::string& actor_id, bool no_restart) {
   return impl_->Call(&proto::HeadService::Stub::KillActor, req, &reply);
 }
 
+absl::Status Cluster::Stop(const UntypedActorHandle& actor) {
+  if (!actor.valid()) return absl::InvalidArgumentError("Stop: empty handle");
+  proto::KillActorRequest req;
+  req.mutable_actor_id()->set_id(actor.id());
+  req.set_no_restart(true);
+  req.set_graceful(true);
+  proto::KillActorReply reply;
+  return impl_->Call(&proto::HeadService::Stub::KillActor, req, &reply);
+}
+
 absl::StatusOr<proto::PlacementGroupInfo> Cluster::CreatePlacementGroup(
     const std::vector<std::map<std::string, double>>& bundles, proto::PlacementStrategy strategy,
     const std::string& name) {

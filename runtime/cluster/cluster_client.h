@@ -126,6 +126,10 @@ class Cluster {
   // Ray's ray.kill: no_restart = true makes it DEAD; false restarts it if max_restarts allows.
   absl::Status Kill(const UntypedActorHandle& actor, bool no_restart = true);
   absl::Status KillById(const std::string& actor_id, bool no_restart = true);
+  // Ends the actor for good (DEAD, no restart), letting its worker finish cleanly: it is asked to
+  // end (SIGTERM; it publishes its final call statistics and closes its span file) and killed if
+  // it still runs 2 s later. Its resources are free at once. For a run's deliberate end.
+  absl::Status Stop(const UntypedActorHandle& actor);
 
   // Reserves bundles all-or-nothing. Returns at once (PENDING or CREATED); see
   // WaitPlacementGroup.

@@ -546,8 +546,31 @@ grpc::Status NodeAgent::Impl::HandleKillWorker(grpc::ServerContext* ctx,
     reply->set_killed(false);
     return grpc::Status::OK;
   }
-  KillLocked(it->second, SIGKILL);
   reply->set_killed(true);
+  if (req->grace_ms() <= 0 || stopping_) {
+    KillLocked(it->second, SIGKILL);
+    return grpc::Status::OK;
+  }
+  // Asked to end: SIGTERM now, SIGKILL if this very process still runs after the grace (its
+  // reaper erases it from workers_ when it exits). The thread is joined at Shutdown.
+  KillLocked(it->second, SIGTERM);
+  const std::string id = it->first;
+  const pid_t pid = it->second.pid;
+  const absl::Time give_up = absl::Now() + absl::Milliseconds(std::min(req->grace_ms(), 60000));
+  reapers_.emplace_back([this, id, pid, give_up] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto w = workers_.find(id);
+        if (stopping_ || w == workers_.end() || w->second.pid != pid) return;
+        if (absl::Now() >= give_up) {
+          KillLocked(w->second, SIGKILL);
+          return;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  });
   return grpc::Status::OK;
 }
 

@@ -57,8 +57,21 @@ std::string CallStatsJson(const std::vector<transport::CallStats>& stats,
       .dump();
 }
 
+bool SameCallStats(const std::vector<transport::CallStats>& a,
+                   const std::vector<transport::CallStats>& b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(),
+                    [](const transport::CallStats& x, const transport::CallStats& y) {
+                      return x.calls == y.calls && x.errors == y.errors &&
+                             x.reply_bytes == y.reply_bytes && x.caller == y.caller &&
+                             x.method == y.method;
+                    });
+}
+
 // Publishes the call statistics until `stop` is notified: every second if they changed, every
-// 10 s regardless. A failed put is retried on the next tick.
+// 10 s regardless. A failed put is retried on the next tick. Once stopped, the final counters are
+// put once more if they changed since the last put (a run shorter than a second, or the calls of
+// its last second, are recorded too).
 void PublishCallStats(Cluster* cluster, const transport::ActorTransportServer* server,
                       const std::string& actor_id, int incarnation, absl::Notification* stop) {
   const std::string key = kActorStatsKeyPrefix + actor_id;
@@ -67,20 +80,17 @@ void PublishCallStats(Cluster* cluster, const transport::ActorTransportServer* s
   bool first = true;
   while (!stop->WaitForNotificationWithTimeout(absl::Seconds(1))) {
     std::vector<transport::CallStats> now = server->call_stats();
-    const bool changed =
-        first || now.size() != last.size() ||
-        !std::equal(now.begin(), now.end(), last.begin(),
-                    [](const transport::CallStats& a, const transport::CallStats& b) {
-                      return a.calls == b.calls && a.errors == b.errors &&
-                             a.reply_bytes == b.reply_bytes && a.caller == b.caller &&
-                             a.method == b.method;
-                    });
+    const bool changed = first || !SameCallStats(now, last);
     if (!changed && absl::Now() - last_put < absl::Seconds(10)) continue;
     if (cluster->KvPut(key, CallStatsJson(now, actor_id, incarnation)).ok()) {
       last = std::move(now);
       last_put = absl::Now();
       first = false;
     }
+  }
+  std::vector<transport::CallStats> final_stats = server->call_stats();
+  if (first || !SameCallStats(final_stats, last)) {
+    (void)cluster->KvPut(key, CallStatsJson(final_stats, actor_id, incarnation));
   }
 }
 

@@ -10,7 +10,7 @@
 // Call statistics: while it serves, the worker publishes its transport server's call counters
 // (transport::CallStats, per caller and method) to the head's KV under
 // kActorStatsKeyPrefix + <actor id>, about once a second when they changed (and every 10 s
-// regardless), as one JSON object:
+// regardless), and once more as it stops if they changed since, as one JSON object:
 //   {"actor_id": "...", "incarnation": 2, "pid": 1234, "time_ms": <Unix ms>,
 //    "calls": [{"caller": "<actor id>|driver", "method": "Score", "calls": 12,
 //               "request_bytes": 3456, "reply_bytes": 789, "errors": 0,

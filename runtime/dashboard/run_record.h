@@ -8,8 +8,8 @@
 //     StateStore, kept in the run directory after the run). Its "actors" table holds every actor
 //     the head created (proto::ActorInfo: class, name, node, restarts, how it ended); its KV holds
 //     each worker's call statistics (kActorStatsKeyPrefix + actor id: calls per caller and method,
-//     worker_main.h) as the worker last published them (about once a second, so the run's last
-//     second may be missing), and the job's record ("jobs/<id>", JobToJson) when the run had its
+//     worker_main.h) as the worker last published them (about once a second, and once more as it
+//     stops), and the job's record ("jobs/<id>", JobToJson) when the run had its
 //     dashboard. The database is read from a copy in `scratch_dir`: the run directory is never
 //     written (opening a SQLite database in WAL mode would add files beside it).
 //   - <dir>/metrics.jsonl: the "time" (Unix seconds) of its first and last records.

@@ -4,7 +4,9 @@
 // its end with the held-out curve as a chart, and the actor graph of every actor it ran with the
 // calls its cluster recorded.
 //
-// Environment: TROUPE_DASHBOARD_URL (the viewer), TROUPE_DASHBOARD_JOB (the run's job id),
+// Environment: TROUPE_DASHBOARD_URL (the viewer), TROUPE_DASHBOARD_LINK (the sign-in link it
+// printed, token included), TROUPE_DASHBOARD_TOKEN (that token, for the test's own API reads),
+// TROUPE_DASHBOARD_JOB (the run's job id),
 // TROUPE_RUN_DIR (the run directory), TROUPE_RUN_OUTPUT (what `troupe run` printed),
 // TROUPE_VIEWER_STARTED_MS (when the viewer was started), TROUPE_CHROMIUM (default
 // /usr/bin/chromium). Screenshot: finished_run.png in $TEST_UNDECLARED_OUTPUTS_DIR (else
@@ -27,6 +29,8 @@ const env = (name) => {
   return v;
 };
 const BASE_URL = new URL(env('TROUPE_DASHBOARD_URL')).href;
+const LINK = env('TROUPE_DASHBOARD_LINK');
+const TOKEN = env('TROUPE_DASHBOARD_TOKEN');
 const JOB = env('TROUPE_DASHBOARD_JOB');
 const RUN_DIR = env('TROUPE_RUN_DIR');
 const RUN_OUTPUT = env('TROUPE_RUN_OUTPUT');
@@ -42,6 +46,7 @@ const pageErrors = [];
 
 async function api(pathAndQuery) {
   const response = await fetch(new URL(pathAndQuery, BASE_URL), {
+    headers: {Authorization: `Bearer ${TOKEN}`},
     signal: AbortSignal.timeout(WAIT_MS),
   });
   assert.ok(response.ok, `GET ${pathAndQuery}: HTTP ${response.status}`);
@@ -86,10 +91,13 @@ describe('a finished run in troupe dashboard RUN_DIR', {timeout: 120000}, () => 
     const pct = (a) => `${(100 * a).toFixed(1)}%`;
     const points = 100 * (summary.final_accuracy - summary.initial_accuracy);
 
-    await page.goto(new URL(`#/jobs/${encodeURIComponent(JOB)}`, BASE_URL).href, {
-      waitUntil: 'load',
+    // As a user does: the link `troupe dashboard` printed signs the page in, and the token
+    // leaves the address bar.
+    await page.goto(LINK, {waitUntil: 'load', timeout: WAIT_MS});
+    await page.waitForFunction(() => !window.location.hash.includes('token='), null, {
       timeout: WAIT_MS,
     });
+    assert.equal(new URL(page.url()).hash, `#/jobs/${encodeURIComponent(JOB)}`);
     const job = await checkFinishedRunPage(page, api, JOB, {
       accuracy:
         `${pct(summary.initial_accuracy)} before training → ${pct(summary.final_accuracy)} after ` +

@@ -53,8 +53,15 @@ for _ in $(seq 1 100); do
 done
 [[ -n "$url" ]] || fail "troupe dashboard printed no URL: $(cat "$tmp/viewer.out")"
 
-step "the run's page in headless Chromium"
+# The viewer's records need its per-process token: it prints a sign-in link that carries it.
+link=$(grep -o 'http://127\.0\.0\.1:[0-9]*/#/jobs/[^ ]*?token=[0-9a-f]*' "$tmp/viewer.out" | head -1 || true)
+[[ -n "$link" ]] || fail "troupe dashboard printed no sign-in link: $(cat "$tmp/viewer.out")"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url/api/jobs/grpo-short")
+[[ "$code" == 401 ]] || fail "the run's record without the token: HTTP $code, want 401"
+
+step "the run's page in headless Chromium, opened from the sign-in link"
 export TROUPE_DASHBOARD_URL="$url/" TROUPE_DASHBOARD_JOB="grpo-short" TROUPE_RUN_DIR="$run"
+export TROUPE_DASHBOARD_LINK="$link" TROUPE_DASHBOARD_TOKEN="${link##*token=}"
 export TROUPE_RUN_OUTPUT="$tmp/run.out" TROUPE_VIEWER_STARTED_MS="$viewer_started_ms"
 if [[ -n "${TEST_TMPDIR:-}" ]]; then
   export HOME=${HOME:-$TEST_TMPDIR}

@@ -240,14 +240,15 @@ absl::StatusOr<proto::ActorInfo> ActorDirectory::Describe(const proto::GetActorR
   return it->second.info;
 }
 
-absl::Status ActorDirectory::Kill(const std::string& actor_id, bool no_restart) {
+absl::Status ActorDirectory::Kill(const std::string& actor_id, bool no_restart,
+                                  absl::Duration grace) {
   auto it = actors_.find(actor_id);
   if (it == actors_.end()) {
     return absl::NotFoundError(absl::StrCat("KillActor: no actor ", actor_id));
   }
   Entry& a = it->second;
   if (a.info.state() == proto::DEAD) return absl::OkStatus();  // like ray.kill
-  host_->KillWorker(a.info);
+  host_->KillWorker(a.info, grace);
   (void)scheduler_->ReleaseActor(a.info.id().id());
   a.info.clear_node_id();
   a.info.clear_address();
@@ -346,7 +347,7 @@ void ActorDirectory::GroupRemoved(const scheduler::GroupRemoval& removal) {
   for (const std::string& actor_id : removal.placed_actors) {
     auto a = actors_.find(actor_id);
     if (a == actors_.end() || a->second.info.state() == proto::DEAD) continue;
-    host_->KillWorker(a->second.info);
+    host_->KillWorker(a->second.info, absl::ZeroDuration());
     a->second.info.set_no_restart_requested(true);
     Die(a->second, "its placement group was removed");
   }

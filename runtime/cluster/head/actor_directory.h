@@ -54,8 +54,9 @@ class ActorDirectory {
     // Start a worker for `actor` (node_id, gpu_indices, incarnation set) on its node; the answer
     // must come back through WorkerStartAnswered. Nothing to do if the node is unknown.
     virtual void StartWorker(const proto::ActorInfo& actor) = 0;
-    // Kill the worker of `actor` on actor.node_id(), if that node is known.
-    virtual void KillWorker(const proto::ActorInfo& actor) = 0;
+    // Kill the worker of `actor` on actor.node_id(), if that node is known: at once when `grace`
+    // is zero, else asked to end (SIGTERM) and killed if it still runs after `grace`.
+    virtual void KillWorker(const proto::ActorInfo& actor, absl::Duration grace) = 0;
     // Place what the scheduler's queue can place now (may call Launch).
     virtual void PlacePending() = 0;
     // Something changed: wake whoever waits for it.
@@ -84,9 +85,11 @@ class ActorDirectory {
   // The actor req names, its pending reason refreshed; NOT_FOUND "no actor ...".
   absl::StatusOr<proto::ActorInfo> Describe(const proto::GetActorRequest& req);
 
-  // Kills the actor's worker and restarts it (if restarts are left and !no_restart) or marks it
-  // DEAD. OK and nothing done if already DEAD; NOT_FOUND "KillActor: no actor <id>".
-  absl::Status Kill(const std::string& actor_id, bool no_restart);
+  // Kills the actor's worker (see Host::KillWorker for `grace`) and restarts it (if restarts are
+  // left and !no_restart) or marks it DEAD. OK and nothing done if already DEAD; NOT_FOUND
+  // "KillActor: no actor <id>".
+  absl::Status Kill(const std::string& actor_id, bool no_restart,
+                    absl::Duration grace = absl::ZeroDuration());
 
   // Actors of `job_id` (all when empty), pending reasons refreshed.
   std::vector<proto::ActorInfo> List(const std::string& job_id);

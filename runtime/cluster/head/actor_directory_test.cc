@@ -18,7 +18,10 @@ namespace {
 class FakeHost : public ActorDirectory::Host {
  public:
   void StartWorker(const proto::ActorInfo& actor) override { started.push_back(actor); }
-  void KillWorker(const proto::ActorInfo& actor) override { killed.push_back(actor.id().id()); }
+  void KillWorker(const proto::ActorInfo& actor, absl::Duration grace) override {
+    killed.push_back(actor.id().id());
+    graces.push_back(grace);
+  }
   void PlacePending() override {
     for (const scheduler::ScheduledItem& item : scheduler->TryPlacePending()) {
       if (item.kind == scheduler::ScheduledItem::Kind::kActor) {
@@ -32,6 +35,7 @@ class FakeHost : public ActorDirectory::Host {
   ActorDirectory* directory = nullptr;
   std::vector<proto::ActorInfo> started;
   std::vector<std::string> killed;
+  std::vector<absl::Duration> graces;
   int changes = 0;
 };
 
@@ -150,6 +154,16 @@ TEST_F(ActorDirectoryTest, ANameIsHeldByOneLiveActorAndFreedWhenItDies) {
   EXPECT_NE(b->id().id(), a.id().id());
   EXPECT_TRUE(directory_->Kill(a.id().id(), true).ok());  // already dead: nothing to do
   EXPECT_EQ(directory_->Kill("nobody", true).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ActorDirectoryTest, AGracefulKillGivesTheWorkerItsGraceAndFreesTheResourcesAtOnce) {
+  AddNode("n1", 4);
+  proto::ActorInfo a = Create(Spec("learner")).value();
+  ASSERT_TRUE(directory_->Kill(a.id().id(), /*no_restart=*/true, absl::Seconds(2)).ok());
+  ASSERT_EQ(host_.killed, std::vector<std::string>{a.id().id()});
+  EXPECT_EQ(host_.graces, std::vector<absl::Duration>{absl::Seconds(2)});
+  EXPECT_EQ(Info(a.id().id()).state(), proto::DEAD);
+  EXPECT_TRUE(scheduler_.GetNode("n1")->available.at("CPU") == 4);
 }
 
 TEST_F(ActorDirectoryTest, BadSpecsAreRefusedAndLeaveNoActorBehind) {

@@ -17,6 +17,8 @@ namespace {
 // Deadlines of the head's calls to node agents.
 constexpr absl::Duration kStartWorkerDeadline = absl::Seconds(10);
 constexpr absl::Duration kKillWorkerDeadline = absl::Seconds(5);
+// How long a worker asked to end (KillActorRequest.graceful) has before it is killed.
+constexpr absl::Duration kGracefulKillGrace = absl::Seconds(2);
 // Longest a waiting call sleeps before re-checking its deadline and its caller.
 constexpr absl::Duration kWaitPoll = absl::Milliseconds(200);
 
@@ -120,11 +122,12 @@ void ClusterCoordinator::StartWorker(const proto::ActorInfo& actor) {
   });
 }
 
-void ClusterCoordinator::KillWorker(const proto::ActorInfo& actor) {
+void ClusterCoordinator::KillWorker(const proto::ActorInfo& actor, absl::Duration grace) {
   std::shared_ptr<proto::NodeService::Stub> stub = nodes_.Stub(actor.node_id().id());
   if (stub == nullptr) return;
   proto::KillWorkerRequest req;
   *req.mutable_actor_id() = actor.id();
+  req.set_grace_ms(static_cast<int32_t>(absl::ToInt64Milliseconds(grace)));
   Post([this, stub, req] {
     grpc::ClientContext ctx;
     ctx.AddMetadata(transport::kTokenMetadataKey, options_.token);
@@ -189,7 +192,8 @@ absl::Status ClusterCoordinator::GetActor(const proto::GetActorRequest& req,
 
 absl::Status ClusterCoordinator::KillActor(const proto::KillActorRequest& req) {
   absl::MutexLock lock(&mu_);
-  return actors_.Kill(req.actor_id().id(), req.no_restart());
+  return actors_.Kill(req.actor_id().id(), req.no_restart(),
+                      req.graceful() ? kGracefulKillGrace : absl::ZeroDuration());
 }
 
 absl::Status ClusterCoordinator::ListActors(const proto::ListActorsRequest& req,

@@ -96,7 +96,8 @@ class ClusterCoordinator : private ActorDirectory::Host {
  private:
   // ActorDirectory::Host, all called with mu_ held.
   void StartWorker(const proto::ActorInfo& actor) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void KillWorker(const proto::ActorInfo& actor) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KillWorker(const proto::ActorInfo& actor, absl::Duration grace) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlacePending() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Changed() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { changed_.SignalAll(); }
 
