@@ -190,9 +190,7 @@ class GrpoRecipe : public Recipe {
     };
     TROUPE_ASSIGN_OR_RETURN(replay_group_,
                             spawn(RoleOptions(prefix_, "replay", a.replay_buffer, 1, {})));
-    TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards,
-                            spawn(RoleOptions(prefix_, "reward", a.reward, a.reward.replicas,
-                                              RewardRoleConfig(spec_), /*indexed=*/true)));
+    TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards, spawn(RewardRoleOptions(prefix_, spec_)));
     if (kl) {
       TROUPE_ASSIGN_OR_RETURN(
           reference_group_,
