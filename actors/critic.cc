@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/policy_util.h"
+#include "actors/trainer_options.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "metrics/metric_catalog.h"
@@ -127,43 +128,9 @@ absl::Status CriticCore::Init(const proto::CriticConfig& config) {
                           models::LoadTokenizer(c.model_dir() + "/tokenizer.json"));
   pad_id_ = tokenizer->pad_id().value_or(0);
 
-  trainers::TrainerOptions to;
-  to.weight_decay = c.weight_decay();
-  to.schedule.peak_lr = c.lr();
-  to.schedule.warmup_steps = c.warmup_steps();
-  to.schedule.total_steps = std::max<int64_t>(c.warmup_steps() + 1, 1);
-  to.schedule.min_lr_ratio = 1.0;  // Constant after the warm-up.
-  to.max_grad_norm = c.grad_clip();
-  to.seed = static_cast<uint64_t>(c.seed());
-  // The update draws no random numbers: leave the process's generators to the policy's trainer.
-  to.seed_default_generator = false;
-  // Micro-batches differ in size: each loss is weighted by the tokens (or sequences) it averages.
-  to.accumulation = trainers::AccumulationScaling::kTokenWeighted;
-  TROUPE_ASSIGN_OR_RETURN(trainer_, trainers::Trainer::Create(*model_, to));
-
-  loss_options_.clip_range = c.cliprange_value();
-  switch (c.loss_agg_mode()) {
-    case proto::LOSS_AGG_TOKEN_MEAN:
-      loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
-      break;
-    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_MEAN:
-      loss_options_.aggregation = trainers::LossAggregation::kSequenceMean;
-      break;
-    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM:
-      loss_options_.aggregation = trainers::LossAggregation::kSequenceSumNormalized;
-      break;
-  }
-  switch (c.kl_type()) {
-    case proto::KL_K1:
-      kl_estimator_ = trainers::KlEstimator::kK1;
-      break;
-    case proto::KL_K2:
-      kl_estimator_ = trainers::KlEstimator::kK2;
-      break;
-    case proto::KL_K3:
-      kl_estimator_ = trainers::KlEstimator::kK3;
-      break;
-  }
+  TROUPE_ASSIGN_OR_RETURN(trainer_, trainers::Trainer::Create(*model_, CriticTrainerOptions(c)));
+  loss_options_ = ValueLossOptionsOf(c);
+  kl_estimator_ = KlEstimatorOf(c.kl_type());
 
   const std::string& resume = c.resume_dir();
   if (!resume.empty()) {

@@ -1,9 +1,11 @@
-// The RL actors' part in the live actor graph (runtime/dashboard/graph_schema.h): the calls that
-// carry samples around the loop — RolloutWorker.Generate sends them out, RewardServer.Score
-// scores them, ReplayBuffer.Add / Take store them and hand them to training, Trainer.Step (and,
-// in PPO, Critic.Update) trains on them — the loop's order (rollout → reward → replay → trainer,
-// and the weights back to the rollout workers), and the weights the Trainer broadcasts to the
-// RolloutWorkers over their collective group.
+// The RL loop's part in the live actor graph (runtime/dashboard/graph_schema.h), by role
+// (actors/roles.h), whatever actor type plays it: the calls that carry samples around the loop —
+// the rollout role's Generate sends them out, the reward role's Score scores them (a RewardServer,
+// a RewardModel, a Judge or a user's type alike), the replay role's Add / Take store them and hand
+// them to training, the trainer's Step (and, in PPO, the critic's Update) trains on them — the
+// loop's order (rollout → reward → replay → trainer, and the weights back to the rollout
+// workers), and the weights the trainer broadcasts to the rollout workers over their collective
+// group.
 //
 // It also registers the transport's sample probes (runtime/transport/sample_probe.h), so that
 // the call statistics of those calls count the samples crossing each edge with their policy
@@ -13,6 +15,7 @@
 // replies, Score / Add / Step requests — never both sides of one call).
 #include <utility>
 
+#include "actors/roles.h"
 #include "google/protobuf/message.h"
 #include "proto/rl.pb.h"
 #include "runtime/dashboard/graph_schema.h"
@@ -45,17 +48,17 @@ void RegisterGroupsProbe() {
 
 const bool kRegistered = [] {
   dashboard::GraphSchema s;
-  for (const auto& [type, method] :
-       {std::pair<const char*, const char*>{"RolloutWorker", "Generate"},
-        {"RewardServer", "Score"},
-        {"ReplayBuffer", "Add"},
-        {"ReplayBuffer", "Take"},
-        {"Trainer", "Step"},
-        {"Critic", "Update"}}) {
-    s.call_kinds[{type, method}] = "samples";
+  for (const auto& [role, method] :
+       {std::pair<const char*, const char*>{roles::kRollout, "Generate"},
+        {roles::kReward, "Score"},
+        {roles::kReplay, "Add"},
+        {roles::kReplay, "Take"},
+        {roles::kTrainer, "Step"},
+        {roles::kCritic, "Update"}}) {
+    s.call_kinds[{role, method}] = "samples";
   }
-  s.loop = {"RolloutWorker", "RewardServer", "ReplayBuffer", "Trainer"};
-  s.weight_flows.push_back({"Trainer", "RolloutWorker"});
+  s.loop = {roles::kRollout, roles::kReward, roles::kReplay, roles::kTrainer};
+  s.weight_flows.push_back({roles::kTrainer, roles::kRollout});
   dashboard::RegisterGraphSchema(std::move(s));
 
   RegisterGroupsProbe<proto::ScoreRequest>();

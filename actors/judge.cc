@@ -155,107 +155,71 @@ absl::StatusOr<double> VerdictParser::Parse(absl::string_view reply) const {
 }
 
 // One request being judged.
-struct JudgeCore::Pending {
-  proto::ScoreReply reply;
-  int64_t remaining = 0;
-  Promise<proto::ScoreReply> promise;
+struct JudgeCore::Judging {
+  ScoreQueue::Taken request;
+  int64_t remaining = 0;  // Samples not yet judged; -1 once answered.
 };
 
+JudgeCore::JudgeCore() : queue_("the judge") {}
 JudgeCore::~JudgeCore() = default;
 
-absl::StatusOr<std::unique_ptr<JudgeCore>> JudgeCore::Create(const nlohmann::json& config) {
-  if (!config.is_object()) return ConfigError("expected a JSON object");
-  static const char* const kKeys[] = {"model_dir",      "template", "verdicts", "score",
-                                      "marker",         "weight",   "slots",    "add_bos",
-                                      "max_new_tokens", "verifiers"};
-  for (auto it = config.begin(); it != config.end(); ++it) {
-    if (std::find_if(std::begin(kKeys), std::end(kKeys),
-                     [&](const char* k) { return it.key() == k; }) == std::end(kKeys)) {
-      return ConfigError(
-          absl::StrCat("unknown key \"", it.key(),
-                       "\" (keys: ", absl::StrJoin(std::begin(kKeys), std::end(kKeys), ", "), ")"));
-    }
-  }
+absl::StatusOr<std::unique_ptr<JudgeCore>> JudgeCore::Create(const proto::JudgeConfig& config) {
   std::unique_ptr<JudgeCore> core(new JudgeCore());
-  if (!config.contains("model_dir") || !config["model_dir"].is_string() ||
-      config["model_dir"].get<std::string>().empty()) {
+  if (config.model_dir().empty()) {
     return ConfigError("model_dir: expected the judge model's directory");
   }
-  if (!config.contains("template") || !config["template"].is_string()) {
+  if (!config.has_template_()) {
     return ConfigError("template: expected the judge's prompt template (a string)");
   }
-  absl::StatusOr<JudgeTemplate> tmpl = ParseJudgeTemplate(config["template"].get<std::string>());
+  absl::StatusOr<JudgeTemplate> tmpl = ParseJudgeTemplate(config.template_());
   if (!tmpl.ok()) return ConfigError(std::string(tmpl.status().message()));
   core->template_ = *std::move(tmpl);
-  if (config.contains("verdicts") == config.contains("score")) {
+  if (config.verdicts().empty() != config.has_score()) {
     return ConfigError("give exactly one of verdicts (label -> value) and score ({min, max})");
   }
-  if (config.contains("verdicts")) {
-    const nlohmann::json& v = config["verdicts"];
-    if (!v.is_object() || v.empty()) {
+  for (const auto& [label, value] : config.verdicts()) {
+    if (label.empty() || absl::StripAsciiWhitespace(label) != label) {
+      return ConfigError(absl::StrCat("verdicts: label \"", label,
+                                      "\" must be non-empty, without surrounding spaces"));
+    }
+    if (!std::isfinite(value)) {
       return ConfigError(
-          "verdicts: expected an object of label -> value, e.g. {\"Y\": 1, \"N\": 0}");
+          absl::StrCat("verdicts.", label, ": expected a finite number, got ", value));
     }
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (it.key().empty() || absl::StripAsciiWhitespace(it.key()) != it.key()) {
-        return ConfigError(absl::StrCat("verdicts: label \"", it.key(),
-                                        "\" must be non-empty, without surrounding spaces"));
-      }
-      if (!it.value().is_number() || !std::isfinite(it.value().get<double>())) {
-        return ConfigError(absl::StrCat("verdicts.", it.key(), ": expected a finite number, got ",
-                                        it.value().dump()));
-      }
-      core->parser_.verdicts[it.key()] = it.value().get<double>();
-    }
-  } else {
-    const nlohmann::json& s = config["score"];
-    if (!s.is_object() || !s.contains("min") || !s.contains("max") || s.size() != 2 ||
-        !s["min"].is_number() || !s["max"].is_number()) {
-      return ConfigError("score: expected {\"min\": number, \"max\": number}");
-    }
-    core->parser_.min = s["min"].get<double>();
-    core->parser_.max = s["max"].get<double>();
+    core->parser_.verdicts[label] = value;
+  }
+  if (config.has_score()) {
+    core->parser_.min = config.score().min();
+    core->parser_.max = config.score().max();
     if (!(core->parser_.min < core->parser_.max)) {
       return ConfigError(absl::StrCat("score: min (", core->parser_.min, ") must be below max (",
                                       core->parser_.max, ")"));
     }
   }
-  if (config.contains("marker")) {
-    if (!config["marker"].is_string()) {
-      return ConfigError(absl::StrCat("marker: expected a string, got ", config["marker"].dump()));
-    }
-    core->parser_.marker = config["marker"].get<std::string>();
+  core->parser_.marker = config.marker();
+  if (config.slots() < 1) {
+    return ConfigError(absl::StrCat("slots: expected an integer >= 1, got ", config.slots()));
   }
-  auto positive_int = [&](const char* key, int64_t* out) -> absl::Status {
-    if (!config.contains(key)) return absl::OkStatus();
-    if (!config[key].is_number_integer() || config[key].get<int64_t>() < 1) {
-      return ConfigError(absl::StrCat(key, ": expected an integer >= 1, got ", config[key].dump()));
-    }
-    *out = config[key].get<int64_t>();
-    return absl::OkStatus();
-  };
-  int64_t slots = 32;
-  TROUPE_RETURN_IF_ERROR(positive_int("slots", &slots));
-  TROUPE_RETURN_IF_ERROR(positive_int("max_new_tokens", &core->max_new_tokens_));
-  if (config.contains("weight")) {
-    if (!config["weight"].is_number() || !std::isfinite(config["weight"].get<double>())) {
-      return ConfigError(
-          absl::StrCat("weight: expected a finite number, got ", config["weight"].dump()));
-    }
-    core->weight_ = config["weight"].get<double>();
+  if (config.max_new_tokens() < 1) {
+    return ConfigError(
+        absl::StrCat("max_new_tokens: expected an integer >= 1, got ", config.max_new_tokens()));
   }
-  if (config.contains("add_bos")) {
-    if (!config["add_bos"].is_boolean()) {
-      return ConfigError(
-          absl::StrCat("add_bos: expected true or false, got ", config["add_bos"].dump()));
+  core->max_new_tokens_ = config.max_new_tokens();
+  if (!std::isfinite(config.weight())) {
+    return ConfigError(absl::StrCat("weight: expected a finite number, got ", config.weight()));
+  }
+  core->weight_ = config.weight();
+  core->add_bos_ = config.add_bos();
+  if (config.has_verifiers()) {
+    absl::StatusOr<std::unique_ptr<reward::RewardSet>> verifiers =
+        MakeRewardSet(config.verifiers());
+    if (!verifiers.ok()) {
+      return absl::Status(verifiers.status().code(),
+                          absl::StrCat("judge config: verifiers: ", verifiers.status().message()));
     }
-    core->add_bos_ = config["add_bos"].get<bool>();
+    core->verifiers_ = *std::move(verifiers);
   }
-  if (config.contains("verifiers")) {
-    TROUPE_ASSIGN_OR_RETURN(core->verifiers_,
-                            reward::RewardSet::FromServerConfig(config["verifiers"]));
-  }
-  const std::string dir = config["model_dir"].get<std::string>();
+  const std::string& dir = config.model_dir();
   absl::StatusOr<PolicyModel> judge = LoadPolicy(dir);
   if (!judge.ok()) {
     return absl::Status(judge.status().code(),
@@ -267,7 +231,7 @@ absl::StatusOr<std::unique_ptr<JudgeCore>> JudgeCore::Create(const nlohmann::jso
   }
   judge->model->eval();
   rollout::GenerationEngineOptions options;
-  options.num_slots = slots;
+  options.num_slots = config.slots();
   options.max_seq_len = judge->model->config().max_position_embeddings;
   TROUPE_ASSIGN_OR_RETURN(core->engine_,
                           rollout::GenerationEngine::Create(judge->model.ptr(), options));
@@ -330,71 +294,74 @@ absl::StatusOr<std::vector<int32_t>> JudgeCore::Prepare(proto::Sample& s) const 
   return ids;
 }
 
-Future<proto::ScoreReply> JudgeCore::Score(const proto::ScoreRequest& req) {
-  auto pending = std::make_shared<Pending>();
-  *pending->reply.mutable_groups() = req.groups();
-  Future<proto::ScoreReply> future = pending->promise.GetFuture();
-  std::vector<std::pair<proto::Sample*, absl::StatusOr<std::vector<int32_t>>>> prepared;
-  for (proto::SampleGroup& g : *pending->reply.mutable_groups()) {
-    for (proto::Sample& s : *g.mutable_samples()) prepared.emplace_back(&s, Prepare(s));
+void JudgeCore::Accept(ScoreQueue::Taken request,
+                       std::vector<std::pair<int64_t, std::vector<int32_t>>>& prompts) {
+  auto judging = std::make_shared<Judging>();
+  judging->request = std::move(request);
+  std::vector<proto::Sample*> samples;
+  for (proto::SampleGroup& g : *judging->request->reply().mutable_groups()) {
+    for (proto::Sample& s : *g.mutable_samples()) samples.push_back(&s);
   }
-  absl::MutexLock lock(&mutex_);
-  if (stopped_) {
-    pending->promise.Set(absl::UnavailableError("the judge has stopped serving"));
-    return future;
+  {
+    absl::MutexLock lock(&mutex_);
+    ++stats_.requests;
+    stats_.samples += static_cast<int64_t>(samples.size());
   }
-  ++stats_.requests;
-  stats_.samples += static_cast<int64_t>(prepared.size());
-  pending->remaining = static_cast<int64_t>(prepared.size());
-  for (auto& [sample, ids] : prepared) {
+  judging->remaining = static_cast<int64_t>(samples.size());
+  for (proto::Sample* sample : samples) {
+    absl::StatusOr<std::vector<int32_t>> ids = Prepare(*sample);
     if (!ids.ok()) {
-      Fail(*pending, *sample, std::string(ids.status().message()));
+      Fail(*judging, *sample, std::string(ids.status().message()));
       continue;
     }
     const int64_t tag = next_tag_++;
-    in_flight_[tag] = {pending, sample};
-    queue_.emplace_back(tag, *std::move(ids));
+    in_flight_[tag] = {judging, sample};
+    prompts.emplace_back(tag, *std::move(ids));
   }
-  CompleteIfDone(pending);
-  work_.Signal();
-  return future;
+  CompleteIfDone(*judging);
 }
 
-void JudgeCore::Fail(Pending& p, proto::Sample& s, const std::string& error) {
+void JudgeCore::Fail(Judging& j, proto::Sample& s, const std::string& error) {
   s.set_reward(0);
   s.mutable_reward_components()->erase("judge/score");
   s.set_reward_error(error);
-  p.reply.set_failures(p.reply.failures() + 1);
-  ++stats_.failures;
-  --p.remaining;
+  proto::ScoreReply& reply = j.request->reply();
+  reply.set_failures(reply.failures() + 1);
+  --j.remaining;
+  {
+    absl::MutexLock lock(&mutex_);
+    ++stats_.failures;
+  }
   TROUPE_LOG(WARNING) << absl::StrFormat("judge: prompt %lld sample %d scored as failed: %s",
                                          static_cast<long long>(s.prompt_id()), s.sample_index(),
                                          error.c_str());
 }
 
-void JudgeCore::CompleteIfDone(const std::shared_ptr<Pending>& p) {
-  if (p->remaining == 0) {
-    p->remaining = -1;  // completed
-    p->promise.Set(std::move(p->reply));
+void JudgeCore::CompleteIfDone(Judging& j) {
+  if (j.remaining == 0) {
+    j.remaining = -1;  // answered
+    queue_.Complete(j.request);
   }
 }
 
 void JudgeCore::Finish(const Item& item, absl::StatusOr<std::string> reply) {
   absl::StatusOr<double> value =
       reply.ok() ? parser_.Parse(*reply) : absl::StatusOr<double>(reply.status());
-  absl::MutexLock lock(&mutex_);
-  Pending& p = *item.request;
-  if (p.remaining <= 0) return;  // the request already failed as a whole
+  Judging& j = *item.request;
+  if (j.remaining <= 0) return;  // the request was already answered
   proto::Sample& s = *item.sample;
   if (!value.ok()) {
-    if (reply.ok()) ++stats_.parse_failures;
-    Fail(p, s, std::string(value.status().message()));
+    if (reply.ok()) {
+      absl::MutexLock lock(&mutex_);
+      ++stats_.parse_failures;
+    }
+    Fail(j, s, std::string(value.status().message()));
   } else {
     s.set_reward(static_cast<float>(s.reward() + weight_ * *value));
     (*s.mutable_reward_components())["judge/score"] = static_cast<float>(*value);
-    --p.remaining;
+    --j.remaining;
   }
-  CompleteIfDone(item.request);
+  CompleteIfDone(j);
 }
 
 absl::Status JudgeCore::Serve(const std::function<bool()>& stop) {
@@ -402,26 +369,22 @@ absl::Status JudgeCore::Serve(const std::function<bool()>& stop) {
   params.temperature = 0;
   params.max_new_tokens = max_new_tokens_;
   params.stop_token_ids = stop_ids_;
+  // Every request queued by now, its samples prepared; with `wait`, the queue is waited on (an
+  // empty list after a poll without work).
   auto source = [&](bool wait) -> std::optional<std::vector<rollout::GenerationEngine::ServeItem>> {
-    absl::MutexLock lock(&mutex_);
-    if (wait) {
-      while (queue_.empty() && !stop()) work_.WaitWithTimeout(&mutex_, absl::Milliseconds(100));
-    }
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> prompts;
+    for (ScoreQueue::Taken& request : queue_.Take(wait, stop)) Accept(std::move(request), prompts);
     if (stop()) return std::nullopt;
     std::vector<rollout::GenerationEngine::ServeItem> items;
-    for (auto& [tag, ids] : queue_) items.push_back({tag, std::move(ids)});
-    queue_.clear();
+    items.reserve(prompts.size());
+    for (auto& [tag, ids] : prompts) items.push_back({tag, std::move(ids)});
     return items;
   };
   auto sink = [&](int64_t tag, absl::StatusOr<rollout::GeneratedSample> result) {
-    Item item;
-    {
-      absl::MutexLock lock(&mutex_);
-      auto it = in_flight_.find(tag);
-      if (it == in_flight_.end()) return;
-      item = it->second;
-      in_flight_.erase(it);
-    }
+    auto it = in_flight_.find(tag);
+    if (it == in_flight_.end()) return;
+    const Item item = it->second;
+    in_flight_.erase(it);
     if (!result.ok()) {
       Finish(item, result.status());
       return;
@@ -445,17 +408,9 @@ absl::Status JudgeCore::Serve(const std::function<bool()>& stop) {
   }
   // Stopped: a request not yet judged fails as a whole (UNAVAILABLE, which the scoring pool
   // retries on another replica) instead of coming back with samples nobody judged.
-  absl::MutexLock lock(&mutex_);
-  for (auto& [tag, item] : in_flight_) {
-    if (item.request->remaining > 0) {
-      item.request->remaining = -1;
-      item.request->promise.Set(absl::UnavailableError("the judge stopped before judging it"));
-    }
-  }
+  queue_.Close();
   in_flight_.clear();
-  queue_.clear();
-  stopped_ = true;
-  const JudgeStats& st = stats_;
+  const JudgeStats st = stats();
   TROUPE_LOG(INFO) << absl::StrFormat(
       "judge: served %d requests, %d samples (%d scored as failed, %d replies not a verdict); "
       "%d reply tokens in %d decode steps (mean batch %.1f, max %d)",
@@ -470,7 +425,8 @@ JudgeStats JudgeCore::stats() const {
 }
 
 absl::StatusOr<std::unique_ptr<Judge>> Judge::Create(const ActorContext& ctx) {
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<JudgeCore> core, JudgeCore::Create(ctx.config()));
+  TROUPE_ASSIGN_OR_RETURN(const proto::JudgeConfig config, ctx.ConfigAs<proto::JudgeConfig>());
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<JudgeCore> core, JudgeCore::Create(config));
   std::unique_ptr<Judge> judge(new Judge(std::move(core)));
   JudgeCore* serving = judge->core_.get();
   judge->server_ =

@@ -30,21 +30,21 @@
 // kept when only the judge failed (an evaluation still counts their "correct"); a verifier that
 // throws leaves none.
 //
-// Continuous batching: Score only queues the request's samples and returns a future; one serving
-// thread runs the judge model's GenerationEngine::Serve, which pulls queued samples into free
-// KV-cache slots at every decode step. Requests from every rollout worker (the scoring pool sends
-// several at once) are therefore decoded together, and a request arriving mid-generation joins the
-// running batch instead of waiting for it. A request's future completes when its last sample is
-// judged. Replicas: actors.reward.replicas judges behind the role, round-robin (ScoringPool).
+// Continuous batching: Score only queues the request (actors/score_queue.h) and returns a future;
+// one serving thread runs the judge model's GenerationEngine::Serve, which takes the queued
+// requests' samples into free KV-cache slots at every decode step (each sample's verifiers and
+// prompt are prepared then). Requests from every rollout worker (the scoring pool sends several at
+// once) are therefore decoded together, and a request arriving mid-generation joins the running
+// batch instead of waiting for it. A request's future completes when its last sample is judged;
+// requests not yet judged when the server stops fail as a whole with UNAVAILABLE. Replicas:
+// actors.reward.replicas judges behind the role, round-robin (ScoringPool).
 //
-// Config (JSON): {"model_dir": DIR (a causal LM with tokenizer.json: recipe sft's output),
-//   "template": "...", "verdicts": {label: value, ...} | "score": {"min": a, "max": b},
-//   "marker": "" (none),
-//   "max_new_tokens": 8, "slots": 32, "add_bos": true, "weight": 1.0, "verifiers": <a
-//   RewardServer's config>}. Create refuses, naming the key: an unknown key, a template without
-//   {response} or with an unknown {placeholder} or an unmatched brace, neither or both of
-//   verdicts and score, an empty or non-numeric verdict, min >= max, max_new_tokens or slots < 1,
-//   a model directory that does not load.
+// Config: proto::JudgeConfig (proto/actor_config.proto, where every default is). Create refuses,
+// naming the field: a template without {response} or with an unknown {placeholder} or an
+// unmatched brace, neither or both of verdicts and score, an empty label or one with surrounding
+// spaces, a verdict or weight that is not finite, min >= max, max_new_tokens or slots < 1,
+// verifiers their RewardServer would refuse, a model directory that does not load; the actor's
+// ConfigAs refuses an unknown field or a value of the wrong type.
 //
 // Thread-safety: Score may be called from any thread; Serve runs on one thread (the actor's
 // background task) until `stop` returns true.
@@ -52,19 +52,20 @@
 #define TROUPE_ACTORS_JUDGE_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "nlohmann/json.hpp"
+#include "actors/score_queue.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "reward/reward_set.h"
 #include "runtime/actor.h"
@@ -114,12 +115,12 @@ struct JudgeStats {
 // The computation, without the actor (tests).
 class JudgeCore {
  public:
-  static absl::StatusOr<std::unique_ptr<JudgeCore>> Create(const nlohmann::json& config);
+  static absl::StatusOr<std::unique_ptr<JudgeCore>> Create(const proto::JudgeConfig& config);
   ~JudgeCore();
 
-  // Queues the request's samples for judging; the future completes (on the serving thread) once
-  // every one is judged. A request with no samples completes at once.
-  Future<proto::ScoreReply> Score(const proto::ScoreRequest& req) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Queues the request for judging; the future completes (on the serving thread) once every
+  // sample is judged.
+  Future<proto::ScoreReply> Score(const proto::ScoreRequest& req) { return queue_.Submit(req); }
 
   // Runs the judge model until `stop()` is true (checked at least every 100 ms while idle).
   // Requests still queued or in flight when it returns fail with UNAVAILABLE, as does every Score
@@ -129,38 +130,41 @@ class JudgeCore {
   JudgeStats stats() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
-  struct Pending;  // One request being judged.
+  struct Judging;  // One request being judged.
   struct Item {
-    std::shared_ptr<Pending> request;
-    proto::Sample* sample;  // In request->reply.
+    std::shared_ptr<Judging> request;
+    proto::Sample* sample;  // In the request's reply.
   };
-  JudgeCore() = default;
+  JudgeCore();
+  // Appends the request's samples to `prompts` (tag, judge prompt), each prepared and tagged in
+  // in_flight_; a sample that cannot be judged fails at once.
+  void Accept(ScoreQueue::Taken request,
+              std::vector<std::pair<int64_t, std::vector<int32_t>>>& prompts)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Fills in one sample's verifiers' part and its judge prompt; an error = failed sample.
   absl::StatusOr<std::vector<int32_t>> Prepare(proto::Sample& s) const;
   // The judge's reply for `item`: its value (or the error) goes into the sample.
   void Finish(const Item& item, absl::StatusOr<std::string> reply) ABSL_LOCKS_EXCLUDED(mutex_);
   // Marks `s` failed with `error`.
-  void Fail(Pending& p, proto::Sample& s, const std::string& error)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void CompleteIfDone(const std::shared_ptr<Pending>& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void Fail(Judging& j, proto::Sample& s, const std::string& error) ABSL_LOCKS_EXCLUDED(mutex_);
+  void CompleteIfDone(Judging& j);
 
   std::shared_ptr<const models::Tokenizer> tokenizer_;
   std::unique_ptr<rollout::GenerationEngine> engine_;
   std::vector<int32_t> stop_ids_;
   JudgeTemplate template_;
   VerdictParser parser_;
-  int64_t max_new_tokens_ = 8;
-  bool add_bos_ = true;
-  double weight_ = 1;
+  int64_t max_new_tokens_ = 0;
+  bool add_bos_ = false;
+  double weight_ = 0;
   std::unique_ptr<reward::RewardSet> verifiers_;  // null = none
 
+  ScoreQueue queue_;
+  // The serving thread's: tag -> sample in the engine, and the next tag.
+  std::map<int64_t, Item> in_flight_;
+  int64_t next_tag_ = 0;
   mutable absl::Mutex mutex_;
-  absl::CondVar work_;
-  int64_t next_tag_ ABSL_GUARDED_BY(mutex_) = 0;
-  std::deque<std::pair<int64_t, std::vector<int32_t>>> queue_ ABSL_GUARDED_BY(mutex_);
-  std::map<int64_t, Item> in_flight_ ABSL_GUARDED_BY(mutex_);  // tag -> item (queued too)
   JudgeStats stats_ ABSL_GUARDED_BY(mutex_);
-  bool stopped_ ABSL_GUARDED_BY(mutex_) = false;  // Serve returned: Score fails at once.
 };
 
 class Judge : public Actor {

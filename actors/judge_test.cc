@@ -50,6 +50,15 @@ nlohmann::json JudgeConfig() {
           {"slots", 16}};
 }
 
+// The config as the actor reads it from the JSON it is spawned with (ActorContext::ConfigAs), then
+// the core it makes.
+absl::StatusOr<std::unique_ptr<JudgeCore>> MakeJudge(const nlohmann::json& config) {
+  const ActorContext ctx(nullptr, "judge-0", "Judge", "judge-0", config, 0, nullptr);
+  absl::StatusOr<proto::JudgeConfig> typed = ctx.ConfigAs<proto::JudgeConfig>();
+  if (!typed.ok()) return typed.status();
+  return JudgeCore::Create(*typed);
+}
+
 proto::Sample MakeSample(int64_t prompt_id, int index, const std::string& prompt,
                          const std::string& response, const std::string& answer = "") {
   proto::Sample s;
@@ -156,7 +165,7 @@ TEST(VerdictParser, ScoreModeReadsTheFirstNumberInRange) {
 }
 
 TEST(JudgeCore, ScoresEachSampleByTheModelsVerdictAndCountsUnparseableReplies) {
-  absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(JudgeConfig());
+  absl::StatusOr<std::unique_ptr<JudgeCore>> core = MakeJudge(JudgeConfig());
   ASSERT_TRUE(core.ok()) << core.status();
   Server server(**core);
   // Replies: "81" -> Y, "82" -> N, "87" -> "++++" (no verdict), "" -> not judged.
@@ -189,7 +198,7 @@ TEST(JudgeCore, AddsTheWeightedVerdictToTheVerifiersAndKeepsTheirComponents) {
     nlohmann::json config = JudgeConfig();
     config["weight"] = weight;
     config["verifiers"] = {{"task", "arithmetic"}};
-    absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(config);
+    absl::StatusOr<std::unique_ptr<JudgeCore>> core = MakeJudge(config);
     EXPECT_TRUE(core.ok()) << core.status();
     Server server(**core);
     absl::StatusOr<proto::ScoreReply> reply =
@@ -213,7 +222,7 @@ TEST(JudgeCore, AddsTheWeightedVerdictToTheVerifiersAndKeepsTheirComponents) {
 TEST(JudgeCore, AReplyItCannotParseKeepsTheVerifiersVerdictForEvaluations) {
   nlohmann::json config = JudgeConfig();
   config["verifiers"] = {{"task", "arithmetic"}};
-  absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(config);
+  absl::StatusOr<std::unique_ptr<JudgeCore>> core = MakeJudge(config);
   ASSERT_TRUE(core.ok()) << core.status();
   Server server(**core);
   // "27" is right, and the judge babbles after a 7.
@@ -229,7 +238,7 @@ TEST(JudgeCore, AReplyItCannotParseKeepsTheVerifiersVerdictForEvaluations) {
 }
 
 TEST(JudgeCore, BatchesTheSamplesOfRequestsFromManyCallersTogether) {
-  absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(JudgeConfig());
+  absl::StatusOr<std::unique_ptr<JudgeCore>> core = MakeJudge(JudgeConfig());
   ASSERT_TRUE(core.ok()) << core.status();
   // Four callers (rollout workers) send 3 samples each before the server runs: one batch of 12.
   std::vector<Future<proto::ScoreReply>> futures;
@@ -255,7 +264,7 @@ TEST(JudgeCore, BatchesTheSamplesOfRequestsFromManyCallersTogether) {
 }
 
 TEST(JudgeCore, ARequestStillQueuedWhenTheServerStopsFailsAsAWhole) {
-  absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(JudgeConfig());
+  absl::StatusOr<std::unique_ptr<JudgeCore>> core = MakeJudge(JudgeConfig());
   ASSERT_TRUE(core.ok()) << core.status();
   Future<proto::ScoreReply> queued = (*core)->Score(Request(1, {"1", "2"}));
   // A server told to stop before it starts judges nothing.
@@ -266,12 +275,13 @@ TEST(JudgeCore, ARequestStillQueuedWhenTheServerStopsFailsAsAWhole) {
 
 TEST(JudgeCore, RefusesBadConfigsNamingTheKey) {
   auto error = [](nlohmann::json config) {
-    absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(config);
+    absl::StatusOr<std::unique_ptr<JudgeCore>> core = MakeJudge(config);
     return core.ok() ? std::string("OK") : std::string(core.status().message());
   };
   nlohmann::json c = JudgeConfig();
   c["temperature"] = 0.5;
-  EXPECT_THAT(error(c), HasSubstr("unknown key \"temperature\""));
+  EXPECT_THAT(error(c),
+              HasSubstr("config of actor judge-0 (Judge): temperature: Cannot find field"));
   c = JudgeConfig();
   c["score"] = {{"min", 0}, {"max", 10}};
   EXPECT_THAT(error(c), HasSubstr("exactly one of verdicts"));
@@ -281,7 +291,13 @@ TEST(JudgeCore, RefusesBadConfigsNamingTheKey) {
   EXPECT_THAT(error(c), HasSubstr("score: min (5) must be below max (5)"));
   c = JudgeConfig();
   c["verdicts"] = {{"Y", "good"}};
+  EXPECT_THAT(error(c), HasSubstr("(verdicts[0].value): invalid value \"good\""));
+  c = JudgeConfig();
+  c["verdicts"] = {{"Y", "Infinity"}};  // protobuf's JSON spelling of a double's infinity
   EXPECT_THAT(error(c), HasSubstr("verdicts.Y: expected a finite number"));
+  c = JudgeConfig();
+  c["verdicts"] = {{" Y", 1}};
+  EXPECT_THAT(error(c), HasSubstr("label \" Y\" must be non-empty, without surrounding spaces"));
   c = JudgeConfig();
   c["template"] = "{prompt}";
   EXPECT_THAT(error(c), HasSubstr("template: has no {response}"));
@@ -289,12 +305,15 @@ TEST(JudgeCore, RefusesBadConfigsNamingTheKey) {
   c["slots"] = 0;
   EXPECT_THAT(error(c), HasSubstr("slots: expected an integer >= 1"));
   c = JudgeConfig();
+  c["verifiers"] = {{"task", "poetry"}};
+  EXPECT_THAT(error(c), HasSubstr("judge config: verifiers: "));
+  c = JudgeConfig();
   c["model_dir"] = TmpDir() + "/no_such_judge";
   EXPECT_THAT(error(c), HasSubstr("no_such_judge"));
 }
 
 TEST(JudgeCore, RefusesAPromptLongerThanTheJudgesContextAsAFailedSample) {
-  absl::StatusOr<std::unique_ptr<JudgeCore>> core = JudgeCore::Create(JudgeConfig());
+  absl::StatusOr<std::unique_ptr<JudgeCore>> core = MakeJudge(JudgeConfig());
   ASSERT_TRUE(core.ok()) << core.status();
   Server server(**core);
   absl::StatusOr<proto::ScoreReply> reply =

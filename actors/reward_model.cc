@@ -52,38 +52,30 @@ absl::StatusOr<std::vector<float>> ModelScores(models::ValueModelImpl& model,
 RewardModelCore::~RewardModelCore() = default;
 
 absl::StatusOr<std::unique_ptr<RewardModelCore>> RewardModelCore::Create(
-    const nlohmann::json& config) {
-  if (!config.is_object()) return ConfigError("expected a JSON object");
-  for (auto it = config.begin(); it != config.end(); ++it) {
-    if (it.key() != "model_dir" && it.key() != "weight" && it.key() != "batch_size" &&
-        it.key() != "verifiers") {
-      return ConfigError(absl::StrCat("unknown key \"", it.key(),
-                                      "\" (keys: model_dir, weight, batch_size, verifiers)"));
-    }
-  }
+    const proto::RewardModelConfig& config) {
   std::unique_ptr<RewardModelCore> core(new RewardModelCore());
-  if (!config.contains("model_dir") || !config["model_dir"].is_string() ||
-      config["model_dir"].get<std::string>().empty()) {
+  if (config.model_dir().empty()) {
     return ConfigError("model_dir: expected the reward model's directory");
   }
-  const std::string dir = config["model_dir"].get<std::string>();
-  if (config.contains("weight")) {
-    if (!config["weight"].is_number() || !std::isfinite(config["weight"].get<double>())) {
-      return ConfigError(
-          absl::StrCat("weight: expected a finite number, got ", config["weight"].dump()));
-    }
-    core->weight_ = config["weight"].get<double>();
+  const std::string& dir = config.model_dir();
+  if (!std::isfinite(config.weight())) {
+    return ConfigError(absl::StrCat("weight: expected a finite number, got ", config.weight()));
   }
-  if (config.contains("batch_size")) {
-    if (!config["batch_size"].is_number_integer() || config["batch_size"].get<int64_t>() < 1) {
-      return ConfigError(
-          absl::StrCat("batch_size: expected an integer >= 1, got ", config["batch_size"].dump()));
-    }
-    core->batch_size_ = config["batch_size"].get<int64_t>();
+  core->weight_ = config.weight();
+  if (config.batch_size() < 1) {
+    return ConfigError(
+        absl::StrCat("batch_size: expected an integer >= 1, got ", config.batch_size()));
   }
-  if (config.contains("verifiers")) {
-    TROUPE_ASSIGN_OR_RETURN(core->verifiers_,
-                            reward::RewardSet::FromServerConfig(config["verifiers"]));
+  core->batch_size_ = config.batch_size();
+  if (config.has_verifiers()) {
+    absl::StatusOr<std::unique_ptr<reward::RewardSet>> verifiers =
+        MakeRewardSet(config.verifiers());
+    if (!verifiers.ok()) {
+      return absl::Status(
+          verifiers.status().code(),
+          absl::StrCat("reward model config: verifiers: ", verifiers.status().message()));
+    }
+    core->verifiers_ = *std::move(verifiers);
   }
   // A policy or base model would load with a freshly drawn head: refuse it.
   TROUPE_ASSIGN_OR_RETURN(models::SafetensorsReader reader, models::SafetensorsReader::Open(dir));
@@ -191,56 +183,27 @@ absl::Status RewardModelCore::ScoreAll(const std::vector<proto::ScoreReply*>& re
   return absl::OkStatus();
 }
 
-Future<proto::ScoreReply> RewardModelCore::Enqueue(const proto::ScoreRequest& req) {
-  auto queued = std::make_unique<Queued>();
-  *queued->reply.mutable_groups() = req.groups();
-  Future<proto::ScoreReply> future = queued->promise.GetFuture();
-  absl::MutexLock lock(&mutex_);
-  if (stopped_) {
-    queued->promise.Set(absl::UnavailableError("the reward model has stopped serving"));
-    return future;
-  }
-  queue_.push_back(std::move(queued));
-  work_.Signal();
-  return future;
-}
-
 void RewardModelCore::Serve(const std::function<bool()>& stop) {
   while (true) {
-    std::vector<std::unique_ptr<Queued>> round;
+    const std::vector<ScoreQueue::Taken> round = queue_.Take(/*wait=*/true, stop);
+    if (stop()) break;
+    if (round.empty()) continue;
     {
       absl::MutexLock lock(&mutex_);
-      while (queue_.empty() && !stop()) work_.WaitWithTimeout(&mutex_, absl::Milliseconds(100));
-      if (stop()) {
-        stopped_ = true;
-        for (auto& q : queue_) {
-          q->promise.Set(absl::UnavailableError("the reward model stopped before scoring it"));
-        }
-        queue_.clear();
-        TROUPE_LOG(INFO) << absl::StrFormat(
-            "reward model: served %d requests in %d passes (at most %d requests in one)",
-            stats_.requests, stats_.rounds, stats_.most_requests);
-        return;
-      }
-      while (!queue_.empty()) {
-        round.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
       ++stats_.rounds;
       stats_.requests += static_cast<int64_t>(round.size());
       stats_.most_requests = std::max<int64_t>(stats_.most_requests, round.size());
     }
     std::vector<proto::ScoreReply*> replies;
-    for (auto& q : round) replies.push_back(&q->reply);
+    for (const ScoreQueue::Taken& r : round) replies.push_back(&r->reply());
     const absl::Status status = ScoreAll(replies);
-    for (auto& q : round) {
-      if (status.ok()) {
-        q->promise.Set(std::move(q->reply));
-      } else {
-        q->promise.Set(status);
-      }
-    }
+    for (const ScoreQueue::Taken& r : round) queue_.Complete(r, status);
   }
+  queue_.Close();
+  const ServeStats st = serve_stats();
+  TROUPE_LOG(INFO) << absl::StrFormat(
+      "reward model: served %d requests in %d passes (at most %d requests in one)", st.requests,
+      st.rounds, st.most_requests);
 }
 
 RewardModelCore::ServeStats RewardModelCore::serve_stats() const {
@@ -249,8 +212,9 @@ RewardModelCore::ServeStats RewardModelCore::serve_stats() const {
 }
 
 absl::StatusOr<std::unique_ptr<RewardModel>> RewardModel::Create(const ActorContext& ctx) {
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RewardModelCore> core,
-                          RewardModelCore::Create(ctx.config()));
+  TROUPE_ASSIGN_OR_RETURN(const proto::RewardModelConfig config,
+                          ctx.ConfigAs<proto::RewardModelConfig>());
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RewardModelCore> core, RewardModelCore::Create(config));
   std::unique_ptr<RewardModel> rm(new RewardModel(std::move(core)));
   RewardModelCore* serving = rm->core_.get();
   rm->server_ = BackgroundTask::Start(ctx, "reward model server",

@@ -9,16 +9,18 @@
 // are kept (evaluations count the "correct" one as accuracy), so a job rewarded by the model alone
 // gives its verifiers weight 0; the model's score is the component "rm/score".
 //
-// Config (JSON): {"model_dir": DIR, "weight": 1.0, "batch_size": 64, "verifiers": <a
-// RewardServer's config>}; "verifiers" absent = none (reward = weight · RM, no "correct"
-// component). Create refuses, naming the key: an unknown key, a model directory that is not a
-// reward model (its weights have no value head, score.weight: a policy or base model), weight not
-// finite, batch_size < 1, verifiers RewardServer refuses.
+// Config: proto::RewardModelConfig (proto/actor_config.proto, where every default is): the model
+// directory, its weight, the batch size and the verifiers (a RewardServer's config; unset = none:
+// reward = weight · RM, no "correct" component). Create refuses, naming the field: a model
+// directory that is not a reward model (its weights have no value head, score.weight: a policy or
+// base model), weight not finite, batch_size < 1, verifiers their RewardServer would refuse; the
+// actor's ConfigAs refuses an unknown field or a value of the wrong type.
 //
 // Scoring is batched: the samples go through the model batch_size at a time (no gradients). The
-// actor batches across requests too: its Score only queues the request and returns a future, and
-// one serving thread scores every request queued by then (from all rollout workers) together,
-// then the ones that arrived meanwhile, so a forward is not limited to one worker's samples. A
+// actor batches across requests too: its Score only queues the request (actors/score_queue.h) and
+// returns a future, and one serving thread scores every request queued by then (from all rollout
+// workers) together, then the ones that arrived meanwhile, so a forward is not limited to one
+// worker's samples. A
 // sample that cannot be scored — an empty prompt or response, a token id beyond the model's
 // vocabulary, a verifier that throws — is scored as failed, as a RewardServer does: reward 0, no
 // components, the error in Sample.reward_error (counted in ScoreReply.failures); the request goes
@@ -30,7 +32,6 @@
 #define TROUPE_ACTORS_REWARD_MODEL_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,7 +40,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "nlohmann/json.hpp"
+#include "actors/score_queue.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "reward/reward_set.h"
 #include "runtime/actor.h"
@@ -55,7 +57,8 @@ namespace troupe::actors {
 // The computation, without the actor (tests).
 class RewardModelCore {
  public:
-  static absl::StatusOr<std::unique_ptr<RewardModelCore>> Create(const nlohmann::json& config);
+  static absl::StatusOr<std::unique_ptr<RewardModelCore>> Create(
+      const proto::RewardModelConfig& config);
   ~RewardModelCore();
 
   // The request's groups, every sample scored (see the file comment).
@@ -67,7 +70,7 @@ class RewardModelCore {
   // Serving across requests: Enqueue queues a request and returns its future; Serve (one thread)
   // scores everything queued, round after round, until stop() is true (checked at least every
   // 100 ms while idle); requests left then, and every later Enqueue, fail with UNAVAILABLE.
-  Future<proto::ScoreReply> Enqueue(const proto::ScoreRequest& req) ABSL_LOCKS_EXCLUDED(mutex_);
+  Future<proto::ScoreReply> Enqueue(const proto::ScoreRequest& req) { return queue_.Submit(req); }
   void Serve(const std::function<bool()>& stop) ABSL_LOCKS_EXCLUDED(mutex_);
 
   struct ServeStats {
@@ -78,21 +81,15 @@ class RewardModelCore {
   ServeStats serve_stats() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
-  struct Queued {
-    proto::ScoreReply reply;
-    Promise<proto::ScoreReply> promise;
-  };
-  RewardModelCore() = default;
+  RewardModelCore() : queue_("the reward model") {}
   std::shared_ptr<models::ValueModelImpl> model_;
   int64_t vocab_size_ = 0;
-  double weight_ = 1;
-  int64_t batch_size_ = 64;
+  double weight_ = 0;
+  int64_t batch_size_ = 0;
   std::unique_ptr<reward::RewardSet> verifiers_;  // null = none
 
+  ScoreQueue queue_;
   mutable absl::Mutex mutex_;
-  absl::CondVar work_;
-  std::deque<std::unique_ptr<Queued>> queue_ ABSL_GUARDED_BY(mutex_);
-  bool stopped_ ABSL_GUARDED_BY(mutex_) = false;
   ServeStats stats_ ABSL_GUARDED_BY(mutex_);
 };
 

@@ -76,13 +76,22 @@ float DirectScore(const std::vector<int>& tokens) {
   return (*v)[0][static_cast<int64_t>(ids.size()) - 1].item<float>();
 }
 
+// The config as the actor reads it from the JSON it is spawned with (ActorContext::ConfigAs), then
+// the core it makes.
+absl::StatusOr<std::unique_ptr<RewardModelCore>> MakeRewardModel(const nlohmann::json& config) {
+  const ActorContext ctx(nullptr, "reward-0", "RewardModel", "reward-0", config, 0, nullptr);
+  absl::StatusOr<proto::RewardModelConfig> typed = ctx.ConfigAs<proto::RewardModelConfig>();
+  if (!typed.ok()) return typed.status();
+  return RewardModelCore::Create(*typed);
+}
+
 TEST(RewardModel, ScoresEachSampleByTheValueAtItsLastTokenWhateverTheBatching) {
   const std::vector<std::vector<int>> prompts = {{1, 5, 14, 6, 13}, {1, 7, 13}, {1, 4, 4, 14, 3}};
   const std::vector<std::vector<int>> responses = {{8, 2}, {3, 9, 9, 2}, {2}};
   for (int batch_size : {1, 2, 64}) {
     nlohmann::json config = {
         {"model_dir", RewardModelDir()}, {"weight", 2.0}, {"batch_size", batch_size}};
-    absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = RewardModelCore::Create(config);
+    absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = MakeRewardModel(config);
     ASSERT_TRUE(rm.ok()) << rm.status();
     proto::ScoreRequest req;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -107,7 +116,7 @@ TEST(RewardModel, ScoresEachSampleByTheValueAtItsLastTokenWhateverTheBatching) {
 // alone scores it; after the server stops, a request fails at once.
 TEST(RewardModel, ServesTheRequestsOfManyCallersInOnePassWithTheSameScores) {
   nlohmann::json config = {{"model_dir", RewardModelDir()}, {"batch_size", 4}};
-  absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = RewardModelCore::Create(config);
+  absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = MakeRewardModel(config);
   ASSERT_TRUE(rm.ok()) << rm.status();
   std::vector<proto::ScoreRequest> requests(3);
   for (int w = 0; w < 3; ++w) {
@@ -151,7 +160,7 @@ TEST(RewardModel, AddsItsScoreToTheVerifiersAndKeepsTheirComponents) {
   nlohmann::json config = {
       {"model_dir", RewardModelDir()},
       {"verifiers", {{"reward", {{"name", {"arithmetic"}}, {"weights", {0.0}}}}}}};
-  absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = RewardModelCore::Create(config);
+  absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = MakeRewardModel(config);
   ASSERT_TRUE(rm.ok()) << rm.status();
   proto::ScoreRequest req;
   proto::SampleGroup* g = req.add_groups();
@@ -169,7 +178,7 @@ TEST(RewardModel, AddsItsScoreToTheVerifiersAndKeepsTheirComponents) {
 
 TEST(RewardModel, ASampleItCannotScoreFailsAloneAndTheRequestGoesOn) {
   absl::StatusOr<std::unique_ptr<RewardModelCore>> rm =
-      RewardModelCore::Create({{"model_dir", RewardModelDir()}});
+      MakeRewardModel({{"model_dir", RewardModelDir()}});
   ASSERT_TRUE(rm.ok()) << rm.status();
   proto::ScoreRequest req;
   proto::SampleGroup* g = req.add_groups();
@@ -187,7 +196,7 @@ TEST(RewardModel, ASampleItCannotScoreFailsAloneAndTheRequestGoesOn) {
 
 TEST(RewardModel, RefusesADirectoryWithoutAValueHeadAndBadConfig) {
   absl::StatusOr<std::unique_ptr<RewardModelCore>> policy =
-      RewardModelCore::Create({{"model_dir", PolicyDir()}});
+      MakeRewardModel({{"model_dir", PolicyDir()}});
   ASSERT_FALSE(policy.ok());
   EXPECT_TRUE(absl::StrContains(policy.status().message(), "no value head (score.weight)"))
       << policy.status();
@@ -197,15 +206,14 @@ TEST(RewardModel, RefusesADirectoryWithoutAValueHeadAndBadConfig) {
         nlohmann::json{{"model_dir", RewardModelDir()}, {"batch_size", 0}},
         nlohmann::json{{"model_dir", RewardModelDir()}, {"weight", "x"}},
         nlohmann::json{{"weight", 1.0}}}) {
-    absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = RewardModelCore::Create(bad);
+    absl::StatusOr<std::unique_ptr<RewardModelCore>> rm = MakeRewardModel(bad);
     EXPECT_FALSE(rm.ok()) << bad.dump();
     EXPECT_EQ(rm.status().code(), absl::StatusCode::kInvalidArgument) << bad.dump();
   }
-  EXPECT_FALSE(RewardModelCore::Create({{"model_dir", TmpDir() + "/no-such-dir"}}).ok());
+  EXPECT_FALSE(MakeRewardModel({{"model_dir", TmpDir() + "/no-such-dir"}}).ok());
   // A verifier that is not registered (NOT_FOUND, listing the registered ones).
   EXPECT_FALSE(
-      RewardModelCore::Create({{"model_dir", RewardModelDir()}, {"verifiers", {{"task", "nope"}}}})
-          .ok());
+      MakeRewardModel({{"model_dir", RewardModelDir()}, {"verifiers", {{"task", "nope"}}}}).ok());
 }
 
 }  // namespace

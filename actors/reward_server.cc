@@ -27,9 +27,28 @@ absl::StatusOr<reward::RewardInput> RewardInputOf(const proto::Sample& s) {
   return in;
 }
 
+absl::StatusOr<std::unique_ptr<reward::RewardSet>> MakeRewardSet(
+    const proto::RewardServerConfig& config) {
+  if (config.has_reward()) {
+    if (config.has_task() || config.has_task_config()) {
+      return absl::InvalidArgumentError(
+          "reward server config: give task (with task_config) or reward, not both");
+    }
+    return reward::RewardSet::Create(ConfigJson(config.reward()));
+  }
+  nlohmann::json server = ConfigJson(config.task_config());
+  if (server.contains("task")) {
+    return absl::InvalidArgumentError(
+        "reward server config: task_config.task: the reward is named by task, not in its config");
+  }
+  server["task"] = config.task();
+  return reward::RewardSet::FromServerConfig(server);
+}
+
 absl::StatusOr<std::unique_ptr<RewardServer>> RewardServer::Create(const ActorContext& ctx) {
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardSet> rewards,
-                          reward::RewardSet::FromServerConfig(ctx.config()));
+  TROUPE_ASSIGN_OR_RETURN(const proto::RewardServerConfig config,
+                          ctx.ConfigAs<proto::RewardServerConfig>());
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardSet> rewards, MakeRewardSet(config));
   return std::unique_ptr<RewardServer>(new RewardServer(std::move(rewards)));
 }
 

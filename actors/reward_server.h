@@ -1,10 +1,10 @@
 // RewardServer: scores batches of sample groups with the rewards its config names (reward/).
 //
-// config, either form of reward/reward_set.h (that header is the contract):
+// Config: proto::RewardServerConfig (proto/actor_config.proto), either form of reward/reward_set.h:
 //   {"reward": {"name": ["math", "format"], "weights": [1.0, 0.1], "config": {"math": {...}}}}
 //     a weighted sum of registered rewards; without a name, each sample's data_source picks one;
-//   {"task": "arithmetic", "format_weight": 0.1}
-//     the older form: the task's verifier with the rest as its config (the default for {}).
+//   {"task": "arithmetic", "task_config": {"format_weight": 0.1}}
+//     one registered reward with its own config, output unchanged (the form for {}).
 // Each sample's response text, reference answer, stop flag, data_source and extra_info (parsed
 // from Sample.extra_info_json: "" = null, else a JSON object) reach the reward as a
 // reward::RewardInput.
@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "reward/reward_function.h"
 #include "reward/reward_set.h"
@@ -29,10 +30,17 @@ namespace troupe::actors {
 // object (or null).
 absl::StatusOr<reward::RewardInput> RewardInputOf(const proto::Sample& s);
 
+// The rewards `config` names (the file comment), as RewardSet::FromServerConfig makes them: its
+// refusals (an unknown reward or key, a bad value), and INVALID_ARGUMENT for `reward` beside a
+// task field or a task_config with a "task" key. The RewardServer's, and the verifiers of a
+// RewardModel or a Judge.
+absl::StatusOr<std::unique_ptr<reward::RewardSet>> MakeRewardSet(
+    const proto::RewardServerConfig& config);
+
 class RewardServer : public Actor {
  public:
-  // The rewards of the config (file comment); a config that RewardSet::FromServerConfig refuses
-  // (unknown reward or key, bad value) fails the spawn with that error.
+  // The rewards of the config (file comment); a config that ConfigAs or MakeRewardSet refuses
+  // fails the spawn with that error.
   static absl::StatusOr<std::unique_ptr<RewardServer>> Create(const ActorContext& ctx);
   absl::StatusOr<proto::ScoreReply> Score(const proto::ScoreRequest& req);
 

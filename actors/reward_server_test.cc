@@ -18,7 +18,8 @@ proto::Sample MakeSample(int64_t prompt, const std::string& text, const std::str
 
 TEST(RewardServer, ScoresEverySampleAndSurvivesAVerifierThatThrows) {
   ActorSystem system(ActorSystemOptions{.num_threads = 1});
-  auto rs = system.Spawn<RewardServer>({.config = {{"task", "arithmetic"}, {"format_weight", 0}}});
+  auto rs = system.Spawn<RewardServer>(
+      {.config = {{"task", "arithmetic"}, {"task_config", {{"format_weight", 0}}}}});
   ASSERT_TRUE(rs.ok());
   proto::ScoreRequest req;
   proto::SampleGroup* g = req.add_groups();
@@ -90,7 +91,7 @@ TEST(RewardServer, WithoutANameEachSampleIsScoredByItsDataSource) {
   proto::Sample with_extra = FromSource(3, "\\boxed{\\frac12}", "0.5", "lighteval/MATH");
   with_extra.set_extra_info_json(R"({"split": "train", "index": 7})");
   absl::StatusOr<proto::ScoreReply> r =
-      ScoreOne(system, {{"reward", {{"name", ""}}}},
+      ScoreOne(system, {{"reward", nlohmann::json::object()}},
                {FromSource(1, "so #### 18", "18", "openai/gsm8k"),
                 FromSource(2, "<answer>(3 - 1) * 8 + 8</answer>",
                            R"({"target": 24, "numbers": [3, 8, 8, 1]})", "countdown"),
@@ -133,7 +134,8 @@ TEST(RewardServer, MalformedExtraInfoFailsThatSampleOnly) {
 TEST(RewardServer, TheOlderTaskFormKeepsItsUnprefixedComponents) {
   ActorSystem system(ActorSystemOptions{.num_threads = 1});
   absl::StatusOr<proto::ScoreReply> r =
-      ScoreOne(system, {{"task", "arithmetic"}, {"format_weight", 0.5}}, {MakeSample(1, "7", "7")});
+      ScoreOne(system, {{"task", "arithmetic"}, {"task_config", {{"format_weight", 0.5}}}},
+               {MakeSample(1, "7", "7")});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FLOAT_EQ(r->groups(0).samples(0).reward(), 1.5);
   EXPECT_FLOAT_EQ(r->groups(0).samples(0).reward_components().at("correct"), 1);
@@ -143,11 +145,33 @@ TEST(RewardServer, TheOlderTaskFormKeepsItsUnprefixedComponents) {
 TEST(RewardServer, ABadRewardConfigMakesTheActorDeadWithTheReason) {
   ActorSystem system(ActorSystemOptions{.num_threads = 1});
   auto rs = system.Spawn<RewardServer>(
-      {.config = {{"reward", {{"name", "math"}, {"config", {{"math", {{"tolerance", 1}}}}}}}}});
+      {.config = {{"reward", {{"name", {"math"}}, {"config", {{"math", {{"tolerance", 1}}}}}}}}});
   ASSERT_TRUE(rs.ok());
   absl::Status ready = rs->Ready().Get(absl::Seconds(5));
   EXPECT_EQ(ready.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(ready.message().find("'tolerance'"), std::string::npos) << ready;
+}
+
+// The actor's config is a RewardServerConfig: a key that is not one of its fields, or both forms at
+// once, is refused at spawn, naming it; {} is the arithmetic verifier.
+TEST(RewardServer, RefusesAConfigThatIsNotARewardServerConfig) {
+  ActorSystem system(ActorSystemOptions{.num_threads = 1});
+  const auto refusal = [&](const nlohmann::json& config) {
+    auto rs = system.Spawn<RewardServer>({.name = "scorer", .config = config});
+    if (!rs.ok()) return std::string(rs.status().message());
+    return std::string(rs->Ready().Get(absl::Seconds(5)).message());
+  };
+  EXPECT_THAT(refusal({{"task", "arithmetic"}, {"format_weight", 0.5}}),
+              ::testing::AllOf(::testing::HasSubstr("config of actor scorer (RewardServer)"),
+                               ::testing::HasSubstr("format_weight")));
+  EXPECT_THAT(refusal({{"task", "arithmetic"}, {"reward", {{"name", {"math"}}}}}),
+              ::testing::HasSubstr("give task (with task_config) or reward, not both"));
+  EXPECT_THAT(refusal({{"task_config", {{"task", "math"}}}}),
+              ::testing::HasSubstr("task_config.task"));
+  absl::StatusOr<proto::ScoreReply> r =
+      ScoreOne(system, nlohmann::json::object(), {MakeSample(1, "7", "7")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FLOAT_EQ(r->groups(0).samples(0).reward_components().at("correct"), 1);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "actors/trainer_options.h"
 #include "base/file_util.h"
 #include "base/process_stats.h"
 #include "base/status_macros.h"
@@ -259,35 +260,10 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
     steps_per_batch *= (c.train_batch_size() + mini_batch_groups_ - 1) / mini_batch_groups_;
   }
 
-  trainers::TrainerOptions to;
-  to.weight_decay = c.weight_decay();
-  to.schedule.peak_lr = c.lr();
-  to.schedule.warmup_steps = c.warmup_steps() * steps_per_batch;
-  to.schedule.total_steps =
-      std::max<int64_t>(c.total_steps() * steps_per_batch, to.schedule.warmup_steps + 1);
-  to.schedule.min_lr_ratio =
-      c.lr_schedule() == proto::LR_SCHEDULE_CONSTANT ? 1.0 : c.min_lr_ratio();
-  to.max_grad_norm = c.grad_clip();
-  to.seed = c.seed();
-  // Micro-batches differ in size: each loss is weighted by the tokens (or sequences) it averages.
-  to.accumulation = trainers::AccumulationScaling::kTokenWeighted;
-  TROUPE_ASSIGN_OR_RETURN(trainer_, trainers::Trainer::Create(*policy_.model, to));
+  TROUPE_ASSIGN_OR_RETURN(trainer_, trainers::Trainer::Create(
+                                        *policy_.model, PolicyTrainerOptions(c, steps_per_batch)));
 
-  loss_options_.clip_eps_low = c.clip_eps_low();
-  loss_options_.clip_eps_high = c.clip_eps_high();
-  loss_options_.kl_coef = c.kl_coef();
-  switch (c.kl_type()) {
-    case proto::KL_K1:
-      loss_options_.kl_estimator = trainers::KlEstimator::kK1;
-      break;
-    case proto::KL_K2:
-      loss_options_.kl_estimator = trainers::KlEstimator::kK2;
-      break;
-    case proto::KL_K3:
-      loss_options_.kl_estimator = trainers::KlEstimator::kK3;
-      break;
-  }
-  loss_options_.entropy_coef = c.entropy_coeff();
+  loss_options_ = PolicyLossOptionsOf(c);
   if (!(loss_options_.entropy_coef >= 0) || !std::isfinite(loss_options_.entropy_coef)) {
     return ConfigError(absl::StrCat("entropy_coeff must be a finite number >= 0, got ",
                                     loss_options_.entropy_coef));
@@ -297,30 +273,6 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
     return ConfigError(absl::StrCat("micro_batch_size must be >= 0 (0 = the whole step), got ",
                                     micro_batch_size_));
   }
-  switch (c.loss_agg_mode()) {
-    case proto::LOSS_AGG_TOKEN_MEAN:
-      loss_options_.aggregation = trainers::LossAggregation::kTokenMean;
-      break;
-    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_MEAN:
-      loss_options_.aggregation = trainers::LossAggregation::kSequenceMean;
-      break;
-    case proto::LOSS_AGG_SEQ_MEAN_TOKEN_SUM_NORM:
-      loss_options_.aggregation = trainers::LossAggregation::kSequenceSumNormalized;
-      loss_options_.normalizer_length = c.max_response_length();
-      break;
-  }
-  switch (c.off_policy()) {
-    case proto::OFF_POLICY_NONE:
-      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kNone;
-      break;
-    case proto::OFF_POLICY_TRUNCATE:
-      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kTruncate;
-      break;
-    case proto::OFF_POLICY_MASK:
-      loss_options_.off_policy_correction = trainers::OffPolicyCorrection::kMask;
-      break;
-  }
-  loss_options_.importance_weight_cap = c.importance_cap();
   if (!(loss_options_.importance_weight_cap > 0)) {
     return ConfigError(
         absl::StrCat("importance_cap must be > 0, got ", loss_options_.importance_weight_cap));
@@ -344,9 +296,6 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   advantage_options_.gamma = c.gamma();
   advantage_options_.lambda = c.lam();
   advantage_options_.norm_adv_by_std = c.norm_adv_by_std();
-  loss_options_.ratio_level = c.policy_loss() == proto::POLICY_LOSS_GSPO
-                                  ? trainers::PolicyRatioLevel::kSequence
-                                  : trainers::PolicyRatioLevel::kToken;
 
   // Preference optimisation (recipe dpo): the loss's own parameters.
   if (c.preference_loss() != proto::PREFERENCE_LOSS_NONE) {

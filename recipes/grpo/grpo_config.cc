@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/judge.h"
+#include "actors/roles.h"
 #include "base/splitmix64.h"
 #include "google/protobuf/util/json_util.h"
 #include "models/safetensors.h"
@@ -20,12 +21,21 @@
 #include "recipes/rl/initial_policy.h"
 #include "recipes/rl/record_prompts.h"
 #include "reward/reward_function.h"
+#include "runtime/actor.h"
 #include "runtime/actor_registry.h"
 #include "tasks/task.h"
 #include "trainers/torch_op_spans.h"
 
 namespace troupe::recipes {
 namespace {
+
+// `json`, an object, as a Struct (a reward's own config in a typed actor config).
+absl::Status JsonToStruct(const nlohmann::json& json, google::protobuf::Struct* out) {
+  if (auto s = google::protobuf::util::JsonStringToMessage(json.dump(), out); !s.ok()) {
+    return absl::InvalidArgumentError(s.message().as_string());
+  }
+  return absl::OkStatus();
+}
 
 // A dataset job's records, read before any actor starts (CheckDatasetRecords), and the rewards
 // their data sources name when reward.name does not choose one.
@@ -68,35 +78,89 @@ void CheckDataset(const JobSpec& spec, Refuse& refuse) {
 
 }  // namespace
 
-nlohmann::json GrpoRewardConfig(const JobSpec& spec) {
+proto::RewardServerConfig GrpoRewardConfig(const JobSpec& spec) {
   const RewardSpec& r = spec.reward;
+  proto::RewardServerConfig config;
   const bool plain_weights = r.weights.empty() || (r.weights.size() == 1 && r.weights[0] == 1);
-  if (r.names.empty() && !spec.data.task.empty()) return {{"task", spec.data.task}};
-  if (r.names.size() == 1 && plain_weights && !r.config.contains(r.names[0])) {
-    return {{"task", r.names[0]}};
+  if (r.names.empty() && !spec.data.task.empty()) {
+    config.set_task(spec.data.task);
+  } else if (r.names.size() == 1 && plain_weights && !r.config.contains(r.names[0])) {
+    config.set_task(r.names[0]);
+  } else {
+    proto::RewardSetConfig& set = *config.mutable_reward();
+    for (const std::string& name : r.names) set.add_name(name);
+    for (const double w : r.weights) set.add_weights(w);
+    if (r.weights.empty()) {
+      for (size_t i = 0; i < r.names.size(); ++i) set.add_weights(1.0);
+    }
+    for (auto it = r.config.begin(); it != r.config.end(); ++it) {
+      // The parser made each a map (job_spec.h); a reward refuses what it does not read.
+      (void)JsonToStruct(it.value(), &(*set.mutable_config())[it.key()]);
+    }
   }
-  std::vector<double> weights = r.weights;
-  if (weights.empty()) weights.assign(r.names.size(), 1.0);
-  return {{"reward", {{"name", r.names}, {"weights", weights}, {"config", r.config}}}};
+  return config;
+}
+
+proto::JudgeConfig GrpoJudgeConfig(const JobSpec& spec) {
+  const JudgeSpec& j = spec.reward.judge;
+  proto::JudgeConfig config;
+  config.set_model_dir(j.model);
+  config.set_template_(j.template_text);
+  if (j.score) {
+    config.mutable_score()->set_min(j.score_min);
+    config.mutable_score()->set_max(j.score_max);
+  } else {
+    for (auto it = j.verdicts.begin(); it != j.verdicts.end(); ++it) {
+      // The parser checked each is a number.
+      (*config.mutable_verdicts())[it.key()] = it.value().get<double>();
+    }
+  }
+  config.set_marker(j.marker);
+  config.set_max_new_tokens(j.max_new_tokens);
+  config.set_slots(j.slots);
+  config.set_add_bos(j.add_bos);
+  config.set_weight(j.weight);
+  *config.mutable_verifiers() = GrpoRewardConfig(spec);
+  return config;
+}
+
+proto::RewardModelConfig GrpoRewardModelConfig(const JobSpec& spec) {
+  proto::RewardModelConfig config;
+  config.set_model_dir(spec.reward.model);
+  config.set_weight(spec.reward.model_weight);
+  *config.mutable_verifiers() = GrpoRewardConfig(spec);
+  return config;
 }
 
 nlohmann::json RewardRoleConfig(const JobSpec& spec) {
-  if (const JudgeSpec& j = spec.reward.judge; !j.model.empty()) {
-    nlohmann::json judge = {{"model_dir", j.model}, {"template", j.template_text},
-                            {"marker", j.marker},   {"max_new_tokens", j.max_new_tokens},
-                            {"slots", j.slots},     {"add_bos", j.add_bos},
-                            {"weight", j.weight},   {"verifiers", GrpoRewardConfig(spec)}};
-    if (j.score) {
-      judge["score"] = {{"min", j.score_min}, {"max", j.score_max}};
-    } else {
-      judge["verdicts"] = j.verdicts;
+  const ActorGroupSpec& group = spec.actors.reward;
+  nlohmann::json config;
+  if (!spec.reward.judge.model.empty()) {
+    config = ConfigJson(GrpoJudgeConfig(spec));
+  } else if (!spec.reward.model.empty()) {
+    config = ConfigJson(GrpoRewardModelConfig(spec));
+  } else {
+    proto::RewardServerConfig rewards = GrpoRewardConfig(spec);
+    if (group.type == JobSpec().actors.reward.type && !rewards.has_reward() &&
+        !group.config.empty()) {
+      // The built-in reward server's actors.reward.config is its task reward's own config.
+      if (JsonToStruct(group.config, rewards.mutable_task_config()).ok()) {
+        return ConfigJson(rewards);
+      }
     }
-    return judge;
+    config = ConfigJson(rewards);
   }
-  if (spec.reward.model.empty()) return GrpoRewardConfig(spec);
-  return {{"model_dir", spec.reward.model},
-          {"weight", spec.reward.model_weight},
-          {"verifiers", GrpoRewardConfig(spec)}};
+  for (auto it = group.config.begin(); it != group.config.end(); ++it) {
+    config[it.key()] = it.value();
+  }
+  return config;
+}
+
+ActorGroupOptions RewardRoleOptions(const std::string& job_id, const JobSpec& spec) {
+  ActorGroupSpec group = spec.actors.reward;
+  group.config = nlohmann::json::object();  // already in RewardRoleConfig
+  return RoleOptions(job_id, actors::roles::kReward, group, group.replicas, RewardRoleConfig(spec),
+                     /*indexed=*/true);
 }
 
 absl::Status CheckGrpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "grpo"); }
@@ -276,6 +340,26 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
       if (auto s = google::protobuf::util::JsonStringToMessage(group.config.dump(), m.get(), opts);
           !s.ok()) {
         refuse(absl::StrCat("actors.", kind, ".config"),
+               absl::StrCat("not a valid ", prototype->GetDescriptor()->name(),
+                            " (proto/actor_config.proto): ", s.message().as_string()));
+      }
+    }
+  }
+  // The reward role's config with actors.reward.config in it, as troupe's own reward types will
+  // read it (RewardRoleConfig).
+  if (const ActorGroupSpec& group = spec.actors.reward; !group.config.empty()) {
+    const std::vector<std::pair<std::string, const google::protobuf::Message*>> reward_types = {
+        {"RewardServer", &proto::RewardServerConfig::default_instance()},
+        {"RewardModel", &proto::RewardModelConfig::default_instance()},
+        {"Judge", &proto::JudgeConfig::default_instance()}};
+    for (const auto& [type, prototype] : reward_types) {
+      // (A dataset job's actors.reward.config is refused below.)
+      if (group.type != type || (type == "RewardServer" && spec.data.task.empty())) continue;
+      std::unique_ptr<google::protobuf::Message> m(prototype->New());
+      if (auto s =
+              google::protobuf::util::JsonStringToMessage(RewardRoleConfig(spec).dump(), m.get());
+          !s.ok()) {
+        refuse("actors.reward.config",
                absl::StrCat("not a valid ", prototype->GetDescriptor()->name(),
                             " (proto/actor_config.proto): ", s.message().as_string()));
       }

@@ -13,6 +13,7 @@
 #include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "recipes/job_spec/job_spec.h"
+#include "recipes/rl/actor_group.h"
 
 namespace troupe::recipes {
 
@@ -53,14 +54,24 @@ bool NeedsReference(const JobSpec& spec);
 proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& model_dir,
                                     const std::string& resume_dir);
 
-// The reward servers' config: {"task": NAME} (score every sample with the registered reward
-// NAME: the task's own verifier for a task job without reward.name, or the one reward.name with
-// weight 1 and no config), else {"reward": {"name": [...], "weights": [...], "config": {...}}}
-// (an empty name list = each record's reward chosen by its data_source).
-nlohmann::json GrpoRewardConfig(const JobSpec& spec);
-// The reward role's config: GrpoRewardConfig's for reward servers, or with reward.model the
-// RewardModel actor's {"model_dir", "weight", "verifiers": GrpoRewardConfig(spec)}.
+// The reward servers' config: task NAME (score every sample with the registered reward NAME: the
+// task's own verifier for a task job without reward.name, or the one reward.name with weight 1 and
+// no config), else the reward form {name, weights (one per name), config} (an empty name list =
+// each record's reward chosen by its data_source).
+proto::RewardServerConfig GrpoRewardConfig(const JobSpec& spec);
+// reward.judge's Judge (its keys, the verifiers GrpoRewardConfig's) and reward.model's RewardModel
+// (model_dir, model_weight, the same verifiers).
+proto::JudgeConfig GrpoJudgeConfig(const JobSpec& spec);
+proto::RewardModelConfig GrpoRewardModelConfig(const JobSpec& spec);
+// The reward role's config as its actors are spawned with it: with reward.judge
+// GrpoJudgeConfig's, with reward.model GrpoRewardModelConfig's, else GrpoRewardConfig's; and
+// actors.reward.config in it: for the built-in RewardServer in the task form, as the task
+// reward's own config (task_config), else its keys over the message's fields (the role's actor
+// type refuses one it does not read).
 nlohmann::json RewardRoleConfig(const JobSpec& spec);
+// The reward role's replicas (RoleOptions of actors.reward, role "reward", indexed names) with
+// RewardRoleConfig.
+ActorGroupOptions RewardRoleOptions(const std::string& job_id, const JobSpec& spec);
 
 // The built-in actors' configs (proto/actor_config.proto), every field the recipe decides set.
 // The trainer's: the model, the optimizer and schedule (trainer.*), the loss (algorithm.*), where

@@ -369,7 +369,19 @@ TEST(GrpoSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
   const nlohmann::json role = RewardRoleConfig(*spec);
   EXPECT_EQ(role["model_dir"], rm);
   EXPECT_EQ(role["weight"], 2.0);
-  EXPECT_EQ(role["verifiers"], GrpoRewardConfig(*spec));
+  EXPECT_EQ(role["verifiers"], ConfigJson(GrpoRewardConfig(*spec)));
+  // Its actors.reward.config keys are RewardModelConfig's fields, checked before any actor starts.
+  absl::StatusOr<JobSpec> batched = Parse(
+      absl::StrCat("reward: {model: ", rm, "}\nactors: {reward: {config: {batch_size: 8}}}\n"));
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  EXPECT_TRUE(CheckGrpoSpec(*batched).ok()) << CheckGrpoSpec(*batched);
+  EXPECT_EQ(RewardRoleConfig(*batched)["batch_size"], 8);
+  absl::StatusOr<JobSpec> typo =
+      Parse(absl::StrCat("reward: {model: ", rm, "}\nactors: {reward: {config: {batch: 8}}}\n"));
+  ASSERT_TRUE(typo.ok()) << typo.status();
+  EXPECT_THAT(std::string(CheckGrpoSpec(*typo).message()),
+              HasSubstr("actors.reward.config: not a valid RewardModelConfig "
+                        "(proto/actor_config.proto): "));
 
   // A policy directory (no value head) is refused.
   const std::string policy = rm + "-policy";
@@ -411,12 +423,12 @@ TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
   EXPECT_EQ(role["template"], "Q {prompt} A {response} ok?");
   EXPECT_EQ(role["verdicts"], nlohmann::json({{"Y", 1.0}, {"N", -0.5}}));
   EXPECT_FALSE(role.contains("score"));
-  EXPECT_EQ(role["max_new_tokens"], 3);
+  EXPECT_EQ(GrpoJudgeConfig(*spec).max_new_tokens(), 3);  // (int64: a string in JSON)
   EXPECT_EQ(role["marker"], "Verdict:");
-  EXPECT_EQ(role["slots"], 7);
+  EXPECT_EQ(GrpoJudgeConfig(*spec).slots(), 7);
   EXPECT_EQ(role["add_bos"], false);
   EXPECT_EQ(role["weight"], 2.0);
-  EXPECT_EQ(role["verifiers"], GrpoRewardConfig(*spec));
+  EXPECT_EQ(role["verifiers"], ConfigJson(GrpoRewardConfig(*spec)));
 
   absl::StatusOr<JobSpec> scored = Parse(absl::StrCat(
       "reward: {judge: {model: ", judge, ", template: '{response}', score: {min: 1, max: 5}}}\n"));
@@ -461,6 +473,42 @@ TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
   EXPECT_THAT(check_error(model + ", template: '{response}', verdicts: {Y: 1}}}\n"
                                   "actors: {reward: {type: RewardServer}}\n"),
               HasSubstr("reward.judge is served by the Judge actor, not RewardServer"));
+  // actors.reward.config: JudgeConfig's fields over reward.judge's.
+  EXPECT_THAT(check_error(model + ", template: '{response}', verdicts: {Y: 1}}}\n"
+                                  "actors: {reward: {config: {temperature: 0.5}}}\n"),
+              HasSubstr("actors.reward.config: not a valid JudgeConfig"));
+  absl::StatusOr<JobSpec> overridden = Parse(model +
+                                             ", template: '{response}', verdicts: {Y: 1}}}\n"
+                                             "actors: {reward: {config: {slots: 3}}}\n");
+  ASSERT_TRUE(overridden.ok()) << overridden.status();
+  EXPECT_EQ(check_error(model + ", template: '{response}', verdicts: {Y: 1}}}\n"
+                                "actors: {reward: {config: {slots: 3}}}\n"),
+            "");
+  EXPECT_EQ(RewardRoleConfig(*overridden)["slots"], 3);
+}
+
+// A judge's and a reward model's defaults are their actors' (proto/actor_config.proto): a job that
+// leaves a key out gives its actor the value the actor would take by itself.
+TEST(GrpoSpec, AJudgesAndARewardModelsDefaultsAreTheirActorsOwn) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/grpo_config_test_defaults";
+  absl::StatusOr<JobSpec> judged = Parse(absl::StrCat(
+      "reward: {judge: {model: ", dir, ", template: '{response}', score: {min: 0}}}\n"));
+  ASSERT_TRUE(judged.ok()) << judged.status();
+  const proto::JudgeConfig judge = GrpoJudgeConfig(*judged);
+  const proto::JudgeConfig& bare = proto::JudgeConfig::default_instance();
+  EXPECT_EQ(judge.max_new_tokens(), bare.max_new_tokens());
+  EXPECT_EQ(judge.slots(), bare.slots());
+  EXPECT_EQ(judge.add_bos(), bare.add_bos());
+  EXPECT_EQ(judge.weight(), bare.weight());
+  EXPECT_EQ(judge.marker(), bare.marker());
+  EXPECT_EQ(judge.score().min(), bare.score().min());
+  EXPECT_EQ(judge.score().max(), bare.score().max());
+  absl::StatusOr<JobSpec> modelled = Parse(absl::StrCat("reward: {model: ", dir, "}\n"));
+  ASSERT_TRUE(modelled.ok()) << modelled.status();
+  EXPECT_EQ(GrpoRewardModelConfig(*modelled).weight(),
+            proto::RewardModelConfig::default_instance().weight());
+  EXPECT_FALSE(GrpoRewardModelConfig(*modelled).has_batch_size());  // the actor's own default
 }
 
 TEST(GrpoSpec, RefusesProfileStepsItCannotHonour) {
@@ -662,20 +710,29 @@ constexpr char kArithmeticRecords[] =
     "\n";
 
 TEST(GrpoSpec, TheRewardServersGetTheTaskFormOrTheRewardForm) {
-  EXPECT_EQ(GrpoRewardConfig(*Parse("")), nlohmann::json({{"task", "arithmetic"}}));
+  auto json = [](const JobSpec& spec) { return ConfigJson(GrpoRewardConfig(spec)); };
+  EXPECT_EQ(json(*Parse("")), nlohmann::json({{"task", "arithmetic"}}));
+  EXPECT_EQ(RewardRoleConfig(*Parse("")), nlohmann::json({{"task", "arithmetic"}}));
   absl::StatusOr<JobSpec> one = DatasetJob(kArithmeticRecords, "reward: {name: arithmetic}\n");
   ASSERT_TRUE(one.ok()) << one.status();
-  EXPECT_EQ(GrpoRewardConfig(*one), nlohmann::json({{"task", "arithmetic"}}));
+  EXPECT_EQ(json(*one), nlohmann::json({{"task", "arithmetic"}}));
   absl::StatusOr<JobSpec> per_record = DatasetJob(kArithmeticRecords);
-  EXPECT_EQ(GrpoRewardConfig(*per_record), nlohmann::json::parse(R"(
-      {"reward": {"name": [], "weights": [], "config": {}}})"));
+  EXPECT_EQ(json(*per_record), nlohmann::json::parse(R"({"reward": {}})"));
   absl::StatusOr<JobSpec> weighted = DatasetJob(
       kArithmeticRecords,
       "reward: {name: [arithmetic], weights: [0.5], config: {arithmetic: {format_weight: 0}}}\n");
   ASSERT_TRUE(weighted.ok()) << weighted.status();
-  EXPECT_EQ(GrpoRewardConfig(*weighted), nlohmann::json::parse(R"(
+  EXPECT_EQ(json(*weighted), nlohmann::json::parse(R"(
       {"reward": {"name": ["arithmetic"], "weights": [0.5],
                   "config": {"arithmetic": {"format_weight": 0}}}})"));
+  // A task job's actors.reward.config is the task reward's own config (as before it was typed).
+  absl::StatusOr<JobSpec> configured = Parse("actors: {reward: {config: {format_weight: 0.2}}}\n");
+  ASSERT_TRUE(configured.ok()) << configured.status();
+  EXPECT_EQ(RewardRoleConfig(*configured), nlohmann::json::parse(R"(
+      {"task": "arithmetic", "task_config": {"format_weight": 0.2}})"));
+  const ActorGroupOptions role = RewardRoleOptions("job", *configured);
+  EXPECT_EQ(role.role, "reward");
+  EXPECT_EQ(role.config(0), RewardRoleConfig(*configured));  // not overlaid a second time
 }
 
 TEST(GrpoSpec, ReadsADatasetsRecordsBeforeAnyActorStarts) {

@@ -17,6 +17,7 @@
 #include "actors/critic.h"
 #include "actors/reference.h"
 #include "actors/replay_buffer.h"
+#include "actors/roles.h"
 #include "base/status_macros.h"
 #include "base/trace/span_recorder.h"
 #include "metrics/metric_catalog.h"
@@ -222,6 +223,7 @@ class GrpoRecipe : public Recipe {
 
   // Every role's replicas, by the type the spec names, up before the loop starts.
   absl::Status SpawnRoles() {
+    namespace roles = actors::roles;
     const ActorsSpec& a = spec_.actors;
     const bool kl = NeedsReference(spec_);
     state_.Log(absl::StrCat("starting actors: ", a.rollout.replicas, " rollout, ",
@@ -230,35 +232,35 @@ class GrpoRecipe : public Recipe {
                             "replay buffer, checkpointer"));
     auto spawn = [this, libraries = JobLibraries(spec_)](ActorGroupOptions o) {
       o.libraries = libraries;  // user code any of the job's actors may run or look up
-      o.nice = o.role == "rollout" || o.role == "reference" ? options_.off_critical_path_nice : 0;
+      o.nice = o.role == roles::kRollout || o.role == roles::kReference
+                   ? options_.off_critical_path_nice
+                   : 0;
       return ActorGroup::Spawn(cluster_, std::move(o));
     };
     TROUPE_ASSIGN_OR_RETURN(replay_group_,
-                            spawn(RoleOptions(prefix_, "replay", a.replay_buffer, 1, {})));
-    TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards,
-                            spawn(RoleOptions(prefix_, "reward", a.reward, a.reward.replicas,
-                                              RewardRoleConfig(spec_), /*indexed=*/true)));
+                            spawn(RoleOptions(prefix_, roles::kReplay, a.replay_buffer, 1, {})));
+    TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards, spawn(RewardRoleOptions(prefix_, spec_)));
     if (kl) {
       TROUPE_ASSIGN_OR_RETURN(
           reference_group_,
-          spawn(RoleOptions(prefix_, "reference", a.reference, a.reference.replicas,
+          spawn(RoleOptions(prefix_, roles::kReference, a.reference, a.reference.replicas,
                             ConfigJson(GrpoReferenceConfig(policy_dir_)))));
     }
     if (ppo_) {
       TROUPE_ASSIGN_OR_RETURN(
           critic_group_,
-          spawn(RoleOptions(prefix_, "critic", a.critic, 1,
+          spawn(RoleOptions(prefix_, roles::kCritic, a.critic, 1,
                             ConfigJson(PpoCriticConfig(spec_, policy_dir_, critic_resume_)))));
     }
     TROUPE_ASSIGN_OR_RETURN(checkpointer_,
-                            spawn(RoleOptions(prefix_, "checkpointer", a.checkpointer, 1,
+                            spawn(RoleOptions(prefix_, roles::kCheckpointer, a.checkpointer, 1,
                                               ConfigJson(GrpoCheckpointerConfig(spec_)))));
     TROUPE_ASSIGN_OR_RETURN(
         trainer_group_,
-        spawn(RoleOptions(prefix_, "trainer", a.trainer, 1,
+        spawn(RoleOptions(prefix_, roles::kTrainer, a.trainer, 1,
                           ConfigJson(GrpoTrainerConfig(spec_, policy_dir_, state_.resume_dir(),
                                                        checkpointer_.name(0))))));
-    ActorGroupOptions ro = RoleOptions(prefix_, "rollout", a.rollout, a.rollout.replicas,
+    ActorGroupOptions ro = RoleOptions(prefix_, roles::kRollout, a.rollout, a.rollout.replicas,
                                        ConfigJson(GrpoRolloutConfig(spec_, policy_dir_)),
                                        /*indexed=*/true);
     ro.max_concurrency = 3;  // Generate beside JoinWeightGroup and Status

@@ -105,6 +105,7 @@ using PreferenceLoss = proto::PreferenceLoss;
 inline const proto::TrainerConfig& TrainerDefaults() {
   return proto::TrainerConfig::default_instance();
 }
+inline const proto::JudgeConfig& JudgeDefaults() { return proto::JudgeConfig::default_instance(); }
 
 // The spellings used in the YAML ("sft", "grpo", "k3", "token-mean", "truncate", "cosine").
 absl::string_view ModelInitName(ModelInit init);
@@ -185,18 +186,20 @@ struct OverlongBufferSpec {
 // reward.judge: a generative model that reads each sample through `template` and replies with a
 // verdict (or a score), served by the Judge actor (actors/judge.h); added with `weight` to the
 // rewards above. model "" = none.
+// The defaults are the Judge's (proto::JudgeConfig).
 struct JudgeSpec {
   std::string model;
   std::string template_text;
   nlohmann::json verdicts = nlohmann::json::object();  // label -> value; {} = score mode
   bool score = false;                                  // reward.judge.score given
-  double score_min = 0;
-  double score_max = 10;
-  std::string marker;  // the verdict is read after its last occurrence; "" = the reply's start
-  int64_t max_new_tokens = 8;
-  int64_t slots = 32;
-  bool add_bos = true;
-  double weight = 1.0;
+  double score_min = JudgeDefaults().score().min();
+  double score_max = JudgeDefaults().score().max();
+  // The verdict is read after its last occurrence; "" = the reply's start.
+  std::string marker = JudgeDefaults().marker();
+  int64_t max_new_tokens = JudgeDefaults().max_new_tokens();
+  int64_t slots = JudgeDefaults().slots();
+  bool add_bos = JudgeDefaults().add_bos();
+  double weight = JudgeDefaults().weight();
 };
 
 struct RewardSpec {
@@ -208,7 +211,7 @@ struct RewardSpec {
   // the rewards above (give those weight 0 to reward by the model alone); "" = none. The reward
   // role then runs the RewardModel actor (actors/reward_model.h).
   std::string model;
-  double model_weight = 1.0;
+  double model_weight = proto::RewardModelConfig::default_instance().weight();
   JudgeSpec judge;
 };
 

@@ -102,6 +102,7 @@ absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions
     a.libraries = o.libraries;
     a.nice = o.nice;
     a.compute_threads = o.compute_threads;
+    a.role = o.role;
     absl::StatusOr<UntypedActorHandle> h = cluster.SpawnByName(o.type_name, a);
     if (!h.ok()) {
       (void)group.Kill();

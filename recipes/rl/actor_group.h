@@ -36,7 +36,8 @@ namespace troupe::recipes {
 struct ActorGroupOptions {
   // Tags the actors (ClusterActorOptions.job_id) and prefixes their names.
   std::string job_id;
-  // The role, in names and messages ("rollout", "reward", "trainer", ...).
+  // The role, in names and messages ("rollout", "reward", "trainer", ...), and each replica's
+  // ClusterActorOptions::role (the dashboard draws it by its role).
   std::string role;
   // The registered actor type (TROUPE_REGISTER_ACTOR) every replica runs.
   std::string type_name;

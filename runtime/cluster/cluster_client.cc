@@ -209,6 +209,7 @@ absl::StatusOr<UntypedActorHandle> Cluster::SpawnImpl(std::type_index type,
   for (const std::string& library : options.libraries) spec->add_libraries(library);
   spec->set_nice(options.nice);
   spec->set_compute_threads(options.compute_threads);
+  spec->set_role(options.role);
   proto::CreateActorReply reply;
   TROUPE_RETURN_IF_ERROR(impl_->Call(&proto::HeadService::Stub::CreateActor, req, &reply));
   return Handle(*info, reply.actor());

@@ -84,6 +84,8 @@ struct ClusterActorOptions {
   // Threads of the worker's compute pools (LibTorch intra-op, OpenBLAS), set once in the worker
   // before the actor is created (ActorSpec.compute_threads); 0 = the libraries' defaults.
   int compute_threads = 0;
+  // The part the actor plays in its job (ActorSpec.role: "reward", say); "" = none.
+  std::string role;
 };
 
 class Cluster {

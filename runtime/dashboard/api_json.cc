@@ -196,12 +196,16 @@ JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& s, absl::Time n
 nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::ActorInfo>& actors,
                          const std::vector<CallEdge>& edges, const JobLiveMetrics* live,
                          const GraphSchema& schema) {
+  // The schema's key of each actor: its role, else its type.
+  const auto role_of = [](const proto::ActorInfo& a) {
+    return std::string(GraphRole(a.spec().role(), a.spec().type_name()));
+  };
   std::map<std::string, const proto::ActorInfo*> members;
-  std::map<std::string, std::vector<const proto::ActorInfo*>> by_type;
+  std::map<std::string, std::vector<const proto::ActorInfo*>> by_role;
   for (const proto::ActorInfo& a : actors) {
     if (a.spec().job_id().id() != job_id) continue;
     members[a.id().id()] = &a;
-    by_type[a.spec().type_name()].push_back(&a);
+    by_role[role_of(a)].push_back(&a);
   }
   // Each actor's weight version as its replies last reported it, and since when.
   struct Reported {
@@ -221,25 +225,25 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
     return it == reported.end() ? -1 : it->second.version;
   };
   static const std::vector<const proto::ActorInfo*> kNone;
-  auto of_type = [&](const std::string& type) -> const std::vector<const proto::ActorInfo*>& {
-    auto it = by_type.find(type);
-    return it == by_type.end() ? kNone : it->second;
+  auto in_role = [&](const std::string& role) -> const std::vector<const proto::ActorInfo*>& {
+    auto it = by_role.find(role);
+    return it == by_role.end() ? kNone : it->second;
   };
   // The job's current weight version: the newest a publisher reported, else the metrics'; and
   // for staleness, the publishers' reported version averaged over the call graph's window.
   int64_t current_version = -1;
   std::optional<double> window_version;
   for (const auto& flow : schema.weight_flows) {
-    for (const proto::ActorInfo* t : of_type(flow.first)) {
+    for (const proto::ActorInfo* t : in_role(flow.first)) {
       current_version = std::max(current_version, version_of(t->id().id()));
     }
   }
   for (const CallEdge& e : edges) {
     auto callee = members.find(e.callee);
     if (callee == members.end() || !e.mean_version.has_value() || e.version < 0) continue;
-    const bool publisher = std::any_of(
-        schema.weight_flows.begin(), schema.weight_flows.end(),
-        [&](const auto& flow) { return flow.first == callee->second->spec().type_name(); });
+    const bool publisher =
+        std::any_of(schema.weight_flows.begin(), schema.weight_flows.end(),
+                    [&](const auto& flow) { return flow.first == role_of(*callee->second); });
     if (publisher && (!window_version.has_value() || *e.mean_version > *window_version)) {
       window_version = e.mean_version;
     }
@@ -254,10 +258,11 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
     nodes.push_back({{"id", id},
                      {"label", Label(*a)},
                      {"class", a->spec().type_name()},
+                     {"role", a->spec().role()},
                      {"state", ActorStateName(a->state())},
                      {"node_id", a->node_id().id()},
                      {"name", a->spec().name()},
-                     {"stage", schema.LoopStage(a->spec().type_name())},
+                     {"stage", schema.LoopStage(role_of(*a))},
                      {"version", version >= 0 ? nlohmann::json(version) : nlohmann::json()}});
   }
   nlohmann::json out_edges = nlohmann::json::array();
@@ -265,7 +270,7 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
     auto callee = members.find(e.callee);
     if (callee == members.end()) continue;
     if (e.caller != "driver" && members.count(e.caller) == 0) continue;  // another job's
-    const std::string kind = schema.EdgeKind(callee->second->spec().type_name(), e.method);
+    const std::string kind = schema.EdgeKind(role_of(*callee->second), e.method);
     const std::optional<double> staleness =
         EdgeStaleness(e, window_version.value_or(static_cast<double>(current_version)));
     out_edges.push_back({{"source", e.caller},
@@ -282,9 +287,9 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
                          {"errors", e.errors}});
   }
   for (const auto& [publisher, subscriber] : schema.weight_flows) {
-    for (const proto::ActorInfo* t : of_type(publisher)) {
+    for (const proto::ActorInfo* t : in_role(publisher)) {
       const int64_t published = version_of(t->id().id());
-      for (const proto::ActorInfo* r : of_type(subscriber)) {
+      for (const proto::ActorInfo* r : in_role(subscriber)) {
         auto loaded = reported.find(r->id().id());
         nlohmann::json lag, last_sync;
         if (loaded != reported.end()) {

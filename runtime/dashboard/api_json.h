@@ -67,20 +67,23 @@ JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& series, absl::T
                                    bool running);
 
 // The /api/graph?job=ID body: one vertex per actor whose job_id is `job_id`, sorted by id:
-// {id, label (the name without the "<job>/" prefix), class, state, node_id, name,
-//  stage (the class's index in the schema's data loop, -1 when aside),
+// {id, label (the name without the "<job>/" prefix), class (its type), role (ActorSpec.role, ""
+// when
+//  none), state, node_id, name,
+//  stage (the index of its role — else its type, GraphRole — in the schema's data loop, -1 when
+//  aside),
 //  version (the weight version its replies last reported, null when none)}, and edges
 // {source, target, kind, method, rate (calls/s), bytes_per_s, samples_per_s, samples, staleness,
 //  calls, bytes, errors}:
 //  - one per (caller, callee, method) call edge into the job's actors whose caller is one of them
-//    or "driver"; kind from the application's `schema` (graph_schema.h); staleness = the job's
-//    current weight version minus the mean policy version of the samples that crossed this edge
-//    during the call graph's window (call_graph.h EdgeStaleness; null when none crossed or the
-//    version is unknown). The job's version there is the one an actor of a publishing type
-//    reported, averaged over the window (the largest such average), else the newest reported,
-//    else the metrics' weights/version;
-//  - "weights" edges for each of the schema's weight flows, from each actor of the publishing
-//    type to each of the subscribing type (method "weights", rate = weight updates per second
+//    or "driver"; kind from the application's `schema` (graph_schema.h) by the callee's role;
+//    staleness = the job's current weight version minus the mean policy version of the samples
+//    that crossed this edge during the call graph's window (call_graph.h EdgeStaleness; null when
+//    none crossed or the version is unknown). The job's version there is the one an actor in a
+//    publishing role reported, averaged over the window (the largest such average), else the
+//    newest reported, else the metrics' weights/version;
+//  - "weights" edges for each of the schema's weight flows, from each actor in the publishing
+//    role to each in the subscribing role (method "weights", rate = weight updates per second
 //    from the metrics, bytes_per_s null: the broadcast goes over the collective, which is not
 //    counted), with "version" the current weight version, "version_lag" = the publisher's
 //    reported version minus the subscriber's (>= 0; null unless both reported one) and

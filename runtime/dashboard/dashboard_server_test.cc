@@ -112,11 +112,14 @@ class DashboardServerTest : public ::testing::Test {
                          {{"CPU", 2.5}, {"memory", 8e9}});
     FakeHeadApi::AddNode(*state_, "n2", "127.0.0.1:1002", {{"CPU", 2}}, {{"CPU", 2}},
                          /*alive=*/false);
-    FakeHeadApi::AddActor(*state_, "a1", "Trainer", "job-a/trainer", "job-a", proto::ALIVE, "n1");
+    FakeHeadApi::AddActor(*state_, "a1", "Trainer", "job-a/trainer", "job-a", proto::ALIVE, "n1",
+                          "trainer");
     FakeHeadApi::AddActor(*state_, "a2", "RolloutWorker", "job-a/rollout-0", "job-a", proto::ALIVE,
-                          "n1");
-    FakeHeadApi::AddActor(*state_, "a3", "ReplayBuffer", "job-a/replay", "job-a", proto::DEAD, "");
-    FakeHeadApi::AddActor(*state_, "b1", "Trainer", "job-b/trainer", "job-b", proto::ALIVE, "n1");
+                          "n1", "rollout");
+    FakeHeadApi::AddActor(*state_, "a3", "ReplayBuffer", "job-a/replay", "job-a", proto::DEAD, "",
+                          "replay");
+    FakeHeadApi::AddActor(*state_, "b1", "Trainer", "job-b/trainer", "job-b", proto::ALIVE, "n1",
+                          "trainer");
     {
       absl::MutexLock lock(&state_->mu);
       proto::NodeUsage* nu = state_->status.mutable_nodes(0)->mutable_usage();
@@ -676,6 +679,49 @@ TEST_F(DashboardServerTest, TheGraphHasOneVertexPerActorAndLiveEdgeRates) {
   EXPECT_EQ(weights["version"], 5);
   EXPECT_EQ(weights["version_lag"], 2);  // trainer 5, rollout worker 3
   EXPECT_TRUE(weights["last_sync_ms"].is_number_integer()) << weights.dump();
+}
+
+// The schema is keyed by role: a Judge (or any type) scoring the rollout workers' samples in the
+// reward role is drawn as the loop's sample traffic, at the reward stage, as a RewardServer is; a
+// RewardServer spawned outside any role (keyed by its type) is not.
+TEST_F(DashboardServerTest, AnActorIsDrawnByItsRoleWhateverItsType) {
+  FakeHeadApi::AddActor(*state_, "j1", "Judge", "job-a/reward-0", "job-a", proto::ALIVE, "n1",
+                        "reward");
+  FakeHeadApi::AddActor(*state_, "s1", "RewardServer", "job-a/scorer", "job-a", proto::ALIVE, "n1");
+  for (const std::string callee : {"j1", "s1"}) {
+    absl::MutexLock lock(&state_->mu);
+    state_->kv["stats/actors/" + callee] = nlohmann::json{
+        {"actor_id", callee},
+        {"incarnation", 0},
+        {"calls",
+         {{{"caller", "a2"},
+           {"method", "Score"},
+           {"calls", 4},
+           {"request_bytes", 400},
+           {"reply_bytes", 400},
+           {"errors", 0},
+           {"samples", 32},
+           {"policy_version_sum", 64}}}}}.dump();
+  }
+  nlohmann::json graph;
+  std::map<std::string, nlohmann::json> nodes, edges;  // Score edges by callee
+  for (int i = 0; i < 200 && edges.size() < 2; ++i) {  // until the sampler saw both (bounded)
+    if (i > 0) absl::SleepFor(absl::Milliseconds(25));
+    graph = GetJson("/api/graph?job=job-a").second;
+    for (const auto& e : graph["edges"]) {
+      if (e["method"] == "Score") edges[e["target"].get<std::string>()] = e;
+    }
+  }
+  for (const auto& n : graph["nodes"]) nodes[n["id"]] = n;
+  ASSERT_EQ(edges.size(), 2u) << graph.dump();
+  EXPECT_EQ(nodes["j1"]["class"], "Judge");
+  EXPECT_EQ(nodes["j1"]["role"], "reward");
+  EXPECT_EQ(nodes["j1"]["stage"], 1);  // rollout, reward, replay, trainer
+  EXPECT_EQ(edges["j1"]["kind"], "samples");
+  EXPECT_EQ(edges["j1"]["samples"], 32);
+  EXPECT_EQ(nodes["s1"]["role"], "");
+  EXPECT_EQ(nodes["s1"]["stage"], -1);
+  EXPECT_EQ(edges["s1"]["kind"], "call");
 }
 
 TEST_F(DashboardServerTest, PrometheusDropsFinishedJobsAndDeadActorsAfterTheGrace) {

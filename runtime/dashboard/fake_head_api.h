@@ -43,11 +43,12 @@ class FakeHeadApi : public HeadApi {
 
   static void AddActor(State& s, const std::string& id, const std::string& type,
                        const std::string& name, const std::string& job, proto::ActorState state,
-                       const std::string& node) {
+                       const std::string& node, const std::string& role = "") {
     absl::MutexLock lock(&s.mu);
     proto::ActorInfo* a = s.status.add_actors();
     a->mutable_id()->set_id(id);
     a->mutable_spec()->set_type_name(type);
+    a->mutable_spec()->set_role(role);
     a->mutable_spec()->set_name(name);
     a->mutable_spec()->mutable_job_id()->set_id(job);
     (*a->mutable_spec()->mutable_resources()->mutable_amounts())["CPU"] = 0.5;

@@ -12,8 +12,8 @@ GraphSchema& Registered() {
 
 }  // namespace
 
-std::string GraphSchema::EdgeKind(absl::string_view callee_type, absl::string_view method) const {
-  auto it = call_kinds.find({std::string(callee_type), std::string(method)});
+std::string GraphSchema::EdgeKind(absl::string_view callee_role, absl::string_view method) const {
+  auto it = call_kinds.find({std::string(callee_role), std::string(method)});
   return it == call_kinds.end() ? "call" : it->second;
 }
 
@@ -28,9 +28,13 @@ void RegisterGraphSchema(GraphSchema schema) {
   if (!schema.loop.empty()) r.loop = std::move(schema.loop);
 }
 
-int GraphSchema::LoopStage(absl::string_view type) const {
-  auto it = std::find(loop.begin(), loop.end(), type);
+int GraphSchema::LoopStage(absl::string_view role) const {
+  auto it = std::find(loop.begin(), loop.end(), role);
   return it == loop.end() ? -1 : static_cast<int>(it - loop.begin());
+}
+
+absl::string_view GraphRole(absl::string_view role, absl::string_view type_name) {
+  return role.empty() ? type_name : role;
 }
 
 const GraphSchema& RegisteredGraphSchema() { return Registered(); }

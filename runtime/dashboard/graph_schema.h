@@ -1,5 +1,12 @@
-// GraphSchema: how the application's actor types take part in its data flow, for the live actor
-// graph — injected, so that the runtime's dashboard knows nothing of any application's types.
+// GraphSchema: how the application's actors take part in its data flow, for the live actor graph,
+// by the role each plays in its job — injected, so that the runtime's dashboard knows nothing of
+// any application's roles or types.
+//
+// An actor's role is ActorSpec.role, which whoever spawns it names (the RL recipes: "rollout",
+// "reward", ...; ClusterActorOptions::role); an actor spawned without one is keyed by its type
+// name. Keying by role, not type, draws an actor by what it does: a Judge or a RewardModel in
+// the reward role carries the loop's samples as a RewardServer does, and a user's type in a role
+// is drawn as the type it replaces.
 //
 // The graph draws one edge per (caller, callee, method) seen in the actors' call statistics; the
 // schema gives some of those edges a kind ("samples" for the RL loop's sample traffic, say;
@@ -10,9 +17,9 @@
 //
 //   static const bool registered = [] {
 //     GraphSchema s;
-//     s.call_kinds[{"RolloutWorker", "Generate"}] = "samples";
-//     s.weight_flows.push_back({"Trainer", "RolloutWorker"});
-//     s.loop = {"RolloutWorker", "RewardServer", "ReplayBuffer", "Trainer"};
+//     s.call_kinds[{"rollout", "Generate"}] = "samples";
+//     s.weight_flows.push_back({"trainer", "rollout"});
+//     s.loop = {"rollout", "reward", "replay", "trainer"};
 //     RegisterGraphSchema(std::move(s));
 //     return true;
 //   }();
@@ -32,19 +39,22 @@
 namespace troupe::dashboard {
 
 struct GraphSchema {
-  // (callee type, method) -> edge kind; calls not listed are "call".
+  // (callee role, method) -> edge kind; calls not listed are "call".
   std::map<std::pair<std::string, std::string>, std::string> call_kinds;
-  // (publisher type, subscriber type): weight flows drawn as "weights" edges.
+  // (publisher role, subscriber role): weight flows drawn as "weights" edges.
   std::vector<std::pair<std::string, std::string>> weight_flows;
-  // The data loop's actor types in the order samples travel (the graph lays them out left to
-  // right in this order; the weight flows close the loop). Types not listed sit aside.
+  // The data loop's roles in the order samples travel (the graph lays them out left to right in
+  // this order; the weight flows close the loop). Roles not listed sit aside.
   std::vector<std::string> loop;
 
-  // The kind of a call edge to `method` of an actor of type `callee_type`.
-  std::string EdgeKind(absl::string_view callee_type, absl::string_view method) const;
-  // The index of `type` in `loop`, or -1.
-  int LoopStage(absl::string_view type) const;
+  // The kind of a call edge to `method` of an actor in role `callee_role`.
+  std::string EdgeKind(absl::string_view callee_role, absl::string_view method) const;
+  // The index of `role` in `loop`, or -1.
+  int LoopStage(absl::string_view role) const;
 };
+
+// The role the schema keys an actor by: `role` (ActorSpec.role), or `type_name` when it has none.
+absl::string_view GraphRole(absl::string_view role, absl::string_view type_name);
 
 // Makes `schema` the registered one; a later registration merges into it (kinds of the same
 // call are replaced, flows added, a non-empty loop replaces the loop), so several libraries may

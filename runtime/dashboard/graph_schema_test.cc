@@ -35,5 +35,21 @@ TEST(GraphSchema, RegistrationsMergeSoEachLibraryMayRegisterItsOwnTypes) {
   EXPECT_EQ(s.weight_flows[1], (std::pair<std::string, std::string>{"Learner", "Judge"}));
 }
 
+TEST(GraphSchema, AnActorIsKeyedByItsRoleElseByItsType) {
+  GraphSchema s;
+  s.call_kinds[{"reward", "Score"}] = "samples";
+  s.loop = {"rollout", "reward"};
+  // A Judge and a RewardServer in the reward role are the same stage of the loop.
+  for (const char* type : {"Judge", "RewardServer"}) {
+    EXPECT_EQ(GraphRole("reward", type), "reward");
+    EXPECT_EQ(s.EdgeKind(GraphRole("reward", type), "Score"), "samples") << type;
+    EXPECT_EQ(s.LoopStage(GraphRole("reward", type)), 1) << type;
+  }
+  // Without a role, an actor is its type, which this schema does not name.
+  EXPECT_EQ(GraphRole("", "RewardServer"), "RewardServer");
+  EXPECT_EQ(s.EdgeKind(GraphRole("", "RewardServer"), "Score"), "call");
+  EXPECT_EQ(s.LoopStage(GraphRole("", "RewardServer")), -1);
+}
+
 }  // namespace
 }  // namespace troupe::dashboard
