@@ -46,7 +46,12 @@ class RunViewerTest : public ::testing::Test {
     httplib::Result r = c.Get(path.c_str());
     EXPECT_TRUE(r) << path;
     if (!r) return nullptr;
-    if (status != nullptr) *status = r->status;
+    if (status != nullptr) {
+      *status = r->status;
+    } else if (r->status != 200) {
+      ADD_FAILURE() << path << ": HTTP " << r->status << " " << r->body;
+      return nlohmann::json::object();
+    }
     return nlohmann::json::parse(r->body, nullptr, false);
   }
 };
@@ -161,6 +166,7 @@ TEST_F(RunViewerTest, ShowsAFinishedRunWithItsRecordedTimesActorsAndCalls) {
       RunViewer::Start({dir + "/grpo-arith"}, Options());
   ASSERT_TRUE(viewer.ok()) << viewer.status();
   httplib::Client c("127.0.0.1", (*viewer)->port());
+  c.set_default_headers({{"Authorization", "Bearer " + (*viewer)->read_token()}});
 
   // When it ran: the job record's start and end (216 s), not when the viewer opened it.
   const nlohmann::json job = Get(c, "/api/jobs/grpo-arith");
@@ -210,6 +216,7 @@ TEST_F(RunViewerTest, AFinishedRunWithoutAClusterRecordHasItsMetricsTimes) {
   absl::StatusOr<std::unique_ptr<RunViewer>> viewer = RunViewer::Start({dir + "/r"}, Options());
   ASSERT_TRUE(viewer.ok()) << viewer.status();
   httplib::Client c("127.0.0.1", (*viewer)->port());
+  c.set_default_headers({{"Authorization", "Bearer " + (*viewer)->read_token()}});
   const nlohmann::json job = Get(c, "/api/jobs/r");
   EXPECT_EQ(job["start_ms"], 1796225343500);
   EXPECT_EQ(job["end_ms"], 1796225559500);
@@ -224,6 +231,7 @@ TEST_F(RunViewerTest, AFailedRunShowsAsFailedWithItsError) {
   absl::StatusOr<std::unique_ptr<RunViewer>> viewer = RunViewer::Start({dir + "/f"}, Options());
   ASSERT_TRUE(viewer.ok()) << viewer.status();
   httplib::Client c("127.0.0.1", (*viewer)->port());
+  c.set_default_headers({{"Authorization", "Bearer " + (*viewer)->read_token()}});
   const nlohmann::json job = Get(c, "/api/jobs/f");
   EXPECT_EQ(job["status"], "FAILED");
   EXPECT_EQ(job["message"], "UNAVAILABLE: the replay buffer died");
