@@ -31,6 +31,7 @@
 #include "actors/judge.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
+#include "proto/actor_config.pb.h"
 #include "models/compute_threads.h"
 #include "rollout/generation_engine.h"
 
@@ -96,11 +97,13 @@ Outcome Summarize(Clock::time_point start, const std::vector<Clock::time_point>&
 
 // Continuous batching: a JudgeCore serving on its thread, the callers on theirs.
 Outcome RunContinuous(const std::string& dir, const Options& o, double* mean_batch) {
-  nlohmann::json config = {{"model_dir", dir},
-                           {"template", "{prompt}{response}|"},
-                           {"verdicts", {{"Y", 1.0}, {"N", 0.0}}},
-                           {"max_new_tokens", o.max_new_tokens},
-                           {"slots", o.slots}};
+  proto::JudgeConfig config;
+  config.set_model_dir(dir);
+  config.set_template_("{prompt}{response}|");
+  (*config.mutable_verdicts())["Y"] = 1.0;
+  (*config.mutable_verdicts())["N"] = 0.0;
+  config.set_max_new_tokens(o.max_new_tokens);
+  config.set_slots(o.slots);
   std::unique_ptr<actors::JudgeCore> core = OrDie(actors::JudgeCore::Create(config));
   std::atomic<bool> stop{false};
   std::thread server([&] { (void)core->Serve([&] { return stop.load(); }); });
