@@ -12,12 +12,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "recipes/job_spec/job_spec.h"
 
 namespace troupe::recipes {
@@ -67,6 +69,43 @@ std::string ReadFile(const fs::path& path) {
 
 // testdata/resolved/<name>.yaml and .json, <name> the spec's file name without extension.
 fs::path GoldenDir(const fs::path& root) { return root / "recipes/job_spec/testdata/resolved"; }
+
+// The resolved spec is written by the walk that describes the keys (DescribeSpecKeys): every key
+// it writes is a described key, a free-form map (actors.<kind>.config, resources) as one.
+void ExpectDescribed(const nlohmann::json& j, const std::string& path,
+                     const std::set<std::string>& described) {
+  if (described.count(path) > 0) return;
+  if (!j.is_object() || j.empty()) {
+    ADD_FAILURE() << "the resolved spec writes " << path << ", which no reader describes";
+    return;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    ExpectDescribed(it.value(), path.empty() ? it.key() : path + "." + it.key(), described);
+  }
+}
+
+TEST(ResolvedSpec, EveryWrittenKeyIsADescribedKey) {
+  const fs::path root = SourceRoot();
+  int specs = 0;
+  for (const std::string& path : Specs(root)) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<std::string> text = ReadJobSpecFile((root / path).string());
+    ASSERT_TRUE(text.ok()) << text.status();
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, path);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    std::set<std::string> described;
+    for (const SpecKeyInfo& k :
+         DescribeSpecKeys(spec->data.task.empty() ? "arithmetic" : spec->data.task)) {
+      described.insert(k.path);
+    }
+    const nlohmann::json written = nlohmann::json::parse(ToJson(*spec));
+    ASSERT_TRUE(written.is_object());
+    EXPECT_TRUE(written.contains("model") && written.contains("logging"));
+    ExpectDescribed(written, "", described);
+    ++specs;
+  }
+  EXPECT_GT(specs, 10);
+}
 
 TEST(ResolvedSpec, EveryExampleResolvesToItsRecordedYamlAndJson) {
   const fs::path root = SourceRoot();
