@@ -42,8 +42,9 @@
 // `actors.trainer.config.lr=3e-4` sets one key of a free-form config.
 //
 // Keys: docs/job_spec.md lists every key with the type and range the parser checks, its default
-// and what it means. It is generated from the parser itself (DescribeSpecKeys, with the one-line
-// docs of job_spec_docs.cc) and a test fails when it is stale. Names follow verl where it has
+// and what it means. It is generated from the parser itself (DescribeSpecKeys: each key's type,
+// range, default and doc are written at its reader call, one file per section, *_section.cc) and a
+// test fails when it is stale. Names follow verl where it has
 // one, and so do the defaults, except troupe's own: adv_estimator grpo and n = 8 (verl: gae,
 // n = 1; troupe's first recipe is GRPO, which needs a group per prompt), the off-policy and
 // staleness keys (AReaL's), rollout.top_k 0 (verl: -1) and the sft section (the SFT recipe's,
@@ -496,21 +497,20 @@ struct SpecKeyInfo {
 };
 
 // Every key the parser reads, in reading order, with data.task = `task` (its parameters
-// included). Type, range and default come from the parser's own readers, the doc from the key
-// table in job_spec_docs.cc (the task's TaskParam::doc for its parameters); "" where there is
-// none, which job_spec_docs_test refuses.
+// included). Type, range, default and doc come from the key's reader call (the task's
+// TaskParam::doc for its parameters); "" where there is none, which job_spec_docs_test refuses.
 std::vector<SpecKeyInfo> DescribeSpecKeys(const std::string& task = "arithmetic");
 
 // docs/job_spec.md: the reference of every key, from DescribeSpecKeys (a test checks the file is
 // current: `bazel run //recipes/job_spec:job_spec_docs > docs/job_spec.md` regenerates it).
 std::string SpecKeysMarkdown();
 
-// The resolved spec with every key, as YAML (with a comment naming the source and overrides) or
-// as pretty-printed JSON, except algorithm.gamma/lam, written only for adv_estimator gae (no other
-// estimator reads them, and a recipe refuses a key it does not read), and for recipe rm only the
-// sections and keys it reads (name, recipe, model, data without task / answer / data-source /
-// overlong-filter / heldout_size keys, trainer without the PPO and profiling keys, logging).
-// ParseJobSpec(ToYaml(spec)) gives the same spec.
+// The resolved spec, as YAML (with a comment naming the source and overrides) or as pretty-printed
+// JSON: every key the job reads, written by the same walk that reads it (spec_walker.h), in that
+// walk's order; a key is left out when its reader call says so (write_if: e.g. algorithm.gamma /
+// lam only for the estimators that read them, recipes rm and sft without the algorithm, async,
+// rollout, reward and actors sections they do not read). ParseJobSpec(ToYaml(spec)) gives the
+// same spec.
 std::string ToYaml(const JobSpec& spec);
 std::string ToJson(const JobSpec& spec);
 

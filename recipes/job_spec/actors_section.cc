@@ -1,0 +1,113 @@
+// The actors section: per actor kind (role), its registered type, replicas, resources, restarts
+// and free-form config.
+#include <cmath>
+
+#include "recipes/job_spec/sections.h"
+
+namespace troupe::recipes::job_spec_internal {
+namespace {
+
+constexpr char kResourcesDoc[] =
+    "what each instance reserves; when written it is the whole request (CPU fractions allowed, "
+    "whole GPUs, memory in bytes or \"512MiB\"). GPU only for a user's actor type: troupe's own "
+    "actors compute on the CPU, so a GPU for one is refused";
+
+// A written resources map is the whole request: what it does not name is 0.
+void WalkResources(Section& r, ActorResources* out) {
+  if (r.reading()) *out = ActorResources{};
+  r.Double("CPU", &out->cpu, NonNegative());
+  if (const SpecNode* v = r.Double("GPU", &out->gpu, NonNegative(), {.as_integer = true})) {
+    if (out->gpu != std::floor(out->gpu)) {
+      r.Error(*v, "GPU", absl::StrCat("expected a whole number of GPUs, got ", Got(*v)));
+      out->gpu = 0;
+    }
+  }
+  r.Memory("memory", &out->memory);
+  Section custom = r.Sub("custom", {.write_if = !out->custom.empty()});
+  if (custom.reading()) {
+    for (const std::string& name : custom.Keys()) {
+      if (name == "CPU" || name == "GPU" || name == "memory") {
+        const SpecEntry* entry = custom.Take(name);
+        custom.Error(entry->value, name,
+                     absl::StrCat("a built-in resource: set ", r.path(), ".", name, " instead"));
+        continue;
+      }
+      double amount = 0;
+      if (custom.Double(name, &amount, NonNegative()) != nullptr) out->custom[name] = amount;
+    }
+  } else {
+    for (auto& [name, amount] : out->custom) custom.Double(name, &amount, NonNegative());
+  }
+  custom.Finish();
+  r.Finish();
+}
+
+// One kind of actor; the checkpointer's own keys follow in the same section (`finish` false).
+Section WalkActorGroup(Section& actors, absl::string_view kind, ActorGroupSpec* group,
+                       Range replicas, const KeyOpts& replicas_opts, bool finish = true) {
+  Section g = actors.Sub(kind);
+  g.String("type", &group->type,
+           {.doc = "registered actor type of the role; the recipe checks it serves the role's "
+                   "methods"});
+  g.String("library", &group->library,
+           {.doc = "shared library of actor types (runtime/actor_library.h) that the job's driver "
+                   "and every actor of the job load (native code: docs/security.md; a head "
+                   "started with --no-job-libraries refuses it); \"\" = none",
+            .write_if = !group->library.empty()});
+  g.Int("replicas", &group->replicas, replicas, replicas_opts);
+  // Described as one key: its keys are the resources' names.
+  std::vector<std::string> amounts;
+  for (const auto& [name, amount] : group->resources.AsMap()) {
+    amounts.push_back(absl::StrCat(name, ": ", amount));
+  }
+  g.Describe("resources", "a map: CPU, GPU, memory, custom: {NAME: amount}",
+             absl::StrCat("{", absl::StrJoin(amounts, ", "), "}"), {.doc = kResourcesDoc});
+  Section r = g.Sub("resources");
+  if (g.mode() == WalkMode::kWrite || (r.reading() && r.written())) {
+    WalkResources(r, &group->resources);
+  }
+  g.Int("max_restarts", &group->max_restarts, AtLeast(-1),
+        {.doc = "restarts after a crash; -1 = unlimited (Ray)"});
+  g.Json("config", &group->config,
+         {.doc = "merged over the config the recipe derives from the typed sections (its keys "
+                 "win); for troupe's own actor types, fields of that type's message in "
+                 "proto/actor_config.proto (checked before any actor starts), for a user's type "
+                 "whatever it reads"});
+  if (finish) g.Finish();
+  return g;
+}
+
+}  // namespace
+
+void WalkActors(Section& top, JobSpec& spec) {
+  ActorsSpec& actors = spec.actors;
+  Section a = top.Sub("actors", {.write_if = spec.recipe != "rm" && spec.recipe != "sft"});
+  const KeyOpts replicas = {.doc = "instances of the role"};
+  WalkActorGroup(a, "rollout", &actors.rollout, Positive(), replicas);
+  WalkActorGroup(a, "reward", &actors.reward, Positive(), replicas);
+  WalkActorGroup(a, "reference", &actors.reference, NonNegative(), replicas);
+  // One trainer and at most one critic: the recipes train each model on one actor.
+  constexpr char kOneRank[] = "data-parallel training across replicas does not exist yet";
+  WalkActorGroup(a, "trainer", &actors.trainer, Because(Closed(1, 1), kOneRank),
+                 {.doc = "instances of the role: one (the policy trains on one actor; "
+                         "data-parallel training across replicas does not exist yet)"});
+  WalkActorGroup(a, "critic", &actors.critic, Because(Closed(0, 1), kOneRank),
+                 {.doc = "instances of the role: 1 for recipe ppo (adv_estimator gae, the default "
+                         "there), else 0 (the critic trains on one actor; data-parallel training "
+                         "across replicas does not exist yet)",
+                  .default_text = "0; 1 with adv_estimator gae"});
+  WalkActorGroup(a, "replay_buffer", &actors.replay_buffer, Closed(1, 1), replicas);
+  CheckpointerSpec& c = actors.checkpointer;
+  Section checkpointer =
+      WalkActorGroup(a, "checkpointer", &c, Closed(1, 1), replicas, /*finish=*/false);
+  checkpointer.String("dir", &c.dir,
+                      {.doc = "checkpoint root", .default_text = "<logging.dir>/ckpt"});
+  checkpointer.Int("every_steps", &c.every_steps, NonNegative(),
+                   {.doc = "checkpoint every K steps (and at the last step); 0 = never (the run "
+                           "writes no checkpoint, so it cannot be resumed)"});
+  checkpointer.Int("keep", &c.keep, NonNegative(), {.doc = "newest K checkpoints kept; 0 = all"});
+  checkpointer.Finish();
+  a.Finish("actor kind");
+}
+
+}  // namespace troupe::recipes::job_spec_internal
