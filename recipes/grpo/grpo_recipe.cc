@@ -23,9 +23,7 @@
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/grpo/grpo_config.h"
 #include "recipes/grpo/offline_pairs.h"
-#include "recipes/rl/group_filter.h"
 #include "recipes/rl/initial_policy.h"
-#include "recipes/rl/kl_controller.h"
 #include "recipes/rl/replay_buffer_client.h"
 #include "recipes/rl/rollout_pool.h"
 #include "recipes/rl/run_state.h"
@@ -34,6 +32,8 @@
 #include "recipes/rl/task_prompts.h"
 #include "recipes/rl/training_feed.h"
 #include "recipes/rm/preference_pairs.h"
+#include "trainers/group_filter.h"
+#include "trainers/kl_controller.h"
 
 namespace troupe::recipes {
 namespace {
@@ -55,8 +55,13 @@ class GrpoRecipe : public Recipe {
         state_(spec, options_),
         prefix_(options.job_id.empty() ? spec.name : options.job_id),
         ppo_(spec.recipe == "ppo"),
-        kl_(spec.algorithm),
-        filter_(GroupFilterOptions{
+        kl_(trainers::KlControllerOptions{
+            .enabled = spec.algorithm.use_kl_in_reward,
+            .adaptive = spec.algorithm.kl_ctrl.type == KlCtrlType::kAdaptive,
+            .kl_coef = spec.algorithm.kl_ctrl.kl_coef,
+            .target_kl = spec.algorithm.kl_ctrl.target_kl,
+            .horizon = spec.algorithm.kl_ctrl.horizon}),
+        filter_(trainers::GroupFilterOptions{
             .overlong_buffer_len =
                 spec.reward.overlong_buffer.enable ? spec.reward.overlong_buffer.len : 0,
             .overlong_penalty_factor = spec.reward.overlong_buffer.penalty_factor,
@@ -744,7 +749,7 @@ class GrpoRecipe : public Recipe {
       for (const proto::SampleGroup& g : training_groups_) samples_trained += g.samples_size();
       TROUPE_RETURN_IF_ERROR(kl_.Update(m[n::kRewardKlPenalty], samples_trained));
     }
-    const ScoredGroupStats scored = filter_.TakeScoredStats();
+    const trainers::ScoredGroupStats scored = filter_.TakeScoredStats();
     if (scored.groups_judged > 0) {
       m[n::kGroupsAllCorrect] = 1.0 * scored.groups_all_correct / scored.groups_judged;
       m[n::kGroupsNoneCorrect] = 1.0 * scored.groups_none_correct / scored.groups_judged;
@@ -877,8 +882,8 @@ class GrpoRecipe : public Recipe {
   const RunOptions options_;
   RunState state_;
   const std::string prefix_;
-  const bool ppo_;   // recipe ppo: a critic
-  KlController kl_;  // the KL in the reward's coefficient (algorithm.kl_ctrl)
+  const bool ppo_;             // recipe ppo: a critic
+  trainers::KlController kl_;  // the KL in the reward's coefficient (algorithm.kl_ctrl)
   std::string policy_dir_;
   Wakeup wake_;
   std::unique_ptr<PromptSource> prompts_;
@@ -914,8 +919,8 @@ class GrpoRecipe : public Recipe {
   std::unique_ptr<TrainingFeed> feed_;
   std::optional<Future<proto::TrainStepReply>> training_;
   std::vector<proto::SampleGroup> training_groups_;
-  int64_t pending_ = 0;  // groups drawn, not yet sent to the trainer nor dropped (bounded)
-  GroupFilter filter_;   // overlong shaping and dynamic sampling (DAPO)
+  int64_t pending_ = 0;           // groups drawn, not yet sent to the trainer nor dropped (bounded)
+  trainers::GroupFilter filter_;  // overlong shaping and dynamic sampling (DAPO)
   bool publish_failed_ = false;
   absl::Time train_start_;
   double reference_seconds_ = 0;

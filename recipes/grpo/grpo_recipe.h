@@ -21,7 +21,7 @@
 // the critic's state in <ckpt dir>/critic/step_N (Critic.Save), which a resumed run needs. A
 // critic whose values or loss are not finite fails the run at that step (no checkpoint of it is
 // written; the earlier ones stay). KL in the reward (both recipes): its coefficient comes from a
-// KlController (recipes/rl/kl_controller.h), sent with each step and checkpointed.
+// trainers::KlController (trainers/kl_controller.h), sent with each step and checkpointed.
 //
 // Faults, outputs, resume: see recipes/recipe.h and recipes/rl/ (RolloutPool, RetriedCall,
 // ReplayBufferClient, RunState). A replay buffer that dies is restarted and restored from the
