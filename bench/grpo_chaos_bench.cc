@@ -40,8 +40,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
+#include "recipes/online/grpo_recipe.h"
 #include "recipes/recipe.h"
 #include "runtime/cluster/embedded_cluster.h"
 

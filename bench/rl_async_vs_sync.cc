@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
+#include "recipes/online/grpo_recipe.h"
+#include "recipes/recipe.h"
 #include "runtime/cluster/embedded_cluster.h"
 
 namespace troupe::bench {
@@ -85,7 +86,8 @@ absl::StatusOr<Run> RunOnce(const Flags& f, int64_t staleness, const std::string
     if (line.rfind("eval", 0) == 0)
       std::fprintf(stderr, "[eta=%lld] %s\n", static_cast<long long>(staleness), line.c_str());
   };
-  absl::StatusOr<recipes::GrpoResult> r = recipes::RunGrpo(*spec, (*cluster)->cluster(), o);
+  // The recipe the job names (grpo, ppo or dpo: each an OnlineRecipe).
+  absl::StatusOr<recipes::GrpoResult> r = recipes::RunRecipe(*spec, (*cluster)->cluster(), o);
   if (!r.ok()) return r.status();
   Run run;
   run.curve = r->curve;

@@ -55,7 +55,6 @@
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
 #include "models/torch_build.h"
-#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
 #include "recipes/rl/run_state.h"

@@ -101,7 +101,7 @@ inline constexpr char kGroupsNoneCorrect[] = "rollout/groups_none_correct";
 inline constexpr char kNegLogprob[] = "rollout/neg_logprob";
 inline constexpr char kPromptsDownWeighted[] = "rollout/prompts_down_weighted";
 inline constexpr char kPromptsPerCall[] = "rollout/prompts_per_call";
-// Driver: the run's loop (recipes/rl/run_state.cc, recipes/grpo/grpo_recipe.cc).
+// Driver: the run's loop (recipes/rl/run_state.cc, recipes/online/online_recipe.cc).
 inline constexpr char kSamplesAdded[] = "samples/added";
 inline constexpr char kSamplesUsed[] = "samples/used";
 inline constexpr char kSamplesDroppedStale[] = "samples/dropped_stale";

@@ -128,7 +128,7 @@ struct RunResult {
   int64_t critic_restarts = 0;
   int64_t critic_updates_lost = 0;
   // Dropped by dynamic sampling (algorithm.filter_groups: groups whose rewards were all equal;
-  // recipes/rl/group_filter.h), and how many groups; over the run's lineage.
+  // trainers/group_filter.h), and how many groups; over the run's lineage.
   int64_t samples_filtered = 0;
   int64_t groups_filtered = 0;
   // Prompts drawn from the data (the cursor minus the prompts given back and not yet drawn

@@ -14,7 +14,7 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-// A fake recipe, registered the way recipes/grpo/ registers GRPO; it only checks its spec.
+// A fake recipe, registered the way recipes/online/ registers GRPO; it only checks its spec.
 class EchoRecipe final : public Recipe {
  public:
   EchoRecipe(const JobSpec&, Cluster&, const RunOptions&) {}

@@ -61,7 +61,7 @@
 // one: a call pinned to version V (min = max = V upstream) then generates every token with V,
 // whatever arrived before or during it. That is what makes asynchronous RL reproducible: the
 // driver chooses each call's version, not the moment weights happen to arrive (see
-// recipes/grpo/grpo_recipe.cc, "Reproducible asynchronous runs").
+// recipes/online/online_recipe.cc, "Reproducible asynchronous runs").
 //
 // Serving (continuous batching for a server, e.g. a judge). Serve(params, source, sink) runs
 // until `source` says stop: work — ServeItems, each a prompt and a caller's tag — is pulled from

@@ -99,7 +99,7 @@ class GrpoEstimator : public AdvantageEstimator {
     return "GRPO: (reward - group mean) / (group std + eps), or reward - group mean without "
            "norm_adv_by_std (Shao et al. 2024)";
   }
-  int64_t min_group_size() const override { return 2; }
+  AdvantageEstimatorTraits traits() const override { return {.min_group_size = 2}; }
 
  protected:
   absl::StatusOr<std::vector<double>> Estimate(const AdvantageBatch& batch,
@@ -122,7 +122,7 @@ class RlooEstimator : public AdvantageEstimator {
     return "RLOO: reward minus the mean reward of the other samples of the prompt (Ahmadian et "
            "al. 2024)";
   }
-  int64_t min_group_size() const override { return 2; }
+  AdvantageEstimatorTraits traits() const override { return {.min_group_size = 2}; }
 
  protected:
   absl::StatusOr<std::vector<double>> Estimate(const AdvantageBatch& batch,
@@ -140,6 +140,8 @@ class ReinforcePlusPlusEstimator : public AdvantageEstimator {
     return "REINFORCE++: discounted return-to-go of the outcome reward minus the per-token KL "
            "penalty, whitened over the batch (Hu 2025)";
   }
+
+  AdvantageEstimatorTraits traits() const override { return {.reads_gamma = true}; }
 
  protected:
   absl::StatusOr<std::vector<double>> Estimate(const AdvantageBatch& batch,
@@ -225,7 +227,9 @@ class GaeEstimator : public AdvantageEstimator {
     return "PPO's GAE(gamma, lam) over the critic's values, whitened over the batch (Schulman et "
            "al. 2016); needs a critic";
   }
-  bool needs_values() const override { return true; }
+  AdvantageEstimatorTraits traits() const override {
+    return {.reads_gamma = true, .reads_lambda = true, .needs_critic = true};
+  }
 
  protected:
   absl::StatusOr<std::vector<double>> Estimate(const AdvantageBatch& batch,

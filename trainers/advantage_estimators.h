@@ -41,7 +41,7 @@
 //   W(x)_{i,t} = (x_{i,t} - μ) / sqrt(σ² + whiten_eps),  μ, σ² (Bessel) over unmasked tokens.
 // Groups of equal scores give exactly 0 for grpo / rloo; W gives exactly 0 (not NaN) when all
 // unmasked values are equal or fewer than two tokens are unmasked. Compute refuses
-// G < min_group_size(); a caller can reject n = 1 with grpo/rloo up front with needs_groups().
+// G < min_group_size(); a job is checked against every trait up front (AdvantageEstimatorTraits).
 //
 // Example:
 //   TROUPE_ASSIGN_OR_RETURN(const AdvantageEstimator* estimator, FindAdvantageEstimator("rloo"));
@@ -103,6 +103,23 @@ struct AdvantageBatch {
   std::vector<double> values;      // [B·T] (0 on masked positions), or empty.
 };
 
+// What an estimator needs of a job, carried by its registry entry and checked generically before
+// anything starts (trainers/algorithm_check.h):
+//
+//   estimator                     min_group_size  reads_gamma  reads_lambda  needs_critic
+//   grpo, rloo                    2               no           no            no
+//   reinforce_plus_plus           1               yes          no            no
+//   reinforce_plus_plus_baseline  1               no           no            no
+//   gae                           1               yes          yes           yes
+struct AdvantageEstimatorTraits {
+  // Smallest group size it accepts (2 for a group baseline, meaningless for one sample).
+  int64_t min_group_size = 1;
+  bool reads_gamma = false;   // AdvantageOptions::gamma
+  bool reads_lambda = false;  // AdvantageOptions::lambda
+  // Whether `values` (a critic's) is required; it is ignored by the others.
+  bool needs_critic = false;
+};
+
 // One advantage estimator. Implementations are stateless.
 class AdvantageEstimator {
  public:
@@ -110,12 +127,11 @@ class AdvantageEstimator {
 
   // One line for generated docs.
   virtual absl::string_view description() const = 0;
-  // Smallest group size the estimator accepts (2 for estimators with a group baseline that
-  // is meaningless for one sample).
-  virtual int64_t min_group_size() const { return 1; }
+  // What it needs of a job (the default: any group, no option, no critic).
+  virtual AdvantageEstimatorTraits traits() const { return {}; }
+  int64_t min_group_size() const { return traits().min_group_size; }
   bool needs_groups() const { return min_group_size() > 1; }
-  // Whether `values` (a critic's) is required; it is ignored by the others.
-  virtual bool needs_values() const { return false; }
+  bool needs_values() const { return traits().needs_critic; }
 
   // Advantages [B, T] as described in the file comment; INVALID_ARGUMENT for bad inputs.
   absl::StatusOr<at::Tensor> Compute(const AdvantageInputs& inputs,

@@ -188,6 +188,25 @@ TEST(AdvantageEstimatorRegistry, FindsEveryBuiltInEstimatorByNameWithADescriptio
   EXPECT_FALSE((*FindAdvantageEstimator("grpo"))->needs_values());
 }
 
+// The traits each entry carries (the header's table): what trainers/algorithm_check.h checks.
+TEST(AdvantageEstimatorRegistry, EveryBuiltInEstimatorCarriesItsTraits) {
+  struct Row {
+    const char* name;
+    int64_t min_group_size;
+    bool reads_gamma, reads_lambda, needs_critic;
+  };
+  for (const Row& row : {Row{"grpo", 2, false, false, false}, Row{"rloo", 2, false, false, false},
+                         Row{"reinforce_plus_plus", 1, true, false, false},
+                         Row{"reinforce_plus_plus_baseline", 1, false, false, false},
+                         Row{"gae", 1, true, true, true}}) {
+    const AdvantageEstimatorTraits t = (*FindAdvantageEstimator(row.name))->traits();
+    EXPECT_EQ(t.min_group_size, row.min_group_size) << row.name;
+    EXPECT_EQ(t.reads_gamma, row.reads_gamma) << row.name;
+    EXPECT_EQ(t.reads_lambda, row.reads_lambda) << row.name;
+    EXPECT_EQ(t.needs_critic, row.needs_critic) << row.name;
+  }
+}
+
 TEST(AdvantageEstimatorRegistry, UnknownNameIsNotFoundListingEveryRegisteredName) {
   auto missing = FindAdvantageEstimator("gae_without_critic");
   ASSERT_FALSE(missing.ok());

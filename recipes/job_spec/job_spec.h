@@ -62,7 +62,7 @@
 // recipes/rm/rm_recipe.h, refuses the keys it does not read; model.init: sft is not checked here
 // for it); reward.name registered rewards (reward/reward_function.h), reward.weights as many
 // as names, reward.config keyed by those names. Which keys a recipe runs is the recipe's own check
-// (recipes/recipe.h; recipes/grpo/grpo_config.h).
+// (recipes/recipe.h; recipes/online/grpo_config.h).
 //
 // Thread-safety: JobSpec is a plain value; all functions are thread-safe (the task registry they
 // consult has its own lock).
@@ -364,7 +364,7 @@ struct ActorsSpec {
   ActorGroupSpec reference = DefaultActorGroup("Reference", 1, 1, 3);
   // The trainer is not restarted: its weights and optimizer are the run's (a failed run resumes
   // from its checkpoint with --resume). A restarted critic resumes from its newest checkpoint and
-  // a restarted replay buffer from the driver's record (recipes/grpo/grpo_recipe.cc).
+  // a restarted replay buffer from the driver's record (recipes/online/online_recipe.cc).
   ActorGroupSpec trainer = DefaultActorGroup("Trainer", 1, 1, 0);
   ActorGroupSpec critic = DefaultActorGroup("Critic", 0, 1, 3);
   ActorGroupSpec replay_buffer = DefaultActorGroup("ReplayBuffer", 1, 0, 3);

@@ -36,8 +36,8 @@
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/char_tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "recipes/grpo/grpo_recipe.h"
 #include "recipes/job_spec/job_spec.h"
+#include "recipes/online/grpo_recipe.h"
 #include "recipes/rl/run_state.h"
 #include "runtime/cluster/embedded_cluster.h"
 

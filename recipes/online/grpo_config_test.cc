@@ -1,4 +1,4 @@
-#include "recipes/grpo/grpo_config.h"
+#include "recipes/online/grpo_config.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "recipes/grpo/offline_pairs.h"
+#include "recipes/online/offline_pairs.h"
 
 #include <set>
 #include <vector>

@@ -30,8 +30,8 @@
 //   ... filter.OnBatchTaken();                      // a training step took a batch
 //
 // Thread-safety: none (the driver's thread owns it).
-#ifndef TROUPE_RECIPES_RL_GROUP_FILTER_H_
-#define TROUPE_RECIPES_RL_GROUP_FILTER_H_
+#ifndef TROUPE_TRAINERS_GROUP_FILTER_H_
+#define TROUPE_TRAINERS_GROUP_FILTER_H_
 
 #include <cstdint>
 #include <utility>
@@ -40,7 +40,7 @@
 #include "absl/status/status.h"
 #include "proto/rl.pb.h"
 
-namespace troupe::recipes {
+namespace troupe::trainers {
 
 struct GroupFilterOptions {
   int64_t overlong_buffer_len = 0;  // L_b; 0 = no shaping.
@@ -100,6 +100,6 @@ class GroupFilter {
   int64_t dropped_in_a_row_ = 0;
 };
 
-}  // namespace troupe::recipes
+}  // namespace troupe::trainers
 
-#endif  // TROUPE_RECIPES_RL_GROUP_FILTER_H_
+#endif  // TROUPE_TRAINERS_GROUP_FILTER_H_

@@ -1,13 +1,13 @@
 // GroupFilter: overlong shaping worked out by hand, all-equal groups dropped and counted, and the
 // run of dropped groups bounded by max_num_gen_batches.
-#include "recipes/rl/group_filter.h"
+#include "trainers/group_filter.h"
 
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace troupe::recipes {
+namespace troupe::trainers {
 namespace {
 
 using ::testing::HasSubstr;
@@ -121,4 +121,4 @@ TEST(GroupFilter, ScoredStatsCountEveryGroupBeforeFilteringAndReset) {
 }
 
 }  // namespace
-}  // namespace troupe::recipes
+}  // namespace troupe::trainers

@@ -1,24 +1,19 @@
-#include "recipes/rl/kl_controller.h"
+#include "trainers/kl_controller.h"
 
 #include <cmath>
 
 #include "gtest/gtest.h"
 
-namespace troupe::recipes {
+namespace troupe::trainers {
 namespace {
 
-AlgorithmSpec Adaptive(double coef, double target, int64_t horizon) {
-  AlgorithmSpec a;
-  a.use_kl_in_reward = true;
-  a.kl_ctrl.type = KlCtrlType::kAdaptive;
-  a.kl_ctrl.kl_coef = coef;
-  a.kl_ctrl.target_kl = target;
-  a.kl_ctrl.horizon = horizon;
-  return a;
+KlControllerOptions Adaptive(double coef, double target, int64_t horizon) {
+  return {
+      .enabled = true, .adaptive = true, .kl_coef = coef, .target_kl = target, .horizon = horizon};
 }
 
 TEST(KlController, OffIsZeroAndStaysZero) {
-  KlController c{AlgorithmSpec{}};
+  KlController c{KlControllerOptions{}};
   EXPECT_FALSE(c.enabled());
   EXPECT_EQ(c.coef(), 0);
   ASSERT_TRUE(c.Update(5.0, 100).ok());
@@ -28,10 +23,7 @@ TEST(KlController, OffIsZeroAndStaysZero) {
 }
 
 TEST(KlController, FixedKeepsItsCoefficient) {
-  AlgorithmSpec a;
-  a.use_kl_in_reward = true;
-  a.kl_ctrl.kl_coef = 0.05;
-  KlController c(a);
+  KlController c({.enabled = true, .kl_coef = 0.05});
   EXPECT_TRUE(c.enabled());
   ASSERT_TRUE(c.Update(10.0, 1000).ok());
   EXPECT_DOUBLE_EQ(c.coef(), 0.05);
@@ -67,4 +59,4 @@ TEST(KlController, RestoreSetsCoefficientAndRefusesBadValues) {
 }
 
 }  // namespace
-}  // namespace troupe::recipes
+}  // namespace troupe::trainers

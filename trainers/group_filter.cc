@@ -1,10 +1,10 @@
-#include "recipes/rl/group_filter.h"
+#include "trainers/group_filter.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 
-namespace troupe::recipes {
+namespace troupe::trainers {
 
 double GroupFilter::OverlongPenalty(int64_t length) const {
   const int64_t buffer = options_.overlong_buffer_len;
@@ -84,4 +84,4 @@ absl::Status GroupFilter::Apply(std::vector<proto::ScoreReply>& scored,
   return absl::OkStatus();
 }
 
-}  // namespace troupe::recipes
+}  // namespace troupe::trainers

@@ -1,8 +1,8 @@
-// KlController: the coefficient β of the KL in the reward (algorithm.use_kl_in_reward), which a
-// recipe sets on every TrainStepRequest (kl_in_reward_coef) and updates after each step from the
-// KL the trainer measured (actor/reward_kl_penalty).
+// KlController: the coefficient β of the KL in the reward (a job's algorithm.use_kl_in_reward and
+// algorithm.kl_ctrl), which a recipe sets on every TrainStepRequest (kl_in_reward_coef) and
+// updates after each step from the KL the trainer measured (actor/reward_kl_penalty).
 //
-//   fixed      β stays algorithm.kl_ctrl.kl_coef.
+//   fixed      β stays kl_coef.
 //   adaptive   Ziegler et al. 2019 ("Fine-Tuning Language Models from Human Preferences", §2.2),
 //              as verl's AdaptiveKLController: after a step over n samples with measured KL k,
 //                e = clip(k / target_kl - 1, -0.2, 0.2),   β ← β · (1 + e · n / horizon)
@@ -13,20 +13,27 @@
 // alone: a recipe checkpoints it with the driver's state and restores it on resume.
 //
 // Thread-safety: none; the driver's loop owns it.
-#ifndef TROUPE_RECIPES_RL_KL_CONTROLLER_H_
-#define TROUPE_RECIPES_RL_KL_CONTROLLER_H_
+#ifndef TROUPE_TRAINERS_KL_CONTROLLER_H_
+#define TROUPE_TRAINERS_KL_CONTROLLER_H_
 
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "recipes/job_spec/job_spec.h"
 
-namespace troupe::recipes {
+namespace troupe::trainers {
+
+struct KlControllerOptions {
+  bool enabled = false;     // KL in the reward at all (off: β = 0, never changed)
+  bool adaptive = false;    // adaptive, else fixed
+  double kl_coef = 0.001;   // β at the start, > 0
+  double target_kl = 0.1;   // adaptive: the KL aimed at, > 0
+  int64_t horizon = 10000;  // adaptive: the horizon of the update above, in samples, > 0
+};
 
 class KlController {
  public:
-  // From algorithm.use_kl_in_reward and algorithm.kl_ctrl (the parser checked their ranges).
-  explicit KlController(const AlgorithmSpec& algorithm);
+  // The options' ranges are the caller's to check (a job spec's parser does).
+  explicit KlController(const KlControllerOptions& options);
 
   // β for the next step (0 when off).
   double coef() const { return coef_; }
@@ -48,6 +55,6 @@ class KlController {
   double horizon_ = 1;
 };
 
-}  // namespace troupe::recipes
+}  // namespace troupe::trainers
 
-#endif  // TROUPE_RECIPES_RL_KL_CONTROLLER_H_
+#endif  // TROUPE_TRAINERS_KL_CONTROLLER_H_

@@ -1,18 +1,18 @@
-#include "recipes/rl/kl_controller.h"
+#include "trainers/kl_controller.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 
-namespace troupe::recipes {
+namespace troupe::trainers {
 
-KlController::KlController(const AlgorithmSpec& algorithm)
-    : enabled_(algorithm.use_kl_in_reward),
-      adaptive_(algorithm.use_kl_in_reward && algorithm.kl_ctrl.type == KlCtrlType::kAdaptive),
-      coef_(algorithm.use_kl_in_reward ? algorithm.kl_ctrl.kl_coef : 0.0),
-      target_(algorithm.kl_ctrl.target_kl),
-      horizon_(static_cast<double>(algorithm.kl_ctrl.horizon)) {}
+KlController::KlController(const KlControllerOptions& options)
+    : enabled_(options.enabled),
+      adaptive_(options.enabled && options.adaptive),
+      coef_(options.enabled ? options.kl_coef : 0.0),
+      target_(options.target_kl),
+      horizon_(static_cast<double>(options.horizon)) {}
 
 absl::Status KlController::Update(double measured_kl, int64_t samples) {
   if (!adaptive_) return absl::OkStatus();
@@ -35,4 +35,4 @@ absl::Status KlController::Restore(double coef) {
   return absl::OkStatus();
 }
 
-}  // namespace troupe::recipes
+}  // namespace troupe::trainers
