@@ -31,6 +31,7 @@
 #include "actors/rollout_worker.h"
 #include "actors/trainer.h"
 #include "actors/trainer_core.h"
+#include "base/malloc_tuning.h"
 #include "base/status_macros.h"
 #include "models/compute_threads.h"
 #include "models/tokenizers/tokenizer.h"
@@ -38,7 +39,6 @@
 #include "recipes/online/grpo_config.h"
 #include "recipes/online/grpo_recipe.h"
 #include "runtime/cluster/embedded_cluster.h"
-#include "runtime/malloc_tuning.h"
 #include "tasks/arithmetic/arithmetic_task.h"
 
 namespace troupe::bench {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "base/atomic_file.h"
+#include "base/secret_file.h"
 #include "base/subprocess.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/head_server.h"
@@ -31,7 +32,6 @@
 #include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/dashboard_server.h"
 #include "runtime/scheduler/cluster_scheduler.h"
-#include "runtime/secret_file.h"
 
 namespace troupe {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/machine.h"
+#include "base/machine.h"
 
 namespace troupe {
 

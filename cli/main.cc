@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/malloc_tuning.h"
 #include "cli/cluster_commands.h"
 #include "cli/command_registry.h"
 #include "cli/did_you_mean.h"
@@ -39,7 +40,6 @@
 #include "cli/version.h"
 #include "runtime/cluster/worker_main.h"
 #include "runtime/dashboard/dashboard_server.h"
-#include "runtime/malloc_tuning.h"
 
 namespace {
 

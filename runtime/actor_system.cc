@@ -15,11 +15,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "base/log.h"
+#include "base/secure_random.h"
 #include "base/trace/span_recorder.h"
 #include "runtime/internal/call.h"
 #include "runtime/internal/constructing.h"
 #include "runtime/internal/deadline_queue.h"
-#include "runtime/secure_random.h"
 
 namespace troupe {
 namespace internal {

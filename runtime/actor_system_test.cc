@@ -39,6 +39,29 @@ Sleep MakeSleep(int64_t ms) {
 absl::Mutex attempts_mu;
 std::map<std::string, int>* attempts = new std::map<std::string, int>();
 
+// A latch between a test and a call it makes: the call says it has started, and Counter::Block
+// then waits for the test to release it, so a test knows a call is running (not merely sent)
+// without sleeping and hoping. One test at a time sets `current_latch`.
+struct CallLatch {
+  absl::Notification started;
+  absl::Notification release;
+};
+std::atomic<CallLatch*> current_latch{nullptr};
+
+// Installs `latch` as the current one for the scope; on leaving it (also when an assertion ends the
+// test early) releases the latch, so a blocked call does not outlive the test waiting for it.
+class LatchScope {
+ public:
+  explicit LatchScope(CallLatch* latch) : latch_(latch) { current_latch = latch; }
+  ~LatchScope() {
+    current_latch = nullptr;
+    if (!latch_->release.HasBeenNotified()) latch_->release.Notify();
+  }
+
+ private:
+  CallLatch* latch_;
+};
+
 class Counter : public Actor {
  public:
   explicit Counter(const ActorContext& ctx) : total_(ctx.config().value("start", 0)) {
@@ -88,8 +111,21 @@ class Counter : public Actor {
     return t;
   }
 
-  // Never completes until Release is called (an async method holding its slot).
+  // Runs until the test releases the current latch (or 60 s pass: then FAILED_PRECONDITION).
+  absl::StatusOr<Empty> Block(const Empty&) {
+    CallLatch* latch = current_latch.load();
+    if (latch == nullptr) return absl::FailedPreconditionError("Block without a latch");
+    latch->started.Notify();
+    if (!latch->release.WaitForNotificationWithTimeout(absl::Seconds(60))) {
+      return absl::FailedPreconditionError("the test never released the latch");
+    }
+    return Empty();
+  }
+
+  // Never completes until Release is called (an async method holding its slot). Tells the
+  // current latch, if any, that it has started.
   Future<Num> Hold(const Num&) {
+    if (CallLatch* latch = current_latch.load(); latch != nullptr) latch->started.Notify();
     held_.emplace_back();
     return held_.back().GetFuture();
   }
@@ -106,8 +142,8 @@ class Counter : public Actor {
   int64_t violations_ = 0;
   std::vector<Promise<Num>> held_;
 };
-TROUPE_REGISTER_ACTOR(Counter, Add, Reject, Throw, Nap, Record, Restarts, TryBlockingGet, Hold,
-                      Release);
+TROUPE_REGISTER_ACTOR(Counter, Add, Reject, Throw, Nap, Record, Restarts, TryBlockingGet, Block,
+                      Hold, Release);
 
 // Calls a Counter from an async method and records where its continuation ran.
 class Relay : public Actor {
@@ -244,12 +280,16 @@ TEST_F(ActorSystemTest, EveryCallIsASpanOnItsActorsTrack) {
   auto c = system_.Spawn<Counter>({.name = "traced", .max_concurrency = 2});
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(c->Call(&Counter::Nap, MakeSleep(20)).Get().ok());
+  CallLatch latch;
+  LatchScope scope(&latch);
   Future<Num> held = c->Call(&Counter::Hold, MakeNum(0));
+  // Hold is running (its span has begun): it lasts at least the 30 ms until Release.
+  ASSERT_TRUE(latch.started.WaitForNotificationWithTimeout(absl::Seconds(30)));
   absl::SleepFor(absl::Milliseconds(30));
   ASSERT_TRUE(c->Call(&Counter::Release, MakeNum(4)).Get().ok());
   ASSERT_TRUE(held.Get().ok());
   std::map<std::string, Span> by_name;
-  for (int i = 0; i < 100 && by_name.size() < 3; ++i) {  // Hold's span ends on another thread
+  for (int i = 0; i < 1000 && by_name.size() < 3; ++i) {  // Hold's span ends on another thread
     by_name.clear();
     for (const Span& s : GlobalSpans()->Snapshot().spans) {
       if (s.track == "traced") by_name[s.name] = s;
@@ -260,7 +300,7 @@ TEST_F(ActorSystemTest, EveryCallIsASpanOnItsActorsTrack) {
   EXPECT_EQ(by_name["Nap"].category, "call");
   EXPECT_GE(by_name["Nap"].dur_us, 20'000);
   ASSERT_EQ(by_name.count("Hold"), 1u);
-  EXPECT_GE(by_name["Hold"].dur_us, 25'000);
+  EXPECT_GE(by_name["Hold"].dur_us, 30'000);
   ASSERT_EQ(by_name.count("Release"), 1u);
   EXPECT_LE(by_name["Hold"].start_us, by_name["Release"].start_us);
   ASSERT_TRUE(InitGlobalSpans({.capacity = 0}).ok());
@@ -289,16 +329,20 @@ TEST_F(ActorSystemTest, AThrowingMethodFailsOnlyThatCallWithInternal) {
 TEST_F(ActorSystemTest, MissedDeadlineIsDeadlineExceededNotAHang) {
   auto c = system_.Spawn<Counter>({.name = "sleepy"});
   ASSERT_TRUE(c.ok());
+  CallLatch latch;
+  LatchScope scope(&latch);
   const absl::Time start = absl::Now();
+  // The call cannot end before the latch is released, which happens only after Get returns: the
+  // caller gets the deadline, not the end of the call.
   absl::StatusOr<Empty> r =
-      c->Call(&Counter::Nap, MakeSleep(2000), {.timeout = absl::Milliseconds(50)}).Get();
+      c->Call(&Counter::Block, Empty(), {.timeout = absl::Milliseconds(50)}).Get();
   const absl::Duration took = absl::Now() - start;
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_NE(r.status().message().find("Nap"), std::string::npos) << r.status();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(r.status().message().find("Block"), std::string::npos) << r.status();
   EXPECT_GE(took, absl::Milliseconds(50));
-  EXPECT_LT(took, absl::Milliseconds(1500));  // the deadline, not the end of the nap
-  // The actor finishes the nap and serves the next call normally.
-  EXPECT_EQ(c->Call(&Counter::Add, MakeNum(2)).Get(absl::Seconds(5))->value(), 2);
+  // The actor finishes the call and serves the next one normally.
+  latch.release.Notify();
+  EXPECT_EQ(c->Call(&Counter::Add, MakeNum(2)).Get(absl::Seconds(30))->value(), 2);
 }
 
 TEST_F(ActorSystemTest, ActorDefaultTimeoutAppliesWhenTheCallSetsNone) {
@@ -434,13 +478,17 @@ TEST_F(ActorSystemTest, KilledActorRestartsAndTheSameHandleReachesTheNewInstance
   auto c = system_.Spawn<Counter>({.name = "phoenix", .max_restarts = 1});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->Call(&Counter::Add, MakeNum(10)).Get()->value(), 10);
-  // One call occupies the actor; the ones queued behind it are in flight when the kill lands.
-  Future<Empty> busy = c->Call(&Counter::Nap, MakeSleep(200));
-  absl::SleepFor(absl::Milliseconds(30));
+  // One call occupies the actor (it has started, and runs until released after the kill); the
+  // ones queued behind it are in flight when the kill lands.
+  CallLatch latch;
+  LatchScope scope(&latch);
+  Future<Empty> busy = c->Call(&Counter::Block, Empty());
+  ASSERT_TRUE(latch.started.WaitForNotificationWithTimeout(absl::Seconds(30)));
   std::vector<Future<Num>> queued;
   for (int i = 0; i < 5; ++i) queued.push_back(c->Call(&Counter::Add, MakeNum(1)));
   ASSERT_TRUE(system_.Kill(*c, /*no_restart=*/false).ok());
-  EXPECT_TRUE(busy.Get(absl::Seconds(5)).ok());  // it was running; it finishes
+  latch.release.Notify();
+  EXPECT_TRUE(busy.Get(absl::Seconds(30)).ok());  // it was running; it finishes
   for (auto& f : queued) {
     absl::StatusOr<Num> r = f.Get(absl::Seconds(5));
     EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();

@@ -18,6 +18,9 @@ BAZEL=${BAZEL:-bazel}
 
 rules=(
   "//runtime/...|//recipes/... + //actors/... + //cli/..."
+  # The runtime is told how to set compute threads (runtime/cluster/compute_threads_hook.h); it
+  # does not reach into the models or the libraries that compute with them.
+  "//runtime/...|//models/... + //trainers/... + //rollout/... + //kernels/..."
   "//actors/...|//recipes/... + //cli/..."
   "//recipes/...|//cli/..."
   "//base/...|//metrics/... + //data/... + //models/... + //reward/... + //tasks/... + //runtime/... + //actors/... + //recipes/... + //cli/..."

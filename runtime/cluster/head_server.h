@@ -94,7 +94,7 @@ class HeadServer {
 };
 
 // Reads state_dir/token (refused with PERMISSION_DENIED if others may read it, see
-// runtime/secret_file.h), or generates a token of 128 random bits (32 hex digits) and writes it
+// base/secret_file.h), or generates a token of 128 random bits (32 hex digits) and writes it
 // there, mode 0600 from creation; state_dir is created 0700 if missing.
 absl::StatusOr<std::string> LoadOrCreateToken(const std::string& state_dir);
 

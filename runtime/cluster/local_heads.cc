@@ -18,7 +18,7 @@
 #include "absl/strings/strip.h"
 #include "base/atomic_file.h"
 #include "base/file_util.h"
-#include "runtime/secret_file.h"
+#include "base/secret_file.h"
 
 namespace troupe {
 namespace {

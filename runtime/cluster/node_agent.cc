@@ -26,6 +26,8 @@
 #include "absl/synchronization/notification.h"
 #include "base/atomic_file.h"
 #include "base/log.h"
+#include "base/machine.h"
+#include "base/secret_file.h"
 #include "base/serial_executor.h"
 #include "base/status_macros.h"
 #include "base/subprocess.h"
@@ -35,8 +37,6 @@
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/cluster/log_range.h"
 #include "runtime/cluster/usage_sampler.h"
-#include "runtime/machine.h"
-#include "runtime/secret_file.h"
 #include "runtime/transport/token_checker.h"
 #include "runtime/transport/transport_common.h"
 

@@ -20,13 +20,13 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/trace/span_recorder.h"
-#include "models/compute_threads.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/actor_library.h"
 #include "runtime/actor_system.h"
 #include "runtime/cluster/cluster_actor_services.h"
 #include "runtime/cluster/cluster_client.h"
+#include "runtime/cluster/compute_threads_hook.h"
 #include "runtime/transport/transport_common.h"
 #include "runtime/transport/transport_server.h"
 
@@ -146,8 +146,18 @@ int RunWorker(const WorkerArgs& args) {
     TROUPE_LOG(WARNING) << absl::StrFormat(
         "troupe worker: setpriority(%d) failed; running at the default", spec.nice());
   }
-  // The process's compute pools, once, before the actor (or anything else) computes.
-  if (spec.compute_threads() > 0) (void)models::SetComputeThreads(spec.compute_threads());
+  // The process's compute pools, once, before the actor (or anything else) computes; set by what
+  // the application registered (compute_threads_hook.h), refused if it registered nothing.
+  if (spec.compute_threads() > 0) {
+    const ComputeThreadsSetter set_threads = RegisteredComputeThreadsSetter();
+    if (set_threads == nullptr) {
+      return Fail(2, absl::StrCat("actor ", spec.name(), " asks for compute_threads ",
+                                  spec.compute_threads(),
+                                  ", but this program registered no way to set them "
+                                  "(runtime/cluster/compute_threads_hook.h)"));
+    }
+    set_threads(spec.compute_threads());
+  }
   if (spec.default_call_timeout_ms() > 0) {
     options.default_call_timeout = absl::Milliseconds(spec.default_call_timeout_ms());
   }

@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "runtime/secure_random.h"
+#include "base/secure_random.h"
 
 namespace troupe::collective {
 namespace {

@@ -18,9 +18,9 @@
 #include "base/atomic_file.h"
 #include "base/dir_archive.h"
 #include "base/log.h"
+#include "base/secure_random.h"
 #include "base/subprocess.h"
 #include "runtime/dashboard/job_spec_checker.h"
-#include "runtime/secure_random.h"
 
 extern char** environ;
 

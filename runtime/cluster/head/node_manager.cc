@@ -8,8 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/secure_random.h"
 #include "base/status_macros.h"
-#include "runtime/secure_random.h"
 
 namespace troupe {
 namespace head {

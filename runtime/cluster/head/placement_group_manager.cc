@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "base/secure_random.h"
 #include "base/status_macros.h"
-#include "runtime/secure_random.h"
 
 namespace troupe {
 namespace head {

@@ -5,8 +5,8 @@
 // node agent (resources it registers) and by `troupe doctor`.
 //
 // Thread-safety: the functions are thread-safe.
-#ifndef TROUPE_RUNTIME_MACHINE_H_
-#define TROUPE_RUNTIME_MACHINE_H_
+#ifndef TROUPE_BASE_MACHINE_H_
+#define TROUPE_BASE_MACHINE_H_
 
 #include <cstdint>
 #include <string>
@@ -40,4 +40,4 @@ std::string CpuModel();
 
 }  // namespace troupe
 
-#endif  // TROUPE_RUNTIME_MACHINE_H_
+#endif  // TROUPE_BASE_MACHINE_H_

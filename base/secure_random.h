@@ -12,8 +12,8 @@
 //   const std::string actor_id = RandomHexOrDie(8);     // 64-bit id, 16 hex digits
 //
 // Cost: one system call per call (~0.5 us for a few bytes). Thread-safety: all thread-safe.
-#ifndef TROUPE_RUNTIME_SECURE_RANDOM_H_
-#define TROUPE_RUNTIME_SECURE_RANDOM_H_
+#ifndef TROUPE_BASE_SECURE_RANDOM_H_
+#define TROUPE_BASE_SECURE_RANDOM_H_
 
 #include <cstdint>
 #include <string>
@@ -40,4 +40,4 @@ std::string RandomHexOrDie(int num_bytes);
 
 }  // namespace troupe
 
-#endif  // TROUPE_RUNTIME_SECURE_RANDOM_H_
+#endif  // TROUPE_BASE_SECURE_RANDOM_H_

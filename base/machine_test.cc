@@ -1,4 +1,4 @@
-#include "runtime/machine.h"
+#include "base/machine.h"
 
 #include <unistd.h>
 

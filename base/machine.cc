@@ -1,4 +1,4 @@
-#include "runtime/machine.h"
+#include "base/machine.h"
 
 #include <dlfcn.h>
 #include <sched.h>

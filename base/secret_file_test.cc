@@ -1,14 +1,14 @@
-#include "runtime/secret_file.h"
+#include "base/secret_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,10 +16,6 @@ namespace troupe {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TestDir(const std::string& name) {
-  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-}
 
 mode_t ModeOf(const std::string& path) {
   struct stat st;
@@ -32,18 +28,20 @@ void WritePlain(const std::string& path, const std::string& contents, mode_t mod
 }
 
 TEST(CreatePrivateDirectory, CreatesTheDirectoryAndItsParentsOwnerOnly) {
-  const std::string dir = TestDir("fresh") + "/a/b";
+  test::TempDir tmp("secret_file");
+  const std::string dir = tmp.Path("fresh") + "/a/b";
   const mode_t old_umask = ::umask(0);  // a permissive umask must not widen them
   ASSERT_TRUE(CreatePrivateDirectory(dir).ok());
   ::umask(old_umask);
   EXPECT_EQ(ModeOf(dir), 0700u);
-  EXPECT_EQ(ModeOf(TestDir("fresh") + "/a"), 0700u);
-  EXPECT_EQ(ModeOf(TestDir("fresh")), 0700u);
+  EXPECT_EQ(ModeOf(tmp.Path("fresh") + "/a"), 0700u);
+  EXPECT_EQ(ModeOf(tmp.Path("fresh")), 0700u);
   ASSERT_TRUE(CreatePrivateDirectory(dir).ok());  // idempotent
 }
 
 TEST(CreatePrivateDirectory, TightensAnExistingDirectoryOfOurs) {
-  const std::string dir = TestDir("loose");
+  test::TempDir tmp("secret_file");
+  const std::string dir = tmp.Path("loose");
   ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
   ::chmod(dir.c_str(), 0777);
   ASSERT_TRUE(CreatePrivateDirectory(dir).ok());
@@ -51,14 +49,15 @@ TEST(CreatePrivateDirectory, TightensAnExistingDirectoryOfOurs) {
 }
 
 TEST(CreatePrivateDirectory, RefusesAFileOrASymlinkInItsPlace) {
-  const std::string file = TestDir("a_file");
+  test::TempDir tmp("secret_file");
+  const std::string file = tmp.Path("a_file");
   WritePlain(file, "x", 0600);
   absl::Status s = CreatePrivateDirectory(file);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr(file));
-  const std::string target = TestDir("target");
+  const std::string target = tmp.Path("target");
   ASSERT_EQ(::mkdir(target.c_str(), 0755), 0);
-  const std::string link = TestDir("link");
+  const std::string link = tmp.Path("link");
   ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
   s = CreatePrivateDirectory(link);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -67,7 +66,8 @@ TEST(CreatePrivateDirectory, RefusesAFileOrASymlinkInItsPlace) {
 
 TEST(CreatePrivateDirectory, RefusesADirectoryOfAnotherUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
-  const std::string dir = TestDir("someone_elses");
+  test::TempDir tmp("secret_file");
+  const std::string dir = tmp.Path("someone_elses");
   ASSERT_EQ(::mkdir(dir.c_str(), 0777), 0);
   if (::chown(dir.c_str(), 65534, 65534) != 0) {  // nobody; a sandbox may not map that user
     GTEST_SKIP() << "cannot give a directory to user 65534 here: " << std::strerror(errno);
@@ -79,7 +79,8 @@ TEST(CreatePrivateDirectory, RefusesADirectoryOfAnotherUser) {
 }
 
 TEST(SecretFile, IsWrittenOwnerOnlyAndReadBack) {
-  const std::string path = TestDir("token");
+  test::TempDir tmp("secret_file");
+  const std::string path = tmp.Path("token");
   ASSERT_TRUE(WriteSecretFile(path, "0123abcd").ok());
   EXPECT_EQ(ModeOf(path), 0600u);
   absl::StatusOr<std::string> back = ReadSecretFile(path);
@@ -88,7 +89,8 @@ TEST(SecretFile, IsWrittenOwnerOnlyAndReadBack) {
 }
 
 TEST(SecretFile, ReadTakesTheFirstLineWithoutSurroundingSpace) {
-  const std::string path = TestDir("spaced");
+  test::TempDir tmp("secret_file");
+  const std::string path = tmp.Path("spaced");
   WritePlain(path, "  s3cret-token \r\nsecond line\n", 0600);
   absl::StatusOr<std::string> got = ReadSecretFile(path);
   ASSERT_TRUE(got.ok()) << got.status();
@@ -96,7 +98,8 @@ TEST(SecretFile, ReadTakesTheFirstLineWithoutSurroundingSpace) {
 }
 
 TEST(SecretFile, AFileOthersMayReadIsRefusedWithTheFix) {
-  const std::string path = TestDir("world_readable");
+  test::TempDir tmp("secret_file");
+  const std::string path = tmp.Path("world_readable");
   WritePlain(path, "token\n", 0644);
   absl::StatusOr<std::string> got = ReadSecretFile(path);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kPermissionDenied);
@@ -109,22 +112,23 @@ TEST(SecretFile, AFileOthersMayReadIsRefusedWithTheFix) {
 }
 
 TEST(SecretFile, BadContentsAndMissingFilesAreNamed) {
-  EXPECT_EQ(ReadSecretFile(TestDir("missing")).status().code(), absl::StatusCode::kNotFound);
-  const std::string empty = TestDir("empty");
+  test::TempDir tmp("secret_file");
+  EXPECT_EQ(ReadSecretFile(tmp.Path("missing")).status().code(), absl::StatusCode::kNotFound);
+  const std::string empty = tmp.Path("empty");
   WritePlain(empty, "\n\n", 0600);
   absl::Status s = ReadSecretFile(empty).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("empty"));
-  const std::string binary = TestDir("binary");
+  const std::string binary = tmp.Path("binary");
   WritePlain(binary, std::string("tok\x01en"), 0600);
   s = ReadSecretFile(binary).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr(binary));
-  const std::string big = TestDir("big");
+  const std::string big = tmp.Path("big");
   WritePlain(big, std::string(10000, 'a'), 0600);
   EXPECT_EQ(ReadSecretFile(big).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(WriteSecretFile(TestDir("w"), "two words").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(WriteSecretFile(TestDir("w"), "").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteSecretFile(tmp.Path("w"), "two words").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteSecretFile(tmp.Path("w"), "").code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "runtime/malloc_tuning.h"
+#include "base/malloc_tuning.h"
 
 #include <sys/resource.h>
 

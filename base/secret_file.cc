@@ -1,4 +1,4 @@
-#include "runtime/secret_file.h"
+#include "base/secret_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -12,8 +12,8 @@
 //   absl::StatusOr<std::string> again = ReadSecretFile(state_dir + "/token");
 //
 // Thread-safety: the functions are thread-safe (each works on the file system only).
-#ifndef TROUPE_RUNTIME_SECRET_FILE_H_
-#define TROUPE_RUNTIME_SECRET_FILE_H_
+#ifndef TROUPE_BASE_SECRET_FILE_H_
+#define TROUPE_BASE_SECRET_FILE_H_
 
 #include <string>
 
@@ -42,4 +42,4 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path);
 
 }  // namespace troupe
 
-#endif  // TROUPE_RUNTIME_SECRET_FILE_H_
+#endif  // TROUPE_BASE_SECRET_FILE_H_

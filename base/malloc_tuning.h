@@ -14,8 +14,8 @@
 //
 // troupe's worker processes and `troupe run` call it at start. TROUPE_MALLOC_RETAIN=0 in the
 // environment turns it off. Call it early, before threads start allocating.
-#ifndef TROUPE_RUNTIME_MALLOC_TUNING_H_
-#define TROUPE_RUNTIME_MALLOC_TUNING_H_
+#ifndef TROUPE_BASE_MALLOC_TUNING_H_
+#define TROUPE_BASE_MALLOC_TUNING_H_
 
 namespace troupe {
 
@@ -25,4 +25,4 @@ bool RetainFreedMemory();
 
 }  // namespace troupe
 
-#endif  // TROUPE_RUNTIME_MALLOC_TUNING_H_
+#endif  // TROUPE_BASE_MALLOC_TUNING_H_

@@ -1,4 +1,4 @@
-#include "runtime/secure_random.h"
+#include "base/secure_random.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
