@@ -31,8 +31,8 @@
 #include "actors/judge.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
-#include "proto/actor_config.pb.h"
 #include "models/compute_threads.h"
+#include "proto/actor_config.pb.h"
 #include "rollout/generation_engine.h"
 
 namespace {

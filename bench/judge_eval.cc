@@ -26,6 +26,7 @@
 #include "actors/judge.h"
 #include "models/compute_threads.h"
 #include "nlohmann/json.hpp"
+#include "proto/actor_config.pb.h"
 
 namespace {
 
@@ -53,12 +54,14 @@ int main(int argc, char** argv) {
   }
   troupe::models::SetComputeThreads(1);
 
-  nlohmann::json config = {{"model_dir", judge},
-                           {"template", "{prompt}{response}|"},
-                           {"verdicts", {{"Y", 1.0}, {"N", 0.0}}},
-                           {"max_new_tokens", 8},
-                           {"slots", 64}};
-  if (!marker.empty()) config["marker"] = marker;
+  troupe::proto::JudgeConfig config;
+  config.set_model_dir(judge);
+  config.set_template_("{prompt}{response}|");
+  (*config.mutable_verdicts())["Y"] = 1.0;
+  (*config.mutable_verdicts())["N"] = 0.0;
+  config.set_max_new_tokens(8);
+  config.set_slots(64);
+  if (!marker.empty()) config.set_marker(marker);
   absl::StatusOr<std::unique_ptr<troupe::actors::JudgeCore>> core =
       troupe::actors::JudgeCore::Create(config);
   if (!core.ok()) Die(std::string(core.status().message()));
