@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "reward/builtin/math.h"
 
 namespace troupe::bench {
 namespace {
@@ -159,40 +160,12 @@ std::string DropLeadingVariable(const std::string& s) {
   return s.substr(eq + 1);
 }
 
-// The content of the last well-formed \boxed / \fbox in `text`, or nullopt.
-std::optional<std::string> LastBoxedText(absl::string_view text) {
-  // Candidates from the last one back; the last well-formed one wins.
-  std::vector<size_t> starts;
-  for (absl::string_view command : {"\\boxed", "\\fbox"}) {
-    for (size_t p = text.find(command); p != absl::string_view::npos;
-         p = text.find(command, p + 1)) {
-      starts.push_back(p);
-    }
-  }
-  std::sort(starts.rbegin(), starts.rend());
-  for (size_t p : starts) {
-    size_t i = p + (text.substr(p, 6) == "\\boxed" ? 6 : 5);
-    if (i < text.size() && text[i] == '{') {
-      const size_t end = MatchBrace(text, i);
-      if (end == absl::string_view::npos) continue;
-      return std::string(absl::StripAsciiWhitespace(text.substr(i + 1, end - i - 2)));
-    }
-    if (i < text.size() && text[i] == ' ') {
-      absl::string_view rest = text.substr(i);
-      rest = rest.substr(0, std::min(rest.find('$'), rest.find('\n')));
-      rest = absl::StripAsciiWhitespace(rest);
-      if (!rest.empty()) return std::string(rest);
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::string NormalizeMathAnswerText(absl::string_view answer) {
   std::string s(answer);
   if (absl::StrContains(s, "\\boxed") || absl::StrContains(s, "\\fbox")) {
-    if (std::optional<std::string> boxed = LastBoxedText(s)) s = *boxed;
+    if (std::optional<std::string> boxed = reward::LastBoxed(s)) s = *boxed;
   }
   s = absl::StrReplaceAll(s, {{"\\dfrac", "\\frac"},
                               {"\\tfrac", "\\frac"},
