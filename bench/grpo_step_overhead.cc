@@ -36,7 +36,7 @@
 #include "models/compute_threads.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/job_spec/job_spec.h"
-#include "recipes/online/grpo_config.h"
+#include "recipes/online/online_config.h"
 #include "recipes/online/grpo_recipe.h"
 #include "runtime/cluster/embedded_cluster.h"
 #include "tasks/arithmetic/arithmetic_task.h"
@@ -93,7 +93,7 @@ absl::StatusOr<std::vector<double>> RunOnActors(const Flags& f, const recipes::J
                                                   .resources_json = R"({"CPU": 2})",
                                                   .worker_binary = f.worker_binary}));
   std::vector<double> times;
-  recipes::GrpoRunOptions o;
+  recipes::RunOptions o;
   o.job_id = "overhead";
   o.on_step = [&](int64_t, const std::map<std::string, double>& m) {
     times.push_back(m.at("timing_s/step"));
@@ -128,11 +128,11 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
       std::unique_ptr<actors::RewardServer> reward,
       actors::RewardServer::Create(ctx("RewardServer", {{"task", "arithmetic"}})));
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<actors::ReferenceCore> reference,
-                          actors::ReferenceCore::Create(recipes::GrpoReferenceConfig(f.sft_dir)));
+                          actors::ReferenceCore::Create(recipes::OnlineReferenceConfig(f.sft_dir)));
   // The trainer the recipe would configure (no checkpointer: nothing calls Checkpoint).
   TROUPE_ASSIGN_OR_RETURN(
       std::unique_ptr<actors::TrainerCore> trainer,
-      actors::TrainerCore::Create(recipes::GrpoTrainerConfig(spec, f.sft_dir, "", "checkpointer")));
+      actors::TrainerCore::Create(recipes::OnlineTrainerConfig(spec, f.sft_dir, "", "checkpointer")));
   tasks::ArithmeticTaskOptions to;
   to.digits = 2;
   to.num_train = 0;

@@ -64,7 +64,7 @@ absl::StatusOr<Run> RunOnce(const Flags& f, int64_t staleness, const std::string
                               .resources_json = R"({"CPU": 2})",
                               .worker_binary = f.worker_binary});
   if (!cluster.ok()) return cluster.status();
-  recipes::GrpoRunOptions o;
+  recipes::RunOptions o;
   o.job_id = absl::StrCat("bench-eta", staleness);
   o.stop_at_accuracy = f.target;
   if (f.nice >= 0) o.off_critical_path_nice = f.nice;
@@ -87,7 +87,7 @@ absl::StatusOr<Run> RunOnce(const Flags& f, int64_t staleness, const std::string
       std::fprintf(stderr, "[eta=%lld] %s\n", static_cast<long long>(staleness), line.c_str());
   };
   // The recipe the job names (grpo, ppo or dpo: each an OnlineRecipe).
-  absl::StatusOr<recipes::GrpoResult> r = recipes::RunRecipe(*spec, (*cluster)->cluster(), o);
+  absl::StatusOr<recipes::RunResult> r = recipes::RunRecipe(*spec, (*cluster)->cluster(), o);
   if (!r.ok()) return r.status();
   Run run;
   run.curve = r->curve;
@@ -191,7 +191,7 @@ int Main(int argc, char** argv) {
       "\"step_ratio\":%.3f,\"share_of_ceiling\":%.3f,\"off_critical_path_nice\":%d}\n",
       ceiling, sync->step_s, sync->generate_s, sync->train_s, sync->reference_s, async->step_s,
       async->train_s, achieved_ratio, ceiling > 0 ? achieved_ratio / ceiling : 0.0,
-      f.nice >= 0 ? f.nice : recipes::GrpoRunOptions().off_critical_path_nice);
+      f.nice >= 0 ? f.nice : recipes::RunOptions().off_critical_path_nice);
   std::filesystem::remove_all(base);
   return both ? 0 : 1;
 }

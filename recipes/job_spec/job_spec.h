@@ -62,7 +62,7 @@
 // recipes/rm/rm_recipe.h, refuses the keys it does not read; model.init: sft is not checked here
 // for it); reward.name registered rewards (reward/reward_function.h), reward.weights as many
 // as names, reward.config keyed by those names. Which keys a recipe runs is the recipe's own check
-// (recipes/recipe.h; recipes/online/grpo_config.h).
+// (recipes/recipe.h; recipes/online/online_config.h).
 //
 // Thread-safety: JobSpec is a plain value; all functions are thread-safe (the task registry they
 // consult has its own lock).

@@ -21,7 +21,7 @@
 #include "base/status_macros.h"
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
-#include "recipes/online/grpo_config.h"
+#include "recipes/online/online_config.h"
 #include "recipes/online/offline_pairs.h"
 #include "recipes/online/online_recipe.h"
 #include "recipes/rm/preference_pairs.h"

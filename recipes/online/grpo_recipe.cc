@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "recipes/online/grpo_config.h"
+#include "recipes/online/online_config.h"
 #include "recipes/online/online_recipe.h"
 
 namespace troupe::recipes {

@@ -21,10 +21,6 @@
 
 namespace troupe::recipes {
 
-// The GRPO recipe's names for what recipes/recipe.h calls RunOptions and RunResult.
-using GrpoRunOptions = RunOptions;
-using GrpoResult = RunResult;
-
 // Runs `spec` with the GRPO recipe, whatever its `recipe:` says.
 absl::StatusOr<RunResult> RunGrpo(const JobSpec& spec, Cluster& cluster, const RunOptions& options);
 

@@ -11,8 +11,8 @@
 // the version given (never stale).
 //
 // Thread-safety: none (the driver's thread owns it).
-#ifndef TROUPE_RECIPES_GRPO_OFFLINE_PAIRS_H_
-#define TROUPE_RECIPES_GRPO_OFFLINE_PAIRS_H_
+#ifndef TROUPE_RECIPES_ONLINE_OFFLINE_PAIRS_H_
+#define TROUPE_RECIPES_ONLINE_OFFLINE_PAIRS_H_
 
 #include <cstdint>
 #include <vector>
@@ -61,4 +61,4 @@ class OfflinePairs {
 
 }  // namespace troupe::recipes
 
-#endif  // TROUPE_RECIPES_GRPO_OFFLINE_PAIRS_H_
+#endif  // TROUPE_RECIPES_ONLINE_OFFLINE_PAIRS_H_

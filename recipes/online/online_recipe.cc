@@ -15,7 +15,7 @@
 #include "base/trace/span_recorder.h"
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
-#include "recipes/online/grpo_config.h"
+#include "recipes/online/online_config.h"
 #include "recipes/rl/initial_policy.h"
 #include "recipes/rl/step_metrics.h"
 #include "recipes/rl/task_prompts.h"
@@ -177,19 +177,19 @@ absl::Status OnlineRecipe::Spawn() {
     TROUPE_ASSIGN_OR_RETURN(
         reference_group_,
         SpawnGroup(RoleOptions(prefix_, roles::kReference, a.reference, a.reference.replicas,
-                               ConfigJson(GrpoReferenceConfig(policy_dir_)))));
+                               ConfigJson(OnlineReferenceConfig(policy_dir_)))));
   }
   TROUPE_RETURN_IF_ERROR(SpawnRecipeRoles());
   TROUPE_ASSIGN_OR_RETURN(checkpointer_,
                           SpawnGroup(RoleOptions(prefix_, roles::kCheckpointer, a.checkpointer, 1,
-                                                 ConfigJson(GrpoCheckpointerConfig(spec_)))));
+                                                 ConfigJson(OnlineCheckpointerConfig(spec_)))));
   TROUPE_ASSIGN_OR_RETURN(
       trainer_group_,
       SpawnGroup(RoleOptions(prefix_, roles::kTrainer, a.trainer, 1,
-                             ConfigJson(GrpoTrainerConfig(spec_, policy_dir_, state_.resume_dir(),
+                             ConfigJson(OnlineTrainerConfig(spec_, policy_dir_, state_.resume_dir(),
                                                           checkpointer_.name(0))))));
   ActorGroupOptions ro = RoleOptions(prefix_, roles::kRollout, a.rollout, a.rollout.replicas,
-                                     ConfigJson(GrpoRolloutConfig(spec_, policy_dir_)),
+                                     ConfigJson(OnlineRolloutConfig(spec_, policy_dir_)),
                                      /*indexed=*/true);
   ro.max_concurrency = 3;  // Generate beside JoinWeightGroup and Status
   TROUPE_ASSIGN_OR_RETURN(ActorGroup workers, SpawnGroup(std::move(ro)));
@@ -302,7 +302,7 @@ absl::Status OnlineRecipe::Loop() {
 // the samples depend on is left to timing:
 //   - a call's prompts: calls are drawn in prompt order the moment room opens (a batch handed to
 //     the trainer, the run's start), in chunks of gen_batch / replicas, so the chunks are the
-//     same in every run; its seed comes from its first prompt id (GrpoGenerateRequest);
+//     same in every run; its seed comes from its first prompt id (OnlineGenerateRequest);
 //   - a call's weights: it is pinned to one version, the trainer's when its room opened (which
 //     is the number of steps trained then, as a step is handed over only when the previous one
 //     is done), and the worker generates every token with that version (it keeps the weights
@@ -326,7 +326,7 @@ absl::Status OnlineRecipe::Generate() {
     if (busy() || feed_->has_batch() || pending_ >= batch()) return absl::OkStatus();
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(batch() - pending_));
     return pool_->StartSplit(std::move(ps), [this](std::vector<proto::Prompt> part) {
-      return GrpoGenerateRequest(spec_, std::move(part), state_.version());
+      return OnlineGenerateRequest(spec_, std::move(part), state_.version());
     });
   }
   const int64_t chunk = std::max<int64_t>(1, gen_batch() / spec_.actors.rollout.replicas);
@@ -340,7 +340,7 @@ absl::Status OnlineRecipe::Generate() {
   for (int64_t room;
        (room = std::max<int64_t>(1, eta()) * std::max(batch(), gen_batch()) - pending_) > 0;) {
     TROUPE_ASSIGN_OR_RETURN(std::vector<proto::Prompt> ps, draw(std::min(chunk, room)));
-    pool_->Enqueue(GrpoGenerateRequest(spec_, std::move(ps), version));
+    pool_->Enqueue(OnlineGenerateRequest(spec_, std::move(ps), version));
   }
   pool_->Dispatch();
   return absl::OkStatus();

@@ -37,7 +37,7 @@
 //        (PrepareRecipeData, Generate, Frontier, drawn, ReplaceLost, generates, ConfigureFeed,
 //        AddStepMetrics, SaveRecipeState).
 // The trainer's update itself (advantage estimator, policy or preference loss) is the trainer's
-// config (grpo_config.h), found by name in trainers/'s registries.
+// config (online_config.h), found by name in trainers/'s registries.
 //
 // Faults, outputs, resume: see recipes/recipe.h and recipes/rl/ (RolloutPool, RetriedCall,
 // ReplayBufferClient, RunState). A replay buffer that dies is restarted and restored from the

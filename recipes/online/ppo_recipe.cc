@@ -29,7 +29,7 @@
 #include "actors/roles.h"
 #include "base/status_macros.h"
 #include "metrics/metric_catalog.h"
-#include "recipes/online/grpo_config.h"
+#include "recipes/online/online_config.h"
 #include "recipes/online/online_recipe.h"
 
 #include "actors/roles.h"

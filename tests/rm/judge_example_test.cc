@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tasks/arithmetic/arithmetic_task.h"
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/resume_harness.h"
 
 namespace troupe::tests {
 namespace {

@@ -26,7 +26,7 @@
 #include "recipes/rm/pair_loss.h"
 #include "recipes/rm/preference_pairs.h"
 #include "tasks/arithmetic/arithmetic_task.h"
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/resume_harness.h"
 
 namespace troupe::tests {
 namespace {

@@ -1,4 +1,4 @@
-#include "recipes/online/grpo_config.h"
+#include "recipes/online/online_config.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -78,7 +78,7 @@ void CheckDataset(const JobSpec& spec, Refuse& refuse) {
 
 }  // namespace
 
-proto::RewardServerConfig GrpoRewardConfig(const JobSpec& spec) {
+proto::RewardServerConfig OnlineRewardConfig(const JobSpec& spec) {
   const RewardSpec& r = spec.reward;
   proto::RewardServerConfig config;
   const bool plain_weights = r.weights.empty() || (r.weights.size() == 1 && r.weights[0] == 1);
@@ -101,7 +101,7 @@ proto::RewardServerConfig GrpoRewardConfig(const JobSpec& spec) {
   return config;
 }
 
-proto::JudgeConfig GrpoJudgeConfig(const JobSpec& spec) {
+proto::JudgeConfig OnlineJudgeConfig(const JobSpec& spec) {
   const JudgeSpec& j = spec.reward.judge;
   proto::JudgeConfig config;
   config.set_model_dir(j.model);
@@ -120,15 +120,15 @@ proto::JudgeConfig GrpoJudgeConfig(const JobSpec& spec) {
   config.set_slots(j.slots);
   config.set_add_bos(j.add_bos);
   config.set_weight(j.weight);
-  *config.mutable_verifiers() = GrpoRewardConfig(spec);
+  *config.mutable_verifiers() = OnlineRewardConfig(spec);
   return config;
 }
 
-proto::RewardModelConfig GrpoRewardModelConfig(const JobSpec& spec) {
+proto::RewardModelConfig OnlineRewardModelConfig(const JobSpec& spec) {
   proto::RewardModelConfig config;
   config.set_model_dir(spec.reward.model);
   config.set_weight(spec.reward.model_weight);
-  *config.mutable_verifiers() = GrpoRewardConfig(spec);
+  *config.mutable_verifiers() = OnlineRewardConfig(spec);
   return config;
 }
 
@@ -136,11 +136,11 @@ nlohmann::json RewardRoleConfig(const JobSpec& spec) {
   const ActorGroupSpec& group = spec.actors.reward;
   nlohmann::json config;
   if (!spec.reward.judge.model.empty()) {
-    config = ConfigJson(GrpoJudgeConfig(spec));
+    config = ConfigJson(OnlineJudgeConfig(spec));
   } else if (!spec.reward.model.empty()) {
-    config = ConfigJson(GrpoRewardModelConfig(spec));
+    config = ConfigJson(OnlineRewardModelConfig(spec));
   } else {
-    proto::RewardServerConfig rewards = GrpoRewardConfig(spec);
+    proto::RewardServerConfig rewards = OnlineRewardConfig(spec);
     if (group.type == JobSpec().actors.reward.type && !rewards.has_reward() &&
         !group.config.empty()) {
       // The built-in reward server's actors.reward.config is its task reward's own config.
@@ -406,7 +406,7 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
 }
 
-proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
+proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string& model_dir,
                                        const std::string& resume_dir,
                                        const std::string& checkpointer) {
   const TrainerSpec& t = spec.trainer;
@@ -479,7 +479,7 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
   return c;
 }
 
-proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir) {
+proto::RolloutWorkerConfig OnlineRolloutConfig(const JobSpec& spec, const std::string& model_dir) {
   proto::RolloutWorkerConfig c;
   c.set_model_dir(model_dir);
   c.set_num_slots(static_cast<int32_t>(
@@ -497,20 +497,20 @@ proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::str
   return c;
 }
 
-proto::ReferenceConfig GrpoReferenceConfig(const std::string& model_dir) {
+proto::ReferenceConfig OnlineReferenceConfig(const std::string& model_dir) {
   proto::ReferenceConfig c;
   c.set_model_dir(model_dir);
   return c;
 }
 
-proto::CheckpointerConfig GrpoCheckpointerConfig(const JobSpec& spec) {
+proto::CheckpointerConfig OnlineCheckpointerConfig(const JobSpec& spec) {
   proto::CheckpointerConfig c;
   c.set_dir(spec.actors.checkpointer.dir);
   c.set_keep(static_cast<int32_t>(spec.actors.checkpointer.keep));
   return c;
 }
 
-proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
+proto::GenerateRequest OnlineGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
                                            int64_t version) {
   proto::GenerateRequest req;
   const uint64_t first = prompts.empty() ? 0 : static_cast<uint64_t>(prompts[0].prompt_id());

@@ -1,4 +1,4 @@
-// A gtest fixture for end-to-end recipe tests (tests/grpo's ppo_e2e_test, dpo_e2e_test): each test
+// A gtest fixture for end-to-end recipe tests (tests/online's ppo_e2e_test, dpo_e2e_test): each test
 // gets its own embedded cluster (head + node, 2 CPUs) whose workers run the `cli/troupe` binary of
 // the test's runfiles, and the recipe runs in the test's process (RunRecipe) with its per-step
 // metrics recorded.
@@ -11,8 +11,8 @@
 //   }
 //
 // Test-only; a fixture is used by its test's thread.
-#ifndef TROUPE_TESTS_GRPO_RECIPE_CLUSTER_TEST_H_
-#define TROUPE_TESTS_GRPO_RECIPE_CLUSTER_TEST_H_
+#ifndef TROUPE_TESTS_ONLINE_RECIPE_CLUSTER_TEST_H_
+#define TROUPE_TESTS_ONLINE_RECIPE_CLUSTER_TEST_H_
 
 #include <chrono>
 #include <cstdint>
@@ -58,4 +58,4 @@ class RecipeClusterTest : public ::testing::Test {
 
 }  // namespace troupe::tests
 
-#endif  // TROUPE_TESTS_GRPO_RECIPE_CLUSTER_TEST_H_
+#endif  // TROUPE_TESTS_ONLINE_RECIPE_CLUSTER_TEST_H_

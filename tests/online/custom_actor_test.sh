@@ -10,7 +10,7 @@
 #   3. `troupe job submit` of the same job to a running cluster (head + agent as processes)
 #      succeeds the same way; a library outside the head's --job-path-roots is refused.
 #
-# Usage: bazel test //tests/grpo:custom_actor_test
+# Usage: bazel test //tests/online:custom_actor_test
 set -euo pipefail
 
 fail() {

@@ -19,8 +19,8 @@
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
-#include "tests/grpo/recipe_cluster_test.h"
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/recipe_cluster_test.h"
+#include "tests/online/resume_harness.h"
 
 namespace troupe::recipes {
 namespace {

@@ -10,7 +10,7 @@
 #   6. and on SIGINT (Ctrl-C): exit 130, summary.json, and a final checkpoint at the step it
 #      stopped after; a second SIGINT ends it at once.
 #
-# Usage: bazel test //tests/grpo:job_stop_resume_test
+# Usage: bazel test //tests/online:job_stop_resume_test
 set -euo pipefail
 
 source tests/lib/cluster_test_lib.sh  # (runfiles) newest_step, dump_cluster_logs

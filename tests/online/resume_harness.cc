@@ -1,4 +1,4 @@
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/resume_harness.h"
 
 #include <signal.h>
 

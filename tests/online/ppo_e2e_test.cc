@@ -27,8 +27,8 @@
 #include "nlohmann/json.hpp"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
-#include "tests/grpo/recipe_cluster_test.h"
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/recipe_cluster_test.h"
+#include "tests/online/resume_harness.h"
 
 namespace troupe::recipes {
 namespace {

@@ -1,4 +1,4 @@
-// Test harness for killing a `troupe run` mid-way and resuming it (tests/grpo's resume tests):
+// Test harness for killing a `troupe run` mid-way and resuming it (tests/online's resume tests):
 // a fresh scratch folder, the first run started and SIGKILLed once it has checkpointed, the
 // resumed run, and the JSON files the runs leave (summary.json, a checkpoint's driver_state.json).
 //
@@ -14,8 +14,8 @@
 //   nlohmann::json summary = ReadJson(dir + "/run/summary.json");
 //
 // Test-only; not thread-safe (the calls block, and they start and signal child processes).
-#ifndef TROUPE_TESTS_GRPO_RESUME_HARNESS_H_
-#define TROUPE_TESTS_GRPO_RESUME_HARNESS_H_
+#ifndef TROUPE_TESTS_ONLINE_RESUME_HARNESS_H_
+#define TROUPE_TESTS_ONLINE_RESUME_HARNESS_H_
 
 #include <string>
 #include <utility>
@@ -68,4 +68,4 @@ std::pair<int, std::string> ResumeRun(const std::string& job, const std::string&
 
 }  // namespace troupe::tests
 
-#endif  // TROUPE_TESTS_GRPO_RESUME_HARNESS_H_
+#endif  // TROUPE_TESTS_ONLINE_RESUME_HARNESS_H_

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/rl.pb.h"
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/resume_harness.h"
 
 namespace troupe::tests {
 namespace {

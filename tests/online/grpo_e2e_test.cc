@@ -122,7 +122,7 @@ class GrpoEndToEnd : public ::testing::Test {
     cluster_ = std::move(*c);
   }
 
-  void ExpectAccountingAddsUp(const GrpoResult& r) {
+  void ExpectAccountingAddsUp(const RunResult& r) {
     const proto::ReplayStats& s = r.accounting;
     EXPECT_EQ(s.added(), s.used() + s.dropped_stale() + s.buffered())
         << "added " << s.added() << " used " << s.used() << " dropped " << s.dropped_stale()
@@ -131,7 +131,7 @@ class GrpoEndToEnd : public ::testing::Test {
     EXPECT_GT(s.used(), 0);
   }
 
-  void ExpectVersionsNeverGoDown(const GrpoResult& r) {
+  void ExpectVersionsNeverGoDown(const RunResult& r) {
     ASSERT_FALSE(r.worker_versions.empty());
     for (const auto& [worker, versions] : r.worker_versions) {
       for (size_t i = 1; i < versions.size(); ++i) {
@@ -141,7 +141,7 @@ class GrpoEndToEnd : public ::testing::Test {
   }
 
   // Every sample the workers generated was used, dropped as stale or is buffered.
-  void ExpectNoSampleLost(const GrpoResult& r) {
+  void ExpectNoSampleLost(const RunResult& r) {
     const proto::ReplayStats& s = r.accounting;
     EXPECT_EQ(r.samples_lost, 0);
     EXPECT_EQ(r.samples_generated, s.used() + s.dropped_stale() + s.buffered())
@@ -189,7 +189,7 @@ TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
   };
   // Uninterrupted: 4 steps.
   JobSpec a = SmallJob(base + "/a", /*max_staleness=*/0, /*steps=*/4);
-  absl::StatusOr<GrpoResult> ra =
+  absl::StatusOr<RunResult> ra =
       RunGrpo(a, cluster_->cluster(), {.log = Log, .job_id = "a", .on_step = recorder(&full)});
   ASSERT_TRUE(ra.ok()) << ra.status();
   EXPECT_EQ(ra->steps, 4);
@@ -200,13 +200,13 @@ TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
 
   // Interrupted after 2 steps (checkpoint at step 2), then resumed to 4, from the same SFT start.
   JobSpec b = SmallJob(base + "/b", 0, 4, base + "/a/sft");
-  absl::StatusOr<GrpoResult> rb1 =
+  absl::StatusOr<RunResult> rb1 =
       RunGrpo(b, cluster_->cluster(),
               {.log = Log, .job_id = "b1", .stop_after_steps = 2, .on_step = recorder(&resumed)});
   ASSERT_TRUE(rb1.ok()) << rb1.status();
   EXPECT_EQ(rb1->steps, 2);
   ASSERT_TRUE(fs::exists(base + "/b/ckpt/step_00000002/model.safetensors"));
-  absl::StatusOr<GrpoResult> rb2 =
+  absl::StatusOr<RunResult> rb2 =
       RunGrpo(b, cluster_->cluster(),
               {.resume = true, .log = Log, .job_id = "b2", .on_step = recorder(&resumed)});
   ASSERT_TRUE(rb2.ok()) << rb2.status();
@@ -223,7 +223,7 @@ TEST_F(GrpoEndToEnd, SynchronousRunResumedFromACheckpointReproducesTheLosses) {
   c.actors.reference.replicas = 2;
   std::map<int64_t, double> split;
   bool two = false;
-  absl::StatusOr<GrpoResult> rc = RunGrpo(
+  absl::StatusOr<RunResult> rc = RunGrpo(
       c, cluster_->cluster(),
       {.log =
            [&two](const std::string& line) {
@@ -283,7 +283,7 @@ TEST_F(GrpoEndToEnd, AsynchronousRunStaysWithinTheStalenessBound) {
     }
     reference_seconds.push_back(m.at("timing_s/ref"));
   };
-  absl::StatusOr<GrpoResult> r =
+  absl::StatusOr<RunResult> r =
       RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "async", .on_step = on_step});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 6);
@@ -322,7 +322,7 @@ TEST_F(GrpoEndToEnd, ARandomInitStartsFromRandomWeightsWithoutAnSftStage) {
   spec.model.tokenizer = dir + "/reversed.json";
   std::ofstream(spec.model.tokenizer) << tokenizer_json;
   bool said = false;
-  absl::StatusOr<GrpoResult> r =
+  absl::StatusOr<RunResult> r =
       RunGrpo(spec, cluster_->cluster(),
               {.log =
                    [&said](const std::string& line) {
@@ -354,7 +354,7 @@ TEST_F(GrpoEndToEnd, DynamicSamplingDropsAllEqualGroupsAndAccountsForThem) {
   int64_t steps_seen = 0, steps_with_group_shares = 0;
   double most_none_correct = 0, most_prompts_per_call = 0;
   bool flagged = false;  // says it is not reproducible (docs/reproducibility.md)
-  absl::StatusOr<GrpoResult> r =
+  absl::StatusOr<RunResult> r =
       RunGrpo(spec, cluster_->cluster(),
               {.log =
                    [&flagged](const std::string& line) {
@@ -412,7 +412,7 @@ TEST_F(GrpoEndToEnd, OverlongResponsesAreShapedAndReported) {
   JobSpec spec = SmallJob(dir, /*max_staleness=*/0, /*steps=*/2);
   spec.reward.overlong_buffer = {.enable = true, .len = 3, .penalty_factor = 0.5};
   double lowest = 0;
-  absl::StatusOr<GrpoResult> r =
+  absl::StatusOr<RunResult> r =
       RunGrpo(spec, cluster_->cluster(),
               {.log = Log,
                .job_id = "overlong",
@@ -433,7 +433,7 @@ TEST_F(GrpoEndToEnd, KillingARolloutWorkerMidRunDoesNotStopTheJob) {
   Cluster& cluster = cluster_->cluster();
   bool killed = false;
   std::string killed_id;
-  GrpoRunOptions options;
+  RunOptions options;
   options.job_id = "kill";
   options.log = Log;
   options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
@@ -446,7 +446,7 @@ TEST_F(GrpoEndToEnd, KillingARolloutWorkerMidRunDoesNotStopTheJob) {
     ASSERT_EQ(::kill(static_cast<pid_t>(info->pid()), SIGKILL), 0);
     killed = true;
   };
-  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster, options);
+  absl::StatusOr<RunResult> r = RunGrpo(spec, cluster, options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(killed);
   EXPECT_EQ(r->steps, 8);
@@ -462,11 +462,11 @@ TEST_F(GrpoEndToEnd, KillingARolloutWorkerMidRunDoesNotStopTheJob) {
 TEST_F(GrpoEndToEnd, ARewardServerKilledUnderAScoreCallLosesNoSample) {
   const std::string dir = TestDir("reward-kill");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/6, SharedSftDir());
-  GrpoRunOptions options{.log = Log, .job_id = "rk"};
+  RunOptions options{.log = Log, .job_id = "rk"};
   options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
     if (step == 2) FreezeThenKill("rk/reward-0", std::chrono::milliseconds(1500));
   };
-  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster_->cluster(), options);
+  absl::StatusOr<RunResult> r = RunGrpo(spec, cluster_->cluster(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 6);
   EXPECT_GE(r->call_retries, 1) << "no Score call was in flight when the reward server died";
@@ -477,11 +477,11 @@ TEST_F(GrpoEndToEnd, ARewardServerKilledUnderAScoreCallLosesNoSample) {
 TEST_F(GrpoEndToEnd, TheReferenceKilledUnderALogprobsCallCostsARetry) {
   const std::string dir = TestDir("reference-kill");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/5, SharedSftDir());
-  GrpoRunOptions options{.log = Log, .job_id = "ref"};
+  RunOptions options{.log = Log, .job_id = "ref"};
   options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
     if (step == 2) FreezeThenKill("ref/reference", std::chrono::milliseconds(1500));
   };
-  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster_->cluster(), options);
+  absl::StatusOr<RunResult> r = RunGrpo(spec, cluster_->cluster(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 5);
   EXPECT_GE(r->call_retries, 1);
@@ -491,13 +491,13 @@ TEST_F(GrpoEndToEnd, TheReferenceKilledUnderALogprobsCallCostsARetry) {
 TEST_F(GrpoEndToEnd, TheCheckpointerKilledMidWriteLosesNoCheckpoint) {
   const std::string dir = TestDir("checkpointer-kill");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/1, /*steps=*/6, SharedSftDir());
-  GrpoRunOptions options{.log = Log, .job_id = "ck"};
+  RunOptions options{.log = Log, .job_id = "ck"};
   // on_step runs before the step's checkpoint is handed over: the write of step 2 is in flight
   // to a frozen checkpointer when it dies.
   options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
     if (step == 2) FreezeThenKill("ck/checkpointer", std::chrono::milliseconds(1500));
   };
-  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster_->cluster(), options);
+  absl::StatusOr<RunResult> r = RunGrpo(spec, cluster_->cluster(), options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 6);
   EXPECT_GE(r->checkpoint_retries, 1);
@@ -524,7 +524,7 @@ TEST_F(GrpoEndToEnd, TheReplayBufferKilledMidRunIsRestoredAndWhatItHeldIsGenerat
   EXPECT_EQ(spec.actors.replay_buffer.max_restarts, 3) << "restartable by default";
   Cluster& cluster = cluster_->cluster();
   int64_t killed_at = 0, held = 0;
-  GrpoRunOptions options{.log = Log, .job_id = "rb"};
+  RunOptions options{.log = Log, .job_id = "rb"};
   options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
     if (killed_at > 0) {
       if (step == killed_at + 2) FreezeThenKill("rb/replay", std::chrono::milliseconds(1500));
@@ -548,7 +548,7 @@ TEST_F(GrpoEndToEnd, TheReplayBufferKilledMidRunIsRestoredAndWhatItHeldIsGenerat
       absl::SleepFor(absl::Milliseconds(100));
     }
   };
-  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster, options);
+  absl::StatusOr<RunResult> r = RunGrpo(spec, cluster, options);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_GT(killed_at, 0) << "the buffer held no group at steps 1-5";
   EXPECT_EQ(r->steps, 8);
@@ -577,7 +577,7 @@ TEST_F(GrpoEndToEnd, ARolloutWorkerThatRestartsJustBeforeTheEvaluationIsRegroupe
   const std::string dir = TestDir("eval-kill");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/0, /*steps=*/3, SharedSftDir());
   Cluster& cluster = cluster_->cluster();
-  GrpoRunOptions options{.log = Log, .job_id = "ev"};
+  RunOptions options{.log = Log, .job_id = "ev"};
   // After the last step the run evaluates; rollout-0 dies and is back (outside the weight group)
   // by then, without the driver having called it since.
   options.on_step = [&](int64_t step, const std::map<std::string, double>&) {
@@ -593,7 +593,7 @@ TEST_F(GrpoEndToEnd, ARolloutWorkerThatRestartsJustBeforeTheEvaluationIsRegroupe
       absl::SleepFor(absl::Milliseconds(100));
     }
   };
-  absl::StatusOr<GrpoResult> r = RunGrpo(spec, cluster, options);
+  absl::StatusOr<RunResult> r = RunGrpo(spec, cluster, options);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 3);
   EXPECT_GE(r->final_accuracy, 0);
@@ -603,13 +603,13 @@ TEST_F(GrpoEndToEnd, ARolloutWorkerThatRestartsJustBeforeTheEvaluationIsRegroupe
 TEST_F(GrpoEndToEnd, AFreshRunRefusesAnEarlierRunsOutputsUnlessToldWhatToDo) {
   const std::string dir = TestDir("earlier");
   JobSpec spec = SmallJob(dir, /*max_staleness=*/0, /*steps=*/2, SharedSftDir());
-  absl::StatusOr<GrpoResult> first =
+  absl::StatusOr<RunResult> first =
       RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "earlier-1"});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(fs::exists(dir + "/ckpt/step_00000002"));
   EXPECT_FALSE(FindEarlierRun(spec).empty());
 
-  absl::StatusOr<GrpoResult> again =
+  absl::StatusOr<RunResult> again =
       RunGrpo(spec, cluster_->cluster(), {.log = Log, .job_id = "earlier-2"});
   EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition) << again.status();
   EXPECT_NE(again.status().message().find("--overwrite"), std::string::npos) << again.status();
@@ -617,7 +617,7 @@ TEST_F(GrpoEndToEnd, AFreshRunRefusesAnEarlierRunsOutputsUnlessToldWhatToDo) {
 
   spec.trainer.total_steps = 1;
   spec.actors.checkpointer.every_steps = 1;
-  absl::StatusOr<GrpoResult> replaced =
+  absl::StatusOr<RunResult> replaced =
       RunGrpo(spec, cluster_->cluster(), {.overwrite = true, .log = Log, .job_id = "earlier-3"});
   ASSERT_TRUE(replaced.ok()) << replaced.status();
   EXPECT_FALSE(fs::exists(dir + "/ckpt/step_00000002")) << "--overwrite kept the earlier run's";

@@ -1,8 +1,9 @@
-// The GRPO recipe's per-actor configuration, from the job spec: what the trainer and the rollout
-// workers are constructed with (ActorContext::config()). One place for the mapping, so a spec key
-// the recipe honours reaches its actor.
-#ifndef TROUPE_RECIPES_GRPO_GRPO_CONFIG_H_
-#define TROUPE_RECIPES_GRPO_GRPO_CONFIG_H_
+// The online recipes' (grpo, ppo, dpo) per-actor configuration, from the job spec: what the
+// trainer, the rollout workers, the reward role, the reference and the checkpointer are
+// constructed with (ActorContext::config()); and each recipe's spec check. One place for the
+// mapping, so a spec key a recipe honours reaches its actor.
+#ifndef TROUPE_RECIPES_ONLINE_ONLINE_CONFIG_H_
+#define TROUPE_RECIPES_ONLINE_ONLINE_CONFIG_H_
 
 #include <string>
 #include <vector>
@@ -58,13 +59,13 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
 // task's own verifier for a task job without reward.name, or the one reward.name with weight 1 and
 // no config), else the reward form {name, weights (one per name), config} (an empty name list =
 // each record's reward chosen by its data_source).
-proto::RewardServerConfig GrpoRewardConfig(const JobSpec& spec);
-// reward.judge's Judge (its keys, the verifiers GrpoRewardConfig's) and reward.model's RewardModel
+proto::RewardServerConfig OnlineRewardConfig(const JobSpec& spec);
+// reward.judge's Judge (its keys, the verifiers OnlineRewardConfig's) and reward.model's RewardModel
 // (model_dir, model_weight, the same verifiers).
-proto::JudgeConfig GrpoJudgeConfig(const JobSpec& spec);
-proto::RewardModelConfig GrpoRewardModelConfig(const JobSpec& spec);
+proto::JudgeConfig OnlineJudgeConfig(const JobSpec& spec);
+proto::RewardModelConfig OnlineRewardModelConfig(const JobSpec& spec);
 // The reward role's config as its actors are spawned with it: with reward.judge
-// GrpoJudgeConfig's, with reward.model GrpoRewardModelConfig's, else GrpoRewardConfig's; and
+// OnlineJudgeConfig's, with reward.model OnlineRewardModelConfig's, else OnlineRewardConfig's; and
 // actors.reward.config in it: for the built-in RewardServer in the task form, as the task
 // reward's own config (task_config), else its keys over the message's fields (the role's actor
 // type refuses one it does not read).
@@ -76,23 +77,23 @@ ActorGroupOptions RewardRoleOptions(const std::string& job_id, const JobSpec& sp
 // The built-in actors' configs (proto/actor_config.proto), every field the recipe decides set.
 // The trainer's: the model, the optimizer and schedule (trainer.*), the loss (algorithm.*), where
 // to resume from and the checkpointer's actor name.
-proto::TrainerConfig GrpoTrainerConfig(const JobSpec& spec, const std::string& model_dir,
+proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string& model_dir,
                                        const std::string& resume_dir,
                                        const std::string& checkpointer);
 // The rollout workers': the model, the engine's slots and sequence length, and the weight
 // versions it keeps (async.max_staleness + 1 for an asynchronous run, so a pinned call finds its
 // version).
-proto::RolloutWorkerConfig GrpoRolloutConfig(const JobSpec& spec, const std::string& model_dir);
-proto::ReferenceConfig GrpoReferenceConfig(const std::string& model_dir);
-proto::CheckpointerConfig GrpoCheckpointerConfig(const JobSpec& spec);
+proto::RolloutWorkerConfig OnlineRolloutConfig(const JobSpec& spec, const std::string& model_dir);
+proto::ReferenceConfig OnlineReferenceConfig(const std::string& model_dir);
+proto::CheckpointerConfig OnlineCheckpointerConfig(const JobSpec& spec);
 
 // A generation call for `prompts` (n samples each, the spec's sampling) pinned to the weights of
 // `version` (the worker waits for them and every token is generated with them), seeded from
 // trainer.seed and the first prompt's id: the same call gives the same samples whichever worker
 // serves it and whenever newer weights arrive.
-proto::GenerateRequest GrpoGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
+proto::GenerateRequest OnlineGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
                                            int64_t version);
 
 }  // namespace troupe::recipes
 
-#endif  // TROUPE_RECIPES_GRPO_GRPO_CONFIG_H_
+#endif  // TROUPE_RECIPES_ONLINE_ONLINE_CONFIG_H_

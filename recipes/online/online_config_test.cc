@@ -1,4 +1,4 @@
-#include "recipes/online/grpo_config.h"
+#include "recipes/online/online_config.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -35,7 +35,7 @@ absl::StatusOr<JobSpec> Parse(const std::string& extra) {
   return ParseJobSpec(std::string(kBase) + extra, "job.yaml");
 }
 
-TEST(GrpoSpec, TheDefaultsAreHonoured) {
+TEST(OnlineSpec, TheDefaultsAreHonoured) {
   absl::StatusOr<JobSpec> spec = Parse("");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
@@ -44,9 +44,9 @@ TEST(GrpoSpec, TheDefaultsAreHonoured) {
 // What the recipe hands its actors for a spec: the trainer's and a rollout worker's config, and
 // a generation request's sampling settings, as one JSON object.
 nlohmann::json ActorSettings(const JobSpec& spec) {
-  const proto::GenerateRequest req = GrpoGenerateRequest(spec, {proto::Prompt()}, 0);
-  return {{"trainer", ConfigJson(GrpoTrainerConfig(spec, "model", "", "ckpt"))},
-          {"rollout", ConfigJson(GrpoRolloutConfig(spec, "model"))},
+  const proto::GenerateRequest req = OnlineGenerateRequest(spec, {proto::Prompt()}, 0);
+  return {{"trainer", ConfigJson(OnlineTrainerConfig(spec, "model", "", "ckpt"))},
+          {"rollout", ConfigJson(OnlineRolloutConfig(spec, "model"))},
           {"generate",
            {{"n", req.n()},
             {"temperature", req.temperature()},
@@ -58,7 +58,7 @@ nlohmann::json ActorSettings(const JobSpec& spec) {
 
 // Every spec key the GRPO recipe passes to its actors changes what they are given: the setting
 // takes the key's value (not the default's).
-TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
+TEST(OnlineSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
   struct Row {
     std::vector<std::string> overrides;
     std::string where;  // "/trainer/lr"
@@ -127,11 +127,11 @@ TEST(GrpoSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
 
 // The recipe decides every field of the trainer's and rollout workers' configs (no actor-side
 // default applies unseen), and a spec's defaults are the actor's (proto/actor_config.proto).
-TEST(GrpoSpec, ActorConfigsAreWholeAndShareTheActorsDefaults) {
+TEST(OnlineSpec, ActorConfigsAreWholeAndShareTheActorsDefaults) {
   absl::StatusOr<JobSpec> spec = Parse("");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const proto::TrainerConfig trainer = GrpoTrainerConfig(*spec, "model", "", "ckpt");
-  const proto::RolloutWorkerConfig rollout = GrpoRolloutConfig(*spec, "model");
+  const proto::TrainerConfig trainer = OnlineTrainerConfig(*spec, "model", "", "ckpt");
+  const proto::RolloutWorkerConfig rollout = OnlineRolloutConfig(*spec, "model");
   for (const google::protobuf::Message* m :
        std::vector<const google::protobuf::Message*>{&trainer, &rollout}) {
     const google::protobuf::Descriptor* d = m->GetDescriptor();
@@ -165,7 +165,7 @@ TEST(GrpoSpec, ActorConfigsAreWholeAndShareTheActorsDefaults) {
   EXPECT_EQ(spec->actors.checkpointer.keep, proto::CheckpointerConfig::default_instance().keep());
 }
 
-TEST(GrpoSpec, TheExampleJobIsHonoured) {
+TEST(OnlineSpec, TheExampleJobIsHonoured) {
   absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/grpo_arith.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
@@ -173,7 +173,7 @@ TEST(GrpoSpec, TheExampleJobIsHonoured) {
 
 // The demo job with DAPO's options: clip-higher, dynamic sampling without a limit, the entropy
 // bonus and no KL reach the trainer and the driver, and no reference is reserved.
-TEST(GrpoSpec, TheDapoExampleJobIsHonoured) {
+TEST(OnlineSpec, TheDapoExampleJobIsHonoured) {
   absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/grpo_arith_dapo.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
@@ -183,8 +183,8 @@ TEST(GrpoSpec, TheDapoExampleJobIsHonoured) {
   EXPECT_EQ(spec->sft.dir, "runs/grpo-arith/sft");  // the demo's SFT start
   // Generation rounds of twice the batch: each of the 2 workers gets 32 prompts a call.
   EXPECT_EQ(spec->data.gen_batch_size, 2 * spec->data.train_batch_size);
-  EXPECT_EQ(GrpoRolloutConfig(*spec, "model").num_slots(), 64 * 8 / 2);
-  const proto::TrainerConfig c = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  EXPECT_EQ(OnlineRolloutConfig(*spec, "model").num_slots(), 64 * 8 / 2);
+  const proto::TrainerConfig c = OnlineTrainerConfig(*spec, "model", "", "checkpointer");
   EXPECT_EQ(c.clip_eps_low(), 0.2);
   EXPECT_EQ(c.clip_eps_high(), 0.28);
   EXPECT_EQ(c.entropy_coeff(), spec->algorithm.entropy_coeff);
@@ -194,12 +194,12 @@ TEST(GrpoSpec, TheDapoExampleJobIsHonoured) {
 }
 
 // The group recipes' estimators and GSPO reach the trainer; gamma only where it is read.
-TEST(GrpoSpec, EstimatorsPolicyLossAndGammaReachTheTrainer) {
+TEST(OnlineSpec, EstimatorsPolicyLossAndGammaReachTheTrainer) {
   absl::StatusOr<JobSpec> spec =
       Parse("algorithm: {adv_estimator: reinforce_plus_plus, gamma: 0.9, policy_loss: gspo}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
-  const proto::TrainerConfig c = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  const proto::TrainerConfig c = OnlineTrainerConfig(*spec, "model", "", "checkpointer");
   EXPECT_EQ(c.adv_estimator(), proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS);
   EXPECT_EQ(c.gamma(), 0.9);
   EXPECT_EQ(c.policy_loss(), proto::POLICY_LOSS_GSPO);
@@ -215,7 +215,7 @@ TEST(GrpoSpec, EstimatorsPolicyLossAndGammaReachTheTrainer) {
               HasSubstr("algorithm.n: adv_estimator rloo needs at least 2 responses per prompt"));
 }
 
-TEST(GrpoSpec, RefusesWhatItCannotRunWithTheKeysLocation) {
+TEST(OnlineSpec, RefusesWhatItCannotRunWithTheKeysLocation) {
   absl::StatusOr<JobSpec> spec = Parse(R"(algorithm: {adv_estimator: gae, gamma: 0.99}
 actors:
   critic: {replicas: 1}
@@ -250,7 +250,7 @@ TEST(PpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheCriticAndTrainer) {
   EXPECT_EQ(c.mini_batch_size(), 32);
   EXPECT_EQ(c.gamma(), spec->algorithm.gamma);
   EXPECT_EQ(c.lam(), spec->algorithm.lam);
-  const proto::TrainerConfig t = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  const proto::TrainerConfig t = OnlineTrainerConfig(*spec, "model", "", "checkpointer");
   EXPECT_EQ(t.adv_estimator(), proto::ADV_ESTIMATOR_GAE);
   EXPECT_EQ(t.ppo_epochs(), 2);
   EXPECT_EQ(t.mini_batch_size(), 32);
@@ -294,7 +294,7 @@ TEST(DpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheTrainer) {
   EXPECT_TRUE(CheckDpoSpec(*spec).ok()) << CheckDpoSpec(*spec);
   EXPECT_TRUE(NeedsReference(*spec));
   EXPECT_TRUE(spec->algorithm.filter_groups.enable) << "recipe dpo's default";
-  const proto::TrainerConfig t = GrpoTrainerConfig(*spec, "model", "", "checkpointer");
+  const proto::TrainerConfig t = OnlineTrainerConfig(*spec, "model", "", "checkpointer");
   EXPECT_EQ(t.preference_loss(), proto::PREFERENCE_LOSS_DPO);
   EXPECT_EQ(t.preference_beta(), 0.1);
   EXPECT_EQ(t.kl_coef(), 0);
@@ -305,7 +305,7 @@ TEST(DpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheTrainer) {
     ASSERT_TRUE(other.ok()) << other.status();
     EXPECT_TRUE(CheckDpoSpec(*other).ok()) << CheckDpoSpec(*other);
     EXPECT_FALSE(other->algorithm.filter_groups.enable);
-    const proto::TrainerConfig c = GrpoTrainerConfig(*other, "model", "", "checkpointer");
+    const proto::TrainerConfig c = OnlineTrainerConfig(*other, "model", "", "checkpointer");
     EXPECT_EQ(c.preference_loss(),
               std::string(loss) == "ipo" ? proto::PREFERENCE_LOSS_IPO : proto::PREFERENCE_LOSS_KTO);
     EXPECT_EQ(c.preference_beta(), 0.3);
@@ -313,7 +313,7 @@ TEST(DpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheTrainer) {
   // A grpo job's trainer takes no preference loss.
   absl::StatusOr<JobSpec> grpo = Parse("");
   ASSERT_TRUE(grpo.ok());
-  EXPECT_EQ(GrpoTrainerConfig(*grpo, "m", "", "c").preference_loss(), proto::PREFERENCE_LOSS_NONE);
+  EXPECT_EQ(OnlineTrainerConfig(*grpo, "m", "", "c").preference_loss(), proto::PREFERENCE_LOSS_NONE);
 }
 
 TEST(DpoSpec, RefusesWhatItDoesNotReadWithTheKeysLocation) {
@@ -350,9 +350,9 @@ algorithm:
 
 // reward.model: served by the RewardModel actor with the verifiers beside it; a directory without a
 // value head is refused before anything starts, naming the key.
-TEST(GrpoSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
+TEST(OnlineSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string rm = std::string(tmp != nullptr ? tmp : "/tmp") + "/grpo_config_test_rm";
+  const std::string rm = std::string(tmp != nullptr ? tmp : "/tmp") + "/online_config_test_rm";
   std::filesystem::remove_all(rm);
   absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig("examples/models/tiny.json");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -369,7 +369,7 @@ TEST(GrpoSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
   const nlohmann::json role = RewardRoleConfig(*spec);
   EXPECT_EQ(role["model_dir"], rm);
   EXPECT_EQ(role["weight"], 2.0);
-  EXPECT_EQ(role["verifiers"], ConfigJson(GrpoRewardConfig(*spec)));
+  EXPECT_EQ(role["verifiers"], ConfigJson(OnlineRewardConfig(*spec)));
   // Its actors.reward.config keys are RewardModelConfig's fields, checked before any actor starts.
   absl::StatusOr<JobSpec> batched = Parse(
       absl::StrCat("reward: {model: ", rm, "}\nactors: {reward: {config: {batch_size: 8}}}\n"));
@@ -403,9 +403,9 @@ TEST(GrpoSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
 
 // reward.judge: served by the Judge actor with the verifiers beside it; its keys reach the actor's
 // config, and what the actor would refuse is refused before anything starts, naming the key.
-TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
+TEST(OnlineSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string judge = std::string(tmp != nullptr ? tmp : "/tmp") + "/grpo_config_test_judge";
+  const std::string judge = std::string(tmp != nullptr ? tmp : "/tmp") + "/online_config_test_judge";
   std::filesystem::remove_all(judge);
   std::filesystem::create_directories(judge);
   for (const char* file : {"config.json", "tokenizer.json"}) std::ofstream(judge + "/" + file);
@@ -423,12 +423,12 @@ TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
   EXPECT_EQ(role["template"], "Q {prompt} A {response} ok?");
   EXPECT_EQ(role["verdicts"], nlohmann::json({{"Y", 1.0}, {"N", -0.5}}));
   EXPECT_FALSE(role.contains("score"));
-  EXPECT_EQ(GrpoJudgeConfig(*spec).max_new_tokens(), 3);  // (int64: a string in JSON)
+  EXPECT_EQ(OnlineJudgeConfig(*spec).max_new_tokens(), 3);  // (int64: a string in JSON)
   EXPECT_EQ(role["marker"], "Verdict:");
-  EXPECT_EQ(GrpoJudgeConfig(*spec).slots(), 7);
+  EXPECT_EQ(OnlineJudgeConfig(*spec).slots(), 7);
   EXPECT_EQ(role["add_bos"], false);
   EXPECT_EQ(role["weight"], 2.0);
-  EXPECT_EQ(role["verifiers"], ConfigJson(GrpoRewardConfig(*spec)));
+  EXPECT_EQ(role["verifiers"], ConfigJson(OnlineRewardConfig(*spec)));
 
   absl::StatusOr<JobSpec> scored = Parse(absl::StrCat(
       "reward: {judge: {model: ", judge, ", template: '{response}', score: {min: 1, max: 5}}}\n"));
@@ -489,13 +489,13 @@ TEST(GrpoSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
 
 // A judge's and a reward model's defaults are their actors' (proto/actor_config.proto): a job that
 // leaves a key out gives its actor the value the actor would take by itself.
-TEST(GrpoSpec, AJudgesAndARewardModelsDefaultsAreTheirActorsOwn) {
+TEST(OnlineSpec, AJudgesAndARewardModelsDefaultsAreTheirActorsOwn) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/grpo_config_test_defaults";
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/online_config_test_defaults";
   absl::StatusOr<JobSpec> judged = Parse(absl::StrCat(
       "reward: {judge: {model: ", dir, ", template: '{response}', score: {min: 0}}}\n"));
   ASSERT_TRUE(judged.ok()) << judged.status();
-  const proto::JudgeConfig judge = GrpoJudgeConfig(*judged);
+  const proto::JudgeConfig judge = OnlineJudgeConfig(*judged);
   const proto::JudgeConfig& bare = proto::JudgeConfig::default_instance();
   EXPECT_EQ(judge.max_new_tokens(), bare.max_new_tokens());
   EXPECT_EQ(judge.slots(), bare.slots());
@@ -506,12 +506,12 @@ TEST(GrpoSpec, AJudgesAndARewardModelsDefaultsAreTheirActorsOwn) {
   EXPECT_EQ(judge.score().max(), bare.score().max());
   absl::StatusOr<JobSpec> modelled = Parse(absl::StrCat("reward: {model: ", dir, "}\n"));
   ASSERT_TRUE(modelled.ok()) << modelled.status();
-  EXPECT_EQ(GrpoRewardModelConfig(*modelled).weight(),
+  EXPECT_EQ(OnlineRewardModelConfig(*modelled).weight(),
             proto::RewardModelConfig::default_instance().weight());
-  EXPECT_FALSE(GrpoRewardModelConfig(*modelled).has_batch_size());  // the actor's own default
+  EXPECT_FALSE(OnlineRewardModelConfig(*modelled).has_batch_size());  // the actor's own default
 }
 
-TEST(GrpoSpec, RefusesProfileStepsItCannotHonour) {
+TEST(OnlineSpec, RefusesProfileStepsItCannotHonour) {
   for (const char* bad : {"[2, 1]", "[0, 1]", "3", "[1, 2, 3]", "[1, x]"}) {
     absl::StatusOr<JobSpec> spec =
         ParseJobSpec(kBase, "job.yaml", {absl::StrCat("trainer.profile_steps=", bad)});
@@ -536,7 +536,7 @@ TEST(GrpoSpec, RefusesProfileStepsItCannotHonour) {
   EXPECT_TRUE(CheckGrpoSpec(*off).ok()) << CheckGrpoSpec(*off);
 }
 
-TEST(GrpoSpec, RefusesReferenceReplicasWithoutAKlTerm) {
+TEST(OnlineSpec, RefusesReferenceReplicasWithoutAKlTerm) {
   absl::StatusOr<JobSpec> spec =
       Parse("algorithm: {kl: {coef: 0}}\nactors:\n  reference: {replicas: 2}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -550,7 +550,7 @@ TEST(GrpoSpec, RefusesReferenceReplicasWithoutAKlTerm) {
   EXPECT_TRUE(CheckGrpoSpec(*spec).ok()) << CheckGrpoSpec(*spec);
 }
 
-TEST(GrpoSpec, RefusesAnActorTypeThatDoesNotServeItsRole) {
+TEST(OnlineSpec, RefusesAnActorTypeThatDoesNotServeItsRole) {
   absl::StatusOr<JobSpec> spec = Parse("actors:\n  reward: {type: Reference}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
@@ -561,7 +561,7 @@ TEST(GrpoSpec, RefusesAnActorTypeThatDoesNotServeItsRole) {
 
 // A built-in actor's config overrides are checked against its config message before any actor
 // starts; a user's own type (not one of troupe's) takes any config.
-TEST(GrpoSpec, ChecksConfigOverridesOfBuiltInActorsAgainstTheirMessage) {
+TEST(OnlineSpec, ChecksConfigOverridesOfBuiltInActorsAgainstTheirMessage) {
   absl::StatusOr<JobSpec> spec =
       Parse("actors:\n  trainer:\n    config: {lr: 0.1, lern_rate: 1}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -587,7 +587,7 @@ TEST(GrpoSpec, ChecksConfigOverridesOfBuiltInActorsAgainstTheirMessage) {
   }
 }
 
-TEST(GrpoSpec, RefusesALibraryThatDoesNotLoad) {
+TEST(OnlineSpec, RefusesALibraryThatDoesNotLoad) {
   absl::StatusOr<JobSpec> spec = Parse("actors:\n  reward: {library: no/such/libreward.so}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   const std::string m(CheckGrpoSpec(*spec).message());
@@ -596,7 +596,7 @@ TEST(GrpoSpec, RefusesALibraryThatDoesNotLoad) {
   EXPECT_EQ(m.find("file not found", m.find("file not found") + 1), std::string::npos) << m;
 }
 
-TEST(GrpoSpec, TakesAnotherTokenizerExceptForTheSftWarmStart) {
+TEST(OnlineSpec, TakesAnotherTokenizerExceptForTheSftWarmStart) {
   absl::StatusOr<JobSpec> spec = Parse("");
   ASSERT_TRUE(spec.ok());
   spec->model.init = ModelInit::kRandom;
@@ -646,7 +646,7 @@ TROUPE_REGISTER_TASK("reverse_test", ReverseTask);
 TROUPE_REGISTER_TASK("unverified_test", UnverifiedTask);
 TROUPE_REGISTER_TASK("spec_only_test", SpecOnlyTask);
 
-TEST(GrpoSpec, RunsAnyRegisteredTaskWithPromptsAndAVerifier) {
+TEST(OnlineSpec, RunsAnyRegisteredTaskWithPromptsAndAVerifier) {
   absl::StatusOr<JobSpec> spec =
       ParseJobSpec(kBase, "job.yaml", {"data.task=reverse_test", "model.init=random"});
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -665,7 +665,7 @@ TEST(GrpoSpec, RunsAnyRegisteredTaskWithPromptsAndAVerifier) {
                         "spec_only_test has none"));
 }
 
-TEST(GrpoSpec, TheSftWarmStartIsTheArithmeticTasksOnly) {
+TEST(OnlineSpec, TheSftWarmStartIsTheArithmeticTasksOnly) {
   tasks::TaskDefinition with_sft = ReverseTask();
   with_sft.name = "reverse_sft_test";
   with_sft.supports_sft = true;
@@ -677,15 +677,15 @@ TEST(GrpoSpec, TheSftWarmStartIsTheArithmeticTasksOnly) {
                         "supervised data only, not task reverse_sft_test's"));
 }
 
-TEST(GrpoSpec, GenerationRequestsAreSeededByTheFirstPrompt) {
+TEST(OnlineSpec, GenerationRequestsAreSeededByTheFirstPrompt) {
   absl::StatusOr<JobSpec> spec = Parse("algorithm: {n: 3}\n");
   ASSERT_TRUE(spec.ok());
   proto::Prompt a, b;
   a.set_prompt_id(5);
   b.set_prompt_id(6);
-  proto::GenerateRequest r1 = GrpoGenerateRequest(*spec, {a, b}, 4);
-  proto::GenerateRequest r2 = GrpoGenerateRequest(*spec, {a}, 4);
-  proto::GenerateRequest r3 = GrpoGenerateRequest(*spec, {b}, 4);
+  proto::GenerateRequest r1 = OnlineGenerateRequest(*spec, {a, b}, 4);
+  proto::GenerateRequest r2 = OnlineGenerateRequest(*spec, {a}, 4);
+  proto::GenerateRequest r3 = OnlineGenerateRequest(*spec, {b}, 4);
   EXPECT_EQ(r1.n(), 3);
   EXPECT_EQ(r1.min_weight_version(), 4);
   EXPECT_TRUE(r1.pin_weight_version());
@@ -709,8 +709,8 @@ constexpr char kArithmeticRecords[] =
     R"({"data_source": "arithmetic", "prompt": "1+2=", "reward_model": {"ground_truth": "3"}})"
     "\n";
 
-TEST(GrpoSpec, TheRewardServersGetTheTaskFormOrTheRewardForm) {
-  auto json = [](const JobSpec& spec) { return ConfigJson(GrpoRewardConfig(spec)); };
+TEST(OnlineSpec, TheRewardServersGetTheTaskFormOrTheRewardForm) {
+  auto json = [](const JobSpec& spec) { return ConfigJson(OnlineRewardConfig(spec)); };
   EXPECT_EQ(json(*Parse("")), nlohmann::json({{"task", "arithmetic"}}));
   EXPECT_EQ(RewardRoleConfig(*Parse("")), nlohmann::json({{"task", "arithmetic"}}));
   absl::StatusOr<JobSpec> one = DatasetJob(kArithmeticRecords, "reward: {name: arithmetic}\n");
@@ -735,7 +735,7 @@ TEST(GrpoSpec, TheRewardServersGetTheTaskFormOrTheRewardForm) {
   EXPECT_EQ(role.config(0), RewardRoleConfig(*configured));  // not overlaid a second time
 }
 
-TEST(GrpoSpec, ReadsADatasetsRecordsBeforeAnyActorStarts) {
+TEST(OnlineSpec, ReadsADatasetsRecordsBeforeAnyActorStarts) {
   absl::StatusOr<JobSpec> good = DatasetJob(kArithmeticRecords);
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_TRUE(CheckGrpoSpec(*good).ok()) << CheckGrpoSpec(*good);
@@ -763,7 +763,7 @@ absl::StatusOr<JobSpec> TokenizedDatasetJob(const std::string& records, const st
       "job.yaml");
 }
 
-TEST(GrpoSpec, PromptLengthsAndChatTemplatesAreCheckedBeforeAnythingStarts) {
+TEST(OnlineSpec, PromptLengthsAndChatTemplatesAreCheckedBeforeAnythingStarts) {
   const std::string records =
       R"({"data_source": "arithmetic", "prompt": "1+2=", "reward_model": {"ground_truth": "3"}})"
       "\n"
@@ -809,7 +809,7 @@ TEST(GrpoSpec, PromptLengthsAndChatTemplatesAreCheckedBeforeAnythingStarts) {
   EXPECT_THAT(message, HasSubstr(":2: "));
 }
 
-TEST(GrpoSpec, ADataSourceWithoutARegisteredRewardIsRefusedUnlessRewardNameIsSet) {
+TEST(OnlineSpec, ADataSourceWithoutARegisteredRewardIsRefusedUnlessRewardNameIsSet) {
   const std::string records =
       R"({"data_source": "openai/gsm8k", "prompt": "1+2=", "reward_model": {"ground_truth": "3"}})";
   absl::StatusOr<JobSpec> spec = DatasetJob(records);

@@ -1,4 +1,4 @@
-#include "tests/grpo/recipe_cluster_test.h"
+#include "tests/online/recipe_cluster_test.h"
 
 #include <signal.h>
 #include <sys/types.h>
@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/resume_harness.h"
 
 namespace troupe::tests {
 

@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/grpo/resume_harness.h"
+#include "tests/online/resume_harness.h"
 
 namespace troupe::tests {
 namespace {

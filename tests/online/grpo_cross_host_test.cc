@@ -115,13 +115,13 @@ logging: {dir: )",
 }
 
 struct JobRun {
-  GrpoResult result;
+  RunResult result;
   std::map<int64_t, std::map<std::string, double>> metrics;  // by step
 };
 
 JobRun RunJob(const JobSpec& spec, Cluster& cluster, const std::string& job_id) {
   JobRun run;
-  absl::StatusOr<GrpoResult> r =
+  absl::StatusOr<RunResult> r =
       RunGrpo(spec, cluster,
               {.log = Log,
                .job_id = job_id,
@@ -143,7 +143,7 @@ std::string AddressOf(Cluster& cluster, const std::string& name) {
 
 // Every worker's sample versions never go down and end above where they started (the worker
 // received new weights during the run).
-void ExpectVersionsAdvanceOnEveryWorker(const GrpoResult& r, const std::string& run) {
+void ExpectVersionsAdvanceOnEveryWorker(const RunResult& r, const std::string& run) {
   EXPECT_EQ(r.worker_versions.size(), 2u) << run;
   for (const auto& [worker, versions] : r.worker_versions) {
     ASSERT_FALSE(versions.empty()) << run << " " << worker;
@@ -230,7 +230,7 @@ TEST(GrpoAcrossHosts, TrainerAndRolloutWorkersOnTwoAddressesLearnAsOnOneMachine)
   JobRun two;
   {
     JobSpec spec = CrossHostJob(dir + "/two", sft_dir);
-    GrpoRunOptions options{.log = Log, .job_id = "two"};
+    RunOptions options{.log = Log, .job_id = "two"};
     options.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
       two.metrics[step] = m;
       if (step == 1) {  // placement, while the actors are alive
@@ -239,7 +239,7 @@ TEST(GrpoAcrossHosts, TrainerAndRolloutWorkersOnTwoAddressesLearnAsOnOneMachine)
                                          AddressOf(**cluster, "two/rollout-1"));
       }
     };
-    absl::StatusOr<GrpoResult> r = RunGrpo(spec, **cluster, options);
+    absl::StatusOr<RunResult> r = RunGrpo(spec, **cluster, options);
     ASSERT_TRUE(r.ok()) << r.status();
     two.result = *r;
   }
