@@ -4,12 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
+#include "base/testing/temp_dir.h"
 
 namespace troupe::tests {
 
@@ -88,10 +88,7 @@ bool Process::Running() {
 }
 
 std::string Process::Output() const {
-  std::ifstream in(log_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return std::filesystem::exists(log_) ? test::ReadFile(log_) : "";
 }
 
 std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,

@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "base/subprocess.h"
 #include "gtest/gtest.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 #include "runtime/collective/cluster_kv_store.h"
 #include "runtime/collective/weight_sync.h"
 #include "tests/collective/fixture.h"
