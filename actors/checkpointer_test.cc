@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
 #include "actors/trainer_core.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "models/hf_checkpoint.h"
 #include "models/tensor_proto.h"
@@ -26,19 +25,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A new, empty directory `name` in this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static test::TempDir root("checkpointer_test");
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 proto::CheckpointRequest Request(int64_t step, const std::string& driver_state) {
@@ -73,19 +66,19 @@ TEST(Checkpointer, WritesCompleteCheckpointsAndKeepsTheNewest) {
   absl::StatusOr<std::string> latest = LatestCheckpoint(dir);
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(*latest, dir + "/step_00000006");
-  EXPECT_EQ(Read(*latest + "/trainer_state.pt"), "state");
+  EXPECT_EQ(test::ReadFile(*latest + "/trainer_state.pt"), "state");
   // The `latest` pointer: a relative symlink to the newest, kept there by a retried older step.
   EXPECT_EQ(fs::read_symlink(dir + "/latest").string(), "step_00000006");
   ASSERT_TRUE(WriteCheckpoint(dir, /*keep=*/2, Request(4, "{}")).ok());
   EXPECT_EQ(fs::read_symlink(dir + "/latest").string(), "step_00000006");
-  EXPECT_EQ(Read(dir + "/latest/trainer_state.pt"), "state");
+  EXPECT_EQ(test::ReadFile(dir + "/latest/trainer_state.pt"), "state");
 }
 
 TEST(Checkpointer, RewritingAStepReplacesItAndLeavesNoScratch) {
   const std::string dir = TestDir("rewrite");
   ASSERT_TRUE(WriteCheckpoint(dir, 3, Request(4, "first")).ok());
   ASSERT_TRUE(WriteCheckpoint(dir, 3, Request(4, "second")).ok());
-  EXPECT_EQ(Read(dir + "/step_00000004/driver_state.json"), "second");
+  EXPECT_EQ(test::ReadFile(dir + "/step_00000004/driver_state.json"), "second");
   for (const auto& e : fs::directory_iterator(dir)) {
     EXPECT_EQ(e.path().filename().string().rfind('.', 0), std::string::npos)
         << "scratch left behind: " << e.path();
@@ -128,7 +121,7 @@ TEST(Checkpointer, AStepLeftOnlyMovedAsideByAKilledWriterIsRestoredNotDeleted) {
   const std::string unfinished = absl::StrCat(dir, "/.tmp-step_00000004-", dead);
   fs::rename(dir + "/step_00000004", aside);
   fs::create_directories(unfinished);
-  std::ofstream(unfinished + "/meta.json") << "{\"step\"";  // torn
+  test::WriteFile(unfinished + "/meta.json", "{\"step\"");  // torn
   ASSERT_EQ(LatestCheckpoint(dir).value_or(""), dir + "/step_00000002");
 
   // A new checkpointer in the directory (the restarted actor) recovers it on start-up.
@@ -137,14 +130,14 @@ TEST(Checkpointer, AStepLeftOnlyMovedAsideByAKilledWriterIsRestoredNotDeleted) {
   config.set_keep(3);
   Checkpointer restarted(config);
   EXPECT_TRUE(fs::exists(dir + "/step_00000004/meta.json")) << "the only copy of step 4 is gone";
-  EXPECT_EQ(Read(dir + "/step_00000004/driver_state.json"), "four");
+  EXPECT_EQ(test::ReadFile(dir + "/step_00000004/driver_state.json"), "four");
   EXPECT_FALSE(fs::exists(aside));
   EXPECT_FALSE(fs::exists(unfinished)) << "the unfinished copy is scratch";
   EXPECT_EQ(LatestCheckpoint(dir).value_or(""), dir + "/step_00000004");
   EXPECT_EQ(fs::read_symlink(dir + "/latest").string(), "step_00000004");
   // And the retry it was making goes through afterwards.
   ASSERT_TRUE(restarted.Save(Request(4, "four again")).ok());
-  EXPECT_EQ(Read(dir + "/step_00000004/driver_state.json"), "four again");
+  EXPECT_EQ(test::ReadFile(dir + "/step_00000004/driver_state.json"), "four again");
   for (const auto& e : fs::directory_iterator(dir)) {
     EXPECT_NE(e.path().filename().string()[0], '.') << "scratch left behind: " << e.path();
   }
@@ -162,7 +155,7 @@ TEST(Checkpointer, OfSeveralCopiesMovedAsideOneIsRestored) {
   const AbandonedScratch s = RecoverAbandonedScratch(dir);
   EXPECT_EQ(s.restored, 1);
   EXPECT_EQ(s.removed, 1);
-  EXPECT_EQ(Read(dir + "/step_00000006/driver_state.json"), "six");
+  EXPECT_EQ(test::ReadFile(dir + "/step_00000006/driver_state.json"), "six");
   for (const auto& e : fs::directory_iterator(dir)) {
     EXPECT_NE(e.path().filename().string()[0], '.') << "scratch left behind: " << e.path();
   }
@@ -235,7 +228,7 @@ TEST(Checkpointer, WritesTheTrainersTokenizerSerializedSoItLoadsBackToTheSameEnc
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer = models::LoadTokenizer(*source);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const std::string policy = dir + "/policy";
-  const std::string source_json = Read(*source + "/tokenizer.json");
+  const std::string source_json = test::ReadFile(*source + "/tokenizer.json");
   ASSERT_TRUE(
       WriteRandomPolicy(policy, MicroModelConfig(), /*seed=*/5, **tokenizer, source_json).ok());
   fs::copy_file(*source + "/tokenizer_config.json", policy + "/tokenizer_config.json");
@@ -249,7 +242,7 @@ TEST(Checkpointer, WritesTheTrainersTokenizerSerializedSoItLoadsBackToTheSameEnc
   absl::StatusOr<std::string> path = WriteCheckpoint(dir + "/ckpt", 0, *snapshot);
   ASSERT_TRUE(path.ok()) << path.status();
 
-  const std::string written = Read(*path + "/tokenizer.json");
+  const std::string written = test::ReadFile(*path + "/tokenizer.json");
   // Whole files: compared as booleans so a failure does not print 300 vocabulary entries.
   EXPECT_TRUE(written != source_json) << "the policy's tokenizer.json was copied";
   EXPECT_TRUE(written == (*tokenizer)->ToTokenizerJson().value()) << "not the serialization";
@@ -262,7 +255,7 @@ TEST(Checkpointer, WritesTheTrainersTokenizerSerializedSoItLoadsBackToTheSameEnc
   EXPECT_EQ((*back)->eos_id(), (*tokenizer)->eos_id());
   EXPECT_EQ((*back)->pad_id(), (*tokenizer)->pad_id());
   const nlohmann::json written_config =
-      nlohmann::json::parse(Read(*path + "/tokenizer_config.json"));
+      nlohmann::json::parse(test::ReadFile(*path + "/tokenizer_config.json"));
   EXPECT_EQ(written_config["chat_template"], std::string(models::kTestChatTemplate));
   EXPECT_EQ(written_config["model_max_length"], 512);
   EXPECT_EQ(written_config["eos_token"], std::string("<|im_end|>"));  // was the object form
@@ -274,7 +267,7 @@ TEST(Checkpointer, KeepsTheTokenizerConfigBesideACharacterTokenizerAsItIs) {
   const std::string policy = dir + "/policy";
   ASSERT_TRUE(WriteRandomPolicy(policy, MicroModelConfig(), /*seed=*/5).ok());
   const std::string config_text = R"({"chat_template": "{{ messages[0].content }}"})";
-  std::ofstream(policy + "/tokenizer_config.json") << config_text;
+  test::WriteFile(policy + "/tokenizer_config.json", config_text);
   proto::TrainerConfig config;
   config.set_model_dir(policy);
   absl::StatusOr<std::unique_ptr<TrainerCore>> core = TrainerCore::Create(config);
@@ -282,7 +275,7 @@ TEST(Checkpointer, KeepsTheTokenizerConfigBesideACharacterTokenizerAsItIs) {
   absl::StatusOr<proto::CheckpointRequest> snapshot = (*core)->Snapshot(Request(1, "{}"));
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(snapshot->tokenizer_config_json(), config_text);
-  EXPECT_EQ(snapshot->tokenizer_json(), Read(policy + "/tokenizer.json"));
+  EXPECT_EQ(snapshot->tokenizer_json(), test::ReadFile(policy + "/tokenizer.json"));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/tiny_policy.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "metrics/metric_catalog.h"
 #include "models/transformer.h"
@@ -23,9 +24,10 @@ namespace {
 
 namespace n = metrics::metric_names;
 
+// This binary's temporary directory (removed when it exits).
 std::string TmpDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
+  static test::TempDir dir("critic_test");
+  return dir.path();
 }
 
 const std::string& PolicyDir() {

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "actors/tiny_policy.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,9 +22,10 @@ constexpr char kJudgeAlphabet[] = "0123456789+=|YN";
 int32_t Id(char c) { return 3 + static_cast<int32_t>(std::string(kJudgeAlphabet).find(c)); }
 constexpr int32_t kEos = 2;
 
+// This binary's temporary directory (removed when it exits).
 std::string TmpDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
+  static test::TempDir dir("judge_test");
+  return dir.path();
 }
 
 // A judge whose reply depends only on the last character it reads (actors/tiny_policy.h's bigram

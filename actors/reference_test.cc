@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "runtime/actor_system.h"
 
@@ -19,9 +20,8 @@ namespace {
 
 const std::string& PolicyDir() {
   static const std::string dir = [] {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string d = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/reference_test_policy");
-    std::filesystem::remove_all(d);
+    static test::TempDir tmp("reference_test");
+    const std::string d = tmp.Path("policy");
     const absl::Status s = WriteRandomPolicy(d, MicroModelConfig(), /*seed=*/5);
     EXPECT_TRUE(s.ok()) << s;
     return d;

@@ -12,15 +12,17 @@
 
 #include "absl/strings/match.h"
 #include "actors/tiny_policy.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "models/transformer.h"
 
 namespace troupe::actors {
 namespace {
 
+// This binary's temporary directory (removed when it exits).
 std::string TmpDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
+  static test::TempDir dir("reward_model_test");
+  return dir.path();
 }
 
 // A reward model directory (a value model with its head) and a policy directory (no head).

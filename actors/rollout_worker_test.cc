@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "runtime/actor_system.h"
 #include "runtime/collective/kv_store.h"
@@ -22,11 +22,9 @@ namespace {
 
 // A random-init tiny policy (the 15-id arithmetic vocabulary), one per seed.
 std::string PolicyDir(uint64_t seed) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string d =
-      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/rollout_worker_test_policy_", seed);
+  static test::TempDir tmp("rollout_worker_test");
+  const std::string d = tmp.Path(absl::StrCat("policy_", seed));
   if (std::filesystem::exists(d + "/config.json")) return d;
-  std::filesystem::remove_all(d);
   const absl::Status s = WriteRandomPolicy(d, MicroModelConfig(), seed);
   EXPECT_TRUE(s.ok()) << s;
   return d;
@@ -120,8 +118,8 @@ TEST(RolloutWorkerCore, StopsAtEveryEosIdOfGenerationConfig) {
   const std::string dir = absl::StrCat(config.model_dir(), "_two_eos");
   std::filesystem::remove_all(dir);
   std::filesystem::copy(config.model_dir(), dir);
-  std::ofstream(dir + "/generation_config.json")
-      << absl::StrCat(R"({"eos_token_id": [2, )", first[0], "]}");
+  test::WriteFile(dir + "/generation_config.json",
+                  absl::StrCat(R"({"eos_token_id": [2, )", first[0], "]}"));
   config.set_model_dir(dir);
   absl::StatusOr<std::unique_ptr<RolloutWorkerCore>> core = RolloutWorkerCore::Create(config, "w");
   ASSERT_TRUE(core.ok()) << core.status();

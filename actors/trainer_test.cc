@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tensor_proto.h"
@@ -29,9 +30,8 @@ using PerToken = std::vector<std::vector<float>>;
 // A random-init tiny policy (hidden 32, 2 layers, the 15-id arithmetic vocabulary), written once.
 const std::string& PolicyDir() {
   static const std::string dir = [] {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string d = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/trainer_test_policy");
-    std::filesystem::remove_all(d);
+    static test::TempDir tmp("trainer_test");
+    const std::string d = tmp.Path("policy");
     const absl::Status s = WriteRandomPolicy(d, MicroModelConfig(), /*seed=*/3);
     EXPECT_TRUE(s.ok()) << s;
     return d;

@@ -6,11 +6,10 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,19 +17,6 @@ namespace troupe {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TestDir(const std::string& name) {
-  std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  ::mkdir(dir.c_str(), 0755);
-  return dir;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
@@ -44,17 +30,19 @@ std::vector<std::string> ListDir(const std::string& dir) {
 }
 
 TEST(AtomicFile, CreatesAndThenReplacesTheTarget) {
-  std::string dir = TestDir("replace");
+  test::TempDir tmp("replace");
+  const std::string dir = tmp.path();
   std::string path = dir + "/f.txt";
   ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
-  EXPECT_EQ(ReadAll(path), "first");
+  EXPECT_EQ(test::ReadFile(path), "first");
   ASSERT_TRUE(WriteFileAtomically(path, "second, longer").ok());
-  EXPECT_EQ(ReadAll(path), "second, longer");
+  EXPECT_EQ(test::ReadFile(path), "second, longer");
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"f.txt"});
 }
 
 TEST(AtomicFile, LeavesTheTargetUntouchedWhenTheProducerFails) {
-  std::string dir = TestDir("producer_fails");
+  test::TempDir tmp("producer_fails");
+  const std::string dir = tmp.path();
   std::string path = dir + "/f.txt";
   ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
   absl::Status s = WriteFileAtomically(path, [](AtomicFileSink& out) {
@@ -63,12 +51,13 @@ TEST(AtomicFile, LeavesTheTargetUntouchedWhenTheProducerFails) {
     return absl::DataLossError("producer gave up");
   });
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ReadAll(path), "old");
+  EXPECT_EQ(test::ReadFile(path), "old");
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"f.txt"});
 }
 
 TEST(AtomicFile, LeavesTheTargetUntouchedWhenAWriteFailsMidway) {
-  std::string dir = TestDir("write_fails");
+  test::TempDir tmp("write_fails");
+  const std::string dir = tmp.path();
   std::string path = dir + "/f.bin";
   ASSERT_TRUE(WriteFileAtomically(path, "old").ok());
   // A file-size limit makes write() fail with EFBIG after 4 KiB (works even as root).
@@ -85,12 +74,13 @@ TEST(AtomicFile, LeavesTheTargetUntouchedWhenAWriteFailsMidway) {
   ::sigaction(SIGXFSZ, &previous, nullptr);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("write"));
-  EXPECT_EQ(ReadAll(path), "old");
+  EXPECT_EQ(test::ReadFile(path), "old");
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"f.bin"});
 }
 
 TEST(AtomicFile, GivesTheFileItsModeBeforeAnyByteIsWritten) {
-  std::string dir = TestDir("mode");
+  test::TempDir tmp("mode");
+  const std::string dir = tmp.path();
   std::string secret = dir + "/secret";
   // While the producer runs, the temporary file (the only other entry) already has mode 0600.
   std::vector<mode_t> temp_modes;
@@ -123,7 +113,8 @@ TEST(AtomicFile, GivesTheFileItsModeBeforeAnyByteIsWritten) {
 }
 
 TEST(AtomicFile, ReportsAMissingDirectoryByPath) {
-  absl::Status s = WriteFileAtomically(TestDir("x") + "/no/such/dir/f", "data");
+  test::TempDir tmp("x");
+  absl::Status s = WriteFileAtomically(tmp.Path("no/such/dir/f"), "data");
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("no/such/dir/f"));
 }

@@ -5,10 +5,9 @@
 #include <zlib.h>
 
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
@@ -31,28 +30,20 @@ std::string CompressForTest(const std::string& raw) {
 class DirArchiveTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) /
-            (std::string("dir_archive_") +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
+    root_ = tmp_.path();
     fs::create_directories(root_ / "src");
   }
   void Write(const std::string& rel, const std::string& text) {
-    fs::create_directories((root_ / "src" / rel).parent_path());
-    std::ofstream(root_ / "src" / rel, std::ios::binary) << text;
+    test::WriteFile((root_ / "src" / rel).string(), text);
   }
-  static std::string Read(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  static std::string Read(const fs::path& p) { return test::ReadFile(p.string()); }
   fs::path src() const { return root_ / "src"; }
   fs::path out() const { return root_ / "out"; }
 
   // A hand-made archive with the given entries (see the format in dir_archive.h).
   static std::string Craft(const std::vector<std::tuple<char, std::string, std::string>>& es);
 
+  test::TempDir tmp_{"dir_archive"};
   fs::path root_;
 };
 

@@ -4,9 +4,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,14 +16,15 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-std::string TestDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
+// This binary's temporary directory (removed when it exits).
+const std::string& TestDir() {
+  static test::TempDir dir("file_util");
+  return dir.path();
 }
 
 std::string WriteTestFile(const std::string& name, const std::string& contents) {
   const std::string path = TestDir() + "/" + name;
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << contents;
+  test::WriteFile(path, contents);
   return path;
 }
 

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,23 +15,18 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
 namespace {
 
+// A path in this binary's temporary directory (removed when it exits); nothing there yet.
 std::string TestFile(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static test::TempDir dir("subprocess");
+  const std::string path = dir.Path(name);
   std::filesystem::remove(path);
   return path;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The value of a "Name:\tvalue" line of /proc/PID/status text.
@@ -89,7 +83,7 @@ TEST_F(ParentSignalState, TheChildStartsWithNoSignalBlockedOrIgnored) {
   ASSERT_TRUE(pid.ok()) << pid.status();
   const int status = WaitFor(*pid, std::chrono::seconds(10));
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  const std::string text = ReadFile(out);
+  const std::string text = test::ReadFile(out);
   EXPECT_EQ(StatusField(text, "SigBlk"), "0000000000000000") << text;
   // Signals 32 and 33 belong to glibc (threads), which does not let them be changed.
   const uint64_t ignored = std::stoull(StatusField(text, "SigIgn"), nullptr, 16);
@@ -111,7 +105,7 @@ TEST_F(ParentSignalState, SigtermEndsAChildThoughItsParentBlocksSigterm) {
 
 TEST(Subprocess, OutputGoesToTheFilesWithTheGivenEnvironmentInItsOwnProcessGroup) {
   const std::string log = TestFile("both.log");
-  std::ofstream(log) << "earlier line\n";
+  test::WriteFile(log, "earlier line\n");
   absl::StatusOr<pid_t> pid = SpawnSubprocess(
       {.argv = {"/bin/sh", "-c", "echo out; echo err >&2; echo \"FOO=$FOO HOME=${HOME-unset}\""},
        .env = {"FOO=bar"},
@@ -122,11 +116,11 @@ TEST(Subprocess, OutputGoesToTheFilesWithTheGivenEnvironmentInItsOwnProcessGroup
   EXPECT_EQ(::getpgid(*pid), *pid);
   const int status = WaitFor(*pid, std::chrono::seconds(10));
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_EQ(ReadFile(log), "earlier line\nout\nerr\nFOO=bar HOME=unset\n");
+  EXPECT_EQ(test::ReadFile(log), "earlier line\nout\nerr\nFOO=bar HOME=unset\n");
 
   const std::string out = TestFile("out.log");
   const std::string err = TestFile("err.log");
-  std::ofstream(out) << "truncated\n";
+  test::WriteFile(out, "truncated\n");
   pid = SpawnSubprocess({.argv = {"/bin/sh", "-c", "echo out; echo err >&2"},
                          .stdout_path = out,
                          .stderr_path = err,
@@ -134,8 +128,8 @@ TEST(Subprocess, OutputGoesToTheFilesWithTheGivenEnvironmentInItsOwnProcessGroup
   ASSERT_TRUE(pid.ok()) << pid.status();
   EXPECT_EQ(::getpgid(*pid), ::getpgid(0));
   ASSERT_NE(WaitFor(*pid, std::chrono::seconds(10)), -1);
-  EXPECT_EQ(ReadFile(out), "out\n");
-  EXPECT_EQ(ReadFile(err), "err\n");
+  EXPECT_EQ(test::ReadFile(out), "out\n");
+  EXPECT_EQ(test::ReadFile(err), "err\n");
   // Created owner-only unless asked otherwise; an existing file keeps its mode.
   struct stat st;
   ASSERT_EQ(::stat(err.c_str(), &st), 0);
@@ -160,7 +154,7 @@ TEST(Subprocess, TheChildRunsInTheGivenWorkingDirectory) {
       SpawnSubprocess({.argv = {"/bin/sh", "-c", "pwd -P"}, .stdout_path = log, .cwd = dir});
   ASSERT_TRUE(pid.ok()) << pid.status();
   ASSERT_NE(WaitFor(*pid, std::chrono::seconds(10)), -1);
-  EXPECT_EQ(ReadFile(log), std::filesystem::canonical(dir).string() + "\n");
+  EXPECT_EQ(test::ReadFile(log), std::filesystem::canonical(dir).string() + "\n");
   pid = SpawnSubprocess({.argv = {"/bin/true"}, .cwd = "/no/such/dir"});
   EXPECT_EQ(pid.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(pid.status().message(),

@@ -38,7 +38,7 @@
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/online/online_config.h"
 #include "recipes/online/grpo_recipe.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 #include "tasks/arithmetic/arithmetic_task.h"
 
 namespace troupe::bench {

@@ -59,7 +59,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/cluster/cluster_client.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 #include "runtime/collective/cluster_kv_store.h"
 #include "runtime/collective/weight_sync.h"
 

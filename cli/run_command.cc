@@ -58,7 +58,7 @@
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
 #include "recipes/rl/run_state.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 #include "runtime/cluster/node_agent.h"
 #include "runtime/cluster/timeline_collector.h"
 #include "runtime/dashboard/dashboard_server.h"

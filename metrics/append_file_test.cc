@@ -3,10 +3,9 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,36 +14,31 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A path in this binary's temporary directory (removed when it exits).
 std::string TempPath(const std::string& name) {
-  return std::string(::testing::TempDir()) + "/append_file_test_" + name;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  static test::TempDir dir("append_file");
+  return dir.Path(name);
 }
 
 TEST(AppendFile, AppendsAfterWhatTheFileAlreadyHolds) {
   const std::string path = TempPath("appends");
-  std::ofstream(path) << "old\n";
+  test::WriteFile(path, "old\n");
   {
     absl::StatusOr<std::unique_ptr<AppendFile>> file = AppendFile::Open(path, false);
     ASSERT_TRUE(file.ok()) << file.status();
     EXPECT_EQ((*file)->size(), 4);
     ASSERT_TRUE((*file)->Append("one\n").ok());
     // Visible to another reader before the file is closed.
-    EXPECT_EQ(ReadAll(path), "old\none\n");
+    EXPECT_EQ(test::ReadFile(path), "old\none\n");
     ASSERT_TRUE((*file)->Append("two\n").ok());
     EXPECT_EQ((*file)->size(), 12);
   }
-  EXPECT_EQ(ReadAll(path), "old\none\ntwo\n");
+  EXPECT_EQ(test::ReadFile(path), "old\none\ntwo\n");
 }
 
 TEST(AppendFile, ExclusiveOpenRefusesAnExistingFile) {
   const std::string path = TempPath("exclusive");
-  std::ofstream(path) << "x";
+  test::WriteFile(path, "x");
   EXPECT_EQ(AppendFile::Open(path, true).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
@@ -77,9 +71,9 @@ TEST(AppendFile, AFailedAppendLeavesTheFileAsItWas) {
 
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.message(), HasSubstr(path));
-  EXPECT_EQ(ReadAll(path), "line one\n");
+  EXPECT_EQ(test::ReadFile(path), "line one\n");
   ASSERT_TRUE((*file)->Append("line two\n").ok());
-  EXPECT_EQ(ReadAll(path), "line one\nline two\n");
+  EXPECT_EQ(test::ReadFile(path), "line one\nline two\n");
 }
 
 }  // namespace

@@ -44,8 +44,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/metrics/histogram.h"
 #include "metrics/append_file.h"
-#include "metrics/histogram.h"
 
 namespace troupe::metrics {
 

@@ -3,10 +3,9 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metrics/tfevents_test_reader.h"
@@ -24,8 +23,10 @@ using testing::ReadTfRecords;
 using testing::SessionLog;
 using testing::Summary;
 
+// A directory in this binary's temporary directory (removed when it exits); not created yet.
 std::string FreshDir(const std::string& name) {
-  const std::string dir = std::string(::testing::TempDir()) + "/event_file_writer_test_" + name;
+  static test::TempDir root("event_file_writer");
+  const std::string dir = root.Path(name);
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -164,22 +165,16 @@ TEST(EventFileWriter, TheReaderRejectsACorruptedRecord) {
   const std::string path = (*writer)->path();
   writer->reset();
 
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    bytes = buffer.str();
-  }
+  const std::string bytes = test::ReadFile(path);
   ASSERT_TRUE(ReadTfRecords(path).ok());
   std::string flipped = bytes;
   flipped[flipped.size() - 6] ^= 0x01;  // A byte of the last record's data.
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << flipped;
+  test::WriteFile(path, flipped);
   absl::StatusOr<std::vector<std::string>> records = ReadTfRecords(path);
   EXPECT_EQ(records.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(records.status().message(), HasSubstr("record 1"));
 
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 3);
+  test::WriteFile(path, bytes.substr(0, bytes.size() - 3));
   EXPECT_THAT(ReadTfRecords(path).status().message(), HasSubstr("truncated"));
 }
 
@@ -197,7 +192,7 @@ TEST(EventFileWriter, RejectsNegativeStepsAndEmptyTags) {
 TEST(EventFileWriter, ReportsADirectoryItCannotCreate) {
   const std::string dir = FreshDir("blocked");
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/file") << "x";
+  test::WriteFile(dir + "/file", "x");
   auto writer = EventFileWriter::Create(dir + "/file/tb", kT0);
   ASSERT_FALSE(writer.ok());
   EXPECT_THAT(writer.status().message(), HasSubstr(dir + "/file/tb"));

@@ -1,10 +1,10 @@
 #include "metrics/metric_catalog.h"
 
-#include <fstream>
+#include <filesystem>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace troupe::metrics {
@@ -58,11 +58,9 @@ TEST(MetricCatalog, EveryEntryIsUniqueDocumentedAndGrouped) {
 }
 
 TEST(MetricCatalog, TheCheckedInReferenceIsCurrent) {
-  std::ifstream in("docs/metrics.md");
-  ASSERT_TRUE(in.good()) << "docs/metrics.md is not in the runfiles";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_TRUE(ss.str() == MetricCatalogMarkdown())
+  ASSERT_TRUE(std::filesystem::exists("docs/metrics.md"))
+      << "docs/metrics.md is not in the runfiles";
+  EXPECT_TRUE(test::ReadFile("docs/metrics.md") == MetricCatalogMarkdown())
       << "docs/metrics.md is stale: regenerate it with\n"
          "  bazel run //metrics:metric_docs > docs/metrics.md";
 }

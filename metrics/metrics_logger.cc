@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/atomic_file.h"
 #include "base/file_util.h"
+#include "base/metrics/histogram.h"
+#include "base/metrics/metrics_record.h"
 #include "base/status_macros.h"
-#include "metrics/histogram.h"
-#include "metrics/metrics_record.h"
 
 namespace troupe::metrics {
 namespace {

@@ -2,18 +2,17 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "base/metrics/metrics_reader.h"
+#include "base/metrics/metrics_record.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "metrics/metrics_reader.h"
-#include "metrics/metrics_record.h"
 #include "metrics/tfevents_test_reader.h"
 
 namespace troupe::metrics {
@@ -26,21 +25,16 @@ using ::testing::SizeIs;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1796200000);
 
+// A directory in this binary's temporary directory (removed when it exits); not created yet.
 std::string FreshDir(const std::string& name) {
-  const std::string dir = std::string(::testing::TempDir()) + "/metrics_logger_test_" + name;
+  static test::TempDir root("metrics_logger");
+  const std::string dir = root.Path(name);
   std::filesystem::remove_all(dir);
   return dir;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 std::vector<std::string> Lines(const std::string& path) {
-  return absl::StrSplit(ReadAll(path), '\n', absl::SkipEmpty());
+  return absl::StrSplit(test::ReadFile(path), '\n', absl::SkipEmpty());
 }
 
 std::vector<int64_t> Steps(const std::string& path) {
@@ -69,7 +63,7 @@ TEST(MetricsLogger, WritesOneJsonLinePerLogCallVisibleBeforeItReturns) {
       logger->Log(1, {{"reward/mean", 0.5}, {"train/kl", 0.01}}, {}, kT0 + absl::Milliseconds(500))
           .ok());
   // Read while the logger is still open: the line was flushed.
-  EXPECT_EQ(ReadAll(logger->jsonl_path()),
+  EXPECT_EQ(test::ReadFile(logger->jsonl_path()),
             "{\"step\":1,\"time\":1796200000.5,\"reward/mean\":0.5,\"train/kl\":0.01}\n");
   ASSERT_TRUE(logger->Log(2, {{"reward/mean", 0.75}}, {}, kT0 + absl::Seconds(2)).ok());
   EXPECT_THAT(Lines(logger->jsonl_path()),
@@ -84,7 +78,7 @@ TEST(MetricsLogger, KeepsHistogramsOutOfTheJsonlFile) {
   ASSERT_TRUE(logger->Log(3, {{"x", 1}}, {{"rollout/staleness", {2, 0, 2, 1, 0, 2}}}, kT0).ok());
   // A histogram-only call writes no line at all (its step still orders later calls).
   ASSERT_TRUE(logger->Log(4, {}, {{"rollout/staleness", {1}}}, kT0).ok());
-  EXPECT_EQ(ReadAll(logger->jsonl_path()), "{\"step\":3,\"time\":1796200000.0,\"x\":1.0}\n");
+  EXPECT_EQ(test::ReadFile(logger->jsonl_path()), "{\"step\":3,\"time\":1796200000.0,\"x\":1.0}\n");
   EXPECT_FALSE(logger->Log(3, {{"x", 2}}, {}, kT0).ok());
 }
 
@@ -115,7 +109,7 @@ TEST(MetricsLogger, WritesNonFiniteScalarsAsStrings) {
                          {"grad_norm", std::numeric_limits<double>::infinity()}},
                         {}, kT0)
                   .ok());
-  EXPECT_EQ(ReadAll(logger->jsonl_path()),
+  EXPECT_EQ(test::ReadFile(logger->jsonl_path()),
             "{\"step\":0,\"time\":1796200000.0,\"grad_norm\":\"Infinity\",\"loss\":\"NaN\"}\n");
 }
 
@@ -170,15 +164,15 @@ TEST(MetricsLogger, ResumingFromMinusOneDiscardsEveryRecord) {
   options.resume_step = -1;
   auto logger = OpenOrDie(dir, options);
   ASSERT_NE(logger, nullptr);
-  EXPECT_EQ(ReadAll(logger->jsonl_path()), "");
+  EXPECT_EQ(test::ReadFile(logger->jsonl_path()), "");
   EXPECT_TRUE(logger->Log(0, {{"x", 0}}, {}, kT0).ok());
 }
 
 TEST(MetricsLogger, DropsATornFinalLineOnOpen) {
   const std::string dir = FreshDir("torn");
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/metrics.jsonl")
-      << "{\"step\":1,\"time\":1.0,\"x\":1}\n{\"step\":2,\"time\":2.0,\"x\":2}\n{\"step\":3,\"ti";
+  test::WriteFile(
+      dir + "/metrics.jsonl",
+      "{\"step\":1,\"time\":1.0,\"x\":1}\n{\"step\":2,\"time\":2.0,\"x\":2}\n{\"step\":3,\"ti");
   auto logger = OpenOrDie(dir);
   ASSERT_NE(logger, nullptr);
   EXPECT_EQ(logger->last_step(), 2);
@@ -188,15 +182,14 @@ TEST(MetricsLogger, DropsATornFinalLineOnOpen) {
 
 TEST(MetricsLogger, RefusesToOpenAFileWithACorruptLineAndLeavesItAlone) {
   const std::string dir = FreshDir("corrupt");
-  std::filesystem::create_directories(dir);
   const std::string text = "{\"step\":1,\"time\":1.0}\nnot json\n{\"step\":3,\"time\":3.0}\n";
-  std::ofstream(dir + "/metrics.jsonl") << text;
+  test::WriteFile(dir + "/metrics.jsonl", text);
   MetricsLoggerOptions options;
   options.resume_step = 1;
   absl::StatusOr<std::unique_ptr<MetricsLogger>> logger = MetricsLogger::Open(dir, options);
   EXPECT_EQ(logger.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(logger.status().message(), HasSubstr(dir + "/metrics.jsonl:2"));
-  EXPECT_EQ(ReadAll(dir + "/metrics.jsonl"), text);
+  EXPECT_EQ(test::ReadFile(dir + "/metrics.jsonl"), text);
 }
 
 TEST(MetricsLogger, RejectsBadInputWithoutWritingAnything) {
@@ -204,7 +197,7 @@ TEST(MetricsLogger, RejectsBadInputWithoutWritingAnything) {
   auto logger = OpenOrDie(dir);
   ASSERT_NE(logger, nullptr);
   ASSERT_TRUE(logger->Log(5, {{"x", 1}}, {}, kT0).ok());
-  const std::string before = ReadAll(logger->jsonl_path());
+  const std::string before = test::ReadFile(logger->jsonl_path());
   struct Case {
     int64_t step;
     Scalars scalars;
@@ -226,7 +219,7 @@ TEST(MetricsLogger, RejectsBadInputWithoutWritingAnything) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.message;
     EXPECT_THAT(status.message(), HasSubstr(c.message));
   }
-  EXPECT_EQ(ReadAll(logger->jsonl_path()), before);
+  EXPECT_EQ(test::ReadFile(logger->jsonl_path()), before);
 }
 
 TEST(MetricsLogger, RejectsBadOptionsNamingThem) {

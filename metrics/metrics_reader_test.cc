@@ -1,10 +1,11 @@
-#include "metrics/metrics_reader.h"
+#include "base/metrics/metrics_reader.h"
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metrics/metrics_logger.h"
@@ -16,8 +17,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
+// A metrics.jsonl path in a new directory of this binary's temporary directory (removed when it
+// exits); the file does not exist yet.
 std::string FreshFile(const std::string& name) {
-  const std::string dir = std::string(::testing::TempDir()) + "/metrics_reader_test_" + name;
+  static test::TempDir root("metrics_reader");
+  const std::string dir = root.Path(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir + "/metrics.jsonl";

@@ -1,9 +1,9 @@
 #include "models/generation_config.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -90,12 +90,10 @@ TEST(GenerationConfig, EveryEosIdOfTheModelBecomesAStopId) {
 }
 
 TEST(GenerationConfig, LoadSaysNotFoundForAMissingFile) {
-  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/generation_config.json";
+  test::TempDir tmp("generation_config");
+  const std::string path = tmp.Path("generation_config.json");
   EXPECT_EQ(LoadGenerationConfig(path).status().code(), absl::StatusCode::kNotFound);
-  {
-    std::ofstream out(path);
-    out << kQwenInstruct;
-  }
+  test::WriteFile(path, kQwenInstruct);
   absl::StatusOr<GenerationConfig> g = LoadGenerationConfig(path);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->eos_token_ids.size(), 2u);

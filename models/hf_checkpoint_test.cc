@@ -5,10 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,17 +19,12 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// A path `name` in this binary's temporary directory (removed when it exits); nothing there yet.
 std::string TestDir(const std::string& name) {
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  static test::TempDir root("hf_checkpoint");
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   return dir;
-}
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 ModelConfig Qwen3Tiny() {
@@ -118,7 +112,7 @@ TEST(HfCheckpoint, ShardsWeightsLargerThanTheMaxShardSizeAndWritesTheIndex) {
   options.dtype = at::kBFloat16;
   ASSERT_TRUE(SaveHfCheckpoint(dir, *model, Files(Qwen3Tiny()), options).ok());
   EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
-  const std::string index = Read(dir + "/model.safetensors.index.json");
+  const std::string index = test::ReadFile(dir + "/model.safetensors.index.json");
   EXPECT_THAT(index, HasSubstr("\"weight_map\""));
   EXPECT_THAT(index, HasSubstr("model-00001-of-"));
   int shards = 0;
@@ -126,7 +120,7 @@ TEST(HfCheckpoint, ShardsWeightsLargerThanTheMaxShardSizeAndWritesTheIndex) {
     if (e.path().extension() == ".safetensors") ++shards;
   }
   EXPECT_GT(shards, 2);
-  EXPECT_THAT(Read(dir + "/config.json"), HasSubstr("\"torch_dtype\": \"bfloat16\""));
+  EXPECT_THAT(test::ReadFile(dir + "/config.json"), HasSubstr("\"torch_dtype\": \"bfloat16\""));
 
   // Loaded as bf16: the bf16 rounding of the float32 model, bit for bit; as float32: widened.
   absl::StatusOr<HfCheckpoint> bf16 = LoadHfCheckpoint(dir, at::kBFloat16);
@@ -184,7 +178,7 @@ TEST(HfCheckpoint, LoadReadsATransformersStyleDirectoryWithoutOptionalFiles) {
   EXPECT_FALSE(back->files.generation.has_value());
   EXPECT_TRUE(back->files.tokenizer_json.empty());
   ExpectSameBytes(*model, *back->model);
-  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [1, 77]})";
+  test::WriteFile(dir + "/generation_config.json", R"({"eos_token_id": [1, 77]})");
   absl::StatusOr<HfCheckpoint> bad = LoadHfCheckpoint(dir);
   EXPECT_THAT(bad.status().message(), HasSubstr("generation_config.json: key 'eos_token_id'"));
   EXPECT_EQ(LoadHfCheckpoint(TestDir("absent")).status().code(), absl::StatusCode::kNotFound);

@@ -1,8 +1,8 @@
 #include "models/model_config.h"
 
-#include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -387,11 +387,9 @@ TEST(ModelConfig, AcceptsSlidingWindowKeysOnlyWhenDisabled) {
 }
 
 TEST(ModelConfig, LoadsFromAFileAndReportsAMissingFile) {
-  std::string path = std::string(getenv("TEST_TMPDIR")) + "/config.json";
-  {
-    std::ofstream out(path);
-    out << kQwen2Config;
-  }
+  test::TempDir tmp("model_config");
+  const std::string path = tmp.Path("config.json");
+  test::WriteFile(path, kQwen2Config);
   absl::StatusOr<ModelConfig> c = LoadModelConfig(path);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->hidden_size, 896);

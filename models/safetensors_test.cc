@@ -9,11 +9,11 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -25,22 +25,12 @@ namespace {
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
+// A directory `name` in this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  ::mkdir(dir.c_str(), 0755);
+  static test::TempDir root("safetensors");
+  const std::string dir = root.Path(name);
+  std::filesystem::create_directories(dir);
   return dir;
-}
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::vector<std::string> ListDir(const std::string& dir) {
@@ -76,7 +66,7 @@ std::string FileWith(const std::string& b_entry, const std::string& data) {
 
 absl::Status OpenStatus(const std::string& name, const std::string& bytes) {
   std::string path = TestDir("bad") + "/" + name + ".safetensors";
-  WriteBytes(path, bytes);
+  test::WriteFile(path, bytes);
   absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(path);
   if (reader.ok()) return absl::OkStatus();
   EXPECT_THAT(reader.status().message(), HasSubstr(path)) << name;
@@ -102,7 +92,7 @@ TEST(Safetensors, ReadsAFileBuiltByteByByteFromTheSpec) {
       0x07, 0,    0,    0,    0, 0, 0, 0  // i64 7
   });
   std::string path = TestDir("by_hand") + "/hand.safetensors";
-  WriteBytes(path, LengthPrefixed(header) + data);
+  test::WriteFile(path, LengthPrefixed(header) + data);
 
   absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(path);
   ASSERT_TRUE(reader.ok()) << reader.status();
@@ -155,7 +145,7 @@ TEST(Safetensors, RoundTripsFloat32Float16AndBFloat16BitForBit) {
     EXPECT_TRUE(at::equal(*got, expected)) << name;
   }
   // Header padded to a multiple of 8 so the buffer is aligned, as the reference writer does.
-  std::string bytes = ReadBytes(path);
+  std::string bytes = test::ReadFile(path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   EXPECT_EQ(n % 8, 0u);
@@ -192,7 +182,7 @@ TEST(Safetensors, ShardedIndexRoundTrips) {
   EXPECT_EQ(*shards, (std::vector<std::string>{"model-00001-of-00003.safetensors",
                                                "model-00002-of-00003.safetensors",
                                                "model-00003-of-00003.safetensors"}));
-  Json index = Json::parse(ReadBytes(dir + "/model.safetensors.index.json"));
+  Json index = Json::parse(test::ReadFile(dir + "/model.safetensors.index.json"));
   EXPECT_EQ(index["metadata"]["total_size"], 2000);
   EXPECT_EQ(index["weight_map"]["layer.4.w"], "model-00003-of-00003.safetensors");
 
@@ -308,10 +298,10 @@ TEST(Safetensors, RefusesAShardWhoseHeaderLiesWithoutReadingOutOfBounds) {
        "too large"},
   };
   const std::string dir = TestDir("lying_shards");
-  WriteBytes(dir + "/model.safetensors.index.json",
-             R"({"weight_map": {"a": "shard.safetensors", "b": "shard.safetensors"}})");
+  test::WriteFile(dir + "/model.safetensors.index.json",
+                  R"({"weight_map": {"a": "shard.safetensors", "b": "shard.safetensors"}})");
   for (const Case& c : cases) {
-    WriteBytes(dir + "/shard.safetensors", c.bytes);
+    test::WriteFile(dir + "/shard.safetensors", c.bytes);
     absl::StatusOr<SafetensorsReader> reader =
         SafetensorsReader::Open(dir + "/model.safetensors.index.json");
     EXPECT_EQ(reader.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
@@ -341,7 +331,7 @@ TEST(Safetensors, RefusesAnIndexInconsistentWithItsShards) {
   };
   for (const Case& c : cases) {
     std::string path = dir + "/" + c.name + ".index.json";
-    WriteBytes(path, c.index);
+    test::WriteFile(path, c.index);
     absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(path);
     ASSERT_FALSE(reader.ok()) << c.name;
     EXPECT_THAT(reader.status().message(), HasSubstr(path)) << c.name;
@@ -365,7 +355,7 @@ TEST(Safetensors, SaveLeavesTheTargetUnchangedWhenWritingFailsMidway) {
   std::string dir = TestDir("atomic");
   std::string path = dir + "/model.safetensors";
   ASSERT_TRUE(WriteSafetensors(path, {{"w", at::ones({4})}}).ok());
-  const std::string before = ReadBytes(path);
+  const std::string before = test::ReadFile(path);
 
   // A 16 KiB file-size limit makes the 256 KiB write fail with EFBIG part-way through the data
   // (this works as root, unlike a read-only directory).
@@ -383,7 +373,7 @@ TEST(Safetensors, SaveLeavesTheTargetUnchangedWhenWritingFailsMidway) {
 
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("model.safetensors"));
-  EXPECT_EQ(ReadBytes(path), before);
+  EXPECT_EQ(test::ReadFile(path), before);
   EXPECT_EQ(ListDir(dir), std::vector<std::string>{"model.safetensors"});
   absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(path);
   ASSERT_TRUE(reader.ok());

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "base/atomic_file.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/safetensors.h"
@@ -98,9 +100,11 @@ std::vector<std::string> HuggingFaceNames(int layers, bool qkv_bias, bool tied) 
   return names;
 }
 
+// A directory `name` in this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  ::mkdir(dir.c_str(), 0755);
+  static test::TempDir root("transformer");
+  const std::string dir = root.Path(name);
+  std::filesystem::create_directories(dir);
   return dir;
 }
 

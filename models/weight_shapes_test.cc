@@ -5,9 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/safetensors.h"
@@ -19,9 +19,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// A new, empty directory `name` in this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  static test::TempDir root("weight_shapes");
+  const std::string dir = root.Path(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -133,12 +134,12 @@ TEST(WeightShapes, RefuseWhatIsNotASafetensorsHeaderWithoutBlocking) {
   EXPECT_THAT(std::string(ReadSafetensorsShapes(dir).status().message()),
               HasSubstr("neither model.safetensors nor model.safetensors.index.json"));
   // A header length beyond any header.
-  std::ofstream(dir + "/huge.safetensors", std::ios::binary)
-      << std::string("\xff\xff\xff\xff\xff\xff\x00\x00", 8) << "{}";
+  test::WriteFile(dir + "/huge.safetensors",
+                  std::string("\xff\xff\xff\xff\xff\xff\x00\x00", 8) + "{}");
   EXPECT_THAT(std::string(ReadSafetensorsShapes(dir + "/huge.safetensors").status().message()),
               HasSubstr("is more than the 100 MiB a safetensors header may be"));
-  std::ofstream(dir + "/text.safetensors", std::ios::binary)
-      << std::string("\x04\x00\x00\x00\x00\x00\x00\x00", 8) << "nope";
+  test::WriteFile(dir + "/text.safetensors",
+                  std::string("\x04\x00\x00\x00\x00\x00\x00\x00", 8) + "nope");
   EXPECT_THAT(std::string(ReadSafetensorsShapes(dir + "/text.safetensors").status().message()),
               HasSubstr("not a JSON object"));
   // A FIFO named as the weights: refused at once, never waited on.
@@ -147,8 +148,8 @@ TEST(WeightShapes, RefuseWhatIsNotASafetensorsHeaderWithoutBlocking) {
               HasSubstr("is a FIFO, expected a regular file"));
   // An index naming a shard outside its directory.
   const std::string index_dir = TestDir("index");
-  std::ofstream(index_dir + "/model.safetensors.index.json")
-      << R"({"weight_map": {"a": "../elsewhere.safetensors"}})";
+  test::WriteFile(index_dir + "/model.safetensors.index.json",
+                  R"({"weight_map": {"a": "../elsewhere.safetensors"}})");
   EXPECT_THAT(std::string(ReadSafetensorsShapes(index_dir).status().message()),
               HasSubstr("which is not a file beside the index"));
 }

@@ -5,6 +5,10 @@
 #   proto  <  base  <  metrics, models/kernels/trainers/rollout/reward/tasks/data  <  runtime  <  actors
 #          <  recipes  <  cli
 #
+# with runtime/ kept off models/, trainers/, rollout/, kernels/ and metrics/ (the application
+# injects what the runtime needs of them), and runtime/cluster/embedded/ above the rest of the
+# runtime (head, node agent, dashboard), which it composes.
+#
 # Tests are not checked (a runtime test may link the application's registered pieces). Each rule
 # below is FROM -> FORBIDDEN; a violation prints the dependency path that breaks it.
 #
@@ -18,9 +22,13 @@ BAZEL=${BAZEL:-bazel}
 
 rules=(
   "//runtime/...|//recipes/... + //actors/... + //cli/..."
-  # The runtime is told how to set compute threads (runtime/cluster/compute_threads_hook.h); it
-  # does not reach into the models or the libraries that compute with them.
-  "//runtime/...|//models/... + //trainers/... + //rollout/... + //kernels/..."
+  # The runtime is told how to set compute threads (runtime/cluster/compute_threads_hook.h) and
+  # what the application's metrics are (runtime/dashboard/metric_schema.h); it does not reach into
+  # the models, the libraries that compute with them, or the RL metric catalog and writers.
+  "//runtime/...|//models/... + //trainers/... + //rollout/... + //kernels/... + //metrics/..."
+  # The embedded cluster (`troupe run`'s head + node + dashboard in one process) composes the head,
+  # the node agent and the dashboard: none of them depends on it.
+  "//runtime/... - //runtime/cluster/embedded/...|//runtime/cluster/embedded/..."
   "//actors/...|//recipes/... + //cli/..."
   "//recipes/...|//cli/..."
   "//base/...|//metrics/... + //data/... + //models/... + //reward/... + //tasks/... + //runtime/... + //actors/... + //recipes/... + //cli/..."
@@ -59,6 +67,15 @@ fi
 probes=(
   "models|//runtime:future|refuse"
   "runtime|//recipes/job_spec|refuse"
+  "runtime|//models:model_config|refuse"
+  "runtime|//trainers:losses|refuse"
+  "runtime|//rollout:sampler|refuse"
+  "runtime|//kernels:logprob_gather|refuse"
+  "runtime|//metrics:metric_catalog|refuse"
+  "runtime/dashboard|//metrics:metrics_logger|refuse"
+  "runtime/cluster|//runtime/cluster/embedded:embedded_cluster|refuse"
+  "runtime/dashboard|//base/metrics:metrics_reader|accept"
+  "actors|//metrics:metric_catalog|accept"
   "actors|//cli:troupe_main|refuse"
   "base|//runtime:future|refuse"
   "recipes|//actors:trainer|accept"

@@ -6,6 +6,10 @@ layers above it, and to tests/, bench/ and examples/, so a dependency that point
 builds and one that points up fails to build with "target ... is not visible". tools/check_layers.sh
 checks the same order on the whole library graph (transitively) and probes that a misplaced
 dependency really fails.
+
+The runtime sits above the libraries but knows no application: models/, trainers/, rollout/,
+kernels/ and metrics/ are not visible to it (APP_LIBRARY_USERS); what it needs of them is injected
+by the actors (the compute-thread setting, the dashboard's metric schema).
 """
 
 _ABOVE_CLI = [
@@ -24,7 +28,7 @@ RUNTIME_USERS = ["//runtime:__subpackages__"] + ACTORS_USERS
 
 # The libraries between base and the runtime may use each other (trainers use models, tasks use
 # reward, ...); tools/check_layers.sh keeps them off the runtime and everything above it.
-LIBRARY_USERS = [
+_LIBRARIES = [
     "//data:__subpackages__",
     "//kernels:__subpackages__",
     "//metrics:__subpackages__",
@@ -33,6 +37,13 @@ LIBRARY_USERS = [
     "//rollout:__subpackages__",
     "//tasks:__subpackages__",
     "//trainers:__subpackages__",
-] + RUNTIME_USERS
+]
+
+# data/, reward/, tasks/: visible to the runtime too.
+LIBRARY_USERS = _LIBRARIES + RUNTIME_USERS
+
+# models/, trainers/, rollout/, kernels/, metrics/: the application's libraries, which the runtime
+# must not reach (not even its tests); the actors and everything above use them.
+APP_LIBRARY_USERS = _LIBRARIES + ACTORS_USERS
 
 BASE_USERS = ["//base:__subpackages__"] + LIBRARY_USERS

@@ -1,9 +1,9 @@
 #include "base/trace/chrome_trace.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -56,8 +56,8 @@ TEST(ChromeTraceJson, BytesThatAreNotUtf8DoNotBreakTheJson) {
 
 TEST(ReadRunDirSpans, ReadsTheDriverAndWorkerFilesAndNamesWhatIsWrong) {
   namespace fs = std::filesystem;
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/run");
-  fs::remove_all(dir);
+  test::TempDir tmp("chrome_trace");
+  const std::string dir = tmp.Path("run");
   EXPECT_TRUE(absl::IsNotFound(ReadRunDirSpans(dir).status()));
   fs::create_directories(dir + "/cluster/logs");
   absl::StatusOr<std::vector<ProcessSpans>> none = ReadRunDirSpans(dir);
@@ -75,7 +75,7 @@ TEST(ReadRunDirSpans, ReadsTheDriverAndWorkerFilesAndNamesWhatIsWrong) {
   ASSERT_EQ(both->size(), 2u);
   EXPECT_EQ((*both)[0].label, "d");
   EXPECT_EQ((*both)[1].spans.at(0).name, "Generate");
-  std::ofstream(dir + "/cluster/logs/worker-b-0.spans") << "garbage";
+  test::WriteFile(dir + "/cluster/logs/worker-b-0.spans", "garbage");
   absl::StatusOr<std::vector<ProcessSpans>> bad = ReadRunDirSpans(dir);
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
   EXPECT_NE(bad.status().message().find("worker-b-0.spans"), std::string::npos) << bad.status();

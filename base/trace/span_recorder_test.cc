@@ -3,13 +3,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
@@ -77,18 +76,12 @@ TEST(SpanRecorder, ConcurrentWritersLoseNothingWithinCapacity) {
   EXPECT_EQ(r->Snapshot().spans.size(), 4000u);
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(SpanRecorder, AFileBackedRecorderIsReadableFromTheFileWhileItRuns) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/rec.spans");
+  test::TempDir tmp("span_recorder");
+  const std::string path = tmp.Path("rec.spans");
   auto r = Make(3, path);
   for (int i = 0; i < 5; ++i) r->Record("call", absl::StrCat("m", i), "a", 10 * i, 2);
-  const std::string bytes = ReadAll(path);
+  const std::string bytes = test::ReadFile(path);
   EXPECT_EQ(bytes.size(), SpanRecorder::kHeaderBytes + 3 * SpanRecorder::kSlotBytes);
   absl::StatusOr<ProcessSpans> s = ParseSpanFile(bytes);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -104,10 +97,11 @@ TEST(SpanRecorder, AFileBackedRecorderIsReadableFromTheFileWhileItRuns) {
 TEST(ParseSpanFile, RefusesWhatIsNotASpanFile) {
   EXPECT_FALSE(ParseSpanFile("").ok());
   EXPECT_FALSE(ParseSpanFile(std::string(5000, 'x')).ok());
-  const std::string path = absl::StrCat(::testing::TempDir(), "/cut.spans");
+  test::TempDir tmp("span_recorder");
+  const std::string path = tmp.Path("cut.spans");
   auto r = Make(4, path);
   r->Record("c", "n", "t", 1, 1);
-  std::string bytes = ReadAll(path);
+  std::string bytes = test::ReadFile(path);
   absl::StatusOr<ProcessSpans> cut = ParseSpanFile(bytes.substr(0, bytes.size() - 1));
   EXPECT_FALSE(cut.ok());
   EXPECT_NE(cut.status().message().find("does not hold"), std::string::npos) << cut.status();

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -252,11 +252,11 @@ std::vector<Json> RenderWithPython(const std::vector<Case>& cases) {
     ADD_FAILURE() << kPython << " is missing: run tools/install_deps.sh (python3 python3-jinja2)";
     return {};
   }
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = absl::StrCat(tmp ? tmp : "/tmp", "/chat_cases_", getpid(), ".json");
+  test::TempDir tmp("chat_cases");
+  const std::string path = tmp.Path("cases.json");
   Json all = Json::array();
   for (const Case& c : cases) all.push_back(ToPython(c));
-  std::ofstream(path) << all.dump();
+  test::WriteFile(path, all.dump());
   const std::string cmd = absl::StrCat(kPython, " ", kTestdata, "render_chat.py ", path, " 2>&1");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) {

@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/char_tokenizer.h"
@@ -33,22 +35,18 @@ constexpr char kTinyBpe[] = R"({
 
 class LoadTokenizerTest : public ::testing::Test {
  protected:
-  // A fresh directory under the test's temporary directory.
+  // A fresh directory in the test's temporary directory.
   std::string Dir(const std::string& name) {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-    ::mkdir(dir.c_str(), 0755);
+    const std::string dir = tmp_.Path(name);
+    std::filesystem::create_directories(dir);
     return dir;
   }
   static std::string Write(const std::string& path, const std::string& contents) {
-    std::FILE* file = std::fopen(path.c_str(), "wb");
-    EXPECT_NE(file, nullptr) << path;
-    if (file != nullptr) {
-      std::fwrite(contents.data(), 1, contents.size(), file);
-      std::fclose(file);
-    }
+    test::WriteFile(path, contents);
     return path;
   }
+
+  test::TempDir tmp_{"tokenizer"};
 };
 
 TEST_F(LoadTokenizerTest, LoadsAHuggingFaceTokenizerJsonAsBpe) {

@@ -6,11 +6,11 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "proto/cluster.pb.h"
@@ -24,9 +24,11 @@ namespace {
 
 using transport::kTokenMetadataKey;
 
+// The heads' state directories: new ones (which the head creates) under this binary's own
+// temporary directory, removed when the binary exits.
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static test::TempDir root("head_server");
+  return root.Path(name);
 }
 
 mode_t ModeOf(const std::string& path) {

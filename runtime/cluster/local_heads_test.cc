@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
@@ -18,9 +18,7 @@ namespace {
 class LocalHeadsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::string(std::getenv("TEST_TMPDIR")) + "/" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::remove_all(root_);
+    root_ = tmp_.path();
     std::filesystem::create_directories(root_ + "/run");
     ::chmod((root_ + "/run").c_str(), 0700);
     // The registry goes under this test's own runtime directory.
@@ -29,11 +27,11 @@ class LocalHeadsTest : public ::testing::Test {
 
   std::string StateDir(const std::string& name, const std::string& head_address) {
     const std::string dir = root_ + "/" + name;
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir + "/head.address") << head_address << "\n";
+    test::WriteFile(dir + "/head.address", head_address + "\n");
     return dir;
   }
 
+  test::TempDir tmp_{"local_heads"};
   std::string root_;
 };
 
@@ -41,7 +39,7 @@ TEST_F(LocalHeadsTest, ARegisteredHeadIsFoundByItsAddressSpelledAnyLocalWay) {
   EXPECT_EQ(LocalHeadsDirectory(), root_ + "/run/troupe-heads");
   const std::string a = StateDir("a", "127.0.0.1:41001");
   const std::string b = StateDir("b", "127.0.0.1:41002");
-  std::ofstream(b + "/dashboard.address") << "http://127.0.0.1:48265\n";
+  test::WriteFile(b + "/dashboard.address", "http://127.0.0.1:48265\n");
   ASSERT_TRUE(RegisterLocalHead(a).ok());
   ASSERT_TRUE(RegisterLocalHead(b).ok());
   // The registry is private.
@@ -66,7 +64,7 @@ TEST_F(LocalHeadsTest, StoppedAndDeletedHeadsAreNotFound) {
   UnregisterLocalHead(a);
   EXPECT_EQ(FindLocalHeadStateDir("127.0.0.1:41001"), std::nullopt);
   // A state directory now serving another address does not answer for the old one.
-  std::ofstream(b + "/head.address") << "127.0.0.1:41009\n";
+  test::WriteFile(b + "/head.address", "127.0.0.1:41009\n");
   EXPECT_EQ(FindLocalHeadStateDir("127.0.0.1:41002"), std::nullopt);
   EXPECT_EQ(FindLocalHeadStateDir("127.0.0.1:41009"), b);
   // A deleted state directory's entry is pruned.

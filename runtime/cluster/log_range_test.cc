@@ -1,23 +1,24 @@
 #include "runtime/cluster/log_range.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
 namespace {
 
-std::string WriteFile(const std::string& name, const std::string& text) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
+// Writes `text` to the file `name` in `dir`; returns its path.
+std::string LogFile(const test::TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.Path(name);
+  test::WriteFile(path, text);
   return path;
 }
 
 TEST(ReadLogRange, ReadsFromTheOffsetUpToMaxBytesAndReportsTheSize) {
-  const std::string path = WriteFile("range.log", "0123456789");
+  test::TempDir tmp("log_range");
+  const std::string path = LogFile(tmp, "range.log", "0123456789");
   absl::StatusOr<LogRange> r = ReadLogRange(path, 3, 4);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->bytes, "3456");
@@ -31,7 +32,8 @@ TEST(ReadLogRange, ReadsFromTheOffsetUpToMaxBytesAndReportsTheSize) {
 }
 
 TEST(ReadLogRange, AnOffsetAtOrPastTheEndReadsNothingAndStillReportsTheSize) {
-  const std::string path = WriteFile("end.log", "abc");
+  test::TempDir tmp("log_range");
+  const std::string path = LogFile(tmp, "end.log", "abc");
   for (int64_t offset : {3, 4, 1000}) {
     absl::StatusOr<LogRange> r = ReadLogRange(path, offset, 10);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -41,7 +43,8 @@ TEST(ReadLogRange, AnOffsetAtOrPastTheEndReadsNothingAndStillReportsTheSize) {
 }
 
 TEST(ReadLogRange, NegativeOffsetsAndEmptyReadsAreRefused) {
-  const std::string path = WriteFile("neg.log", "abc");
+  test::TempDir tmp("log_range");
+  const std::string path = LogFile(tmp, "neg.log", "abc");
   EXPECT_EQ(ReadLogRange(path, -1, 10).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReadLogRange(path, 0, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -54,7 +57,8 @@ TEST(ReadLogRange, AMissingFileReadsAsEmpty) {
 }
 
 TEST(ReadLogRange, FollowingByOffsetSeesAppendedBytesOnce) {
-  const std::string path = WriteFile("follow.log", "line 1\n");
+  test::TempDir tmp("log_range");
+  const std::string path = LogFile(tmp, "follow.log", "line 1\n");
   absl::StatusOr<LogRange> r = ReadLogRange(path, 0, 64);
   ASSERT_TRUE(r.ok());
   int64_t offset = static_cast<int64_t>(r->bytes.size());

@@ -7,14 +7,13 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/cluster/head_server.h"
@@ -23,11 +22,6 @@
 
 namespace troupe {
 namespace {
-
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
 
 bool ProcessGone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
 
@@ -45,14 +39,13 @@ bool Eventually(F done) {
 class NodeAgentKillTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TestDir("kill_test");
-    std::filesystem::create_directories(dir_);
+    dir_ = tmp_.path();
     const std::string script = dir_ + "/stubborn_worker.sh";
     // Each SIGTERM appends a line to <dir>/terms.<actor id>; the script never exits by itself.
-    std::ofstream(script) << "#!/bin/sh\n"
-                          << "id=$5\n"  // worker --head H --actor-id ID ...
-                          << "trap 'echo term >> " << dir_ << "/terms.$id' TERM\n"
-                          << "while :; do sleep 0.05; done\n";
+    test::WriteFile(script, absl::StrCat("#!/bin/sh\n",
+                                         "id=$5\n",  // worker --head H --actor-id ID ...
+                                         "trap 'echo term >> ", dir_, "/terms.$id' TERM\n",
+                                         "while :; do sleep 0.05; done\n"));
     ::chmod(script.c_str(), 0755);
     absl::StatusOr<std::unique_ptr<HeadServer>> head =
         HeadServer::Start({.port = 0, .state_dir = dir_ + "/head"});
@@ -105,11 +98,13 @@ class NodeAgentKillTest : public ::testing::Test {
     return reply.killed();
   }
 
+  // The SIGTERMs the worker `id` recorded ("" before the first).
   std::string Terms(const std::string& id) {
-    std::ifstream in(dir_ + "/terms." + id);
-    return std::string(std::istreambuf_iterator<char>(in), {});
+    const std::string path = dir_ + "/terms." + id;
+    return std::filesystem::exists(path) ? test::ReadFile(path) : "";
   }
 
+  test::TempDir tmp_{"kill_test"};
   std::string dir_;
   std::unique_ptr<HeadServer> head_;
   std::unique_ptr<NodeAgent> node_;

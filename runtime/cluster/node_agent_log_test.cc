@@ -4,14 +4,12 @@
 // log files are written by the test where the agent keeps them (<state_dir>/logs).
 #include <grpcpp/grpcpp.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "proto/cluster.grpc.pb.h"
 #include "runtime/cluster/head_server.h"
@@ -21,19 +19,14 @@
 namespace troupe {
 namespace {
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-}
-
 class NodeAgentLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<HeadServer>> head =
-        HeadServer::Start({.port = 0, .state_dir = TestDir("log_head")});
+        HeadServer::Start({.port = 0, .state_dir = tmp_.Path("log_head")});
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
-    state_dir_ = TestDir("log_node");
+    state_dir_ = tmp_.Path("log_node");
     absl::StatusOr<std::unique_ptr<NodeAgent>> node =
         NodeAgent::Start({.head_address = head_->address(),
                           .token = head_->token(),
@@ -41,12 +34,11 @@ class NodeAgentLogTest : public ::testing::Test {
                           .worker_binary = "/bin/true"});
     ASSERT_TRUE(node.ok()) << node.status();
     node_ = std::move(*node);
-    std::filesystem::create_directories(state_dir_ + "/logs");
     // Incarnation 0 (older) and 1 (the newest, which is read).
-    std::ofstream(state_dir_ + "/logs/worker-a1-0.out") << "old\n";
-    std::ofstream(state_dir_ + "/logs/worker-a1-0.err") << "old\n";
-    std::ofstream(state_dir_ + "/logs/worker-a1-1.out") << "0123456789";
-    std::ofstream(state_dir_ + "/logs/worker-a1-1.err") << "warning\n";
+    test::WriteFile(state_dir_ + "/logs/worker-a1-0.out", "old\n");
+    test::WriteFile(state_dir_ + "/logs/worker-a1-0.err", "old\n");
+    test::WriteFile(state_dir_ + "/logs/worker-a1-1.out", "0123456789");
+    test::WriteFile(state_dir_ + "/logs/worker-a1-1.err", "warning\n");
     stub_ = proto::NodeService::NewStub(
         grpc::CreateChannel(node_->address(), grpc::InsecureChannelCredentials()));
   }
@@ -72,6 +64,7 @@ class NodeAgentLogTest : public ::testing::Test {
     return req;
   }
 
+  test::TempDir tmp_{"node_agent_log"};  // first: outlives the head and node using it
   std::unique_ptr<HeadServer> head_;
   std::unique_ptr<NodeAgent> node_;
   std::string state_dir_;
@@ -115,7 +108,7 @@ TEST_F(NodeAgentLogTest, ANegativeOffsetIsRefused) {
 }
 
 TEST_F(NodeAgentLogTest, MaxBytesIsCappedAtOneMebibyte) {
-  std::ofstream(state_dir_ + "/logs/worker-a1-1.out") << std::string((1 << 20) + 100, 'x');
+  test::WriteFile(state_dir_ + "/logs/worker-a1-1.out", std::string((1 << 20) + 100, 'x'));
   proto::ReadWorkerLogReply reply;
   grpc::Status s = Read(At(0, int64_t{1} << 30), &reply);
   ASSERT_TRUE(s.ok()) << s.error_message();

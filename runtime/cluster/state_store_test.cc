@@ -1,27 +1,17 @@
 #include "runtime/cluster/state_store.h"
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 #include <string>
+#include <vector>
 
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
 namespace {
 
-std::string TempDir() {
-  const char* t = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(t != nullptr ? t : "/tmp") + "/state_store_" +
-                    std::to_string(getpid()) + "_" +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::filesystem::remove_all(dir);
-  return dir;
-}
-
 TEST(StateStore, PutGetDeleteScan) {
-  auto store = StateStore::Open(TempDir() + "/head.db");
+  test::TempDir tmp("state_store");
+  auto store = StateStore::Open(tmp.Path("state/head.db"));  // Open creates state/
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Put("actors", "b", std::string("\0\1two", 5)).ok());
   ASSERT_TRUE((*store)->Put("actors", "a", "one").ok());
@@ -37,7 +27,8 @@ TEST(StateStore, PutGetDeleteScan) {
 }
 
 TEST(StateStore, ReopenedStoreHasEverythingThatWasCommitted) {
-  const std::string path = TempDir() + "/head.db";
+  test::TempDir tmp("state_store");
+  const std::string path = tmp.Path("state/head.db");
   {
     auto store = StateStore::Open(path);
     ASSERT_TRUE(store.ok());
@@ -54,7 +45,8 @@ TEST(StateStore, ReopenedStoreHasEverythingThatWasCommitted) {
 }
 
 TEST(StateStore, ApplyIsAllOrNothing) {
-  auto store = StateStore::Open(TempDir() + "/head.db");
+  test::TempDir tmp("state_store");
+  auto store = StateStore::Open(tmp.Path("state/head.db"));  // Open creates state/
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->Put("t", "x", "old").ok());
   std::vector<StateStore::Write> batch = {{"t", "x", std::nullopt}, {"t", "y", "new"}};
@@ -64,13 +56,11 @@ TEST(StateStore, ApplyIsAllOrNothing) {
 }
 
 TEST(StateStore, CorruptFileIsAClearErrorNotACrash) {
-  const std::string dir = TempDir();
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/head.db";
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << "this is not a sqlite database, just some text that is long enough to look like one";
-  }
+  test::TempDir tmp("state_store");
+  const std::string path = tmp.Path("head.db");
+  test::WriteFile(path,
+                  "this is not a sqlite database, just some text that is long enough to look like "
+                  "one");
   auto store = StateStore::Open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find(path), std::string::npos) << store.status();

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "metrics/metric_catalog.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/dashboard/prometheus_text.h"
 #include "runtime/scheduler/cluster_scheduler.h"
@@ -48,14 +48,13 @@ nlohmann::json OptionalNumber(const std::optional<double>& v) {
 }
 
 std::optional<double> LastScalar(const metrics::MetricsSeries& s, const std::string& name) {
+  if (name.empty()) return std::nullopt;
   auto it = s.scalars.find(name);
   if (it == s.scalars.end() || it->second.empty()) return std::nullopt;
   return it->second.back().value;
 }
 
 }  // namespace
-
-namespace n = metrics::metric_names;
 
 nlohmann::json NodeJson(const proto::NodeInfo& node) {
   const bool alive = node.state() == proto::NODE_ALIVE;
@@ -169,14 +168,15 @@ nlohmann::json MetricsSeriesJson(const metrics::MetricsSeries& series) {
   return out;
 }
 
-JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& s, absl::Time now, bool running) {
+JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& s, absl::Time now, bool running,
+                                   const MetricSchema::Summary& summary) {
   JobLiveMetrics live;
   live.step = s.last_step;
-  live.reward = LastScalar(s, n::kScoreMean);
-  live.accuracy = LastScalar(s, std::string(n::kRewardComponentPrefix) + "correct");
-  live.weights_version = LastScalar(s, n::kWeightsVersion);
-  live.staleness = LastScalar(s, n::kStalenessMean);
-  auto v = s.scalars.find(n::kWeightsVersion);
+  live.reward = LastScalar(s, summary.reward);
+  live.accuracy = LastScalar(s, summary.accuracy);
+  live.weights_version = LastScalar(s, summary.weights_version);
+  live.staleness = LastScalar(s, summary.staleness);
+  auto v = s.scalars.find(summary.weights_version);
   if (running && v != s.scalars.end() && v->second.size() >= 2) {
     // Growth over the last 30 s of wall time: from the newest point at least 30 s old (else the
     // oldest point) to now.
@@ -315,7 +315,8 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
 
 std::string PrometheusPage(const proto::ClusterStatusReply& status,
                            const std::vector<JobInfo>& jobs, const std::vector<CallEdge>& edges,
-                           const std::map<std::string, JobLiveMetrics>& live) {
+                           const std::map<std::string, JobLiveMetrics>& live,
+                           const MetricSchema::Summary& summary) {
   PrometheusText page;
   // Nodes.
   std::map<std::string, int> nodes_by_state = {{"ALIVE", 0}, {"DEAD", 0}};
@@ -402,9 +403,13 @@ std::string PrometheusPage(const proto::ClusterStatusReply& status,
   }
 
   // Training progress of the jobs with metrics.
+  // The help names the metric the figure comes from (the application's, metric_schema.h).
+  const auto help = [](absl::string_view what, const std::string& metric) {
+    return metric.empty() ? absl::StrCat(what, ".") : absl::StrCat(what, " (", metric, ").");
+  };
   struct JobFamily {
     const char* name;
-    const char* help;
+    std::string help;
     std::optional<double> (*value)(const JobLiveMetrics&);
   };
   const JobFamily job_families[] = {
@@ -412,12 +417,13 @@ std::string PrometheusPage(const proto::ClusterStatusReply& status,
        [](const JobLiveMetrics& m) {
          return m.step >= 0 ? std::optional<double>(m.step) : std::nullopt;
        }},
-      {"troupe_job_reward", "Mean reward of the job's last step (critic/score/mean).",
+      {"troupe_job_reward", help("Mean reward of the job's last step", summary.reward),
        [](const JobLiveMetrics& m) { return m.reward; }},
-      {"troupe_job_accuracy", "Share of correct samples in the job's last step (reward/correct).",
+      {"troupe_job_accuracy",
+       help("Share of correct samples in the job's last step", summary.accuracy),
        [](const JobLiveMetrics& m) { return m.accuracy; }},
       {"troupe_job_staleness",
-       "Mean staleness (in weight versions) of the last step's samples (rollout/staleness_mean).",
+       help("Mean staleness (in weight versions) of the last step's samples", summary.staleness),
        [](const JobLiveMetrics& m) { return m.staleness; }},
       {"troupe_job_weights_version", "Policy weights version the job's trainer last published.",
        [](const JobLiveMetrics& m) { return m.weights_version; }},
@@ -432,6 +438,15 @@ std::string PrometheusPage(const proto::ClusterStatusReply& status,
     }
   }
   return page.Take();
+}
+
+nlohmann::json MetricCatalogJson(const MetricSchema& schema) {
+  nlohmann::json metrics = nlohmann::json::array();
+  for (const MetricSchema::Metric& m : schema.catalog) {
+    metrics.push_back(
+        {{"name", m.name}, {"unit", m.unit}, {"source", m.source}, {"description", m.description}});
+  }
+  return {{"metrics", std::move(metrics)}};
 }
 
 std::string LogTail(const WorkerLog& log, int max_lines) {

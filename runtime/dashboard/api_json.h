@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "metrics/metrics_reader.h"
+#include "base/metrics/metrics_reader.h"
 #include "nlohmann/json.hpp"
 #include "proto/cluster.pb.h"
 #include "runtime/dashboard/call_graph.h"
 #include "runtime/dashboard/graph_schema.h"
 #include "runtime/dashboard/head_api.h"
 #include "runtime/dashboard/job_manager.h"
+#include "runtime/dashboard/metric_schema.h"
 
 namespace troupe::dashboard {
 
@@ -53,18 +54,21 @@ nlohmann::json PlacementGroupJson(const proto::PlacementGroupInfo& group);
 // Non-finite values are the strings "NaN", "Infinity", "-Infinity" (as in metrics.jsonl).
 nlohmann::json MetricsSeriesJson(const metrics::MetricsSeries& series);
 
-// A job's latest training figures, from its metrics.
+// A job's latest training figures, from its metrics: the last value of each metric the
+// application's `summary` names (metric_schema.h; troupe's RL recipes: critic/score/mean,
+// reward/correct, rollout/staleness_mean, weights/version). A figure whose metric is not named,
+// or not in the series, is nullopt.
 struct JobLiveMetrics {
   int64_t step = -1;                      // last step logged (-1: none)
-  std::optional<double> reward;           // critic/score/mean
-  std::optional<double> accuracy;         // reward/correct
-  std::optional<double> staleness;        // rollout/staleness_mean
-  std::optional<double> weights_version;  // weights/version
-  double weight_updates_per_s = 0;        // weights/version growth over the last 30 s
+  std::optional<double> reward;           // summary.reward
+  std::optional<double> accuracy;         // summary.accuracy
+  std::optional<double> staleness;        // summary.staleness
+  std::optional<double> weights_version;  // summary.weights_version
+  double weight_updates_per_s = 0;        // weights_version's growth over the last 30 s
 };
 // `running`: whether the job still runs (a finished job publishes no weights: rate 0).
 JobLiveMetrics SummarizeJobMetrics(const metrics::MetricsSeries& series, absl::Time now,
-                                   bool running);
+                                   bool running, const MetricSchema::Summary& summary);
 
 // The /api/graph?job=ID body: one vertex per actor whose job_id is `job_id`, sorted by id:
 // {id, label (the name without the "<job>/" prefix), class (its type), role (ActorSpec.role, ""
@@ -99,10 +103,16 @@ nlohmann::json GraphJson(const std::string& job_id, const std::vector<proto::Act
 //   troupe_actor_calls_total / _call_errors_total / _request_bytes_total / _reply_bytes_total
 //     {job_id, source, source_name, target, target_name, target_class, method},
 //   troupe_actor_calls_per_second{...same labels} (the dashboard's windowed rate),
-//   troupe_job_step / _reward / _accuracy / _staleness / _weights_version{job_id, name}.
+//   troupe_job_step / _reward / _accuracy / _staleness / _weights_version{job_id, name} (the
+//     help of reward, accuracy and staleness names the metric `summary` takes it from).
 std::string PrometheusPage(const proto::ClusterStatusReply& status,
                            const std::vector<JobInfo>& jobs, const std::vector<CallEdge>& edges,
-                           const std::map<std::string, JobLiveMetrics>& live);
+                           const std::map<std::string, JobLiveMetrics>& live,
+                           const MetricSchema::Summary& summary);
+
+// The /api/metric_catalog body: {"metrics": [{name, unit, source, description}]}, the
+// application's catalog in its order ([] when it registered none).
+nlohmann::json MetricCatalogJson(const MetricSchema& schema);
 
 // An actor's log tail for the details panel: the last `max_lines` lines of its worker's stderr,
 // preceded by the end of its stdout under "[stdout]" / "[stderr]" headers when both have output.

@@ -32,13 +32,13 @@
 #include "base/atomic_file.h"
 #include "base/json_parse.h"
 #include "base/log.h"
+#include "base/metrics/metrics_reader.h"
 #include "httplib.h"
-#include "metrics/metric_catalog.h"
-#include "metrics/metrics_reader.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/worker_main.h"
 #include "runtime/dashboard/api_json.h"
 #include "runtime/dashboard/call_graph.h"
+#include "runtime/dashboard/metric_schema.h"
 #include "runtime/dashboard/prometheus_text.h"
 #include "runtime/dashboard/web_files.h"
 #include "runtime/transport/transport_common.h"
@@ -692,7 +692,8 @@ std::map<std::string, JobLiveMetrics> DashboardServer::Impl::LiveMetrics(
   for (const JobInfo& job : jobs) {
     (void)WithMetrics(job, [&](const metrics::MetricsSeries& s) {
       if (s.records > 0) {
-        out[job.job_id] = SummarizeJobMetrics(s, now, job.status == JobStatus::kRunning);
+        out[job.job_id] = SummarizeJobMetrics(s, now, job.status == JobStatus::kRunning,
+                                              RegisteredMetricSchema().summary);
       }
     });
   }
@@ -843,14 +844,7 @@ void DashboardServer::Impl::GetActorLogs(const httplib::Request& req, httplib::R
 }
 
 void DashboardServer::Impl::GetMetricCatalog(const httplib::Request&, httplib::Response& res) {
-  nlohmann::json metrics = nlohmann::json::array();
-  for (const metrics::MetricInfo& m : metrics::MetricCatalog()) {
-    metrics.push_back({{"name", std::string(m.name)},
-                       {"unit", std::string(m.unit)},
-                       {"source", std::string(m.source)},
-                       {"description", std::string(m.description)}});
-  }
-  SendJson(res, 200, {{"metrics", std::move(metrics)}});
+  SendJson(res, 200, MetricCatalogJson(RegisteredMetricSchema()));
 }
 
 void DashboardServer::Impl::GetPlacementGroups(const httplib::Request&, httplib::Response& res) {
@@ -1097,7 +1091,8 @@ void DashboardServer::Impl::GetPrometheus(const httplib::Request&, httplib::Resp
                                       gone_actors.count(e.caller) > 0;
                              }),
               edges.end());
-  res.set_content(PrometheusPage(*status, jobs, edges, live), kPrometheusContentType);
+  res.set_content(PrometheusPage(*status, jobs, edges, live, RegisteredMetricSchema().summary),
+                  kPrometheusContentType);
 }
 
 // ---- DashboardServer ----------------------------------------------------------------------------

@@ -23,8 +23,9 @@
 //                                         N: read again from 0. 400 for a bad stream or offset,
 //                                         404 for an unknown actor.
 //   GET  /api/metric_catalog            {"metrics": [{name, unit, source, description}]}: every
-//                                         metric troupe writes (metrics/metric_catalog.h); a name
-//                                         may end in a "<placeholder>" segment
+//                                         metric the application registered (metric_schema.h;
+//                                         troupe's: metrics/metric_catalog.h); a name may end
+//                                         in a "<placeholder>" segment
 //   GET  /api/placement_groups          {"placement_groups": [{id, name, strategy, state,
 //                                         bundles: [{resources, node_id}], status_message,
 //                                         job_id}]}

@@ -11,23 +11,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
-#include "metrics/metric_catalog.h"
 #include "nlohmann/json.hpp"
 #include "runtime/dashboard/fake_head_api.h"
 #include "runtime/dashboard/job_spec_checker.h"
+#include "runtime/dashboard/metric_schema.h"
 #include "runtime/dashboard/raw_http_client.h"
 #include "runtime/dashboard/web_files.h"
 
@@ -93,14 +92,6 @@ case "$yaml" in *stall*) sleep 60 ;; esac
 exit 0
 )";
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // Where the runfiles link examples/models/tiny.json leads: the jobs' allowed model directory.
 // Found once, from the runfiles root (some tests change the working directory).
 const std::string& ModelsDir() {
@@ -114,7 +105,7 @@ const std::string& ModelsDir() {
 class DashboardServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = tmp_.path();
     FakeHeadApi::AddNode(*state_, "n1", "127.0.0.1:1001", {{"CPU", 4}, {"memory", 8e9}},
                          {{"CPU", 2.5}, {"memory", 8e9}});
     FakeHeadApi::AddNode(*state_, "n2", "127.0.0.1:1002", {{"CPU", 2}}, {{"CPU", 2}},
@@ -146,10 +137,9 @@ class DashboardServerTest : public ::testing::Test {
       (*g->add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
     }
     const std::string web = dir_ + "/web";
-    std::filesystem::create_directories(web);
-    std::ofstream(web + "/index.html") << "<html>troupe dashboard</html>\n";
+    test::WriteFile(web + "/index.html", "<html>troupe dashboard</html>\n");
     const std::string driver = dir_ + "/fake-troupe";
-    std::ofstream(driver) << "#!/bin/sh\n" << kDriver;
+    test::WriteFile(driver, absl::StrCat("#!/bin/sh\n", kDriver));
     ::chmod(driver.c_str(), 0755);
     absl::StatusOr<std::unique_ptr<DashboardServer>> server =
         DashboardServer::Start({.host = "127.0.0.1",
@@ -234,6 +224,7 @@ class DashboardServerTest : public ::testing::Test {
     return c.ReadAll(absl::Seconds(3), &closed);
   }
 
+  test::TempDir tmp_{"dashboard_server"};  // first: outlives the server using it
   std::string dir_;
   int others_ = 0;
   std::shared_ptr<FakeHeadApi::State> state_ = std::make_shared<FakeHeadApi::State>();
@@ -745,8 +736,7 @@ TEST_F(DashboardServerTest, PrometheusDropsFinishedJobsAndDeadActorsAfterTheGrac
         R"("calls":5,"request_bytes":50,"reply_bytes":500,"errors":0}]})";
   }
   const std::string run = dir_ + "/done-run";
-  std::filesystem::create_directories(run);
-  std::ofstream(run + "/metrics.jsonl") << "{\"step\":3,\"time\":1796225343.5,\"x\":1}\n";
+  test::WriteFile(run + "/metrics.jsonl", "{\"step\":3,\"time\":1796225343.5,\"x\":1}\n");
   ASSERT_TRUE(other->jobs().Attach("done", "tiny", run, run, [] {}).ok());
   other->jobs().EndAttached("done", absl::OkStatus());
   absl::SleepFor(absl::Milliseconds(150));  // a2 sampled alive, with its calls
@@ -806,16 +796,13 @@ TEST_F(DashboardServerTest, PrometheusPagePassesPromtool) {
   EXPECT_TRUE(absl::StrContains(page, "troupe_job_staleness{")) << page;
 
   const std::string file = dir_ + "/metrics.txt";
-  std::ofstream(file) << page;
+  test::WriteFile(file, page);
   ASSERT_EQ(::access("/usr/bin/promtool", X_OK), 0)
       << "promtool is missing: tools/install_deps.sh installs Debian's prometheus package";
   const std::string out = dir_ + "/promtool.out";
   const int rc = std::system(
       absl::StrCat("/usr/bin/promtool check metrics < ", file, " > ", out, " 2>&1").c_str());
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << ss.str() << "\npage:\n" << page;
+  EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << test::ReadFile(out) << "\npage:\n" << page;
 }
 
 TEST_F(DashboardServerTest, FortySlowConnectionsDoNotDelayTheApi) {
@@ -1128,8 +1115,7 @@ TEST_F(DashboardServerTest, TheBuiltInDashboardsModulesAreServedAsJavaScriptAndR
 
 // The same for a web directory (served by httplib's mount point), in a subdirectory.
 TEST_F(DashboardServerTest, AWebDirsModuleInASubdirectoryIsServedAsJavaScript) {
-  std::filesystem::create_directories(dir_ + "/web/js");
-  std::ofstream(dir_ + "/web/js/mod.js") << "export const x = 1;\n";
+  test::WriteFile(dir_ + "/web/js/mod.js", "export const x = 1;\n");
   httplib::Result r = client_->Get("/js/mod.js");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
@@ -1230,7 +1216,7 @@ TEST_F(DashboardServerTest, TheMetricCatalogIsServedWithUnitsAndDescriptions) {
   auto [status, body] = GetJson("/api/metric_catalog");
   ASSERT_EQ(status, 200);
   ASSERT_TRUE(body["metrics"].is_array());
-  EXPECT_EQ(body["metrics"].size(), metrics::MetricCatalog().size());
+  EXPECT_EQ(body["metrics"].size(), RegisteredMetricSchema().catalog.size());
   std::map<std::string, nlohmann::json> by_name;
   for (const nlohmann::json& m : body["metrics"]) by_name[m.value("name", "")] = m;
   ASSERT_TRUE(by_name.count("perf/throughput"));

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/dir_archive.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "runtime/dashboard/fake_head_api.h"
 
@@ -35,30 +36,20 @@ actors:
   rollout: {replicas: 1, resources: {CPU: 0.5}}
 )";
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // The directory examples/models/tiny.json really is in (the runfiles entry is a link to it).
 std::string ModelsDir() {
   return std::filesystem::canonical("examples/models/tiny.json").parent_path().string();
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// The file's bytes, or "" while it does not exist (what a poll for a file a process writes reads).
+std::string ReadIfExists(const std::string& path) {
+  return std::filesystem::exists(path) ? test::ReadFile(path) : "";
 }
 
 // Writes an executable shell script standing in for the troupe binary.
 std::string Script(const std::string& dir, const std::string& body) {
   const std::string path = dir + "/fake-troupe";
-  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  test::WriteFile(path, "#!/bin/sh\n" + body + "\n");
   ::chmod(path.c_str(), 0755);
   return path;
 }
@@ -66,7 +57,7 @@ std::string Script(const std::string& dir, const std::string& body) {
 class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = TestDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = tmp_.path();
     FakeHeadApi::AddNode(*state_, "n1", "127.0.0.1:1", {{"CPU", 4}}, {{"CPU", 4}});
   }
 
@@ -87,6 +78,7 @@ class JobManagerTest : public ::testing::Test {
     return m.ok() ? std::move(*m) : nullptr;
   }
 
+  test::TempDir tmp_{"job_manager"};
   std::string dir_;
   std::shared_ptr<FakeHeadApi::State> state_ = std::make_shared<FakeHeadApi::State>();
   FakeHeadApi head_{state_};
@@ -106,13 +98,13 @@ TEST_F(JobManagerTest, ASubmittedJobRunsItsDriverAndSucceedsWhenItExitsZero) {
   EXPECT_GE(job->end_ms, job->start_ms);
   EXPECT_EQ(job->logging_dir, job->job_dir + "/run");
   // The driver: `run --address HEAD --job-id ID <job dir>/job.yaml`, token in the environment.
-  const std::string log = ReadFile(job->driver_log());
+  const std::string log = test::ReadFile(job->driver_log());
   EXPECT_TRUE(absl::StrContains(log, absl::StrCat("args: run --address 127.0.0.1:6380 --job-id ",
                                                   *id, " ", job->job_dir, "/job.yaml")))
       << log;
   EXPECT_TRUE(absl::StrContains(log, "token: secret-token")) << log;
   // The resolved spec, with the override and the job's own logging dir.
-  const std::string yaml = ReadFile(job->job_dir + "/job.yaml");
+  const std::string yaml = test::ReadFile(job->job_dir + "/job.yaml");
   EXPECT_TRUE(absl::StrContains(yaml, job->logging_dir)) << yaml;
   EXPECT_TRUE(absl::StrContains(yaml, "n: 4")) << yaml;
   // The record is in the KV store (written just after the status changes in memory).
@@ -152,7 +144,8 @@ TEST_F(JobManagerTest, StopEndsTheDriverEvenIfItIgnoresSigtermAndKillsTheJobsAct
   }
   ASSERT_EQ(m->Get(*id)->status, JobStatus::kRunning);
   // ... and has set its trap (it says "up" after): a SIGTERM before that would end it at once.
-  for (int i = 0; i < 500 && !absl::StrContains(ReadFile(m->Get(*id)->driver_log()), "up"); ++i) {
+  for (int i = 0; i < 500 && !absl::StrContains(ReadIfExists(m->Get(*id)->driver_log()), "up");
+       ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   absl::StatusOr<bool> stopped = m->Stop(*id);
@@ -319,7 +312,7 @@ std::unique_ptr<JobManager> ManagerOfAHead(const std::function<std::unique_ptr<J
 
 // "SigBlk" or "SigIgn" of /proc/PID/status, as a number.
 uint64_t SignalSet(pid_t pid, const std::string& field) {
-  std::istringstream in(ReadFile(absl::StrCat("/proc/", pid, "/status")));
+  std::istringstream in(test::ReadFile(absl::StrCat("/proc/", pid, "/status")));
   std::string line;
   while (std::getline(in, line)) {
     if (absl::StartsWith(line, field + ":"))
@@ -336,7 +329,7 @@ TEST_F(JobManagerTest, ADriverStartsWithNoSignalBlockedSoStopEndsItWithSigterm) 
   ASSERT_TRUE(id.ok()) << id.status();
   for (int i = 0;
        i < 500 &&
-       !absl::StrContains(ReadFile(absl::StrCat("/proc/", m->Get(*id)->driver_pid, "/cmdline")),
+       !absl::StrContains(ReadIfExists(absl::StrCat("/proc/", m->Get(*id)->driver_pid, "/cmdline")),
                           "sleep");
        ++i) {
     absl::SleepFor(absl::Milliseconds(10));
@@ -370,7 +363,8 @@ exit 143)",
   ASSERT_NE(m, nullptr);
   absl::StatusOr<std::string> id = m->Submit(kSpec, "job.yaml", {});
   ASSERT_TRUE(id.ok()) << id.status();
-  for (int i = 0; i < 500 && !absl::StrContains(ReadFile(m->Get(*id)->driver_log()), "up"); ++i) {
+  for (int i = 0; i < 500 && !absl::StrContains(ReadIfExists(m->Get(*id)->driver_log()), "up");
+       ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   const auto start = std::chrono::steady_clock::now();
@@ -385,14 +379,14 @@ exit 143)",
   EXPECT_TRUE(
       absl::StrContains(job.message, "stopped by request (the driver exited with code 143)"))
       << job.message;
-  EXPECT_TRUE(absl::StrContains(ReadFile(job.driver_log()), "stopping after 1 SIGTERM"))
-      << ReadFile(job.driver_log());
+  EXPECT_TRUE(absl::StrContains(test::ReadFile(job.driver_log()), "stopping after 1 SIGTERM"))
+      << test::ReadFile(job.driver_log());
 }
 
 TEST_F(JobManagerTest, ASubmittedJobMayUseOnlyItsOwnDirectoryAndTheAllowedRoots) {
   const std::string outside = dir_ + "/outside";
   std::filesystem::create_directories(outside);
-  std::ofstream(outside + "/shadow") << "admin:$6$the-hash:19000:0:99999:7:::\n";
+  test::WriteFile(outside + "/shadow", "admin:$6$the-hash:19000:0:99999:7:::\n");
   auto m = Manager("exit 0");
   // A file to read, a directory to write, a free-form path key: each named with its location.
   absl::StatusOr<std::string> id =
@@ -419,8 +413,8 @@ TEST_F(JobManagerTest, ASubmittedJobMayUseOnlyItsOwnDirectoryAndTheAllowedRoots)
       Manager("exit 0", absl::Seconds(5), std::vector<std::string>{ModelsDir(), outside});
   id = allowing->Submit(kSpec, "job.yaml", {"actors.checkpointer.dir=" + outside + "/ckpt"});
   ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_TRUE(
-      absl::StrContains(ReadFile(allowing->Get(*id)->job_dir + "/job.yaml"), outside + "/ckpt"));
+  EXPECT_TRUE(absl::StrContains(test::ReadFile(allowing->Get(*id)->job_dir + "/job.yaml"),
+                                outside + "/ckpt"));
   // One that allows nothing more refuses even the model config of the examples, and says how.
   auto strict = Manager("exit 0", absl::Seconds(5), std::vector<std::string>{});
   id = strict->Submit(kSpec, "job.yaml", {});
@@ -488,7 +482,7 @@ TEST_F(JobManagerTest, AFifoNamedAsAFileIsRefusedWithoutTheHeadWaitingOnIt) {
 TEST_F(JobManagerTest, AHeadThatTakesNoJobLibrariesRefusesThemAndNoHeadLoadsThem) {
   const std::string libs = dir_ + "/libs";
   std::filesystem::create_directories(libs);
-  std::ofstream(libs + "/libmine.so") << "not a shared library: loading it would fail\n";
+  test::WriteFile(libs + "/libmine.so", "not a shared library: loading it would fail\n");
   const std::vector<std::string> overrides = {"actors.reward.type=MyReward",
                                               "actors.reward.library=" + libs + "/libmine.so"};
   auto m = Manager("exit 0", absl::Seconds(5), std::vector<std::string>{ModelsDir(), libs});
@@ -529,7 +523,7 @@ TEST_F(JobManagerTest, TheSpecsLoggingDirIsHonouredRelativeToTheJobOrAbsoluteIfW
   JobInfo job = *m->Get(*id);
   EXPECT_EQ(job.logging_dir, job.job_dir + "/my/run");
   EXPECT_TRUE(std::filesystem::is_directory(job.logging_dir));
-  EXPECT_TRUE(absl::StrContains(ReadFile(job.job_dir + "/job.yaml"), job.logging_dir));
+  EXPECT_TRUE(absl::StrContains(test::ReadFile(job.job_dir + "/job.yaml"), job.logging_dir));
   // Absolute, in an allowed root: used as it is.
   id = m->Submit(std::string(kSpec) + "logging: {dir: " + allowed + "/exp1}\n", "job.yaml", {});
   ASSERT_TRUE(id.ok()) << id.status();
@@ -540,7 +534,7 @@ TEST_F(JobManagerTest, TheSpecsLoggingDirIsHonouredRelativeToTheJobOrAbsoluteIfW
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(m->Get(*resumed)->logging_dir, allowed + "/exp1");
   // One the head cannot create: a clear error naming it, and no job left behind.
-  std::ofstream(allowed + "/file") << "x";
+  test::WriteFile(allowed + "/file", "x");
   const size_t jobs = m->List().size();
   id = m->Submit(std::string(kSpec) + "logging: {dir: " + allowed + "/file/run}\n", "job.yaml", {});
   ASSERT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition) << id.status();
@@ -580,12 +574,13 @@ TEST_F(JobManagerTest, AJobWithAWorkingDirectoryRunsInItWithItsRelativePaths) {
   EXPECT_EQ(job.working_dir, job.job_dir + "/wd");
   EXPECT_EQ(job.logging_dir, job.job_dir + "/wd/runs/exp");
   EXPECT_EQ(JobFromJson(JobToJson(job))->working_dir, job.working_dir);
-  const std::string log = ReadFile(job.driver_log());
+  const std::string log = test::ReadFile(job.driver_log());
   EXPECT_TRUE(absl::StrContains(
       log, "pwd: " + std::filesystem::canonical(job.working_dir).string() + "\ntiny.json\n"))
       << log;
   // The resolved spec keeps the relative model path (the driver runs in the working directory).
-  EXPECT_TRUE(absl::StrContains(ReadFile(job.job_dir + "/job.yaml"), "config: models/tiny.json"));
+  EXPECT_TRUE(
+      absl::StrContains(test::ReadFile(job.job_dir + "/job.yaml"), "config: models/tiny.json"));
 
   // A file missing from the directory: the error says where relative paths resolved.
   std::string missing = spec;
@@ -647,7 +642,7 @@ TEST_F(JobManagerTest, AnSftWarmStartGoesToASharedCacheKeyedByItsSettings) {
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return "";
     EXPECT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));  // a live job holds an entry in training
-    const std::string yaml = ReadFile(m->Get(*id)->job_dir + "/job.yaml");
+    const std::string yaml = test::ReadFile(m->Get(*id)->job_dir + "/job.yaml");
     const std::string cache = dir_ + "/state/sft_cache/";
     const size_t at = yaml.find(cache);
     return at == std::string::npos ? "" : yaml.substr(at, cache.size() + 32);
@@ -672,7 +667,7 @@ TEST_F(JobManagerTest, AnSftWarmStartGoesToASharedCacheKeyedByItsSettings) {
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return "";
     EXPECT_TRUE(m->WaitEnded(*id, absl::Seconds(20)));
-    const std::string yaml = ReadFile(m->Get(*id)->job_dir + "/job.yaml");
+    const std::string yaml = test::ReadFile(m->Get(*id)->job_dir + "/job.yaml");
     const size_t at = yaml.find("sft_cache/");
     return at == std::string::npos ? "" : yaml.substr(at, 10 + 32);
   };
@@ -697,11 +692,12 @@ TEST_F(JobManagerTest, WhileOneJobTrainsAnSftCacheEntryAnotherWithTheSameKeyTrai
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(m->Get(*second)->sft_cache_dir, "");
   const JobInfo job = *m->Get(*second);
-  EXPECT_TRUE(absl::StrContains(ReadFile(job.job_dir + "/job.yaml"), job.logging_dir + "/sft"));
+  EXPECT_TRUE(
+      absl::StrContains(test::ReadFile(job.job_dir + "/job.yaml"), job.logging_dir + "/sft"));
   // Once the entry is complete, it is shared whoever runs.
   std::filesystem::create_directories(cache);
-  std::ofstream(cache + "/model.safetensors") << "x";
-  std::ofstream(cache + "/tokenizer.json") << "{}";
+  test::WriteFile(cache + "/model.safetensors", "x");
+  test::WriteFile(cache + "/tokenizer.json", "{}");
   absl::StatusOr<std::string> third = m->Submit(kSpec, "job.yaml", {"model.init=sft"});
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_EQ(m->Get(*third)->sft_cache_dir, cache);
@@ -754,11 +750,11 @@ TEST_F(JobManagerTest, AResumedJobRunsWithResumeInTheEarlierJobsRunDirectory) {
   EXPECT_NE(resumed.job_id, earlier.job_id);
   EXPECT_EQ(resumed.resume_of, earlier.job_id);
   EXPECT_EQ(resumed.logging_dir, earlier.logging_dir);
-  EXPECT_TRUE(absl::StrContains(ReadFile(resumed.driver_log()),
+  EXPECT_TRUE(absl::StrContains(test::ReadFile(resumed.driver_log()),
                                 absl::StrCat("args: run --address 127.0.0.1:6380 --job-id ", *again,
                                              " --resume ", resumed.job_dir, "/job.yaml")))
-      << ReadFile(resumed.driver_log());
-  const std::string yaml = ReadFile(resumed.job_dir + "/job.yaml");
+      << test::ReadFile(resumed.driver_log());
+  const std::string yaml = test::ReadFile(resumed.job_dir + "/job.yaml");
   EXPECT_TRUE(absl::StrContains(yaml, absl::StrCat("dir: ", earlier.logging_dir, "/ckpt"))) << yaml;
   EXPECT_EQ(JobFromJson(JobToJson(resumed))->resume_of, earlier.job_id);
 
@@ -777,7 +773,7 @@ TEST_F(JobManagerTest, AResumedJobRunsWithResumeInTheEarlierJobsRunDirectory) {
   absl::StatusOr<std::string> fresh = m->Submit(kSpec, "job.yaml", {}, {.overwrite = true});
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   ASSERT_TRUE(m->WaitEnded(*fresh, absl::Seconds(20)));
-  EXPECT_TRUE(absl::StrContains(ReadFile(m->Get(*fresh)->driver_log()), " --overwrite "));
+  EXPECT_TRUE(absl::StrContains(test::ReadFile(m->Get(*fresh)->driver_log()), " --overwrite "));
 }
 
 TEST_F(JobManagerTest, ARunningJobCannotBeResumedNorItsRunDirectoryShared) {

@@ -1,11 +1,11 @@
 #include "runtime/dashboard/run_record.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/cluster/state_store.h"
@@ -22,17 +22,16 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
+// A new directory `name` in this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const std::string d = absl::StrCat(::testing::TempDir(), "/run_record_", name);
+  static test::TempDir root("run_record");
+  const std::string d = root.Path(name);
   fs::remove_all(d);
   fs::create_directories(d + "/scratch");
   return d;
 }
 
-void Write(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
+void Write(const std::string& path, const std::string& text) { test::WriteFile(path, text); }
 
 proto::ActorInfo Actor(const std::string& id, const std::string& type, const std::string& name,
                        int64_t start_ms) {

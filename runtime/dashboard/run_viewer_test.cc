@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -23,17 +24,16 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+// A new directory `name` in this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const std::string d = absl::StrCat(::testing::TempDir(), "/run_viewer_", name);
+  static test::TempDir root("run_viewer");
+  const std::string d = root.Path(name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
 }
 
-void Write(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-}
+void Write(const std::string& path, const std::string& text) { test::WriteFile(path, text); }
 
 class RunViewerTest : public ::testing::Test {
  protected:

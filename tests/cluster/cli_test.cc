@@ -6,15 +6,14 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "cli/version.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -25,29 +24,26 @@ namespace {
 
 constexpr char kTroupe[] = "tests/cluster/troupe_test";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 mode_t ModeOf(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
 }
 
-// A command's output file, in the test's own temporary directory (concurrent runs of this test,
-// e.g. --runs_per_test, must not share one).
+// A command's output file, in this binary's own temporary directory (concurrent runs of this
+// test, e.g. --runs_per_test, must not share one), removed when it exits.
 std::string OutPath(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static test::TempDir dir("cli");
+  return dir.Path(name);
+}
+
+// The file's bytes, or "" while it does not exist (what a poll for a file a process writes reads).
+std::string ReadIfExists(const std::string& path) {
+  return std::filesystem::exists(path) ? test::ReadFile(path) : "";
 }
 
 TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli");
+  const std::string dir = tmp.Path("cli");
 
   auto [rc, out] = RunCommand({kTroupe, "start", "--head", "--port", "0", "--dashboard-port", "0",
                                "--state-dir", dir, "--resources", R"({"CPU": 3, "GPU": 2})"},
@@ -61,7 +57,7 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   // The hints are the commands to type for this state dir.
   EXPECT_TRUE(absl::StrContains(out, "troupe status --state-dir " + dir + "\n")) << out;
   EXPECT_TRUE(absl::StrContains(out, "troupe stop --state-dir " + dir + "\n")) << out;
-  const std::string token = ReadFile(dir + "/token");
+  const std::string token = test::ReadFile(dir + "/token");
   ASSERT_GE(token.size(), 32u);
   EXPECT_FALSE(absl::StrContains(out, token.substr(0, 32))) << out;
   // Owner only: the state dir and its logs 0700, the token and the log 0600; the log (which
@@ -70,7 +66,7 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
   EXPECT_EQ(ModeOf(dir + "/logs"), 0700u);
   EXPECT_EQ(ModeOf(dir + "/token"), 0600u);
   EXPECT_EQ(ModeOf(dir + "/logs/head.log"), 0600u);
-  const std::string log = ReadFile(dir + "/logs/head.log");
+  const std::string log = test::ReadFile(dir + "/logs/head.log");
   EXPECT_TRUE(absl::StrContains(log, "--token-file")) << log;
   EXPECT_FALSE(absl::StrContains(log, token.substr(0, 32))) << log;
   EXPECT_TRUE(absl::StrContains(out, "CPU 3")) << out;
@@ -93,14 +89,14 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
 
   // On the head's machine, its address alone is enough: the token is found in the state dir
   // the head was started with (not the default one), whatever the address is spelled as.
-  const std::string address = ReadFile(dir + "/head.address");
+  const std::string address = test::ReadFile(dir + "/head.address");
   const std::string port = address.substr(address.rfind(':') + 1, std::string::npos);
   for (const std::string& a : {address.substr(0, address.size() - 1), "localhost:" + port}) {
     auto [rc, by_address] = RunCommand({kTroupe, "status", "--address", a}, dir + ".byaddr.out");
     EXPECT_EQ(rc, 0) << a << ": " << by_address;
     EXPECT_TRUE(absl::StrContains(by_address, "Nodes: 1 alive")) << by_address;
   }
-  const std::string url = ReadFile(dir + "/dashboard.address");
+  const std::string url = test::ReadFile(dir + "/dashboard.address");
   auto [rcl, listed] =
       RunCommand({kTroupe, "job", "list", "--address", url.substr(0, url.size() - 1)},
                  dir + ".listbyaddr.out");
@@ -125,15 +121,15 @@ TEST(TroupeCli, StartInTheBackgroundThenStatusThenStop) {
 // this test is the parent and reaps only after `troupe stop` returned: stop must see the head
 // gone at once, and the head must have ended on SIGTERM by itself (exit 0).
 TEST(TroupeCli, StopEndsAHeadWithSigtermPromptlyEvenBeforeItIsReaped) {
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/stop_prompt");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("stop_prompt");
+  const std::string dir = tmp.Path("stop_prompt");
   Process head =
       Process::Start({kTroupe, "start", "--head", "--block", "--port", "0", "--dashboard-port", "0",
                       "--state-dir", dir, "--resources", R"({"CPU": 1})"},
                      dir + ".head.out");
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return !ReadFile(dir + "/dashboard.address").empty() &&
+        return !ReadIfExists(dir + "/dashboard.address").empty() &&
                std::filesystem::exists(absl::StrCat(dir, "/pids/head-", head.pid(), ".pid"));
       },
       absl::Seconds(60)))
@@ -154,12 +150,12 @@ TEST(TroupeCli, StopEndsAHeadWithSigtermPromptlyEvenBeforeItIsReaped) {
 
 // `troupe dashboard RUN_DIR`: a finished run's files served without a cluster, until Ctrl-C.
 TEST(TroupeCli, DashboardServesARunDirectoryWithoutACluster) {
-  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/run_dashboard");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("run_dashboard");
+  const std::string dir = tmp.Path("run_dashboard");
   std::filesystem::create_directories(dir + "/run");
-  std::ofstream(dir + "/run/metrics.jsonl")
-      << "{\"step\":1,\"time\":1796225343.5,\"critic/score/mean\":0.25}\n";
-  std::ofstream(dir + "/run/summary.json") << "{\"name\": \"demo\", \"steps\": 1}\n";
+  test::WriteFile(dir + "/run/metrics.jsonl",
+                  "{\"step\":1,\"time\":1796225343.5,\"critic/score/mean\":0.25}\n");
+  test::WriteFile(dir + "/run/summary.json", "{\"name\": \"demo\", \"steps\": 1}\n");
   Process viewer =
       Process::Start({kTroupe, "dashboard", dir + "/run", "--port", "0"}, dir + ".out");
   std::string url;
@@ -200,17 +196,15 @@ TEST(TroupeCli, DashboardServesARunDirectoryWithoutACluster) {
 }
 
 TEST(TroupeCli, TheDashboardAnswersTheAllowedHostsAndRefusesOthers) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-hosts");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli-hosts");
+  const std::string dir = tmp.Path("cli-hosts");
   auto [rc, out] = RunCommand(
       {kTroupe, "start", "--head", "--head-only", "--port", "0", "--dashboard-port", "0",
        "--state-dir", dir, "--dashboard-allowed-hosts", "dash.example.com,proxy.internal:8443"},
       dir + ".start.out");
   ASSERT_EQ(rc, 0) << out;
-  std::ifstream address_file(dir + "/dashboard.address");
-  std::string url;
-  std::getline(address_file, url);
+  const std::string address_file = test::ReadFile(dir + "/dashboard.address");
+  const std::string url = address_file.substr(0, address_file.find('\n'));
   ASSERT_TRUE(absl::StartsWith(url, "http://127.0.0.1:")) << url;
   int port = 0;
   ASSERT_TRUE(absl::SimpleAtoi(url.substr(url.rfind(':') + 1), &port)) << url;
@@ -241,9 +235,8 @@ TEST(TroupeCli, TheDashboardAnswersTheAllowedHostsAndRefusesOthers) {
 // The token never goes on a command line: --token is refused with the reason and the way to do
 // it instead, and a token file others may read is refused with the fix.
 TEST(TroupeCli, TheTokenFlagIsRefusedAndTokenFilesMustBeOwnerOnly) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-token");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli-token");
+  const std::string dir = tmp.Path("cli-token");
   std::filesystem::create_directories(dir);
   auto [rc, out] = RunCommand({kTroupe, "start", "--address", "127.0.0.1:1", "--token",
                                "s3cret-on-the-command-line", "--state-dir", dir + "/state"},
@@ -269,7 +262,7 @@ TEST(TroupeCli, TheTokenFlagIsRefusedAndTokenFilesMustBeOwnerOnly) {
   }
 
   const std::string loose = dir + "/loose-token";
-  std::ofstream(loose) << "0123456789abcdef0123456789abcdef\n";
+  test::WriteFile(loose, "0123456789abcdef0123456789abcdef\n");
   ::chmod(loose.c_str(), 0644);
   auto [rc2, out2] = RunCommand({kTroupe, "start", "--address", "127.0.0.1:1", "--token-file",
                                  loose, "--state-dir", dir + "/state"},
@@ -297,12 +290,11 @@ TEST(TroupeCli, TheTokenFlagIsRefusedAndTokenFilesMustBeOwnerOnly) {
 // A head given --token-file serves with that token: a node agent joins with a copy of the file,
 // and `troupe status` (same state dir) finds it.
 TEST(TroupeCli, AHeadAndANodeShareATokenFile) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-token-file");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli-token-file");
+  const std::string dir = tmp.Path("cli-token-file");
   std::filesystem::create_directories(dir);
   const std::string token_file = dir + "/cluster.token";
-  std::ofstream(token_file) << "chosen-token-0123456789abcdef\n";
+  test::WriteFile(token_file, "chosen-token-0123456789abcdef\n");
   ::chmod(token_file.c_str(), 0600);
   auto [rc, out] =
       RunCommand({kTroupe, "start", "--head", "--head-only", "--port", "0", "--dashboard-port", "0",
@@ -310,8 +302,8 @@ TEST(TroupeCli, AHeadAndANodeShareATokenFile) {
                  dir + "/head.out");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_FALSE(absl::StrContains(out, "chosen-token")) << out;
-  EXPECT_EQ(ReadFile(dir + "/head/token"), "chosen-token-0123456789abcdef\n");
-  std::string address = ReadFile(dir + "/head/head.address");
+  EXPECT_EQ(test::ReadFile(dir + "/head/token"), "chosen-token-0123456789abcdef\n");
+  std::string address = test::ReadFile(dir + "/head/head.address");
   address = address.substr(0, address.find('\n'));
   auto [rcn, node] = RunCommand({kTroupe, "start", "--address", address, "--token-file", token_file,
                                  "--state-dir", dir + "/node"},
@@ -322,7 +314,7 @@ TEST(TroupeCli, AHeadAndANodeShareATokenFile) {
       RunCommand({kTroupe, "status", "--state-dir", dir + "/head"}, dir + "/status.out");
   EXPECT_EQ(rcs, 0) << status;
   EXPECT_TRUE(absl::StrContains(status, "Nodes: 1 alive")) << status;
-  EXPECT_FALSE(absl::StrContains(ReadFile(dir + "/node/logs/node.log"), "chosen-token"));
+  EXPECT_FALSE(absl::StrContains(test::ReadFile(dir + "/node/logs/node.log"), "chosen-token"));
   RunCommand({kTroupe, "stop", "--state-dir", dir + "/node"}, dir + "/stop-node.out");
   RunCommand({kTroupe, "stop", "--state-dir", dir + "/head"}, dir + "/stop-head.out");
 }
@@ -330,15 +322,15 @@ TEST(TroupeCli, AHeadAndANodeShareATokenFile) {
 // A head.log from an older troupe, which printed the token there, gets the token redacted (and
 // the user is told how to make a new one) when a head starts again with that state dir.
 TEST(TroupeCli, ATokenAnOlderTroupeLoggedIsRedacted) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-old-log");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli-old-log");
+  const std::string dir = tmp.Path("cli-old-log");
   std::filesystem::create_directories(dir + "/logs");
   const std::string token = "feedfacefeedfacefeedfacefeedface";
-  std::ofstream(dir + "/token") << token << "\n";
+  test::WriteFile(dir + "/token", token + "\n");
   ::chmod((dir + "/token").c_str(), 0600);
-  std::ofstream(dir + "/logs/head.log")
-      << "  join another machine:  troupe start --address 127.0.0.1:1 --token " << token << "\n";
+  test::WriteFile(
+      dir + "/logs/head.log",
+      "  join another machine:  troupe start --address 127.0.0.1:1 --token " + token + "\n");
   ::chmod((dir + "/logs/head.log").c_str(), 0644);
   auto [rc, out] = RunCommand({kTroupe, "start", "--head", "--head-only", "--port", "0",
                                "--dashboard-port", "0", "--state-dir", dir},
@@ -346,7 +338,7 @@ TEST(TroupeCli, ATokenAnOlderTroupeLoggedIsRedacted) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "held the cluster token")) << out;
   EXPECT_TRUE(absl::StrContains(out, "delete " + dir + "/token")) << out;
-  const std::string log = ReadFile(dir + "/logs/head.log");
+  const std::string log = test::ReadFile(dir + "/logs/head.log");
   EXPECT_FALSE(absl::StrContains(log, token)) << log;
   EXPECT_TRUE(absl::StrContains(log, "<token redacted>")) << log;
   EXPECT_EQ(ModeOf(dir + "/logs/head.log"), 0600u);
@@ -357,21 +349,22 @@ TEST(TroupeCli, ATokenAnOlderTroupeLoggedIsRedacted) {
 // (directory, size), paths outside the job's directory and the roots are refused by the head, and
 // --resume / --overwrite reach it.
 TEST(TroupeCli, JobSubmitIsBoundedAndConfinedToTheJobPathRoots) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/cli-jobs");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli-jobs");
+  const std::string dir = tmp.Path("cli-jobs");
   const std::string models = dir + "/models";
   std::filesystem::create_directories(models);
-  std::ofstream(models + "/tiny.json")
-      << R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
-             "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64})";
+  test::WriteFile(
+      models + "/tiny.json",
+      R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64})");
   const std::string spec = dir + "/job.yaml";
-  std::ofstream(spec) << "name: tiny\nmodel: {config: " << models
-                      << "/tiny.json, init: random}\n"
-                         "data: {task: arithmetic, train_batch_size: 4, max_prompt_length: 8,\n"
-                         "       max_response_length: 4, heldout_size: 20}\n"
-                         "trainer: {total_steps: 3}\n"
-                         "actors: {rollout: {replicas: 1, resources: {CPU: 0.5}}}\n";
+  test::WriteFile(spec, absl::StrCat("name: tiny\nmodel: {config: ", models,
+                                     "/tiny.json, init: random}\n"
+                                     "data: {task: arithmetic, train_batch_size: 4, "
+                                     "max_prompt_length: 8,\n"
+                                     "       max_response_length: 4, heldout_size: 20}\n"
+                                     "trainer: {total_steps: 3}\n"
+                                     "actors: {rollout: {replicas: 1, resources: {CPU: 0.5}}}\n"));
   const std::string state = dir + "/state";
   auto [rc, out] = RunCommand(
       {kTroupe, "start", "--head", "--port", "0", "--dashboard-port", "0", "--state-dir", state,
@@ -402,10 +395,7 @@ TEST(TroupeCli, JobSubmitIsBoundedAndConfinedToTheJobPathRoots) {
   EXPECT_TRUE(absl::StrContains(directory, dir + ": is a directory; expected a job YAML file"))
       << directory;
 
-  {
-    std::ofstream big(dir + "/big.yaml");
-    big << std::string(50 << 20, '#');
-  }
+  test::WriteFile(dir + "/big.yaml", std::string(50 << 20, '#'));
   const auto start = std::chrono::steady_clock::now();
   auto [rc4, huge] = submit({dir + "/big.yaml"}, "big");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5);
@@ -451,20 +441,22 @@ TEST(TroupeCli, JobSubmitIsBoundedAndConfinedToTheJobPathRoots) {
 // `troupe start --head --no-job-libraries`: a submitted job that brings native code (an actor
 // library) is refused at submission, naming the key; a job without one is taken.
 TEST(TroupeCli, AHeadStartedWithNoJobLibrariesRefusesJobsThatBringOne) {
-  const std::string dir = OutPath("cli-nolibs");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli-nolibs");
+  const std::string dir = tmp.Path("cli-nolibs");
   std::filesystem::create_directories(dir + "/lib");
-  std::ofstream(dir + "/lib/tiny.json")
-      << R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
-             "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64})";
-  std::ofstream(dir + "/lib/libmine.so") << "native code\n";
+  test::WriteFile(
+      dir + "/lib/tiny.json",
+      R"({"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+             "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 64})");
+  test::WriteFile(dir + "/lib/libmine.so", "native code\n");
   const std::string spec = dir + "/job.yaml";
-  std::ofstream(spec) << "name: tiny\nmodel: {config: " << dir
-                      << "/lib/tiny.json, init: random}\n"
-                         "data: {task: arithmetic, train_batch_size: 4, max_prompt_length: 8,\n"
-                         "       max_response_length: 4, heldout_size: 20}\n"
-                         "trainer: {total_steps: 3}\n"
-                         "actors: {rollout: {replicas: 1, resources: {CPU: 0.5}}}\n";
+  test::WriteFile(spec, absl::StrCat("name: tiny\nmodel: {config: ", dir,
+                                     "/lib/tiny.json, init: random}\n"
+                                     "data: {task: arithmetic, train_batch_size: 4, "
+                                     "max_prompt_length: 8,\n"
+                                     "       max_response_length: 4, heldout_size: 20}\n"
+                                     "trainer: {total_steps: 3}\n"
+                                     "actors: {rollout: {replicas: 1, resources: {CPU: 0.5}}}\n"));
   const std::string state = dir + "/state";
   auto [rc, out] = RunCommand(
       {kTroupe, "start", "--head", "--port", "0", "--dashboard-port", "0", "--state-dir", state,
@@ -628,8 +620,8 @@ bool MentionsTheTokenFlag(const std::string& text) {
 // With no token anywhere, the client commands say where one comes from: what they accept
 // (--token-file, TROUPE_TOKEN, the head's state directory), never the --token they refuse.
 TEST(TroupeCli, WithoutATokenTheCommandsRecommendOnlyWhatTheyAccept) {
-  const std::string dir = OutPath("cli-no-token");
-  std::filesystem::remove_all(dir);
+  test::TempDir tmp("cli-no-token");
+  const std::string dir = tmp.Path("cli-no-token");
   std::filesystem::create_directories(dir + "/state");
   // `troupe status` connects over gRPC (Cluster::Connect) with the token it found: none.
   auto [rc, out] = RunCommand({"/usr/bin/env", "-u", "TROUPE_TOKEN", kTroupe, "status", "--address",

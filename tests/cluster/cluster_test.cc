@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -17,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "runtime/cluster/cluster_client.h"
 #include "runtime/cluster/timeline_collector.h"
@@ -36,11 +35,11 @@ namespace {
 
 constexpr char kTroupe[] = "tests/cluster/troupe_test";
 
+// The first line of the file, without its '\n'; "" while the file does not exist (a poll).
 std::string ReadLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
+  if (!std::filesystem::exists(path)) return "";
+  const std::string text = test::ReadFile(path);
+  return text.substr(0, text.find('\n'));
 }
 
 Num MakeNum(int64_t v) {
@@ -51,13 +50,7 @@ Num MakeNum(int64_t v) {
 
 class ClusterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = tmp_.path(); }
 
   void TearDown() override {
     cluster_.reset();
@@ -115,6 +108,7 @@ class ClusterTest : public ::testing::Test {
         .second;
   }
 
+  test::TempDir tmp_{"cluster"};  // first: outlives the processes using it
   std::string dir_, address_, token_;
   Process head_;
   std::vector<Process> nodes_;
@@ -369,7 +363,7 @@ TEST_F(ClusterTest, RestartedHeadRecoversTheActorDirectory) {
 TEST_F(ClusterTest, WrongTokensAreRefused) {
   StartHead();
   const std::string intruder_token = dir_ + "/intruder-token";
-  std::ofstream(intruder_token) << "not-the-token\n";
+  test::WriteFile(intruder_token, "not-the-token\n");
   ::chmod(intruder_token.c_str(), 0600);
   auto [code, out] = RunCommand({kTroupe, "start", "--address", address_, "--token-file",
                                  intruder_token, "--block", "--state-dir", dir_ + "/intruder"},
@@ -383,8 +377,7 @@ TEST_F(ClusterTest, WrongTokensAreRefused) {
 
 // Field 19 of /proc/PID/stat: the process's nice value.
 int NiceOf(int64_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat = test::ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   std::vector<std::string> fields = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
   return fields.size() > 16 ? std::stoi(fields[16]) : -100;  // fields[0] is field 3
 }

@@ -4,12 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
+#include "base/testing/temp_dir.h"
 
 namespace troupe::tests {
 
@@ -88,10 +89,7 @@ bool Process::Running() {
 }
 
 std::string Process::Output() const {
-  std::ifstream in(log_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return std::filesystem::exists(log_) ? test::ReadFile(log_) : "";
 }
 
 std::pair<int, std::string> RunCommand(const std::vector<std::string>& argv,

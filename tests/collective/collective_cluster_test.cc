@@ -10,10 +10,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,8 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/subprocess.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 #include "runtime/collective/cluster_kv_store.h"
 #include "runtime/collective/weight_sync.h"
 #include "tests/collective/fixture.h"
@@ -32,9 +32,10 @@ namespace {
 
 const char* member_path = nullptr;
 
-std::string TempDir() {
-  const char* d = std::getenv("TEST_TMPDIR");
-  return d != nullptr ? d : "/tmp";
+// This binary's temporary directory (removed when it exits): the cluster's state and the logs.
+std::string TmpDir() {
+  static test::TempDir dir("collective_cluster");
+  return dir.path();
 }
 
 // A child process (fork+exec) with stdout/stderr in a log file; SIGKILLed and reaped on
@@ -82,12 +83,8 @@ class Child {
     }
     return exit_code_;
   }
-  std::string Output() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  // The log so far ("" before the child wrote it).
+  std::string Output() const { return std::filesystem::exists(log_) ? test::ReadFile(log_) : ""; }
   // Waits (bounded) until the output contains `text`.
   bool WaitForOutput(const std::string& text, absl::Duration timeout) {
     const absl::Time end = absl::Now() + timeout;
@@ -107,7 +104,7 @@ class Child {
 class CollectiveClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto ec = EmbeddedCluster::Start({.state_dir = TempDir()});
+    auto ec = EmbeddedCluster::Start({.state_dir = TmpDir()});
     ASSERT_TRUE(ec.ok()) << ec.status();
     cluster_ = std::move(*ec);
     kv_ = std::make_unique<ClusterKvStore>(&cluster_->cluster());
@@ -125,7 +122,7 @@ class CollectiveClusterTest : public ::testing::Test {
                                  group, absl::StrCat(rank), absl::StrCat(world), mode,
                                  absl::StrCat(versions),
                                  absl::StrCat(absl::ToInt64Milliseconds(timeout))},
-        absl::StrCat(TempDir(), "/", group, ".rank", rank, ".log"));
+        absl::StrCat(TmpDir(), "/", group, ".rank", rank, ".log"));
   }
 
   GroupOptions PublisherOptions(const std::string& group, int world, absl::Duration timeout) {

@@ -30,7 +30,7 @@
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/online/grpo_recipe.h"
 #include "runtime/cluster/cluster_client.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 #include "tests/cluster/process.h"
 
 namespace troupe::recipes {

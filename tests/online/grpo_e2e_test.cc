@@ -39,7 +39,7 @@
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/online/grpo_recipe.h"
 #include "recipes/rl/run_state.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 
 namespace troupe::recipes {
 namespace {

@@ -24,7 +24,7 @@
 
 #include "gtest/gtest.h"
 #include "recipes/recipe.h"
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 
 namespace troupe::tests {
 

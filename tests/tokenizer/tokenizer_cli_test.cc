@@ -3,14 +3,13 @@
 // `troupe tokenizer encode`.
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
@@ -26,21 +25,13 @@ using json = nlohmann::json;
 
 constexpr char kTroupe[] = "cli/troupe";
 
+// A new, empty directory `name` in this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static test::TempDir root("tokenizer_cli");
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Short arithmetic and English-like documents, one per entry.
@@ -72,8 +63,8 @@ TEST(TokenizerCli, TrainsFromTextAndJsonlAndLoadsBackThroughLoadTokenizer) {
       jsonl += json({{"text", docs[i]}, {"id", i}}).dump() + "\n";
     }
   }
-  Write(dir + "/a.txt", text);
-  Write(dir + "/b.jsonl", jsonl);
+  test::WriteFile(dir + "/a.txt", text);
+  test::WriteFile(dir + "/b.jsonl", jsonl);
   const auto [code, out] = Troupe(dir, {"tokenizer", "train", "--vocab-size", "320", "--out",
                                         dir + "/tok", dir + "/a.txt", dir + "/b.jsonl"});
   ASSERT_EQ(code, 0) << out;
@@ -97,7 +88,7 @@ TEST(TokenizerCli, TrainsFromTextAndJsonlAndLoadsBackThroughLoadTokenizer) {
     tokens += ids->size();
   }
   EXPECT_LT(tokens * 2, bytes);
-  const json config = json::parse(Read(dir + "/tok/tokenizer_config.json"));
+  const json config = json::parse(test::ReadFile(dir + "/tok/tokenizer_config.json"));
   EXPECT_THAT(config["chat_template"].get<std::string>(), HasSubstr("<|im_start|>"));
   EXPECT_THAT(config["chat_template"].get<std::string>(), HasSubstr("add_generation_prompt"));
   EXPECT_EQ(config["added_tokens_decoder"]["2"]["content"], "<|im_end|>");
@@ -116,11 +107,11 @@ sys.stdout.write(json.dumps(out)))";
             "<|im_start|>assistant\n");
 
   // An earlier output may be replaced; the same input gives the same files.
-  const std::string first = Read(dir + "/tok/tokenizer.json");
+  const std::string first = test::ReadFile(dir + "/tok/tokenizer.json");
   const auto [again, again_out] = Troupe(dir, {"tokenizer", "train", "--vocab-size", "320", "--out",
                                                dir + "/tok", dir + "/a.txt", dir + "/b.jsonl"});
   ASSERT_EQ(again, 0) << again_out;
-  EXPECT_EQ(Read(dir + "/tok/tokenizer.json"), first);
+  EXPECT_EQ(test::ReadFile(dir + "/tok/tokenizer.json"), first);
 
   const auto [enc, enc_out] =
       Troupe(dir, {"tokenizer", "encode", "--tokenizer", dir + "/tok", "<|im_start|>the fox"});
@@ -139,7 +130,7 @@ TEST(TokenizerCli, TakesEachChatMessageContentFromAJsonlField) {
                  .dump() +
              "\n";
   }
-  Write(dir + "/chat.jsonl", jsonl);
+  test::WriteFile(dir + "/chat.jsonl", jsonl);
   const auto [code, out] =
       Troupe(dir, {"tokenizer", "train", "--vocab-size", "300", "--jsonl-field", "prompt",
                    "--special-token", "<|endoftext|>", "--special-token", "<|im_start|>",
@@ -160,7 +151,7 @@ TEST(TokenizerCli, ReadsWholeFilesAndStopsAtMaxTextBytes) {
   const std::string dir = TestDir("whole");
   std::string text;
   for (int i = 0; i < 20; ++i) text += "ab\n\ncd\n\n";
-  Write(dir + "/a.txt", text);
+  test::WriteFile(dir + "/a.txt", text);
   // One document per line: the newlines are not training text.
   auto [code, out] = Troupe(
       dir, {"tokenizer", "train", "--vocab-size", "300", "--out", dir + "/lines", dir + "/a.txt"});
@@ -187,20 +178,20 @@ TEST(TokenizerCli, ReadsWholeFilesAndStopsAtMaxTextBytes) {
 
 TEST(TokenizerCli, NamesTheFileAndLineOfABadRecord) {
   const std::string dir = TestDir("bad");
-  Write(dir + "/c.jsonl", "{\"text\": \"fine\"}\n{\"text\": oops}\n");
+  test::WriteFile(dir + "/c.jsonl", "{\"text\": \"fine\"}\n{\"text\": oops}\n");
   auto [code, out] = Troupe(
       dir, {"tokenizer", "train", "--vocab-size", "300", "--out", dir + "/tok", dir + "/c.jsonl"});
   EXPECT_EQ(code, 1);
   EXPECT_THAT(out, HasSubstr(dir + "/c.jsonl:2: malformed JSON"));
   EXPECT_FALSE(fs::exists(dir + "/tok"));  // nothing written, not even the directory
 
-  Write(dir + "/d.jsonl", "{\"text\": \"fine\"}\n\n{\"body\": \"x\"}\n");
+  test::WriteFile(dir + "/d.jsonl", "{\"text\": \"fine\"}\n\n{\"body\": \"x\"}\n");
   std::tie(code, out) = Troupe(
       dir, {"tokenizer", "train", "--vocab-size", "300", "--out", dir + "/tok", dir + "/d.jsonl"});
   EXPECT_EQ(code, 1);
   EXPECT_THAT(out, HasSubstr(dir + "/d.jsonl:3: no field \"text\""));
 
-  Write(dir + "/e.jsonl", "{\"text\": [{\"role\": \"user\"}]}\n");
+  test::WriteFile(dir + "/e.jsonl", "{\"text\": [{\"role\": \"user\"}]}\n");
   std::tie(code, out) = Troupe(
       dir, {"tokenizer", "train", "--vocab-size", "300", "--out", dir + "/tok", dir + "/e.jsonl"});
   EXPECT_EQ(code, 1);
@@ -209,9 +200,9 @@ TEST(TokenizerCli, NamesTheFileAndLineOfABadRecord) {
 
 TEST(TokenizerCli, RefusesAForeignOutputDirectoryUnlessOverwrite) {
   const std::string dir = TestDir("foreign");
-  Write(dir + "/a.txt", "hello world\nhello there\n");
+  test::WriteFile(dir + "/a.txt", "hello world\nhello there\n");
   fs::create_directories(dir + "/out");
-  Write(dir + "/out/model.safetensors", "weights");
+  test::WriteFile(dir + "/out/model.safetensors", "weights");
   const std::vector<std::string> args = {"tokenizer", "train",      "--vocab-size", "300",
                                          "--out",     dir + "/out", dir + "/a.txt"};
   auto [code, out] = Troupe(dir, args);
@@ -225,7 +216,7 @@ TEST(TokenizerCli, RefusesAForeignOutputDirectoryUnlessOverwrite) {
   std::tie(code, out) = Troupe(dir, overwrite);
   EXPECT_EQ(code, 0) << out;
   EXPECT_TRUE(fs::exists(dir + "/out/tokenizer.json"));
-  EXPECT_EQ(Read(dir + "/out/model.safetensors"), "weights");
+  EXPECT_EQ(test::ReadFile(dir + "/out/model.safetensors"), "weights");
 }
 
 }  // namespace

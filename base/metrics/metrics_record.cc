@@ -1,4 +1,4 @@
-#include "metrics/metrics_record.h"
+#include "base/metrics/metrics_record.h"
 
 #include <cmath>
 #include <limits>

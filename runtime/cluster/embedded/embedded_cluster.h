@@ -12,8 +12,8 @@
 // options.troupe_binary (default: this executable, which must then handle `run`).
 //
 // Thread-safety: the accessors are thread-safe; Shutdown must not race with destruction.
-#ifndef TROUPE_RUNTIME_CLUSTER_EMBEDDED_CLUSTER_H_
-#define TROUPE_RUNTIME_CLUSTER_EMBEDDED_CLUSTER_H_
+#ifndef TROUPE_RUNTIME_CLUSTER_EMBEDDED_EMBEDDED_CLUSTER_H_
+#define TROUPE_RUNTIME_CLUSTER_EMBEDDED_EMBEDDED_CLUSTER_H_
 
 #include <memory>
 #include <string>
@@ -72,4 +72,4 @@ class EmbeddedCluster {
 
 }  // namespace troupe
 
-#endif  // TROUPE_RUNTIME_CLUSTER_EMBEDDED_CLUSTER_H_
+#endif  // TROUPE_RUNTIME_CLUSTER_EMBEDDED_EMBEDDED_CLUSTER_H_

@@ -16,8 +16,8 @@
 //   // h->bucket_limits == {0.5, 1.5, 2.5, 3.5}, h->counts == {1, 2, 0, 1}
 //
 // Thread-safety: plain value type; MakeHistogram is a pure function.
-#ifndef TROUPE_METRICS_HISTOGRAM_H_
-#define TROUPE_METRICS_HISTOGRAM_H_
+#ifndef TROUPE_BASE_METRICS_HISTOGRAM_H_
+#define TROUPE_BASE_METRICS_HISTOGRAM_H_
 
 #include <vector>
 
@@ -44,4 +44,4 @@ absl::StatusOr<Histogram> MakeHistogram(absl::Span<const double> values, int max
 
 }  // namespace troupe::metrics
 
-#endif  // TROUPE_METRICS_HISTOGRAM_H_
+#endif  // TROUPE_BASE_METRICS_HISTOGRAM_H_

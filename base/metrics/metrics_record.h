@@ -1,4 +1,4 @@
-// MetricsRecord: one line of metrics.jsonl (schema documented in metrics_logger.h), and its
+// MetricsRecord: one line of metrics.jsonl (schema documented in metrics/metrics_logger.h), and its
 // encoding to and from JSON. The one place the schema is written down in code: MetricsLogger
 // encodes with it, MetricsReader and MetricsLogger::Open decode with it.
 //
@@ -7,8 +7,8 @@
 //   absl::StatusOr<MetricsRecord> back = DecodeMetricsRecord(line);
 //
 // Thread-safety: pure functions.
-#ifndef TROUPE_METRICS_METRICS_RECORD_H_
-#define TROUPE_METRICS_METRICS_RECORD_H_
+#ifndef TROUPE_BASE_METRICS_METRICS_RECORD_H_
+#define TROUPE_BASE_METRICS_METRICS_RECORD_H_
 
 #include <cstdint>
 #include <map>
@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "metrics/histogram.h"
+#include "base/metrics/histogram.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::metrics {
@@ -44,4 +44,4 @@ nlohmann::ordered_json HistogramToJson(const Histogram& histogram);
 
 }  // namespace troupe::metrics
 
-#endif  // TROUPE_METRICS_METRICS_RECORD_H_
+#endif  // TROUPE_BASE_METRICS_METRICS_RECORD_H_

@@ -1,5 +1,5 @@
-// MetricsReader: metrics.jsonl (schema in metrics_logger.h) as one series per metric, what the
-// dashboard's /api/jobs/{id}/metrics serves.
+// MetricsReader: metrics.jsonl (schema in metrics/metrics_logger.h) as one series per metric, what
+// the dashboard's /api/jobs/{id}/metrics serves.
 //
 // Per metric and step the reader keeps one point: the value from the last record of that step that
 // carries the metric (a step logged in two calls keeps both calls' metrics; a step logged again
@@ -19,8 +19,8 @@
 //
 // Thread-safety: not thread-safe; a server shares one reader per file under its own lock (or uses
 // one per request with ReadMetrics).
-#ifndef TROUPE_METRICS_METRICS_READER_H_
-#define TROUPE_METRICS_METRICS_READER_H_
+#ifndef TROUPE_BASE_METRICS_METRICS_READER_H_
+#define TROUPE_BASE_METRICS_METRICS_READER_H_
 
 #include <sys/types.h>
 
@@ -32,7 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "metrics/histogram.h"
+#include "base/metrics/histogram.h"
 
 namespace troupe::metrics {
 
@@ -105,4 +105,4 @@ std::string MetricsSeriesToJson(const MetricsSeries& series);
 
 }  // namespace troupe::metrics
 
-#endif  // TROUPE_METRICS_METRICS_READER_H_
+#endif  // TROUPE_BASE_METRICS_METRICS_READER_H_

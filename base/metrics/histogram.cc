@@ -1,4 +1,4 @@
-#include "metrics/histogram.h"
+#include "base/metrics/histogram.h"
 
 #include <algorithm>
 #include <cmath>

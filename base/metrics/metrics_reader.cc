@@ -1,4 +1,4 @@
-#include "metrics/metrics_reader.h"
+#include "base/metrics/metrics_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "metrics/metrics_record.h"
+#include "base/metrics/metrics_record.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::metrics {

@@ -1,4 +1,4 @@
-#include "runtime/cluster/embedded_cluster.h"
+#include "runtime/cluster/embedded/embedded_cluster.h"
 
 #include <stdlib.h>
 
