@@ -326,9 +326,8 @@ void Section::Error(const SpecNode& at, absl::string_view key, absl::string_view
 const SpecNode* Section::Present(absl::string_view key, bool required) {
   const SpecEntry* entry = Take(key);
   if (entry == nullptr) {
-    const std::string path = ChildPath(path_, key);
-    if (required && !silent_ && ctx_->RecipeReads(path)) {
-      ctx_->diag.Add(loc_, path, "missing required key");
+    if (required && !silent_ && ctx_->RecipeReads(ChildPath(path_, key))) {
+      ctx_->diag.Add(loc_, ChildPath(path_, key), "missing required key");
     }
     return nullptr;
   }
