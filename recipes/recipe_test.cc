@@ -104,9 +104,9 @@ TEST(RecipeRules, CheckRecipeRefusesTheSectionsAndKeysTheRulesDoNotReadWithItsOw
                                 "data: {task: arithmetic}\ntrainer: {total_steps: 2, lr: 0.1}\n"),
                    "job.yaml", {"rollout.top_k=3"});
   ASSERT_TRUE(lr.ok()) << lr.status();
-  EXPECT_EQ(CheckRecipe(*lr).message(),
-            "override rollout.top_k=3: rollout.top_k: recipe echo_test echoes: it runs no rollout "
-            "keys; remove the section\n"
+  EXPECT_EQ(std::string(CheckRecipe(*lr).message()),
+            "override rollout.top_k=3: rollout: recipe echo_test echoes: it runs no rollout keys; "
+            "remove the section\n"
             "job.yaml:5:31: trainer.lr: is not read by recipe echo_test");
 }
 
