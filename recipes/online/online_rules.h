@@ -10,7 +10,7 @@
 //           trainer.critic_warmup (> 0)                                                 reference
 //
 // Registered with each recipe (TROUPE_REGISTER_RECIPE); a program that links only the job spec
-// (tests) registers them with RegisterJobRecipe. No LibTorch.
+// (tests) registers them with RegisterJobRecipe. No LibTorch. Thread-safety: pure functions.
 #ifndef TROUPE_RECIPES_ONLINE_ONLINE_RULES_H_
 #define TROUPE_RECIPES_ONLINE_ONLINE_RULES_H_
 

@@ -1,7 +1,8 @@
 // What `troupe run` prints after an online run (grpo, ppo, dpo): the held-out accuracy before and
 // after the RL stage (named after what it ran: GRPO, RLOO, REINFORCE++, GSPO, PPO, DPO, IPO, KTO),
 // the sample accounting, the critic's restarts, checkpoints not written, the wall time, where the
-// checkpoints, metrics and timeline are.
+// checkpoints, metrics and timeline are. Thread-safety: reads only (the checkpoint directory);
+// any thread.
 #ifndef TROUPE_RECIPES_ONLINE_ONLINE_SUMMARY_H_
 #define TROUPE_RECIPES_ONLINE_ONLINE_SUMMARY_H_
 
