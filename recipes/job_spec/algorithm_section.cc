@@ -95,12 +95,16 @@ void WalkAlgorithm(Section& top, JobSpec& spec) {
             .read_if = adaptive,
             .unread_why = "only the adaptive controller has a horizon"});
   ctrl.Finish();
-  // gamma: GAE's and REINFORCE++'s discount; lam: GAE's. Nothing else reads them.
+  // gamma: GAE's and REINFORCE++'s discount; lam: GAE's. Listed for them, and whenever written:
+  // another estimator that reads one says so in its registered traits, and the recipe's check
+  // refuses the option for an estimator that does not (trainers/algorithm_check.h).
   const bool gae = alg.adv_estimator == proto::ADV_ESTIMATOR_GAE;
+  const bool reinforce = alg.adv_estimator == proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS;
   a.Double("gamma", &alg.gamma, Closed(0, 1),
            {.doc = "discount of gae and reinforce_plus_plus",
-            .write_if = gae || alg.adv_estimator == proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS});
-  a.Double("lam", &alg.lam, Closed(0, 1), {.doc = "GAE lambda (gae only)", .write_if = gae});
+            .write_if = gae || reinforce || a.ctx()->Written("algorithm.gamma")});
+  a.Double("lam", &alg.lam, Closed(0, 1),
+           {.doc = "GAE lambda (gae only)", .write_if = gae || a.ctx()->Written("algorithm.lam")});
   Section off_policy = a.Sub("off_policy");
   off_policy.Enum("correction", &alg.off_policy.correction, OffPolicyModes(),
                   {.doc = "the pi_prox / pi_behav weight of stale samples (AReaL's decoupled "
