@@ -40,14 +40,10 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "actors/checkpointer.h"
 #include "base/atomic_file.h"
 #include "base/status_macros.h"
 #include "base/trace/chrome_trace.h"
@@ -466,87 +462,10 @@ int RunJob(const RunFlags& f) {
   };
   std::printf("job %s: %lld steps in %.0fs\n", spec->name.c_str(), static_cast<long long>(r->steps),
               r->seconds);
-  if (spec->recipe == "rm") {
-    // A reward model trained in the driver: no samples, actors or checkpoints to account for.
-    if (r->initial_accuracy >= 0) {
-      std::printf("  held-out pair accuracy before training: %5.1f%%\n", 100 * r->initial_accuracy);
-      std::printf("  held-out pair accuracy after training:  %5.1f%%  (%+.1f points)\n",
-                  100 * r->final_accuracy, 100 * (r->final_accuracy - r->initial_accuracy));
-    } else {
-      std::printf("  held-out pair accuracy: not measured (no data.val_files)\n");
-    }
-    std::printf("  reward model: %s/rm\n", spec->logging.dir.c_str());
-    std::printf("  wall time: %.0fs (training loop %.0fs)\n",
-                absl::ToDoubleSeconds(absl::Now() - started), r->seconds);
-    std::printf("  metrics: %s/metrics.jsonl (summary: %s/summary.json)\n",
-                spec->logging.dir.c_str(), spec->logging.dir.c_str());
-    return exit_code();
-  }
-  if (spec->recipe == "sft") {
-    // A supervised model trained in the driver: its held-out greedy answers, exact-matched.
-    if (r->curve.size() > 1) {
-      std::printf("  SFT held-out exact match at the first evaluation (step %lld): %5.1f%%\n",
-                  static_cast<long long>(r->curve.front().step), 100 * r->initial_accuracy);
-    }
-    std::printf("  SFT held-out exact match: %5.1f%%\n", 100 * r->sft_accuracy);
-    std::printf("  model: %s (sft_metrics.json: the curve)\n", r->sft_dir.c_str());
-    std::printf("  wall time: %.0fs (SFT %.0fs)\n", absl::ToDoubleSeconds(absl::Now() - started),
-                r->seconds);
-    return exit_code();
-  }
-  if (r->sft_accuracy >= 0)
-    std::printf("  SFT held-out exact match:   %5.1f%%\n", 100 * r->sft_accuracy);
-  // What the RL stage was called (GRPO, RLOO, REINFORCE++, GSPO, PPO, DPO, IPO, KTO, ...).
-  std::string rl =
-      spec->recipe == "dpo"
-          ? absl::AsciiStrToUpper(recipes::PreferenceLossName(spec->algorithm.dpo.loss))
-      : spec->algorithm.policy_loss == proto::POLICY_LOSS_GSPO ? "GSPO"
-      : spec->algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE
-          ? "PPO"
-          : absl::AsciiStrToUpper(recipes::AdvEstimatorName(spec->algorithm.adv_estimator));
-  rl = absl::StrReplaceAll(rl, {{"_PLUS_PLUS", "++"}, {"_BASELINE", " (baseline)"}});
-  std::printf("  held-out exact match before %s: %5.1f%%\n", rl.c_str(), 100 * r->initial_accuracy);
-  std::printf("  held-out exact match after %s:  %5.1f%%  (%+.1f points)\n", rl.c_str(),
-              100 * r->final_accuracy, 100 * (r->final_accuracy - r->initial_accuracy));
-  // Counted from the generators' side: a sample lost anywhere after generation shows as lost.
-  // (Samples a replay buffer held when it died are named only when there were some.)
-  const std::string discarded =
-      r->samples_discarded == 0
-          ? ""
-          : absl::StrFormat(" + %lld discarded with a dead replay buffer (%lld restart(s))",
-                            static_cast<long long>(r->samples_discarded),
-                            static_cast<long long>(r->replay_buffer_restarts));
-  std::printf(
-      "  samples: %lld generated = %lld used + %lld dropped as stale + %lld buffered + %lld "
-      "filtered (all-equal rewards)%s + %lld lost (%lld prompts regenerated, %lld calls "
-      "retried)\n",
-      static_cast<long long>(r->samples_generated), static_cast<long long>(r->accounting.used()),
-      static_cast<long long>(r->accounting.dropped_stale()),
-      static_cast<long long>(r->accounting.buffered()), static_cast<long long>(r->samples_filtered),
-      discarded.c_str(), static_cast<long long>(r->samples_lost),
-      static_cast<long long>(r->prompts_regenerated), static_cast<long long>(r->call_retries));
-  if (r->critic_restarts > 0) {
-    std::printf(
-        "  critic: restarted %lld time(s), restored from its newest checkpoint (%lld "
-        "update(s) lost)\n",
-        static_cast<long long>(r->critic_restarts), static_cast<long long>(r->critic_updates_lost));
-  }
-  if (!r->checkpoint_failures.empty()) {
-    std::printf("  checkpoints NOT written: %s\n",
-                absl::StrJoin(r->checkpoint_failures, "; ").c_str());
-  }
-  std::printf("  wall time: %.0fs (RL loop %.0fs, %.0f samples/s trained)\n",
-              absl::ToDoubleSeconds(absl::Now() - started), r->seconds,
-              r->seconds > 0 ? static_cast<double>(r->accounting.used()) / r->seconds : 0.0);
-  if (spec->actors.checkpointer.every_steps > 0) {
-    absl::StatusOr<std::string> newest = actors::LatestCheckpoint(spec->actors.checkpointer.dir);
-    std::printf("  checkpoints: %s (newest: %s)\n", spec->actors.checkpointer.dir.c_str(),
-                newest.ok() ? newest->c_str() : "none");
-  }
-  std::printf("  metrics: %s/metrics.jsonl (TensorBoard: %s/tb)\n", spec->logging.dir.c_str(),
-              spec->logging.dir.c_str());
-  std::printf("  timeline: %s (Perfetto; `troupe timeline %s -o trace.json` rebuilds it)\n",
-              timeline.c_str(), spec->logging.dir.c_str());
+  // What the recipe says of its run (recipes/recipe.h: its summary).
+  recipes::PrintRunSummary(
+      *spec, *r,
+      {.wall_seconds = absl::ToDoubleSeconds(absl::Now() - started), .timeline = timeline}, stdout);
   return exit_code();
 }
 

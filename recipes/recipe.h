@@ -1,6 +1,6 @@
-// Recipes: how a job spec becomes a run. A recipe (grpo; ppo, the same loop with a critic; and
-// next DPO, reward-model training, SFT) is registered by name and found through the spec's
-// `recipe:` key (default grpo); `troupe run` and the head's jobs call RunRecipe.
+// Recipes: how a job spec becomes a run. A recipe (grpo, ppo and dpo in recipes/online/; rm; sft)
+// is registered by name with the rules of its spec, its check and its summary, and found through
+// the spec's `recipe:` key; `troupe run` and the head's jobs call RunRecipe.
 //
 // A recipe is a few hundred lines of named stages over the building blocks in recipes/rl/:
 //
@@ -24,20 +24,25 @@
 // poll.
 //
 // Adding a recipe: a class implementing Recipe in recipes/<name>/ with a constructor
-// (const JobSpec&, Cluster&, const RunOptions&), and a function
-//   absl::Status CheckMySpec(const JobSpec& spec);
-// that refuses every key value the recipe cannot honour, one line per problem, located with
-// spec.ErrorAt ("job.yaml:12:3: algorithm.adv_estimator: gae is not supported by recipe grpo
-// (supported: grpo)"); register both with one line in its .cc (alwayslink), the pattern of every
-// registry (base/registry.h; TROUPE_REGISTER_TASK, TROUPE_REGISTER_REWARD read alike):
-//   TROUPE_REGISTER_RECIPE("my_recipe", MyRecipe, CheckMySpec);
-// and link its BUILD target into //cli:troupe. The recipe finds its task's prompts and verifier by
-// the spec's data.task (tasks/task.h, reward/reward_function.h), never by a task's own name.
-// `troupe run` calls CheckRecipe before any cluster or actor starts, so a spec never promises what
-// its recipe does not run.
+// (const JobSpec&, Cluster&, const RunOptions&), and beside it, in its folder:
+//   its rules (recipes/job_spec/job_recipes.h): the sections it runs, the keys it does not read
+//     and why, its defaults and the traits the job spec's generic readers ask about;
+//   absl::Status CheckMySpec(const JobSpec& spec);  refusing every key value the recipe cannot
+//     honour beyond what its rules refuse, one line per problem, located with spec.ErrorAt
+//     ("job.yaml:12:3: algorithm.adv_estimator: gae is not supported by recipe grpo ...");
+//   void PrintMySummary(const JobSpec&, const RunResult&, const RunSummaryContext&, FILE*);  what
+//     `troupe run` prints after the run (or nullptr);
+// registered with one line in its .cc (alwayslink), the pattern of every registry
+// (base/registry.h; TROUPE_REGISTER_TASK, TROUPE_REGISTER_REWARD read alike):
+//   TROUPE_REGISTER_RECIPE(MyRules(), MyRecipe, CheckMySpec, PrintMySummary);
+// and its BUILD target linked into //cli:troupe. Nothing outside its folder names it. The recipe
+// finds its task's prompts and verifier by the spec's data.task (tasks/task.h,
+// reward/reward_function.h), never by a task's own name. `troupe run` calls CheckRecipe before any
+// cluster or actor starts, so a spec never promises what its recipe does not run.
 #ifndef TROUPE_RECIPES_RECIPE_H_
 #define TROUPE_RECIPES_RECIPE_H_
 
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,6 +53,7 @@
 #include "absl/time/time.h"
 #include "base/registry.h"
 #include "proto/rl.pb.h"
+#include "recipes/job_spec/job_recipes.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/rl/actor_retry.h"
 #include "runtime/cluster/cluster_client.h"
@@ -165,25 +171,38 @@ class Recipe {
   virtual absl::StatusOr<RunResult> Run() = 0;
 };
 
+// What `troupe run` knows of a finished run besides its result, for the recipe's summary.
+struct RunSummaryContext {
+  double wall_seconds = 0;  // since the command started
+  std::string timeline;     // the run's timeline file ("" = none)
+};
+
 using RecipeFactory = std::function<std::unique_ptr<Recipe>(const JobSpec& spec, Cluster& cluster,
                                                             const RunOptions& options)>;
 using RecipeSpecCheck = std::function<absl::Status(const JobSpec& spec)>;
+using RecipeSummary = std::function<void(const JobSpec& spec, const RunResult& result,
+                                         const RunSummaryContext& context, std::FILE* out)>;
 
 // What the recipe registry holds per name.
 struct RecipeEntry {
   RecipeFactory factory;
-  RecipeSpecCheck check;  // null = every key is honoured
+  RecipeSpecCheck check;  // null = nothing beyond its rules
+  RecipeSummary summary;  // null = nothing beyond `troupe run`'s line of steps and seconds
+  std::shared_ptr<const JobRecipeRules> rules;
 };
 
 // The process-wide recipe registry (kind "recipe") TROUPE_REGISTER_RECIPE fills.
 Registry<RecipeEntry>& RecipeRegistry();
 
-// Registers `factory` and `check` under `name`, and the name with the job spec (so a spec naming
-// it is accepted). ALREADY_EXISTS (and nothing changes) if the name is taken.
-absl::Status RegisterRecipe(const std::string& name, RecipeFactory factory, RecipeSpecCheck check);
+// Registers `factory`, `check` and `summary` under rules.name, and the rules with the job spec (so
+// a spec naming it is accepted and read by them). ALREADY_EXISTS (and nothing changes) if the name
+// is taken.
+absl::Status RegisterRecipe(JobRecipeRules rules, RecipeFactory factory, RecipeSpecCheck check,
+                            RecipeSummary summary);
 
-// Whether spec.recipe is registered and honours every key of `spec` (its CheckSpec): NOT_FOUND
-// listing the recipes for an unknown name; the recipe's INVALID_ARGUMENT otherwise.
+// Whether spec.recipe is registered and honours every key of `spec`: NOT_FOUND listing the recipes
+// for an unknown name; INVALID_ARGUMENT with the written keys its rules do not read
+// (CheckKeysRead) and its check's problems, one line each.
 absl::Status CheckRecipe(const JobSpec& spec);
 // The registered recipe names, sorted.
 std::vector<std::string> RecipeNames();
@@ -192,20 +211,25 @@ std::vector<std::string> RecipeNames();
 absl::StatusOr<RunResult> RunRecipe(const JobSpec& spec, Cluster& cluster,
                                     const RunOptions& options);
 
+// Prints spec.recipe's summary of `result` to `out` (nothing for a recipe without one).
+void PrintRunSummary(const JobSpec& spec, const RunResult& result, const RunSummaryContext& context,
+                     std::FILE* out);
+
 }  // namespace troupe::recipes
 
-// Registers recipe `Class` (constructor (const JobSpec&, Cluster&, const RunOptions&)) under
-// `name` with its spec check `check`; at namespace scope in a .cc file of an alwayslink library.
-// Aborts at start-up if `name` is taken.
-#define TROUPE_REGISTER_RECIPE(name, Class, check)                                              \
+// Registers recipe `Class` (constructor (const JobSpec&, Cluster&, const RunOptions&)) with its
+// rules `rules` (a JobRecipeRules, whose name it is registered under), its spec check `check` and
+// its summary `summary` (either may be nullptr); at namespace scope in a .cc file of an
+// alwayslink library. Aborts at start-up if the name is taken.
+#define TROUPE_REGISTER_RECIPE(rules, Class, check, summary)                                    \
   static const bool TROUPE_REGISTRY_CAT(troupe_recipe_registered_, __LINE__) [[maybe_unused]] = \
       ::troupe::internal::CheckRegistration(::troupe::recipes::RegisterRecipe(                  \
-          name,                                                                                 \
+          rules,                                                                                \
           [](const ::troupe::recipes::JobSpec& spec, ::troupe::Cluster& cluster,                \
              const ::troupe::recipes::RunOptions& options)                                      \
               -> std::unique_ptr<::troupe::recipes::Recipe> {                                   \
             return std::make_unique<Class>(spec, cluster, options);                             \
           },                                                                                    \
-          check))
+          check, summary))
 
 #endif  // TROUPE_RECIPES_RECIPE_H_

@@ -63,21 +63,24 @@ absl::StatusOr<std::vector<AlgorithmProblem>> CheckAlgorithmTraits(const Algorit
   }
   // The critic: trained exactly when the estimator reads its values.
   if (estimator != nullptr && traits.needs_critic && !choice.trains_critic) {
-    refuse(AlgorithmField::kAdvEstimator, "",
-           absl::StrCat(name, " is not supported by recipe ", choice.recipe,
-                        ", which has no critic (supported: ",
-                        absl::StrJoin(EstimatorsWhere([](const AdvantageEstimatorTraits& t) {
-                                        return !t.needs_critic;
-                                      }),
-                                      ", "),
-                        ")"));
+    refuse(
+        AlgorithmField::kAdvEstimator, "",
+        absl::StrCat(name, " is not supported by recipe ", choice.recipe,
+                     ", which has no critic (supported: ",
+                     absl::StrJoin(EstimatorsWhere([](const AdvantageEstimatorTraits& t) {
+                                     return !t.needs_critic;
+                                   }),
+                                   ", "),
+                     choice.needs_critic_hint.empty() ? "" : "; ", choice.needs_critic_hint, ")"));
   }
   if (estimator != nullptr && !traits.needs_critic && choice.trains_critic) {
-    refuse(AlgorithmField::kAdvEstimator, "",
-           absl::StrCat("recipe ", choice.recipe, " trains a critic for adv_estimator ",
-                        Enumerate(EstimatorsWhere(
-                            [](const AdvantageEstimatorTraits& t) { return t.needs_critic; })),
-                        "; ", name, " needs no critic"));
+    refuse(
+        AlgorithmField::kAdvEstimator, "",
+        absl::StrCat("recipe ", choice.recipe, " trains a critic for adv_estimator ",
+                     Enumerate(EstimatorsWhere(
+                         [](const AdvantageEstimatorTraits& t) { return t.needs_critic; })),
+                     "; ", name, " needs no critic",
+                     choice.needs_no_critic_hint.empty() ? "" : ": ", choice.needs_no_critic_hint));
   }
   // The estimator's options.
   if (estimator != nullptr && Written(choice, "gamma") && !traits.reads_gamma) {

@@ -44,6 +44,11 @@ struct AlgorithmChoice {
   std::string recipe;           // the recipe's name, for messages ("recipe grpo")
   bool trains_critic = false;   // the recipe trains a critic (the estimator's values)
   bool recorded_pairs = false;  // trained on recorded pairs, not the policy's own samples
+  // Where a choice refused for the critic can run instead, added to that message: an estimator
+  // that needs a critic the recipe lacks ("recipe ppo runs gae"), one that needs none in a recipe
+  // that trains one ("run it with recipe grpo"). "" = nothing added.
+  std::string needs_critic_hint;
+  std::string needs_no_critic_hint;
   // The options written in the job: the estimator's ("gamma", "lambda") and the policy loss's
   // (PolicyLossTraits::reads names). Options not listed were left at their defaults.
   std::vector<std::string> options_written;

@@ -100,6 +100,24 @@ TEST(CheckAlgorithmTraits, TheCriticIsTrainedExactlyWhenTheEstimatorReadsItsValu
   EXPECT_EQ(unused[0].field, AlgorithmField::kAdvEstimator);
   EXPECT_EQ(unused[0].message,
             "recipe ppo trains a critic for adv_estimator gae; rloo needs no critic");
+  // The caller's hints say where the refused choice runs.
+  EXPECT_EQ(Check({.adv_estimator = "gae",
+                   .policy_loss = "vanilla",
+                   .recipe = "grpo",
+                   .needs_critic_hint = "recipe ppo runs gae"})[0]
+                .message,
+            "gae is not supported by recipe grpo, which has no critic (supported: grpo, "
+            "reinforce_plus_plus, reinforce_plus_plus_baseline, rloo, test_triple; recipe ppo "
+            "runs gae)");
+  EXPECT_EQ(Check({.adv_estimator = "rloo",
+                   .policy_loss = "vanilla",
+                   .group_size = 4,
+                   .recipe = "ppo",
+                   .trains_critic = true,
+                   .needs_no_critic_hint = "run it with recipe grpo"})[0]
+                .message,
+            "recipe ppo trains a critic for adv_estimator gae; rloo needs no critic: run it with "
+            "recipe grpo");
 }
 
 TEST(CheckAlgorithmTraits, EstimatorOptionsItDoesNotReadAreRefused) {

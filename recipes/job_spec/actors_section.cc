@@ -81,7 +81,7 @@ Section WalkActorGroup(Section& actors, absl::string_view kind, ActorGroupSpec* 
 
 void WalkActors(Section& top, JobSpec& spec) {
   ActorsSpec& actors = spec.actors;
-  Section a = top.Sub("actors", {.write_if = spec.recipe != "rm" && spec.recipe != "sft"});
+  Section a = top.Sub("actors");
   const KeyOpts replicas = {.doc = "instances of the role"};
   WalkActorGroup(a, "rollout", &actors.rollout, Positive(), replicas);
   WalkActorGroup(a, "reward", &actors.reward, Positive(), replicas);

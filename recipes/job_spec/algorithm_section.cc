@@ -11,7 +11,7 @@ constexpr char kKlCtrlOnly[] =
 
 void WalkDpo(Section& a, JobSpec& spec) {
   DpoSpec& d = spec.algorithm.dpo;
-  Section dpo = a.Sub("dpo", {.write_if = spec.recipe == "dpo"});
+  Section dpo = a.Sub("dpo");
   dpo.Enum("loss", &d.loss, PreferenceLosses(),
            {.doc = "recipe dpo: dpo or ipo (on each group's best- against worst-rewarded sample), "
                    "or kto (each sample, desirable when above its group's mean reward)"});
@@ -33,9 +33,9 @@ void WalkDpo(Section& a, JobSpec& spec) {
 
 void WalkAlgorithm(Section& top, JobSpec& spec) {
   AlgorithmSpec& alg = spec.algorithm;
-  // Recipes rm and sft train in the driver: they read no algorithm, async or rollout keys (their
-  // checks refuse them when written), so their resolved spec has none.
-  Section a = top.Sub("algorithm", {.write_if = spec.recipe != "rm" && spec.recipe != "sft"});
+  // (A recipe that runs no algorithm section, or does not read some of its keys, says so in its
+  // rules: the resolved spec then lists none of them.)
+  Section a = top.Sub("algorithm");
   a.Enum("adv_estimator", &alg.adv_estimator, AdvEstimators(),
          {.doc = "advantage estimator: grpo, rloo, reinforce_plus_plus, "
                  "reinforce_plus_plus_baseline (trainers/advantage_estimators.h), or gae (PPO "
@@ -95,12 +95,16 @@ void WalkAlgorithm(Section& top, JobSpec& spec) {
             .read_if = adaptive,
             .unread_why = "only the adaptive controller has a horizon"});
   ctrl.Finish();
-  // gamma: GAE's and REINFORCE++'s discount; lam: GAE's. Nothing else reads them.
+  // gamma: GAE's and REINFORCE++'s discount; lam: GAE's. Listed for them, and whenever written:
+  // another estimator that reads one says so in its registered traits, and the recipe's check
+  // refuses the option for an estimator that does not (trainers/algorithm_check.h).
   const bool gae = alg.adv_estimator == proto::ADV_ESTIMATOR_GAE;
+  const bool reinforce = alg.adv_estimator == proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS;
   a.Double("gamma", &alg.gamma, Closed(0, 1),
            {.doc = "discount of gae and reinforce_plus_plus",
-            .write_if = gae || alg.adv_estimator == proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS});
-  a.Double("lam", &alg.lam, Closed(0, 1), {.doc = "GAE lambda (gae only)", .write_if = gae});
+            .write_if = gae || reinforce || a.ctx()->Written("algorithm.gamma")});
+  a.Double("lam", &alg.lam, Closed(0, 1),
+           {.doc = "GAE lambda (gae only)", .write_if = gae || a.ctx()->Written("algorithm.lam")});
   Section off_policy = a.Sub("off_policy");
   off_policy.Enum("correction", &alg.off_policy.correction, OffPolicyModes(),
                   {.doc = "the pi_prox / pi_behav weight of stale samples (AReaL's decoupled "
@@ -115,10 +119,11 @@ void WalkAlgorithm(Section& top, JobSpec& spec) {
 // What the estimator and the KL terms need: samples per group, a critic, a reference.
 void CheckAlgorithmRules(const JobSpec& s, Context& ctx) {
   const AlgorithmSpec& a = s.algorithm;
-  if (s.recipe == "dpo" && a.n < 2) {
-    ctx.Add("algorithm.n", absl::StrCat("recipe dpo needs at least 2 responses per prompt to form "
-                                        "a pair, got ",
-                                        a.n));
+  const std::shared_ptr<const JobRecipeRules> recipe = RulesOf(s);
+  if (a.n < recipe->min_group_size) {
+    ctx.Add("algorithm.n",
+            absl::StrCat("recipe ", recipe->name, " needs at least ", recipe->min_group_size,
+                         " responses per prompt ", recipe->group_purpose, ", got ", a.n));
   } else if ((a.adv_estimator == proto::ADV_ESTIMATOR_GRPO ||
               a.adv_estimator == proto::ADV_ESTIMATOR_RLOO) &&
              a.n < 2) {
@@ -136,9 +141,9 @@ void CheckAlgorithmRules(const JobSpec& s, Context& ctx) {
                                                    "not ",
                                                    AdvEstimatorName(a.adv_estimator)));
   }
-  if (s.recipe == "dpo" && s.actors.reference.replicas == 0) {
+  if (!recipe->needs_reference_why.empty() && s.actors.reference.replicas == 0) {
     ctx.Add("actors.reference.replicas",
-            "recipe dpo's losses are against a reference model: replicas must be >= 1");
+            absl::StrCat(recipe->needs_reference_why, ": replicas must be >= 1"));
   } else if (a.kl.coef > 0 && s.actors.reference.replicas == 0) {
     ctx.Add("actors.reference.replicas",
             "algorithm.kl.coef > 0 needs a reference model (replicas >= 1); set kl.coef: 0 to run "

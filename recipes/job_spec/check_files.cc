@@ -14,6 +14,7 @@
 #include "models/model_config.h"
 #include "models/weight_shapes.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_recipes.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/job_spec/spec_walker.h"
 
@@ -147,8 +148,9 @@ absl::Status ValidateFiles(const JobSpec& spec) {
     } else {
       model_config = *read;
       const int64_t needed = spec.data.max_prompt_length + spec.data.max_response_length;
-      // (Recipe sft reads no data.max_prompt_length: RunSft sizes its sequences from the records.)
-      if (read->max_position_embeddings < needed && spec.recipe != "sft") {
+      // (A recipe that reads no data.max_prompt_length sizes its sequences otherwise.)
+      if (read->max_position_embeddings < needed &&
+          RecipeReadsKey(RulesOf(spec).get(), "data.max_prompt_length")) {
         add("data.max_response_length",
             absl::StrCat("data.max_prompt_length + data.max_response_length = ", needed,
                          " exceeds max_position_embeddings = ", read->max_position_embeddings,
@@ -197,7 +199,8 @@ absl::Status ValidateFiles(const JobSpec& spec) {
             add("model.init", read.status().message());
           }
         }
-        const bool value_model_too = spec.recipe == "rm";  // its backbone, or a reward model's
+        // Its backbone, or a reward model's.
+        const bool value_model_too = RulesOf(spec)->init_may_be_value_model;
         if (!spec.model.config.empty() && model_config.has_value()) {
           weights_fit("model.init", path, "model.config", *model_config,
                       absl::StrCat("model.config (", AbbreviatePath(spec.model.config), ")"),
@@ -223,7 +226,7 @@ absl::Status ValidateFiles(const JobSpec& spec) {
     } else if (model_config.has_value()) {
       weights_fit("model.init", path, "model.config", *model_config,
                   absl::StrCat("model.config (", AbbreviatePath(spec.model.config), ")"),
-                  spec.recipe == "rm", "");
+                  RulesOf(spec)->init_may_be_value_model, "");
     }
   }
 

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "recipes/job_spec/job_recipes.h"
 #include "recipes/job_spec/job_spec.h"
 
 namespace troupe::recipes {
@@ -24,9 +25,8 @@ std::string FormatAmount(absl::string_view resource, double amount) {
 }  // namespace
 
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes) {
-  // Recipes rm and sft train in the driver: they start none of the actors (their checks refuse
-  // actors.*).
-  if (spec.recipe == "rm" || spec.recipe == "sft") return absl::OkStatus();
+  // A recipe that runs no actors section (it trains in the driver) starts none of the actors.
+  if (!RecipeReadsKey(RulesOf(spec).get(), "actors")) return absl::OkStatus();
   constexpr double kSlack = 1e-9;
   if (nodes.empty()) return absl::FailedPreconditionError("the cluster has no nodes");
   auto amount_on = [](const NodeResources& node, const std::string& name) {
@@ -81,9 +81,8 @@ absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResourc
 }
 
 absl::Status CheckDevices(const JobSpec& spec, const DeviceSupport& support) {
-  // Recipes rm and sft train in the driver: they start none of the actors (their checks refuse
-  // actors.*).
-  if (spec.recipe == "rm" || spec.recipe == "sft") return absl::OkStatus();
+  // A recipe that runs no actors section (it trains in the driver) starts none of the actors.
+  if (!RecipeReadsKey(RulesOf(spec).get(), "actors")) return absl::OkStatus();
   // troupe's own actor types, by whether they hold a model.
   static const auto* const kModelTypes = new absl::flat_hash_set<std::string>{
       "Trainer", "RolloutWorker", "Reference", "Critic", "RewardModel", "Judge"};

@@ -58,10 +58,12 @@ void WalkData(Section& top, JobSpec& spec) {
   Section d = top.Sub("data");
   const bool dataset = !data.train_files.empty();
   const bool offline = !data.preference_files.empty();
-  const bool sft = spec.recipe == "sft", rm = spec.recipe == "rm";
-  // A record's keys are read with data.train_files (recipe sft: with sft.train_files), the ones a
-  // preference record has also with data.preference_files.
-  const bool records = dataset || sft;
+  // (What a recipe does not read of it, its rules say: the resolved spec lists none of it.)
+  const std::shared_ptr<const JobRecipeRules> recipe = RulesOf(spec);
+  const bool sft_files = recipe->trains_on_sft_files;
+  // A record's keys are read with data.train_files (a recipe training on sft.train_files: with
+  // them), the ones a preference record has also with data.preference_files.
+  const bool records = dataset || sft_files;
   const SpecNode* task_node =
       d.String("task", &data.task,
                {.doc = "a registered task (recipes/job_spec/job_tasks.h); exactly one of "
@@ -97,30 +99,30 @@ void WalkData(Section& top, JobSpec& spec) {
                    "JSON text)",
             .read_if = records,
             .unread_why = kRecordsOnly,
-            .write_if = dataset && !rm});
+            .write_if = dataset});
   d.String("data_source_key", &data.data_source_key,
            {.doc = "the record's data source: the reward that scores it unless reward.name is set",
             .read_if = records,
             .unread_why = kRecordsOnly,
-            .write_if = dataset && !rm});
+            .write_if = dataset});
   d.String("default_data_source", &data.default_data_source,
            {.doc = "data source of records without one; \"\" = they are refused",
             .allow_empty = true,
             .read_if = records,
             .unread_why = kRecordsOnly,
-            .write_if = dataset && !rm});
+            .write_if = dataset});
   d.String("chosen_key", &data.chosen_key,
            {.doc = "recipe rm and dpo's preference_files: dotted path of a preference record's "
                    "preferred response (a string, or chat messages rendered like the prompt)",
             .read_if = records || offline,
             .unread_why = kRecordsOnly,
-            .write_if = offline || (dataset && rm)});
+            .write_if = offline || (dataset && recipe->reads_preference_records)});
   d.String("rejected_key", &data.rejected_key,
            {.doc = "recipe rm and dpo's preference_files: dotted path of a preference record's "
                    "dispreferred response (as chosen_key)",
             .read_if = records || offline,
             .unread_why = kRecordsOnly,
-            .write_if = offline || (dataset && rm)});
+            .write_if = offline || (dataset && recipe->reads_preference_records)});
   d.Bool("shuffle", &data.shuffle,
          {.doc = "draw records in a per-epoch permutation of (data.seed, epoch) instead of file "
                  "order",
@@ -132,7 +134,7 @@ void WalkData(Section& top, JobSpec& spec) {
                  "run; the count is logged and in summary.json)",
           .read_if = records,
           .unread_why = kRecordsOnly,
-          .write_if = dataset && !rm});
+          .write_if = dataset});
   d.Enum("truncation", &data.truncation, Truncations(),
          {.doc = "a prompt longer than data.max_prompt_length: error refuses the run naming "
                  "FILE:LINE; left / right cut tokens from that side",
@@ -162,8 +164,7 @@ void WalkData(Section& top, JobSpec& spec) {
                   .read_if = data.sampler.prioritized,
                   .unread_why = "weighs the draws of data.sampler.type: prioritized only"});
   sampler.Finish();
-  d.Int("train_batch_size", &data.train_batch_size, Positive(),
-        {.doc = "prompts per step", .write_if = !sft});
+  d.Int("train_batch_size", &data.train_batch_size, Positive(), {.doc = "prompts per step"});
   d.Int("gen_batch_size", &data.gen_batch_size, Positive(),
         {.doc = "asynchronous RL runs: prompts a generation round draws, split over the rollout "
                 "workers (gen_batch_size / replicas per Generate call); larger rounds batch "
@@ -171,21 +172,18 @@ void WalkData(Section& top, JobSpec& spec) {
                 "3 x train_batch_size)",
          .write_if = data.gen_batch_size > 0,
          .default_text = "train_batch_size"});
-  d.Int("max_prompt_length", &data.max_prompt_length, Positive(),
-        {.doc = "prompt tokens", .write_if = !sft});
+  d.Int("max_prompt_length", &data.max_prompt_length, Positive(), {.doc = "prompt tokens"});
   d.Int("max_response_length", &data.max_response_length, Positive(),
         {.doc = "response tokens (recipe sft: new tokens of a held-out answer when written)",
-         .write_if = !sft || d.ctx()->Written("data.max_response_length")});
+         .write_if = !sft_files || d.ctx()->Written("data.max_response_length")});
   d.Int("heldout_size", &data.heldout_size, Positive(),
-        {.doc = "held-out problems for evaluations (of a task, or of data.val_files)",
-         .write_if = !rm});
+        {.doc = "held-out problems for evaluations (of a task, or of data.val_files)"});
   d.Int("seed", &data.seed, NonNegative(),
-        {.doc = "chooses the task's splits, or seeds a dataset's shuffle (as verl's data.seed)",
-         .write_if = !sft});
+        {.doc = "chooses the task's splits, or seeds a dataset's shuffle (as verl's data.seed)"});
 
   if (d.reading() && task_node == nullptr) {
-    // Recipe sft reads its records from sft.train_files: neither key is required.
-    if (data.train_files.empty() && !sft) {
+    // A recipe training on sft.train_files reads its records there: neither key is required.
+    if (data.train_files.empty() && !sft_files) {
       d.Missing("task", "missing required key (or data.train_files for a dataset)");
       d.AcceptRest();  // Task-specific keys cannot be checked without a valid task.
     } else {
@@ -213,7 +211,8 @@ void WalkData(Section& top, JobSpec& spec) {
 void CheckDataRules(const JobSpec& spec, Context& ctx) {
   const DataSpec& d = spec.data;
   const bool offline_pairs = !d.preference_files.empty();
-  if (offline_pairs && spec.recipe != "dpo") {
+  const std::shared_ptr<const JobRecipeRules> recipe = RulesOf(spec);
+  if (offline_pairs && !recipe->reads_offline_pairs) {
     ctx.Add("data.preference_files",
             absl::StrCat("offline preference pairs are recipe dpo's (this job's recipe is ",
                          spec.recipe, "; recipe rm reads its pairs from data.train_files)"));
@@ -223,7 +222,7 @@ void CheckDataRules(const JobSpec& spec, Context& ctx) {
             "offline dpo evaluates on a task's held-out problems: set data.task (a dataset job's "
             "data.train_files / val_files cannot be combined with it yet)");
   }
-  if (spec.recipe != "rm" && !(offline_pairs && spec.recipe == "dpo")) {
+  if (!recipe->reads_preference_records && !(offline_pairs && recipe->reads_offline_pairs)) {
     for (const char* key : {"data.chosen_key", "data.rejected_key"}) {
       if (ctx.Written(key)) {
         ctx.Add(key, absl::StrCat("names a preference record's response, read by recipe rm and "

@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
-#include "recipes/job_spec/job_tasks.h"
+#include "recipes/job_spec/job_recipes.h"
 #include "recipes/job_spec/sections.h"
 #include "recipes/job_spec/spec_tree.h"
 #include "recipes/job_spec/spec_walker.h"
@@ -81,6 +81,8 @@ void WalkJobSpec(Section& top, JobSpec& spec) {
       top.Error(*v, "recipe", message);
     }
   }
+  // The recipe's rules decide what the rest of the walk reads and writes.
+  top.ctx()->rules = FindJobRecipe(spec.recipe);
   job_spec_internal::WalkModel(top, spec);
   job_spec_internal::WalkData(top, spec);
   job_spec_internal::WalkReward(top, spec);
@@ -111,9 +113,9 @@ void Resolve(JobSpec& s, const Context& ctx) {
   if (!written("algorithm.clip_eps_low")) s.algorithm.clip_eps_low = s.algorithm.clip_eps;
   if (!written("algorithm.clip_eps_high")) s.algorithm.clip_eps_high = s.algorithm.clip_eps;
   if (!written("rollout.max_new_tokens")) s.rollout.max_new_tokens = s.data.max_response_length;
-  // Recipe sft trains from scratch: random weights unless told otherwise (its check refuses the
-  // rest).
-  if (s.recipe == "sft" && !written("model.init")) s.model.init = ModelInit::kRandom;
+  // The recipe's own defaults (job_recipes.h), before those that follow from them (an
+  // estimator's critic, below).
+  if (ctx.rules != nullptr && ctx.rules->defaults) ctx.rules->defaults(s, written);
   // A reward model is served by the RewardModel actor unless another type is named; a judge by
   // the Judge actor.
   if (!s.reward.model.empty() && !written("actors.reward.type")) {
@@ -122,14 +124,7 @@ void Resolve(JobSpec& s, const Context& ctx) {
   if (!s.reward.judge.model.empty() && !written("actors.reward.type")) {
     s.actors.reward.type = "Judge";
   }
-  // Recipe ppo runs GAE with a critic unless told otherwise; gae brings its critic.
-  if (s.recipe == "ppo" && !written("algorithm.adv_estimator")) {
-    s.algorithm.adv_estimator = proto::ADV_ESTIMATOR_GAE;
-  }
-  // Recipe dpo: a group whose rewards are all equal gives no pair; dynamic sampling replaces it.
-  if (s.recipe == "dpo" && !written("algorithm.filter_groups.enable")) {
-    s.algorithm.filter_groups.enable = true;
-  }
+  // gae brings its critic.
   if (s.algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE && !written("actors.critic.replicas")) {
     s.actors.critic.replicas = 1;
   }

@@ -21,10 +21,18 @@
 #include "models/model_config.h"
 #include "models/weight_shapes.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_recipes.h"
 #include "recipes/job_spec/job_tasks.h"
+#include "recipes/online/online_rules.h"
 
 namespace troupe::recipes {
 namespace {
+
+// The rules of recipes grpo, ppo and dpo, which the specs below name (the recipes themselves are
+// not linked into this test).
+const bool kOnlineRulesRegistered [[maybe_unused]] = RegisterJobRecipe(GrpoRules()).ok() &&
+                                                     RegisterJobRecipe(PpoRules()).ok() &&
+                                                     RegisterJobRecipe(DpoRules()).ok();
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -547,7 +555,6 @@ sft: {lr: 0.001}
 
 // Recipe ppo runs gae with a critic unless the spec says otherwise; its keys round-trip.
 TEST(JobSpec, RecipePpoDefaultsToGaeWithACriticAndRoundTrips) {
-  RegisterJobRecipe("ppo");  // (the recipe library is not linked into this test)
   const JobSpec spec =
       Parse(absl::StrCat(kBase, R"(recipe: ppo
 algorithm: {n: 2, gamma: 0.99, lam: 0.95, use_kl_in_reward: true,
@@ -611,7 +618,6 @@ TEST(JobSpec, ThePromptSamplerIsReadCheckedAndRoundTrips) {
   EXPECT_THAT(ParseError(kBase, {"data.sampler.uniform_weight=0.5"}),
               AllOf(HasSubstr("data.sampler.uniform_weight"), HasSubstr("prioritized only")));
   // Offline dpo draws its pairs from data.preference_files: no prompts to sample.
-  RegisterJobRecipe("dpo");  // (the recipe library is not linked into this test)
   EXPECT_THAT(ParseError(kBase, {"recipe=dpo", "data.preference_files=[p.jsonl]",
                                  "data.sampler.type=prioritized"}),
               HasSubstr("data.sampler.type: offline dpo trains on data.preference_files"));

@@ -1,10 +1,5 @@
 #include "recipes/job_spec/job_tasks.h"
 
-#include <set>
-
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
-
 namespace troupe::recipes {
 
 const std::vector<std::string>& CommonDataKeys() { return tasks::CommonDataKeys(); }
@@ -18,31 +13,5 @@ std::optional<TaskDefinition> FindJobTask(absl::string_view name) {
 }
 
 std::vector<std::string> JobTaskNames() { return tasks::TaskNames(); }
-
-namespace {
-
-struct RecipeNames {
-  absl::Mutex mu;
-  std::set<std::string> names ABSL_GUARDED_BY(mu) = {"grpo"};
-};
-
-RecipeNames& GetRecipeNames() {
-  static RecipeNames* names = new RecipeNames;
-  return *names;
-}
-
-}  // namespace
-
-void RegisterJobRecipe(absl::string_view name) {
-  RecipeNames& r = GetRecipeNames();
-  absl::MutexLock lock(&r.mu);
-  r.names.emplace(name);
-}
-
-std::vector<std::string> JobRecipeNames() {
-  RecipeNames& r = GetRecipeNames();
-  absl::MutexLock lock(&r.mu);
-  return std::vector<std::string>(r.names.begin(), r.names.end());
-}
 
 }  // namespace troupe::recipes

@@ -1,5 +1,5 @@
-// The task names a job spec's `data.task` may name, with each task's own keys, and the recipe
-// names its `recipe:` may name.
+// The task names a job spec's `data.task` may name, with each task's own keys. (The recipe names
+// its `recipe:` may name, with their rules, are job_recipes.h's.)
 //
 // Tasks live in tasks/ (tasks/task.h), one folder each, registered by name with
 // TROUPE_REGISTER_TASK; the job spec only needs to know which names exist and which extra keys
@@ -55,13 +55,6 @@ std::optional<TaskDefinition> FindJobTask(absl::string_view name);
 
 // Every registered name, sorted.
 std::vector<std::string> JobTaskNames();
-
-// The recipe names a spec's `recipe:` may name. "grpo" is built in; recipes/recipe.h's
-// TROUPE_REGISTER_RECIPE adds the others (so the spec refuses an unknown recipe, with its line,
-// before anything runs). Registering a name twice is harmless.
-void RegisterJobRecipe(absl::string_view name);
-// Every recipe name, sorted.
-std::vector<std::string> JobRecipeNames();
 
 }  // namespace troupe::recipes
 

@@ -9,8 +9,7 @@ void WalkLogging(Section& top, JobSpec& spec) {
   l.String("dir", &logging.dir,
            {.doc = "the run's directory: metrics.jsonl, TensorBoard events, job.yaml",
             .default_text = "runs/<name>"});
-  l.Bool("tensorboard", &logging.tensorboard,
-         {.doc = "write TensorBoard event files", .write_if = spec.recipe != "sft"});
+  l.Bool("tensorboard", &logging.tensorboard, {.doc = "write TensorBoard event files"});
   l.Int("log_every", &logging.log_every, Positive(),
         {.doc = "metrics records and the progress line every K steps (and the last step, and "
                 "evaluations)"});

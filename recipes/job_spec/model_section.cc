@@ -56,8 +56,8 @@ void WalkModel(Section& top, JobSpec& spec) {
 
 // The SFT warm start (model.init: sft) of the RL recipes: its own schedule, and supervised data.
 void CheckModelRules(const JobSpec& s, Context& ctx) {
-  // (Recipes rm and sft have no warm start; their own checks refuse init: sft.)
-  if (s.model.init != ModelInit::kSft || s.recipe == "rm" || s.recipe == "sft") return;
+  // (A recipe without a warm start refuses init: sft in its own check.)
+  if (s.model.init != ModelInit::kSft || !RulesOf(s)->sft_warm_start) return;
   if (s.sft.warmup_steps > 0 && s.sft.warmup_steps >= s.sft.steps) {
     ctx.Add("sft.warmup_steps", absl::StrCat("must be less than sft.steps (", s.sft.steps,
                                              "), got ", s.sft.warmup_steps));

@@ -94,8 +94,7 @@ void WalkReward(Section& top, JobSpec& spec) {
   const bool rewarded = !reward.names.empty() || !reward.config.empty() ||
                         reward.overlong_buffer.enable || !reward.model.empty() ||
                         !reward.judge.model.empty();
-  Section r =
-      top.Sub("reward", {.write_if = rewarded && spec.recipe != "rm" && spec.recipe != "sft"});
+  Section r = top.Sub("reward", {.write_if = rewarded});
   r.NameList("name", &reward.names,
              {.doc = "registered reward(s) scoring every sample, summed with reward.weights; [] = "
                      "the task's own, or per record by data_source",

@@ -5,7 +5,7 @@
 namespace troupe::recipes::job_spec_internal {
 
 void WalkAsync(Section& top, JobSpec& spec) {
-  Section async = top.Sub("async", {.write_if = spec.recipe != "rm" && spec.recipe != "sft"});
+  Section async = top.Sub("async");
   async.Int("max_staleness", &spec.async.max_staleness, NonNegative(),
             {.doc = "weight versions a sample may lag; 0 = synchronous, on-policy"});
   async.Finish();
@@ -13,7 +13,7 @@ void WalkAsync(Section& top, JobSpec& spec) {
 
 void WalkRollout(Section& top, JobSpec& spec) {
   RolloutSpec& rollout = spec.rollout;
-  Section r = top.Sub("rollout", {.write_if = spec.recipe != "rm" && spec.recipe != "sft"});
+  Section r = top.Sub("rollout");
   r.Double("temperature", &rollout.temperature, NonNegative(),
            {.doc = "sampling temperature; 0 = greedy"});
   r.Double("top_p", &rollout.top_p, LeftOpen(0, 1), {.doc = "nucleus filter; 1 = none"});

@@ -6,7 +6,7 @@ namespace troupe::recipes::job_spec_internal {
 void WalkSft(Section& top, JobSpec& spec) {
   SftSpec& sft = spec.sft;
   const bool records = !sft.train_files.empty();
-  Section s = top.Sub("sft", {.write_if = spec.recipe != "rm"});
+  Section s = top.Sub("sft");
   s.Int("steps", &sft.steps, Positive(),
         {.doc = "SFT steps (of the warm start, model.init: sft, or of recipe sft)"});
   s.Int("batch_size", &sft.batch_size, Positive(), {.doc = "sequences per SFT step"});
@@ -40,9 +40,9 @@ void WalkSft(Section& top, JobSpec& spec) {
 // sft.train_files and its keys belong to a dataset job's SFT warm start.
 void CheckSftRules(const JobSpec& spec, Context& ctx) {
   const DataSpec& d = spec.data;
-  // Recipe sft reads sft.* and data.val_files itself; its own check refuses the rest.
-  if (spec.recipe == "sft") {
-    // (CheckSftSpec, recipes/sft/sft_job_recipe.h.)
+  // A recipe that trains on sft.train_files reads them itself (its own check says what it needs).
+  if (RulesOf(spec)->trains_on_sft_files) {
+    // (Its rules and check, in its folder.)
   } else if (!d.train_files.empty() ? spec.model.init != ModelInit::kSft : !d.task.empty()) {
     for (const char* key : {"sft.train_files", "sft.prompt_key", "sft.response_key"}) {
       if (!ctx.Written(key)) continue;

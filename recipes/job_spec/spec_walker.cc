@@ -285,7 +285,8 @@ Section::Step Section::Visit(absl::string_view key, const KeyOpts& opts, std::st
       }
       return Step::kSkip;
     case WalkMode::kWrite:
-      return active_ && opts.read_if && opts.write_if ? Step::kWrite : Step::kSkip;
+      return active_ && opts.read_if && opts.write_if && ctx_->RecipeLists(path) ? Step::kWrite
+                                                                                 : Step::kSkip;
   }
   return Step::kSkip;
 }
@@ -325,7 +326,9 @@ void Section::Error(const SpecNode& at, absl::string_view key, absl::string_view
 const SpecNode* Section::Present(absl::string_view key, bool required) {
   const SpecEntry* entry = Take(key);
   if (entry == nullptr) {
-    if (required && !silent_) ctx_->diag.Add(loc_, ChildPath(path_, key), "missing required key");
+    if (required && !silent_ && ctx_->RecipeReads(ChildPath(path_, key))) {
+      ctx_->diag.Add(loc_, ChildPath(path_, key), "missing required key");
+    }
     return nullptr;
   }
   return &entry->value;
@@ -551,7 +554,7 @@ Section Section::Sub(absl::string_view key, const KeyOpts& opts) {
     }
     case WalkMode::kWrite: {
       Section sub(ctx_, nullptr, path, SpecLoc{}, false, this);
-      sub.active_ = active_ && opts.read_if && opts.write_if;
+      sub.active_ = active_ && opts.read_if && opts.write_if && ctx_->RecipeLists(path);
       return sub;
     }
     case WalkMode::kDescribe:

@@ -40,6 +40,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_recipes.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/job_spec/spec_names.h"
 #include "recipes/job_spec/spec_tree.h"
@@ -150,6 +151,13 @@ struct Context {
   // The spec being walked: kCheck and kWrite walk the resolved spec, whose recipe's rules decide
   // what is read.
   const JobSpec* spec = nullptr;
+  // The rules of the spec's recipe (job_recipes.h), once its `recipe` key is walked (null before,
+  // and for a name that is not registered): the resolved spec lists only the keys it reads
+  // (kWrite), and a key it does not read is not required (kRead).
+  std::shared_ptr<const JobRecipeRules> rules;
+  // Whether the recipe reads / the resolved spec lists the key or section at `path`.
+  bool RecipeReads(absl::string_view path) const { return RecipeReadsKey(rules.get(), path); }
+  bool RecipeLists(absl::string_view path) const { return RecipeListsKey(rules.get(), path); }
   absl::flat_hash_map<std::string, SpecLoc> locs;  // Every written key path.
   std::vector<std::string> known_paths;            // Every key path the schema read.
   std::vector<UnknownKey> unknown;
@@ -164,7 +172,7 @@ struct Context {
 struct KeyOpts {
   // The key's one-line meaning for docs/job_spec.md (required for every key: job_spec_docs_test).
   const char* doc = nullptr;
-  // kRead: a missing key is an error ("missing required key").
+  // kRead: a missing key is an error ("missing required key"), if the recipe reads it.
   bool required = false;
   // String: "" (and a null value, read as "") is a value.
   bool allow_empty = false;
@@ -173,7 +181,8 @@ struct KeyOpts {
   // resolved spec (kWrite). For a section: every written key under it.
   bool read_if = true;
   std::string unread_why;
-  // kWrite: whether the resolved spec writes the key when it is read (e.g. only when set).
+  // kWrite: whether the resolved spec writes the key when it is read (e.g. only when set); a key
+  // the recipe does not read is not written either (Context::rules).
   bool write_if = true;
   // kDescribe: replace the type or default the reader reports (a default that depends on another
   // key, or a reader that takes more forms than its type says).

@@ -5,45 +5,36 @@ namespace troupe::recipes::job_spec_internal {
 
 void WalkTrainer(Section& top, JobSpec& spec) {
   TrainerSpec& t = spec.trainer;
-  const bool rm = spec.recipe == "rm", sft = spec.recipe == "sft";
+  // (What a recipe does not read of it, its rules say: recipes/job_spec/job_recipes.h.)
   Section s = top.Sub("trainer");
-  // Recipe sft's schedule is the sft section's (of trainer it reads the seed).
   s.Int("total_steps", &t.total_steps, Positive(),
-        {.doc = "optimizer steps of the run", .required = !sft, .write_if = !sft});
+        {.doc = "optimizer steps of the run", .required = true});
   s.Int("seed", &t.seed, NonNegative(),
         {.doc = "seeds initialisation, sampling and batches (also of the SFT warm start and "
                 "recipe sft)"});
-  s.Double("lr", &t.lr, Positive(), {.doc = "peak learning rate", .write_if = !sft});
+  s.Double("lr", &t.lr, Positive(), {.doc = "peak learning rate"});
   s.Enum("lr_schedule", &t.lr_schedule, LrSchedules(),
-         {.doc = "learning-rate schedule after warm-up (verl: warmup_style)", .write_if = !sft});
+         {.doc = "learning-rate schedule after warm-up (verl: warmup_style)"});
   s.Int("warmup_steps", &t.warmup_steps, NonNegative(),
-        {.doc = "linear warm-up steps, < trainer.total_steps", .write_if = !sft});
-  s.Double("min_lr_ratio", &t.min_lr_ratio, Closed(0, 1),
-           {.doc = "cosine floor, times lr", .write_if = !sft});
-  s.Double("weight_decay", &t.weight_decay, NonNegative(),
-           {.doc = "AdamW decoupled weight decay", .write_if = !sft});
-  s.Double("grad_clip", &t.grad_clip, Positive(),
-           {.doc = "max global gradient norm", .write_if = !sft});
+        {.doc = "linear warm-up steps, < trainer.total_steps"});
+  s.Double("min_lr_ratio", &t.min_lr_ratio, Closed(0, 1), {.doc = "cosine floor, times lr"});
+  s.Double("weight_decay", &t.weight_decay, NonNegative(), {.doc = "AdamW decoupled weight decay"});
+  s.Double("grad_clip", &t.grad_clip, Positive(), {.doc = "max global gradient norm"});
   s.Int("micro_batch_size", &t.micro_batch_size, NonNegative(),
-        {.doc = "sequences per forward and backward (gradient accumulation); 0 = the whole step",
-         .write_if = !sft});
+        {.doc = "sequences per forward and backward (gradient accumulation); 0 = the whole step"});
   s.Int("ppo_epochs", &t.ppo_epochs, Positive(),
-        {.doc = "passes over each batch (optimizer steps per mini-batch pass)",
-         .write_if = !rm && !sft});
+        {.doc = "passes over each batch (optimizer steps per mini-batch pass)"});
   s.Int("mini_batch_size", &t.mini_batch_size, NonNegative(),
-        {.doc = "prompts per optimizer step (verl: ppo_mini_batch_size); 0 = the whole batch",
-         .write_if = !rm && !sft});
+        {.doc = "prompts per optimizer step (verl: ppo_mini_batch_size); 0 = the whole batch"});
   s.Int("critic_warmup", &t.critic_warmup, NonNegative(),
-        {.doc = "recipe ppo: steps that train the critic only, before the policy is updated",
-         .write_if = spec.recipe == "ppo"});
+        {.doc = "recipe ppo: steps that train the critic only, before the policy is updated"});
   s.Int("eval_every", &t.eval_every, NonNegative(),
-        {.doc = "held-out evaluation every K steps (verl: test_freq); 0 = before and after only",
-         .write_if = !sft});
+        {.doc = "held-out evaluation every K steps (verl: test_freq); 0 = before and after only"});
   s.StepRange("profile_steps", &t.profile_from, &t.profile_to,
               {.doc = "[from, to]: LibTorch operators of these training steps (1 = the first) "
                       "become spans of the run's timeline (troupe timeline); needs span "
                       "recording on (TROUPE_TIMELINE_SPANS)",
-               .write_if = t.profile_from > 0 && !rm && !sft});
+               .write_if = t.profile_from > 0});
   s.Finish();
 }
 
@@ -58,7 +49,8 @@ void CheckTrainerRules(const JobSpec& s, Context& ctx) {
     ctx.Add("trainer.critic_warmup", absl::StrCat("must be less than trainer.total_steps (",
                                                   t.total_steps, "), got ", t.critic_warmup));
   }
-  if (t.warmup_steps > 0 && t.warmup_steps >= t.total_steps && s.recipe != "sft") {
+  if (t.warmup_steps > 0 && t.warmup_steps >= t.total_steps &&
+      ctx.RecipeReads("trainer.warmup_steps")) {
     ctx.Add("trainer.warmup_steps", absl::StrCat("must be less than trainer.total_steps (",
                                                  t.total_steps, "), got ", t.warmup_steps));
   }

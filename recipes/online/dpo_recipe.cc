@@ -21,9 +21,11 @@
 #include "base/status_macros.h"
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
-#include "recipes/online/online_config.h"
 #include "recipes/online/offline_pairs.h"
+#include "recipes/online/online_config.h"
 #include "recipes/online/online_recipe.h"
+#include "recipes/online/online_rules.h"
+#include "recipes/online/online_summary.h"
 #include "recipes/rm/preference_pairs.h"
 
 namespace troupe::recipes {
@@ -138,6 +140,6 @@ class DpoRecipe final : public OnlineRecipe {
 
 }  // namespace
 
-TROUPE_REGISTER_RECIPE("dpo", DpoRecipe, CheckDpoSpec);
+TROUPE_REGISTER_RECIPE(DpoRules(), DpoRecipe, CheckDpoSpec, PrintDpoSummary);
 
 }  // namespace troupe::recipes

@@ -4,6 +4,8 @@
 
 #include "recipes/online/online_config.h"
 #include "recipes/online/online_recipe.h"
+#include "recipes/online/online_rules.h"
+#include "recipes/online/online_summary.h"
 
 namespace troupe::recipes {
 namespace {
@@ -25,6 +27,6 @@ absl::StatusOr<RunResult> RunGrpo(const JobSpec& spec, Cluster& cluster,
   return recipe.Run();
 }
 
-TROUPE_REGISTER_RECIPE("grpo", GrpoRecipe, CheckGrpoSpec);
+TROUPE_REGISTER_RECIPE(GrpoRules(), GrpoRecipe, CheckGrpoSpec, PrintOnlineSummary);
 
 }  // namespace troupe::recipes

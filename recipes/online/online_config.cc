@@ -24,6 +24,7 @@
 #include "runtime/actor.h"
 #include "runtime/actor_registry.h"
 #include "tasks/task.h"
+#include "trainers/algorithm_check.h"
 #include "trainers/torch_op_spans.h"
 
 namespace troupe::recipes {
@@ -163,11 +164,75 @@ ActorGroupOptions RewardRoleOptions(const std::string& job_id, const JobSpec& sp
                      /*indexed=*/true);
 }
 
+namespace {
+
+// The update's choices against the traits of the registered estimators and policy losses
+// (trainers/algorithm_check.h), each problem at its spec key: the group size, the critic, the
+// estimator's options (gamma, lam) and, for recipe dpo, the preference loss's.
+template <typename Refuse>
+void CheckAlgorithm(const JobSpec& spec, absl::string_view recipe, bool trains_critic,
+                    bool preference, Refuse& refuse) {
+  const AlgorithmSpec& a = spec.algorithm;
+  trainers::AlgorithmChoice choice;
+  choice.recipe = std::string(recipe);
+  choice.group_size = a.n;
+  choice.trains_critic = trains_critic;
+  // Where a choice refused for the critic runs instead.
+  choice.needs_critic_hint = "recipe ppo runs gae";
+  choice.needs_no_critic_hint = "run it with recipe grpo";
+  // Each option the traits name, by its spec key.
+  std::vector<std::pair<std::string, std::string>> options;
+  if (preference) {
+    choice.policy_loss = std::string(PreferenceLossName(a.dpo.loss));
+    choice.recorded_pairs = !spec.data.preference_files.empty();
+    for (const char* option : {"label_smoothing", "desirable_weight", "undesirable_weight"}) {
+      options.push_back({option, absl::StrCat("algorithm.dpo.", option)});
+    }
+  } else {
+    choice.adv_estimator = std::string(AdvEstimatorName(a.adv_estimator));
+    choice.policy_loss = std::string(PolicyLossName(a.policy_loss));
+    options = {{"gamma", "algorithm.gamma"}, {"lambda", "algorithm.lam"}};
+  }
+  for (const auto& [option, key] : options) {
+    if (spec.locations.contains(key)) choice.options_written.push_back(option);
+  }
+  absl::StatusOr<std::vector<trainers::AlgorithmProblem>> problems =
+      trainers::CheckAlgorithmTraits(choice);
+  if (!problems.ok()) {
+    refuse(preference ? "algorithm.dpo.loss" : "algorithm.adv_estimator",
+           problems.status().message());
+    return;
+  }
+  for (const trainers::AlgorithmProblem& p : *problems) {
+    std::string key;
+    switch (p.field) {
+      case trainers::AlgorithmField::kAdvEstimator:
+        key = "algorithm.adv_estimator";
+        break;
+      case trainers::AlgorithmField::kPolicyLoss:
+        key = preference ? "algorithm.dpo.loss" : "algorithm.policy_loss";
+        break;
+      case trainers::AlgorithmField::kGroupSize:
+        key = "algorithm.n";
+        break;
+      case trainers::AlgorithmField::kOption:
+        for (const auto& [option, option_key] : options) {
+          if (option == p.option) key = option_key;
+        }
+        break;
+    }
+    refuse(key, p.message);
+  }
+}
+
+}  // namespace
+
 absl::Status CheckGrpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "grpo"); }
 absl::Status CheckPpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "ppo"); }
 absl::Status CheckDpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "dpo"); }
 
 absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
+  // (The keys a recipe does not read are its rules', online_rules.h: CheckRecipe refuses them.)
   const bool ppo = recipe == "ppo", dpo = recipe == "dpo";
   std::vector<std::string> problems;
   // An empty key: `why` is a message that already names its key and location.
@@ -175,81 +240,18 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
     problems.push_back(key.empty() ? std::string(why)
                                    : std::string(spec.ErrorAt(key, why).message()));
   };
-  // Sorted, so the lines read in a stable order.
-  std::vector<std::string> written;
-  for (const auto& [key, where] : spec.locations) written.push_back(key);
-  std::sort(written.begin(), written.end());
-  const auto within = [](absl::string_view key, absl::string_view section) {
-    return key == section || absl::StartsWith(key, absl::StrCat(section, "."));
-  };
-  if (dpo) {
-    // The policy-gradient keys: recipe dpo reads algorithm.n, dpo and filter_groups only.
-    for (const std::string& key : written) {
-      if (!within(key, "algorithm") || key == "algorithm" || key == "algorithm.n" ||
-          within(key, "algorithm.dpo") || within(key, "algorithm.filter_groups")) {
-        continue;
-      }
-      refuse(key,
-             "is not read by recipe dpo, whose update is algorithm.dpo's preference loss against "
-             "the reference (no advantages, clipping or KL term: algorithm.dpo.beta is the pull "
-             "to the reference)");
-    }
-    const DpoSpec& d = spec.algorithm.dpo;
-    if (spec.locations.contains("algorithm.dpo.label_smoothing") &&
-        d.loss != proto::PREFERENCE_LOSS_DPO) {
-      refuse("algorithm.dpo.label_smoothing",
-             absl::StrCat("is cDPO's, for loss dpo; loss ", PreferenceLossName(d.loss),
-                          " does not read it"));
-    }
-    for (const char* key : {"algorithm.dpo.desirable_weight", "algorithm.dpo.undesirable_weight"}) {
-      if (spec.locations.contains(key) && d.loss != proto::PREFERENCE_LOSS_KTO) {
-        refuse(key, absl::StrCat("is KTO's, for loss kto; loss ", PreferenceLossName(d.loss),
-                                 " does not read it"));
-      }
-    }
-    if (spec.trainer.critic_warmup > 0)
-      refuse("trainer.critic_warmup", "recipe dpo has no critic to warm up");
-    if (!spec.data.preference_files.empty()) {
-      if (spec.locations.contains("algorithm.n")) {
-        refuse("algorithm.n",
-               "is not read with data.preference_files: each record is one pair (the policy "
-               "samples only for the held-out evaluation)");
-      }
-      if (d.loss == proto::PREFERENCE_LOSS_KTO) {
-        refuse("algorithm.dpo.loss",
-               "kto's reference point is the KL of the policy's own samples, which offline pairs "
-               "(data.preference_files) do not have: use dpo or ipo, or sample on-policy");
-      }
-    }
-  } else {
-    for (const std::string& key : written) {
-      if (within(key, "algorithm.dpo")) {
-        refuse(key, absl::StrCat("is recipe dpo's; recipe ", recipe, " does not read it"));
-      }
-    }
+  CheckAlgorithm(spec, recipe, /*trains_critic=*/ppo, /*preference=*/dpo, refuse);
+  if (dpo && spec.trainer.critic_warmup > 0) {
+    refuse("trainer.critic_warmup", "recipe dpo has no critic to warm up");
   }
-  const AdvEstimator estimator = spec.algorithm.adv_estimator;
-  if (!ppo && !dpo && estimator == proto::ADV_ESTIMATOR_GAE) {
-    refuse("algorithm.adv_estimator",
-           "gae is not supported by recipe grpo, which has no critic (supported: grpo, rloo, "
-           "reinforce_plus_plus, reinforce_plus_plus_baseline; recipe ppo runs gae)");
+  if (dpo && !spec.data.preference_files.empty() && spec.locations.contains("algorithm.n")) {
+    refuse("algorithm.n",
+           "is not read with data.preference_files: each record is one pair (the policy samples "
+           "only for the held-out evaluation)");
   }
-  if (ppo && estimator != proto::ADV_ESTIMATOR_GAE) {
-    refuse("algorithm.adv_estimator",
-           absl::StrCat("recipe ppo trains a critic for adv_estimator gae; ",
-                        AdvEstimatorName(estimator), " needs no critic: run it with recipe grpo"));
-  }
-  if (!ppo && !dpo && spec.locations.contains("algorithm.lam"))
-    refuse("algorithm.lam", "recipe grpo has no GAE: lam is unused");
-  if (!dpo && spec.locations.contains("algorithm.gamma") &&
-      estimator != proto::ADV_ESTIMATOR_REINFORCE_PLUS_PLUS &&
-      estimator != proto::ADV_ESTIMATOR_GAE) {
-    refuse("algorithm.gamma",
-           absl::StrCat("is the discount of adv_estimator reinforce_plus_plus and gae; ",
-                        AdvEstimatorName(estimator), " does not use it"));
-  }
-  if (!ppo && spec.actors.critic.replicas > 0)
+  if (!ppo && spec.actors.critic.replicas > 0) {
     refuse("actors.critic.replicas", absl::StrCat("recipe ", recipe, " has no critic"));
+  }
   // (One critic and one trainer at most: the parser refuses more, job_spec.h.)
   if (!spec.reward.model.empty()) {
     // A directory that is not a reward model would only fail once the actors start.
@@ -288,8 +290,9 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
                                                 spec.actors.reward.type));
     }
   }
-  if (!ppo && !dpo && spec.trainer.critic_warmup > 0)
+  if (!ppo && !dpo && spec.trainer.critic_warmup > 0) {
     refuse("trainer.critic_warmup", "recipe grpo has no critic to warm up");
+  }
   if (spec.trainer.profile_from > 0) {
     if (absl::Status s = trainers::CanRecordOps(); !s.ok()) {
       refuse("trainer.profile_steps", absl::StrCat("cannot be honoured: ", s.message()));
@@ -407,8 +410,8 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
 }
 
 proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string& model_dir,
-                                       const std::string& resume_dir,
-                                       const std::string& checkpointer) {
+                                         const std::string& resume_dir,
+                                         const std::string& checkpointer) {
   const TrainerSpec& t = spec.trainer;
   const AlgorithmSpec& a = spec.algorithm;
   proto::TrainerConfig c;
@@ -510,8 +513,8 @@ proto::CheckpointerConfig OnlineCheckpointerConfig(const JobSpec& spec) {
   return c;
 }
 
-proto::GenerateRequest OnlineGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
-                                           int64_t version) {
+proto::GenerateRequest OnlineGenerateRequest(const JobSpec& spec,
+                                             std::vector<proto::Prompt> prompts, int64_t version) {
   proto::GenerateRequest req;
   const uint64_t first = prompts.empty() ? 0 : static_cast<uint64_t>(prompts[0].prompt_id());
   for (auto& p : prompts) *req.add_prompts() = std::move(p);

@@ -18,11 +18,12 @@
 
 namespace troupe::recipes {
 
-// What the GRPO recipe honours (recipes/recipe.h's spec check): OK, or INVALID_ARGUMENT with one
-// located line per key value it cannot run ("job.yaml:12:3: algorithm.adv_estimator: gae is not
-// supported by recipe grpo (supported: grpo)"): another advantage estimator and its gamma/lam, a
-// critic, several trainers (no data-parallel training yet), reference replicas without a KL
-// term, an actor type
+// What the GRPO recipe honours beyond its rules (online_rules.h; CheckRecipe refuses the keys
+// they do not read): OK, or INVALID_ARGUMENT with one located line per key value it cannot run
+// ("job.yaml:12:3: algorithm.adv_estimator: gae is not supported by recipe grpo, which has no
+// critic (supported: ...)"): the estimator and policy loss against their registered traits
+// (trainers/algorithm_check.h: group size, critic, gamma/lam only where read), a critic, several
+// trainers (no data-parallel training yet), reference replicas without a KL term, an actor type
 // that is not registered or does not serve its role's methods (CheckRoleType: the job's
 // libraries are loaded here for that), a library that does not load, a built-in actor's config
 // override that is not a field of its config message (or, for the reward server, of its task's
@@ -33,14 +34,15 @@ namespace troupe::recipes {
 // registered reward when reward.name is not set, data.chat_template (no renderer linked yet), a
 // reward.config its reward refuses, or actors.reward.config (reward.config is the place).
 absl::Status CheckGrpoSpec(const JobSpec& spec);
-// The same for recipe ppo: adv_estimator gae with one critic (actors.critic: a registered type
-// serving the Critic's methods, its config a CriticConfig), trainer.critic_warmup; and for
-// `recipe` either name.
+// The same for recipe ppo: an estimator that needs its critic (gae), one critic (actors.critic: a
+// registered type serving the Critic's methods, its config a CriticConfig); and for `recipe`
+// either name.
 absl::Status CheckPpoSpec(const JobSpec& spec);
 // The same for recipe dpo (on-policy preference optimisation: algorithm.dpo's loss on pairs of
-// the policy's own samples the job's reward labels); it also refuses the policy-gradient keys it
-// does not read (algorithm.* but n, dpo and filter_groups) and algorithm.dpo's keys the chosen
-// loss does not read.
+// the policy's own samples the job's reward labels): the preference loss against its traits (its
+// options only for the loss that reads them; kto not on recorded pairs), no critic warm-up,
+// algorithm.n not with data.preference_files. (The policy-gradient keys it does not read are its
+// rules'.)
 absl::Status CheckDpoSpec(const JobSpec& spec);
 absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe);
 

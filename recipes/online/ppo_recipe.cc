@@ -31,6 +31,8 @@
 #include "metrics/metric_catalog.h"
 #include "recipes/online/online_config.h"
 #include "recipes/online/online_recipe.h"
+#include "recipes/online/online_rules.h"
+#include "recipes/online/online_summary.h"
 
 #include "actors/roles.h"
 #include "recipes/rl/actor_retry.h"
@@ -316,6 +318,6 @@ class PpoRecipe final : public OnlineRecipe {
 
 }  // namespace
 
-TROUPE_REGISTER_RECIPE("ppo", PpoRecipe, CheckPpoSpec);
+TROUPE_REGISTER_RECIPE(PpoRules(), PpoRecipe, CheckPpoSpec, PrintOnlineSummary);
 
 }  // namespace troupe::recipes

@@ -416,39 +416,6 @@ absl::Status CheckRmSpec(const JobSpec& spec) {
     problems.push_back(key.empty() ? std::string(why)
                                    : std::string(spec.ErrorAt(key, why).message()));
   };
-  if (!spec.data.task.empty()) {
-    refuse("data.task",
-           "recipe rm trains on preference records (data.train_files), not a task's prompts");
-  }
-  // Sections recipe rm does not run, and keys of the ones it does that it does not read; sorted
-  // by key so the lines read in a stable order.
-  std::vector<std::string> written;
-  for (const auto& [key, where] : spec.locations) written.push_back(key);
-  std::sort(written.begin(), written.end());
-  for (const std::string& key : written) {
-    for (const char* section : {"reward", "algorithm", "async", "rollout", "sft", "actors"}) {
-      if (key == section) {
-        refuse(key, absl::StrCat("recipe rm trains a reward model in the driver: it runs no ",
-                                 section, " keys; remove the section"));
-      }
-    }
-  }
-  for (const char* key :
-       {"data.answer_key", "data.data_source_key", "data.default_data_source",
-        "data.filter_overlong_prompts", "data.heldout_size", "data.gen_batch_size",
-        "data.sampler.type", "data.sampler.uniform_weight"}) {
-    if (spec.locations.contains(key)) {
-      refuse(key,
-             "is not read by recipe rm (a preference record is prompt, chosen, rejected; "
-             "every data.val_files pair is evaluated; pairs are drawn in data.shuffle's order)");
-    }
-  }
-  for (const char* key : {"trainer.ppo_epochs", "trainer.mini_batch_size", "trainer.critic_warmup",
-                          "trainer.profile_steps"}) {
-    if (spec.locations.contains(key)) {
-      refuse(key, "is not read by recipe rm (one optimizer step per batch of pairs)");
-    }
-  }
   if (spec.model.init == ModelInit::kSft) {
     refuse("model.init",
            "recipe rm has no sft warm start: give a policy directory (its backbone, a new score "
@@ -501,6 +468,51 @@ absl::StatusOr<RunResult> RunRm(const JobSpec& spec, const RunOptions& options) 
   }
 }
 
-TROUPE_REGISTER_RECIPE("rm", RmRecipe, CheckRmSpec);
+JobRecipeRules RmRules() {
+  JobRecipeRules r;
+  r.name = "rm";
+  r.sections = {"model", "data", "trainer", "logging"};
+  r.no_section_why = "recipe rm trains a reward model in the driver";
+  r.keys.push_back(NotReadKey(
+      "data.task",
+      "recipe rm trains on preference records (data.train_files), not a task's prompts"));
+  for (const char* key :
+       {"data.answer_key", "data.data_source_key", "data.default_data_source",
+        "data.filter_overlong_prompts", "data.heldout_size", "data.gen_batch_size",
+        "data.sampler.type", "data.sampler.uniform_weight"}) {
+    r.keys.push_back(NotReadKey(
+        key,
+        "is not read by recipe rm (a preference record is prompt, chosen, rejected; every "
+        "data.val_files pair is evaluated; pairs are drawn in data.shuffle's order)"));
+  }
+  for (const char* key : {"trainer.ppo_epochs", "trainer.mini_batch_size", "trainer.critic_warmup",
+                          "trainer.profile_steps"}) {
+    r.keys.push_back(
+        NotReadKey(key, "is not read by recipe rm (one optimizer step per batch of pairs)"));
+  }
+  r.sft_warm_start = false;
+  r.reads_preference_records = true;
+  r.init_may_be_value_model = true;  // its backbone, or a reward model's
+  return r;
+}
+
+void PrintRmSummary(const JobSpec& spec, const RunResult& r, const RunSummaryContext& context,
+                    std::FILE* out) {
+  // A reward model trained in the driver: no samples, actors or checkpoints to account for.
+  if (r.initial_accuracy >= 0) {
+    std::fprintf(out, "  held-out pair accuracy before training: %5.1f%%\n",
+                 100 * r.initial_accuracy);
+    std::fprintf(out, "  held-out pair accuracy after training:  %5.1f%%  (%+.1f points)\n",
+                 100 * r.final_accuracy, 100 * (r.final_accuracy - r.initial_accuracy));
+  } else {
+    std::fprintf(out, "  held-out pair accuracy: not measured (no data.val_files)\n");
+  }
+  std::fprintf(out, "  reward model: %s/rm\n", spec.logging.dir.c_str());
+  std::fprintf(out, "  wall time: %.0fs (training loop %.0fs)\n", context.wall_seconds, r.seconds);
+  std::fprintf(out, "  metrics: %s/metrics.jsonl (summary: %s/summary.json)\n",
+               spec.logging.dir.c_str(), spec.logging.dir.c_str());
+}
+
+TROUPE_REGISTER_RECIPE(RmRules(), RmRecipe, CheckRmSpec, PrintRmSummary);
 
 }  // namespace troupe::recipes

@@ -37,6 +37,8 @@
 #ifndef TROUPE_RECIPES_RM_RM_RECIPE_H_
 #define TROUPE_RECIPES_RM_RM_RECIPE_H_
 
+#include <cstdio>
+
 #include "absl/status/statusor.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
@@ -46,17 +48,26 @@ namespace troupe::recipes {
 // Where recipe rm writes the trained reward model: <logging.dir>/rm.
 std::string RmOutputDir(const JobSpec& spec);
 
-// What recipe rm honours (recipes/recipe.h's spec check): INVALID_ARGUMENT with one located line
-// per problem: data.task (rm trains on data.train_files); any written key of the sections it does
-// not run (reward, algorithm, async, rollout, sft, actors) or the data / trainer keys it does not
-// read (data.answer_key, data_source_key, default_data_source, filter_overlong_prompts,
-// heldout_size; trainer.ppo_epochs, mini_batch_size, critic_warmup, profile_steps); model.init:
-// sft (no warm start: give a policy directory or random); model.config with an init directory
-// (its config.json is the model's); init: random without model.tokenizer; a tokenizer that does
-// not load or has no eos token, or does not fit the model's vocabulary;
-// trainer.micro_batch_size above data.train_batch_size; trainer.eval_every without
-// data.val_files; a chat template that does not load.
+// Recipe rm's job-spec rules (recipes/job_spec/job_recipes.h): it runs model, data, trainer and
+// logging (the sections it does not run, reward, algorithm, async, rollout, sft and actors, are
+// refused when written); it does not read data.task (it trains on data.train_files),
+// data.answer_key, data_source_key, default_data_source, filter_overlong_prompts, heldout_size,
+// gen_batch_size, sampler.*, trainer.ppo_epochs, mini_batch_size, critic_warmup or profile_steps.
+// No SFT warm start; data.train_files hold preference records; model.init may be a value model.
+JobRecipeRules RmRules();
+
+// What recipe rm honours beyond its rules (recipes/recipe.h's spec check): INVALID_ARGUMENT with
+// one located line per problem: model.init: sft (no warm start: give a policy directory or
+// random); model.config with an init directory (its config.json is the model's); init: random
+// without model.tokenizer; a tokenizer that does not load or has no eos token, or does not fit the
+// model's vocabulary; trainer.micro_batch_size above data.train_batch_size; trainer.eval_every
+// without data.val_files; a chat template that does not load.
 absl::Status CheckRmSpec(const JobSpec& spec);
+
+// What `troupe run` prints after an rm job: held-out pair accuracy before and after, where the
+// reward model and the metrics are.
+void PrintRmSummary(const JobSpec& spec, const RunResult& result, const RunSummaryContext& context,
+                    std::FILE* out);
 
 // Runs an rm job (the stages above) without a cluster. Errors in the records or the model come
 // back before anything is written; FAILED_PRECONDITION for an earlier run's outputs without

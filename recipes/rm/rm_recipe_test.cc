@@ -62,7 +62,8 @@ actors:
                    {"data.answer_key=gt", "trainer.ppo_epochs=2", "data.heldout_size=10",
                     "reward.name=[arithmetic]", "data.sampler.type=prioritized"});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const absl::Status s = CheckRmSpec(*spec);
+  // (Refused by its rules, RmRules: CheckRecipe, not CheckRmSpec.)
+  const absl::Status s = CheckRecipe(*spec);
   ASSERT_FALSE(s.ok());
   const std::string message(s.message());
   EXPECT_THAT(message, HasSubstr("job.yaml:12:1: algorithm: recipe rm trains a reward model in "

@@ -36,12 +36,6 @@ constexpr const char* kOutputFiles[] = {
     "config.json",    "model.safetensors",     "generation_config.json",
     "tokenizer.json", "tokenizer_config.json", "sft_metrics.json"};
 
-// Whether `key` (a dotted path of spec.locations) is `read` itself or lies under it.
-bool IsOrUnder(const std::string& key, absl::string_view read) {
-  return key == read || absl::StartsWith(key, absl::StrCat(read, ".")) ||
-         absl::StartsWith(key, absl::StrCat(read, "["));
-}
-
 // The records: sft.train_files at the sft keys; held out, data.val_files at the same keys (the
 // response is the reference), else the training files' last data.heldout_size records.
 absl::StatusOr<std::shared_ptr<const SftExamples>> SftJobExamples(const JobSpec& spec,
@@ -149,57 +143,6 @@ absl::Status CheckSftSpec(const JobSpec& spec) {
     problems.push_back(key.empty() ? std::string(why)
                                    : std::string(spec.ErrorAt(key, why).message()));
   };
-  // Every written key is one recipe sft reads, or refused; sorted so the lines read in a stable
-  // order.
-  std::vector<std::string> written;
-  for (const auto& [key, where] : spec.locations) written.push_back(key);
-  std::sort(written.begin(), written.end());
-  const std::vector<std::string> sections = {"reward", "algorithm", "async", "rollout", "actors"};
-  for (const std::string& key : written) {
-    const std::string top = key.substr(0, key.find_first_of(".["));
-    if (std::find(sections.begin(), sections.end(), top) != sections.end()) {
-      // The section once, where it is written (an override names only its key).
-      if (key == top || spec.locations.count(top) == 0) {
-        refuse(key, absl::StrCat("recipe sft trains a model on sft.train_files in the driver: it "
-                                 "runs no ",
-                                 top, " keys; remove the section"));
-      }
-      continue;
-    }
-    if (top == "name" || top == "recipe" || top == "sft" || absl::StartsWith(top, "x-") ||
-        key == "model" || IsOrUnder(key, "model.config") || IsOrUnder(key, "model.init") ||
-        IsOrUnder(key, "model.tokenizer") || key == "data" || IsOrUnder(key, "data.val_files") ||
-        IsOrUnder(key, "data.heldout_size") || IsOrUnder(key, "data.max_response_length") ||
-        IsOrUnder(key, "data.chat_template") || key == "trainer" ||
-        IsOrUnder(key, "trainer.seed") || key == "logging" || IsOrUnder(key, "logging.dir") ||
-        IsOrUnder(key, "logging.log_every")) {
-      continue;
-    }
-    if (IsOrUnder(key, "logging.tensorboard")) {
-      if (spec.logging.tensorboard) {
-        refuse(key,
-               "recipe sft writes no TensorBoard events (its curve is in "
-               "sft.dir/sft_metrics.json)");
-      }
-    } else if (IsOrUnder(key, "data.task")) {
-      refuse(key, "recipe sft trains on the records of sft.train_files, not a task's prompts");
-    } else if (IsOrUnder(key, "data.train_files")) {
-      refuse(key,
-             "recipe sft reads sft.train_files (prompt + response records at sft.prompt_key / "
-             "sft.response_key), not data.train_files");
-    } else if (top == "data") {
-      refuse(key,
-             "is not read by recipe sft (of data it reads val_files, heldout_size, "
-             "max_response_length and chat_template; the records' keys are sft.prompt_key / "
-             "sft.response_key)");
-    } else if (top == "trainer") {
-      refuse(key,
-             "is not read by recipe sft (its schedule is the sft section's: sft.steps, "
-             "sft.batch_size, sft.lr, ...; of trainer it reads seed only)");
-    } else {
-      refuse(key, "is not read by recipe sft");
-    }
-  }
   if (spec.sft.train_files.empty()) {
     refuse("sft",
            "recipe sft needs sft.train_files (JSONL records with sft.prompt_key and "
@@ -251,6 +194,55 @@ absl::StatusOr<RunResult> RunSftJob(const JobSpec& spec, const RunOptions& optio
   }
 }
 
-TROUPE_REGISTER_RECIPE("sft", SftJobRecipe, CheckSftSpec);
+JobRecipeRules SftRules() {
+  JobRecipeRules r;
+  r.name = "sft";
+  r.sections = {"model", "data", "trainer", "sft", "logging"};
+  r.no_section_why = "recipe sft trains a model on sft.train_files in the driver";
+  r.keys = {
+      ReadsKey("data.val_files"),
+      ReadsKey("data.heldout_size"),
+      ReadsKey("data.max_response_length"),
+      ReadsKey("data.chat_template"),
+      NotReadKey("data.task",
+                 "recipe sft trains on the records of sft.train_files, not a task's prompts"),
+      NotReadKey("data.train_files",
+                 "recipe sft reads sft.train_files (prompt + response records at sft.prompt_key / "
+                 "sft.response_key), not data.train_files"),
+      NotReadKey("data.*",
+                 "is not read by recipe sft (of data it reads val_files, heldout_size, "
+                 "max_response_length and chat_template; the records' keys are sft.prompt_key / "
+                 "sft.response_key)"),
+      ReadsKey("trainer.seed"),
+      NotReadKey("trainer.*",
+                 "is not read by recipe sft (its schedule is the sft section's: sft.steps, "
+                 "sft.batch_size, sft.lr, ...; of trainer it reads seed only)"),
+      NotReadKey("logging.tensorboard",
+                 "recipe sft writes no TensorBoard events (its curve is in "
+                 "sft.dir/sft_metrics.json)",
+                 [](const JobSpec& spec) { return spec.logging.tensorboard; }),
+  };
+  // It trains from scratch: random weights unless told otherwise (its check refuses the rest).
+  r.defaults = [](JobSpec& spec, const WrittenFn& written) {
+    if (!written("model.init")) spec.model.init = ModelInit::kRandom;
+  };
+  r.sft_warm_start = false;
+  r.trains_on_sft_files = true;
+  return r;
+}
+
+void PrintSftSummary(const JobSpec& spec, const RunResult& r, const RunSummaryContext& context,
+                     std::FILE* out) {
+  // A supervised model trained in the driver: its held-out greedy answers, exact-matched.
+  if (r.curve.size() > 1) {
+    std::fprintf(out, "  SFT held-out exact match at the first evaluation (step %lld): %5.1f%%\n",
+                 static_cast<long long>(r.curve.front().step), 100 * r.initial_accuracy);
+  }
+  std::fprintf(out, "  SFT held-out exact match: %5.1f%%\n", 100 * r.sft_accuracy);
+  std::fprintf(out, "  model: %s (sft_metrics.json: the curve)\n", r.sft_dir.c_str());
+  std::fprintf(out, "  wall time: %.0fs (SFT %.0fs)\n", context.wall_seconds, r.seconds);
+}
+
+TROUPE_REGISTER_RECIPE(SftRules(), SftJobRecipe, CheckSftSpec, PrintSftSummary);
 
 }  // namespace troupe::recipes

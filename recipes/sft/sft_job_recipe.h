@@ -34,21 +34,30 @@
 #ifndef TROUPE_RECIPES_SFT_SFT_JOB_RECIPE_H_
 #define TROUPE_RECIPES_SFT_SFT_JOB_RECIPE_H_
 
+#include <cstdio>
+
 #include "absl/status/statusor.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
 
 namespace troupe::recipes {
 
-// What recipe sft honours (recipes/recipe.h's spec check): INVALID_ARGUMENT with one located line
-// per problem. Read: name, recipe, model.{config, init, tokenizer}, sft.*, data.val_files,
-// data.heldout_size, data.max_response_length, data.chat_template, trainer.seed,
-// logging.{dir, log_every}; any other written key is refused (data.task, data.train_files (recipe
-// sft reads sft.train_files), the reward / algorithm / async / rollout / actors sections, trainer
-// keys other than seed, logging.tensorboard: true). Also refused: no sft.train_files; model.init
-// other than random (RunSft starts from random weights); no model.tokenizer, or one without bos
-// or eos; sft.warmup_steps >= sft.steps; a chat template that does not load.
+// Recipe sft's job-spec rules (recipes/job_spec/job_recipes.h): it runs model, data, trainer, sft
+// and logging (the reward, algorithm, async, rollout and actors sections are refused when
+// written); of data it reads val_files, heldout_size, max_response_length and chat_template
+// (data.task and data.train_files are refused: it reads sft.train_files), of trainer the seed;
+// logging.tensorboard: true is refused. Its default model.init is random; no SFT warm start.
+JobRecipeRules SftRules();
+
+// What recipe sft honours beyond its rules (recipes/recipe.h's spec check): INVALID_ARGUMENT with
+// one located line per problem: no sft.train_files; model.init other than random (RunSft starts
+// from random weights); no model.tokenizer, or one without bos or eos; sft.warmup_steps >=
+// sft.steps; a chat template that does not load.
 absl::Status CheckSftSpec(const JobSpec& spec);
+
+// What `troupe run` prints after an sft job: the held-out exact match, where the model is.
+void PrintSftSummary(const JobSpec& spec, const RunResult& result, const RunSummaryContext& context,
+                     std::FILE* out);
 
 // Runs an sft job (the stages above) without a cluster. Errors in the records or the model come
 // back before anything is written; FAILED_PRECONDITION for a model already in sft.dir without

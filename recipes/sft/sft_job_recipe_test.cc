@@ -125,7 +125,8 @@ rollout: {temperature: 0.7}
   absl::StatusOr<JobSpec> spec = ParseJobSpec(
       yaml, "job.yaml", {"trainer.lr=0.1", "data.train_batch_size=8", "reward.name=[arithmetic]"});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const std::string message(CheckSftSpec(*spec).message());
+  // (Refused by its rules, SftRules: CheckRecipe, not CheckSftSpec.)
+  const std::string message(CheckRecipe(*spec).message());
   EXPECT_THAT(message, HasSubstr("job.yaml:16:1: algorithm: recipe sft trains a model on "
                                  "sft.train_files in the driver: it runs no algorithm keys"));
   EXPECT_THAT(message, HasSubstr("job.yaml:17:1: rollout: recipe sft"));
@@ -138,13 +139,13 @@ rollout: {temperature: 0.7}
 TEST(CheckSftSpec, RefusesADataTaskAndDataTrainFiles) {
   absl::StatusOr<JobSpec> task = ParseJobSpec(SftJob(), "job.yaml", {"data.task=arithmetic"});
   ASSERT_TRUE(task.ok()) << task.status();
-  EXPECT_THAT(CheckSftSpec(*task).message(),
+  EXPECT_THAT(CheckRecipe(*task).message(),
               HasSubstr("override data.task=arithmetic: data.task: recipe sft trains on the "
                         "records of sft.train_files, not a task's prompts"));
   absl::StatusOr<JobSpec> files =
       ParseJobSpec(SftJob(), "job.yaml", {absl::StrCat("data.train_files=[", Tmp(), "/t.jsonl]")});
   ASSERT_TRUE(files.ok()) << files.status();
-  EXPECT_THAT(CheckSftSpec(*files).message(),
+  EXPECT_THAT(CheckRecipe(*files).message(),
               HasSubstr("data.train_files: recipe sft reads sft.train_files"));
 }
 
