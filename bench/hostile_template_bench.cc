@@ -1,5 +1,5 @@
 // Hostile chat templates against a dataset check: how long a dataset job's record check
-// (CheckDatasetRecords, recipes/rl/record_prompts.h, what the driver runs before any actor starts)
+// (CheckDatasetRecords, recipes/rl/job_data.h, what the driver runs before any actor starts)
 // takes to refuse 8,100 chat records whose template is costly on every record, with the default
 // render budget (models/chat/jinja.h's RenderOptions) and the stop at the first 5 bad records.
 // The templates: a string doubled 40 times, loops of 10^6 x 10^6 iterations, a macro calling
@@ -30,7 +30,7 @@
 #include "models/chat/chat_template.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/rl/chat_prompts.h"
-#include "recipes/rl/record_prompts.h"
+#include "recipes/rl/job_data.h"
 
 namespace troupe {
 namespace {

@@ -189,20 +189,6 @@ absl::StatusOr<int> DecompressToCache(const std::string& gz, const FileIdentity&
   return out;
 }
 
-// The value at dotted `path` in `j`: the literal key first, then a walk through objects.
-const nlohmann::json* Lookup(const nlohmann::json& j, const std::string& path) {
-  if (!j.is_object()) return nullptr;
-  if (auto it = j.find(path); it != j.end()) return &*it;
-  const nlohmann::json* at = &j;
-  for (absl::string_view part : absl::StrSplit(path, '.')) {
-    if (!at->is_object()) return nullptr;
-    auto it = at->find(std::string(part));
-    if (it == at->end()) return nullptr;
-    at = &*it;
-  }
-  return at;
-}
-
 }  // namespace
 
 absl::StatusOr<Record> ParseRecord(absl::string_view line, absl::string_view where,
@@ -211,64 +197,7 @@ absl::StatusOr<Record> ParseRecord(absl::string_view line, absl::string_view whe
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", parsed.status().message()));
   }
-  nlohmann::json j = *std::move(parsed);
-  if (!j.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": expected a JSON object, got a ", j.type_name()));
-  }
-  Record r;
-  r.where = std::string(where);
-  auto no_key = [&](const std::string& key, absl::string_view more = "") {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": no key '", key, "'", more));
-  };
-  const nlohmann::json* prompt = Lookup(j, keys.prompt_key);
-  if (prompt == nullptr) return no_key(keys.prompt_key);
-  if (prompt->is_array()) {
-    if (prompt->empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": '", keys.prompt_key, "' is an empty list of messages"));
-    }
-    for (size_t i = 0; i < prompt->size(); ++i) {
-      const nlohmann::json& m = (*prompt)[i];
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
-          !m.contains("content") || !m["content"].is_string()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": '", keys.prompt_key, "'[", i,
-                         "] is not a chat message {\"role\": string, \"content\": string}"));
-      }
-    }
-  } else if (!prompt->is_string()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": '", keys.prompt_key,
-                     "' must be a string or a list of chat messages, got a ", prompt->type_name()));
-  }
-  r.prompt = *prompt;
-  const nlohmann::json* answer = Lookup(j, keys.answer_key);
-  if (answer == nullptr) return no_key(keys.answer_key);
-  r.ground_truth = answer->is_string() ? answer->get<std::string>() : answer->dump();
-  const nlohmann::json* source = Lookup(j, keys.data_source_key);
-  if (source == nullptr || source->is_null()) {
-    if (keys.default_data_source.empty()) {
-      return no_key(keys.data_source_key, " (and no default data source is set)");
-    }
-    r.data_source = keys.default_data_source;
-  } else if (source->is_string() && !source->get<std::string>().empty()) {
-    r.data_source = source->get<std::string>();
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": '", keys.data_source_key, "' must be a non-empty string"));
-  }
-  if (!keys.extra_info_key.empty()) {
-    if (const nlohmann::json* extra = Lookup(j, keys.extra_info_key);
-        extra != nullptr && !extra->is_null()) {
-      if (!extra->is_object()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": '", keys.extra_info_key, "' must be an object, got a ", extra->type_name()));
-      }
-      r.extra_info_json = extra->dump();
-    }
-  }
-  return r;
+  return ToPromptRecord(*parsed, where, keys);
 }
 
 absl::StatusOr<std::unique_ptr<JsonlDataset>> JsonlDataset::Open(

@@ -35,11 +35,8 @@
 // progress callback) — for a file that takes too long to scan, the lazy check is the honest one:
 // the run fails at the first bad record it draws, naming it.
 //
-// Records (verl's shape, or OpenRLHF's through RecordKeys): `data_source` (a string; missing =
-// keys.default_data_source, else an error), `prompt` (a string, or a list of chat messages
-// [{"role": .., "content": ..}]), `reward_model.ground_truth` (a string, or any JSON kept as its
-// text), `extra_info` (an object, optional). Keys are dotted paths ("reward_model.ground_truth"
-// walks objects; a key that itself contains the dots, written literally, is found first).
+// Records: Read and Validate parse a line and normalize it as a prompt record (prompt_record.h);
+// the format-neutral way to read records is record_source.h, whose "jsonl" format this is.
 //
 // Thread-safety: JsonlDataset is immutable after Open; Read, Line and Validate may be called
 // concurrently (they use pread). ShuffledOrder is a plain value.
@@ -54,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "data/prompt_record.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::data {
@@ -69,26 +67,6 @@ struct JsonlOptions {
   // ratio of 100 and beyond is refused as a likely bomb.
   int64_t max_gzip_bytes = int64_t{64} << 30;
   int64_t max_gzip_ratio = 100;
-};
-
-// Where a record's fields are (dotted paths) and the data_source of a record without one.
-struct RecordKeys {
-  std::string prompt_key = "prompt";
-  std::string answer_key = "reward_model.ground_truth";
-  std::string data_source_key = "data_source";
-  std::string extra_info_key = "extra_info";
-  std::string default_data_source;  // "" = a record without data_source is an error
-};
-
-// One record, normalized.
-struct Record {
-  std::string where;  // "FILE:LINE"
-  std::string data_source;
-  // A string, or an array of objects each with string "role" and "content".
-  nlohmann::json prompt;
-  // The ground truth: the string itself, or the JSON text of a non-string value.
-  std::string ground_truth;
-  std::string extra_info_json;  // "" when the record has none
 };
 
 // A file as it was when opened: what a resumed run compares.

@@ -72,6 +72,16 @@ absl::Status CheckDefinition(const TaskDefinition& task) {
   return absl::OkStatus();
 }
 
+// `config` with every param of `task` it does not give at its default.
+TaskConfig WithDefaults(const TaskDefinition& task, const TaskConfig& config) {
+  TaskConfig filled = config;
+  if (!filled.params.is_object()) filled.params = nlohmann::json::object();
+  for (const TaskParam& param : task.params) {
+    if (!filled.params.contains(param.name)) filled.params[param.name] = param.default_value;
+  }
+  return filled;
+}
+
 }  // namespace
 
 const std::vector<std::string>& CommonDataKeys() {
@@ -112,12 +122,17 @@ absl::StatusOr<std::unique_ptr<TaskProblems>> MakeTaskProblems(absl::string_view
     return absl::FailedPreconditionError(
         absl::StrCat("task '", name, "' has no prompts of its own"));
   }
-  TaskConfig filled = config;
-  if (!filled.params.is_object()) filled.params = nlohmann::json::object();
-  for (const TaskParam& param : (*task)->params) {
-    if (!filled.params.contains(param.name)) filled.params[param.name] = param.default_value;
+  return (*task)->make_problems(WithDefaults(**task, config));
+}
+
+absl::StatusOr<TaskSftData> MakeTaskSftData(absl::string_view name, const TaskConfig& config) {
+  absl::StatusOr<const TaskDefinition*> task = TaskRegistry().Get(name);
+  if (!task.ok()) return task.status();
+  if ((*task)->make_sft_data == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task '", name, "' has no supervised data of its own"));
   }
-  return (*task)->make_problems(filled);
+  return (*task)->make_sft_data(WithDefaults(**task, config));
 }
 
 namespace internal {

@@ -10,6 +10,7 @@
 //     task.params = {{"numbers", TaskParam::Type::kInt, 4, 2, 6, "how many numbers are given"}};
 //     task.make_problems = MakeCountdownProblems;  // absl::StatusOr<...>(const TaskConfig&)
 //     task.make_reward = MakeCountdownReward;      // see reward/reward_function.h
+//     task.make_sft_data = MakeCountdownSftData;   // optional: for `model.init: sft`
 //     return task;
 //   }
 //   TROUPE_REGISTER_TASK("countdown", CountdownTask);
@@ -28,14 +29,20 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/registry.h"
+#include "data/sft_examples.h"
 #include "nlohmann/json.hpp"
 #include "reward/reward_function.h"
+
+namespace troupe::models {
+class Tokenizer;
+}  // namespace troupe::models
 
 namespace troupe::tasks {
 
@@ -81,10 +88,35 @@ class TaskProblems {
 using TaskProblemsFactory =
     std::function<absl::StatusOr<std::unique_ptr<TaskProblems>>(const TaskConfig& config)>;
 
+// A task's supervised data for one TaskConfig: what the SFT recipe (recipes/sft/task_sft.h) trains
+// the warm start of `model.init: sft` on, with everything about it that is the task's to say.
+struct TaskSftData {
+  std::shared_ptr<const data::SftExamples> examples;  // Required.
+  // The tokenizer the model is trained with (e.g. a character tokenizer of the task's alphabet);
+  // required, with an eos token (and a bos one with add_bos).
+  std::shared_ptr<const models::Tokenizer> tokenizer;
+  data::SftJudge judge;  // Held-out correctness; null = exact match.
+  bool add_bos = true;   // BOS before every prompt (as the RL prompts have).
+  // Drop special tokens when decoding a held-out answer for the judge.
+  bool skip_special_tokens = true;
+  // The SFT run's max_new_tokens and max_seq_len when the job leaves them 0 (0 = the recipe's
+  // own defaults).
+  int64_t max_new_tokens = 0;
+  int64_t max_seq_len = 0;
+  // Lines logged before training (what the data is like, e.g. a careless teacher's share).
+  std::vector<std::string> notes;
+  // Files written into the checkpoint directory after training, as (name, content): what a later
+  // job needs to rebuild the same data (e.g. task.json).
+  std::vector<std::pair<std::string, std::string>> files;
+};
+
+using TaskSftFactory = std::function<absl::StatusOr<TaskSftData>(const TaskConfig& config)>;
+
 struct TaskDefinition {
   std::string name;  // [a-z0-9_]+, e.g. "countdown"; TROUPE_REGISTER_TASK sets it.
   std::string description;
-  bool supports_sft = false;  // Has supervised data, so `model.init: sft` can warm-start on it.
+  // Has supervised data (make_sft_data), so the job spec accepts `model.init: sft` for it.
+  bool supports_sft = false;
   std::vector<TaskParam> params;
   // Every character of the task's prompts and answers, for a character tokenizer ("" = any text).
   std::string alphabet;
@@ -93,6 +125,9 @@ struct TaskDefinition {
   TaskProblemsFactory make_problems;
   // The verifier, registered as the reward named like the task; null = none.
   reward::RewardFactory make_reward;
+  // Makes the supervised data (INVALID_ARGUMENT naming the param for a config it cannot serve);
+  // null = none (the sft warm start refuses the task).
+  TaskSftFactory make_sft_data;
 };
 
 // The keys of `data:` every task has (the job spec reads them itself); a task param may not
@@ -119,6 +154,11 @@ std::vector<std::string> TaskNames();
 // task's INVALID_ARGUMENT for a config it cannot serve.
 absl::StatusOr<std::unique_ptr<TaskProblems>> MakeTaskProblems(absl::string_view name,
                                                                const TaskConfig& config);
+
+// The supervised data of task `name` for `config` (params not given take their defaults).
+// NOT_FOUND listing the tasks for an unknown name; FAILED_PRECONDITION for a task without
+// make_sft_data; the task's INVALID_ARGUMENT for a config it cannot serve.
+absl::StatusOr<TaskSftData> MakeTaskSftData(absl::string_view name, const TaskConfig& config);
 
 namespace internal {
 // RegisterTask(definition() named `name`), aborting with the message on failure; returns true.

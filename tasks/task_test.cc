@@ -51,6 +51,19 @@ TaskDefinition RepeatTask() {
       [](const nlohmann::json&) -> absl::StatusOr<std::unique_ptr<reward::RewardFunction>> {
     return std::make_unique<RepeatReward>();
   };
+  // Supervised data: "repeat <i>" -> "<i>", as many pairs as `count`.
+  task.supports_sft = true;
+  task.make_sft_data = [](const TaskConfig& c) -> absl::StatusOr<TaskSftData> {
+    const int64_t count = c.params.at("count").get<int64_t>();
+    std::vector<data::SftExample> train;
+    for (int64_t i = 0; i < count; ++i) {
+      train.push_back({absl::StrCat("repeat ", i), absl::StrCat(i)});
+    }
+    TaskSftData sft;
+    sft.examples = std::make_shared<data::VectorSftExamples>(
+        std::move(train), std::vector<data::SftHeldOut>{{"repeat 0", "0", ""}}, "repeats");
+    return sft;
+  };
   return task;
 }
 
@@ -88,6 +101,21 @@ TEST(TaskRegistry, UnknownTaskOrTaskWithoutPromptsIsAnError) {
   EXPECT_EQ(MakeTaskProblems("spec_only_test", {}).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(reward::RewardRegistry().Find("spec_only_test"), nullptr);
+}
+
+TEST(TaskRegistry, SupervisedDataIsMadeWithDefaultedParamsAndRefusedForATaskWithNone) {
+  absl::StatusOr<TaskSftData> sft = MakeTaskSftData("repeat_test", {});
+  ASSERT_TRUE(sft.ok()) << sft.status();
+  EXPECT_EQ(sft->examples->num_train(), 10);
+  EXPECT_EQ(sft->examples->Train(3).response, "3");
+  EXPECT_EQ(MakeTaskSftData("chess_never_registered", {}).status().code(),
+            absl::StatusCode::kNotFound);
+  TaskDefinition no_sft;
+  no_sft.name = "no_sft_test";
+  ASSERT_TRUE(RegisterTask(no_sft).ok());
+  const absl::Status none = MakeTaskSftData("no_sft_test", {}).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(none.message(), "task 'no_sft_test' has no supervised data of its own");
 }
 
 TEST(TaskRegistry, RefusesDuplicatesAndMalformedDefinitions) {

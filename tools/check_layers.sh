@@ -9,8 +9,20 @@
 # injects what the runtime needs of them), and runtime/cluster/embedded/ above the rest of the
 # runtime (head, node agent, dashboard), which it composes.
 #
+# Within recipes/, the RL building blocks (recipes/rl: actor groups, pools, prompt sources, the
+# job's data options) sit below the recipes that use them: recipes/sft (the SFT recipe, and the
+# initial policy whose model.init: sft runs it) uses recipes/rl; recipes/rm and recipes/online use
+# both; so recipes/rl reaches none of sft, rm, online, and recipes/sft neither rm nor online. The
+# readers of dataset files live in data/ (below all of them), so rm and online share no format
+# code either.
+#
 # Tests are not checked (a runtime test may link the application's registered pieces). Each rule
 # below is FROM -> FORBIDDEN; a violation prints the dependency path that breaks it.
+#
+# Besides the build graph: no building block names a task. Non-test sources of recipes/rl,
+# recipes/sft, trainers/ and data/ include no header of a task's folder (tasks/<name>/...); they
+# find a task by name in the registry (tasks/task.h). (They link every built-in task through the
+# job spec's //tasks:builtin, so this is checked on the includes, not on the graph.)
 #
 # The BUILD packages' visibility lists (tools/layers.bzl) enforce the same order at build time;
 # the probes at the end show a dependency against it fails to build.
@@ -31,6 +43,8 @@ rules=(
   "//runtime/... - //runtime/cluster/embedded/...|//runtime/cluster/embedded/..."
   "//actors/...|//recipes/... + //cli/..."
   "//recipes/...|//cli/..."
+  "//recipes/rl/...|//recipes/sft/... + //recipes/rm/... + //recipes/online/..."
+  "//recipes/sft/...|//recipes/rm/... + //recipes/online/..."
   "//base/...|//metrics/... + //data/... + //models/... + //reward/... + //tasks/... + //runtime/... + //actors/... + //recipes/... + //cli/..."
   "//metrics/... + //reward/... + //tasks/... + //data/...|//runtime/... + //actors/... + //recipes/... + //cli/..."
   "//trainers/... + //rollout/... + //kernels/... + //models/...|//runtime/... + //actors/... + //recipes/... + //cli/..."
@@ -59,6 +73,17 @@ for rule in "${rules[@]}"; do
 done
 if [[ $failed -eq 0 ]]; then
   echo "check_layers: ${#rules[@]} layer rules hold"
+fi
+
+# No building block names a task (see the file comment).
+task_includes=$(grep -rnE '#include "tasks/[a-z0-9_]+/' recipes/rl recipes/sft trainers data \
+  --include='*.h' --include='*.cc' | grep -v '_test\.cc:')
+if [[ -n "$task_includes" ]]; then
+  failed=1
+  echo "check_layers: building blocks must not include a task's own headers (find it by name):" >&2
+  sed 's/^/  /' <<<"$task_includes" >&2
+else
+  echo "check_layers: no building block (recipes/rl, recipes/sft, trainers, data) includes a task"
 fi
 
 # The visibility lists (tools/layers.bzl) make a dependency against the order fail to BUILD, not

@@ -149,7 +149,7 @@ struct DataSpec {
   std::string data_source_key = "data_source";
   std::string default_data_source;  // "" = every record names its own
   // Recipe dpo only: offline training pairs, preference records as recipe rm reads them
-  // (recipes/rm/preference_pairs.h) instead of pairs sampled from the policy; the task (data.task)
+  // (data/preference_pairs.h) instead of pairs sampled from the policy; the task (data.task)
   // still gives the held-out evaluation.
   std::vector<std::string> preference_files;
   // Recipe rm, and recipe dpo's preference_files: a preference record's preferred and

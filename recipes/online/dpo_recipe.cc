@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "data/preference_pairs.h"
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/online/offline_pairs.h"
@@ -26,7 +27,7 @@
 #include "recipes/online/online_recipe.h"
 #include "recipes/online/online_rules.h"
 #include "recipes/online/online_summary.h"
-#include "recipes/rm/preference_pairs.h"
+#include "recipes/rl/job_data.h"
 
 namespace troupe::recipes {
 namespace {
@@ -53,14 +54,14 @@ class DpoRecipe final : public OnlineRecipe {
     if (d.preference_files.empty()) return absl::OkStatus();
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tok,
                             models::LoadTokenizer(policy_dir_ + "/tokenizer.json"));
-    absl::StatusOr<std::vector<PreferencePair>> read =
-        LoadPreferencePairs(d.preference_files, PreferenceKeysOf(spec_), nullptr);
+    absl::StatusOr<std::vector<data::PreferencePair>> read =
+        data::LoadPreferencePairs(d.preference_files, PreferenceKeysOf(spec_), nullptr);
     if (!read.ok()) return spec_.ErrorAt("data.preference_files", read.status().message());
-    absl::StatusOr<std::vector<EncodedPair>> encoded =
-        EncodePairs(*read, *tok,
-                    {.max_prompt_length = d.max_prompt_length,
-                     .max_response_length = d.max_response_length,
-                     .truncation = d.truncation});
+    absl::StatusOr<std::vector<data::EncodedPair>> encoded =
+        data::EncodePairs(*read, *tok,
+                          {.max_prompt_length = d.max_prompt_length,
+                           .max_response_length = d.max_response_length,
+                           .truncation = DataTruncation(d.truncation)});
     if (!encoded.ok()) return spec_.ErrorAt("data.preference_files", encoded.status().message());
     pairs_ = std::make_unique<OfflinePairs>(*std::move(encoded), static_cast<uint64_t>(d.seed));
     state_.Log(absl::StrCat("offline pairs: ", pairs_->size(), " preference records from ",

@@ -8,7 +8,7 @@
 
 namespace troupe::recipes {
 
-OfflinePairs::OfflinePairs(std::vector<EncodedPair> pairs, uint64_t seed)
+OfflinePairs::OfflinePairs(std::vector<data::EncodedPair> pairs, uint64_t seed)
     : pairs_(std::move(pairs)), seed_(seed) {}
 
 int64_t OfflinePairs::PairAt(int64_t k) {
@@ -28,7 +28,7 @@ int64_t OfflinePairs::PairAt(int64_t k) {
 }
 
 proto::SampleGroup OfflinePairs::GroupOf(int64_t draw, int64_t version) {
-  const EncodedPair& pair = pairs_[PairAt(draw)];
+  const data::EncodedPair& pair = pairs_[PairAt(draw)];
   proto::SampleGroup g;
   g.set_prompt_id(draw);
   int sample_index = 0;

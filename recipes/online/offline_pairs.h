@@ -18,16 +18,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "data/preference_pairs.h"
 #include "nlohmann/json.hpp"
 #include "proto/rl.pb.h"
-#include "recipes/rm/preference_pairs.h"
 
 namespace troupe::recipes {
 
 class OfflinePairs {
  public:
-  // `pairs` must not be empty (LoadPreferencePairs refuses empty files).
-  OfflinePairs(std::vector<EncodedPair> pairs, uint64_t seed);
+  // `pairs` must not be empty (data::LoadPreferencePairs refuses empty files).
+  OfflinePairs(std::vector<data::EncodedPair> pairs, uint64_t seed);
 
   // The next `n` pairs as groups, at weight version `version`.
   std::vector<proto::SampleGroup> Next(int64_t n, int64_t version);
@@ -52,7 +52,7 @@ class OfflinePairs {
   // Draw `draw`'s group at `version`.
   proto::SampleGroup GroupOf(int64_t draw, int64_t version);
 
-  std::vector<EncodedPair> pairs_;
+  std::vector<data::EncodedPair> pairs_;
   uint64_t seed_;
   int64_t drawn_ = 0;
   int64_t epoch_ = -1;          // the epoch order_ is for

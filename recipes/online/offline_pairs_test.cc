@@ -9,8 +9,8 @@ namespace troupe::recipes {
 namespace {
 
 // Pair i: prompt [1, 10 + i] (2 tokens), chosen [3, 2], rejected [4, 5, 2].
-std::vector<EncodedPair> Pairs(int n) {
-  std::vector<EncodedPair> out;
+std::vector<data::EncodedPair> Pairs(int n) {
+  std::vector<data::EncodedPair> out;
   for (int i = 0; i < n; ++i) {
     out.push_back(
         {.chosen = {1, 10 + i, 3, 2}, .rejected = {1, 10 + i, 4, 5, 2}, .prompt_length = 2});

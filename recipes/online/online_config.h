@@ -30,7 +30,7 @@ namespace troupe::recipes {
 // reward function), what CheckInitialPolicy refuses about model.init and model.tokenizer, a
 // task without prompts of its own (tasks/task.h: make_problems) or, with the built-in reward
 // server, without a verifier (a reward registered under the task's name); for a dataset job,
-// a record CheckDatasetRecords refuses (recipes/rl/record_prompts.h), a data source that names no
+// a record CheckDatasetRecords refuses (recipes/rl/job_data.h), a data source that names no
 // registered reward when reward.name is not set, data.chat_template (no renderer linked yet), a
 // reward.config its reward refuses, or actors.reward.config (reward.config is the place).
 absl::Status CheckGrpoSpec(const JobSpec& spec);

@@ -678,7 +678,9 @@ TEST(OnlineSpec, RunsAnyRegisteredTaskWithPromptsAndAVerifier) {
                         "spec_only_test has none"));
 }
 
-TEST(OnlineSpec, TheSftWarmStartIsTheArithmeticTasksOnly) {
+// The warm start asks the task for its supervised data (tasks/task.h's make_sft_data), whatever
+// its name: a task that declares supports_sft without providing the data is refused at the check.
+TEST(OnlineSpec, TheSftWarmStartNeedsTheTasksOwnSupervisedData) {
   tasks::TaskDefinition with_sft = ReverseTask();
   with_sft.name = "reverse_sft_test";
   with_sft.supports_sft = true;
@@ -686,8 +688,8 @@ TEST(OnlineSpec, TheSftWarmStartIsTheArithmeticTasksOnly) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(kBase, "job.yaml", {"data.task=reverse_sft_test"});
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_THAT(std::string(CheckGrpoSpec(*spec).message()),
-              HasSubstr("model.init: the sft warm start trains on the arithmetic task's "
-                        "supervised data only, not task reverse_sft_test's"));
+              HasSubstr("model.init: the sft warm start trains on a task's own supervised data, "
+                        "and task reverse_sft_test provides none"));
 }
 
 TEST(OnlineSpec, GenerationRequestsAreSeededByTheFirstPrompt) {

@@ -16,9 +16,9 @@
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/online/online_config.h"
-#include "recipes/rl/initial_policy.h"
 #include "recipes/rl/step_metrics.h"
 #include "recipes/rl/task_prompts.h"
+#include "recipes/sft/initial_policy.h"
 
 namespace troupe::recipes {
 namespace roles = actors::roles;

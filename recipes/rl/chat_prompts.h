@@ -1,5 +1,5 @@
 // The chat template that turns a dataset job's chat-messages prompts into prompt text: the
-// PromptRenderer of RecordPrompts (record_prompts.h) and of the SFT warm start's JSONL records.
+// PromptRenderer of RecordPrompts (data/record_prompts.h) and of the SFT warm start's records.
 //
 // Where it comes from, in this order:
 //   data.chat_template   a file: a tokenizer_config.json (name ending in .json: its
@@ -13,7 +13,7 @@
 //
 // The renderer renders with add_generation_prompt (the text ends where the assistant's answer
 // starts), as verl's RL dataset does. Prompt tokens are then BOS + the tokenizer's encoding of
-// that text (record_prompts.h), special tokens such as <|im_start|> matched as single ids.
+// that text (data/record_prompts.h), special tokens such as <|im_start|> matched as single ids.
 //
 //   TROUPE_ASSIGN_OR_RETURN(JobChatTemplate chat, LoadJobChatTemplate(spec));
 //   if (chat.renderer) log("prompts rendered with " + chat.source);
@@ -25,14 +25,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "data/record.h"
 #include "recipes/job_spec/job_spec.h"
-#include "recipes/rl/record_prompts.h"
 
 namespace troupe::recipes {
 
 struct JobChatTemplate {
-  PromptRenderer renderer;  // Null when the job has no chat template.
-  std::string source;       // The file it came from ("" with no template).
+  data::ChatRenderer renderer;  // Null when the job has no chat template.
+  std::string source;           // The file it came from ("" with no template).
 };
 
 // The job's chat template, parsed. INVALID_ARGUMENT naming data.chat_template (or

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "recipes/rl/job_data.h"
 
 namespace troupe::recipes {
 namespace {

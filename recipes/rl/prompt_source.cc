@@ -25,7 +25,8 @@ constexpr int kMaxTries = 1 << 16;
 
 }  // namespace
 
-PromptSource::PromptSource(std::unique_ptr<PromptDataset> dataset, PromptSamplerOptions sampler)
+PromptSource::PromptSource(std::unique_ptr<data::PromptDataset> dataset,
+                           PromptSamplerOptions sampler)
     : dataset_(std::move(dataset)), sampler_(sampler) {
   if (sampler_.prioritized) uniform_.assign(static_cast<size_t>(dataset_->size()), false);
 }

@@ -1,10 +1,11 @@
 // PromptSource: an RL run's prompts, in order, each drawn once.
 //
-// Prompts come from a PromptDataset by index: the i-th prompt drawn is dataset.Get(i) (indices
-// past the dataset's size wrap around: epochs), and its prompt_id is i. A prompt whose generation
-// failed is given back and drawn again before any new one. The source's state — the cursor and
-// the ids given back — goes into a checkpoint together with the ids that were out (generating or
-// being scored) at that moment, which a resumed run draws again first: across a crash and
+// Prompts come from a PromptDataset (data/prompt_dataset.h) by index: the i-th prompt drawn is
+// dataset.Get(i) (indices past the dataset's size wrap around: epochs), and its prompt_id is i. A
+// prompt whose generation failed is given back and drawn again before any new one. The source's
+// state — the cursor and the ids given back — goes into a checkpoint together with the ids that
+// were out (generating or being scored) at that moment, which a resumed run draws again first:
+// across a crash and
 // --resume no prompt is skipped or drawn twice (ids already in the replay buffer are saved with
 // it). The dataset's Identity() is saved with the cursor and compared on Restore.
 //
@@ -37,29 +38,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "data/prompt_dataset.h"
 #include "nlohmann/json.hpp"
 #include "proto/rl.pb.h"
 
 namespace troupe::recipes {
-
-// The prompts of a task, by index.
-class PromptDataset {
- public:
-  virtual ~PromptDataset() = default;
-  // Training prompt `index` (>= 0; past size() it wraps around), with tokens, text and the
-  // reference answer; prompt_id is left to the caller.
-  virtual absl::StatusOr<proto::Prompt> Get(int64_t index) const = 0;
-  // Number of distinct training prompts (one epoch).
-  virtual int64_t size() const = 0;
-  // The held-out prompts evaluations score (prompt_id = position).
-  virtual absl::StatusOr<std::vector<proto::Prompt>> HeldOut() const = 0;
-  // What makes index i mean the same prompt in another run (files with sizes and mtimes, seed,
-  // shuffle, ...); null = nothing to compare. Checkpointed with the cursor.
-  virtual nlohmann::json Identity() const { return nullptr; }
-  // Training prompts dropped before the run as longer than data.max_prompt_length
-  // (data.filter_overlong_prompts); 0 for a dataset that drops none.
-  virtual int64_t filtered() const { return 0; }
-};
 
 // How a PromptSource picks the dataset index of a new draw (see the file comment).
 struct PromptSamplerOptions {
@@ -70,7 +53,8 @@ struct PromptSamplerOptions {
 
 class PromptSource {
  public:
-  explicit PromptSource(std::unique_ptr<PromptDataset> dataset, PromptSamplerOptions sampler = {});
+  explicit PromptSource(std::unique_ptr<data::PromptDataset> dataset,
+                        PromptSamplerOptions sampler = {});
 
   // The next prompt: a given-back one first, else the next index.
   absl::StatusOr<proto::Prompt> Next();
@@ -99,7 +83,7 @@ class PromptSource {
   // files would draw other records).
   absl::Status Restore(const nlohmann::json& state);
 
-  const PromptDataset& dataset() const { return *dataset_; }
+  const data::PromptDataset& dataset() const { return *dataset_; }
 
  private:
   // The dataset index of new draw `id`.
@@ -107,7 +91,7 @@ class PromptSource {
   // The dataset index of drawn prompt `id` (remembered for prioritized sampling).
   int64_t IndexOf(int64_t id) const;
 
-  std::unique_ptr<PromptDataset> dataset_;
+  std::unique_ptr<data::PromptDataset> dataset_;
   PromptSamplerOptions sampler_;
   int64_t cursor_ = 0;
   std::deque<int64_t> given_back_;

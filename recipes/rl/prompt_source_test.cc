@@ -11,7 +11,7 @@ namespace troupe::recipes {
 namespace {
 
 // Prompt i has text "p<i mod 5>".
-class FiveTexts : public PromptDataset {
+class FiveTexts : public data::PromptDataset {
  public:
   absl::StatusOr<proto::Prompt> Get(int64_t index) const override {
     proto::Prompt p;
@@ -119,7 +119,7 @@ TEST(PromptSource, RefusesAStateCheckpointedWithAnotherDatasetNamingTheFile) {
 }
 
 // Prompt i of `n` has text "p<i>".
-class Numbered : public PromptDataset {
+class Numbered : public data::PromptDataset {
  public:
   explicit Numbered(int64_t n) : n_(n) {}
   absl::StatusOr<proto::Prompt> Get(int64_t index) const override {

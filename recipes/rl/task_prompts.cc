@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "recipes/rl/chat_prompts.h"
+#include "recipes/rl/job_data.h"
 
 namespace troupe::recipes {
 namespace {
@@ -21,7 +22,7 @@ data::Record TaskRecord(const std::string& task, const tasks::TaskProblem& probl
 }
 
 // A task's training problems as records, made on demand (a task may have millions).
-class TaskRecords : public RecordSource {
+class TaskRecords : public data::PromptRecordSource {
  public:
   TaskRecords(std::string task, std::unique_ptr<tasks::TaskProblems> problems)
       : task_(std::move(task)), problems_(std::move(problems)) {}
@@ -47,7 +48,7 @@ tasks::TaskConfig TaskConfigOf(const JobSpec& spec) {
   return config;
 }
 
-absl::StatusOr<std::unique_ptr<PromptDataset>> MakeTaskPrompts(
+absl::StatusOr<std::unique_ptr<data::PromptDataset>> MakeTaskPrompts(
     const JobSpec& spec, std::shared_ptr<const models::Tokenizer> tokenizer) {
   absl::StatusOr<std::unique_ptr<tasks::TaskProblems>> problems =
       tasks::MakeTaskProblems(spec.data.task, TaskConfigOf(spec));
@@ -61,18 +62,18 @@ absl::StatusOr<std::unique_ptr<PromptDataset>> MakeTaskPrompts(
     heldout.push_back(
         TaskRecord(spec.data.task, problem, "held-out", static_cast<int64_t>(heldout.size())));
   }
-  RecordPromptsOptions options = RecordPromptsOptionsOf(spec);
+  data::RecordPromptsOptions options = RecordPromptsOptionsOf(spec);
   options.shuffle = false;  // the task's own order
   options.heldout_size = static_cast<int64_t>(heldout.size());
-  TROUPE_ASSIGN_OR_RETURN(
-      std::unique_ptr<RecordPrompts> prompts,
-      RecordPrompts::Create(std::make_unique<TaskRecords>(spec.data.task, std::move(*problems)),
-                            InMemoryRecords(std::move(heldout), nullptr), std::move(tokenizer),
-                            std::move(options)));
-  return std::unique_ptr<PromptDataset>(std::move(prompts));
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<data::RecordPrompts> prompts,
+                          data::RecordPrompts::Create(
+                              std::make_unique<TaskRecords>(spec.data.task, std::move(*problems)),
+                              data::InMemoryPromptRecords(std::move(heldout), nullptr),
+                              std::move(tokenizer), std::move(options)));
+  return std::unique_ptr<data::PromptDataset>(std::move(prompts));
 }
 
-absl::StatusOr<std::unique_ptr<PromptDataset>> MakeJobPrompts(
+absl::StatusOr<std::unique_ptr<data::PromptDataset>> MakeJobPrompts(
     const JobSpec& spec, std::shared_ptr<const models::Tokenizer> tokenizer,
     const std::function<void(const std::string&)>& log) {
   if (spec.data.train_files.empty()) return MakeTaskPrompts(spec, std::move(tokenizer));
@@ -82,18 +83,20 @@ absl::StatusOr<std::unique_ptr<PromptDataset>> MakeJobPrompts(
   TROUPE_ASSIGN_OR_RETURN(JobChatTemplate chat, LoadJobChatTemplate(spec));
   if (chat.renderer) say(absl::StrCat("data: chat messages rendered with ", chat.source));
   const data::RecordKeys keys = RecordKeysOf(spec);
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> train,
-                          OpenJsonlRecords(spec.data.train_files, keys, DataCacheDir()));
-  std::unique_ptr<RecordSource> val;
+  TROUPE_ASSIGN_OR_RETURN(
+      std::unique_ptr<data::PromptRecordSource> train,
+      data::OpenPromptRecords(spec.data.train_files, keys, data::DataCacheDir()));
+  std::unique_ptr<data::PromptRecordSource> val;
   if (!spec.data.val_files.empty()) {
-    TROUPE_ASSIGN_OR_RETURN(val, OpenJsonlRecords(spec.data.val_files, keys, DataCacheDir()));
+    TROUPE_ASSIGN_OR_RETURN(
+        val, data::OpenPromptRecords(spec.data.val_files, keys, data::DataCacheDir()));
   }
-  RecordPromptsOptions options = RecordPromptsOptionsOf(spec);
+  data::RecordPromptsOptions options = RecordPromptsOptionsOf(spec);
   options.renderer = std::move(chat.renderer);
   const int64_t records = train->size();
   TROUPE_ASSIGN_OR_RETURN(
-      std::unique_ptr<RecordPrompts> prompts,
-      RecordPrompts::Create(std::move(train), std::move(val), std::move(tokenizer), options));
+      std::unique_ptr<data::RecordPrompts> prompts,
+      data::RecordPrompts::Create(std::move(train), std::move(val), std::move(tokenizer), options));
   if (spec.data.filter_overlong_prompts || DatasetBytes(spec) <= kFullScanBytes) {
     say(absl::StrCat("data: checking ", records, " training records of data.train_files",
                      spec.data.filter_overlong_prompts ? " (and filtering overlong prompts)" : ""));
@@ -115,7 +118,7 @@ absl::StatusOr<std::unique_ptr<PromptDataset>> MakeJobPrompts(
                        " overlong held-out prompts; ", heldout.size(), " remain"));
     }
   }
-  return std::unique_ptr<PromptDataset>(std::move(prompts));
+  return std::unique_ptr<data::PromptDataset>(std::move(prompts));
 }
 
 }  // namespace troupe::recipes

@@ -36,7 +36,7 @@ std::shared_ptr<const models::Tokenizer> Tokenizer() {
 // its SFT problems) in order, held-out split numbered 0, 1, ...; tokens BOS + characters.
 TEST(TaskPrompts, ArithmeticPromptsAreTheTasksPoolAndHeldOutSplit) {
   std::shared_ptr<const models::Tokenizer> tok = Tokenizer();
-  absl::StatusOr<std::unique_ptr<PromptDataset>> prompts = MakeTaskPrompts(Spec({}), tok);
+  absl::StatusOr<std::unique_ptr<data::PromptDataset>> prompts = MakeTaskPrompts(Spec({}), tok);
   ASSERT_TRUE(prompts.ok()) << prompts.status();
   absl::StatusOr<tasks::ArithmeticTask> task =
       tasks::ArithmeticTask::Create({.digits = 2, .num_train = 300, .num_heldout = 40, .seed = 5});
@@ -65,7 +65,7 @@ TEST(TaskPrompts, ArithmeticPromptsAreTheTasksPoolAndHeldOutSplit) {
 }
 
 TEST(TaskPrompts, WithoutAPoolTheTrainingProblemsAreThePrompts) {
-  absl::StatusOr<std::unique_ptr<PromptDataset>> prompts =
+  absl::StatusOr<std::unique_ptr<data::PromptDataset>> prompts =
       MakeTaskPrompts(Spec({"data.num_train=0"}), Tokenizer());
   ASSERT_TRUE(prompts.ok()) << prompts.status();
   EXPECT_EQ((*prompts)->size(), 90 * 90 - 40);

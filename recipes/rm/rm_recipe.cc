@@ -22,6 +22,7 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "data/jsonl_dataset.h"
+#include "data/preference_pairs.h"
 #include "metrics/metric_catalog.h"
 #include "metrics/metrics_logger.h"
 #include "metrics/progress_line.h"
@@ -32,8 +33,8 @@
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/rl/chat_prompts.h"
+#include "recipes/rl/job_data.h"
 #include "recipes/rm/pair_loss.h"
-#include "recipes/rm/preference_pairs.h"
 #include "trainers/train_step.h"
 
 namespace troupe::recipes {
@@ -74,8 +75,8 @@ struct PairBatch {
   int64_t tokens = 0;  // real tokens
 };
 
-PairBatch MakePairBatch(const std::vector<EncodedPair>& all, const std::vector<int64_t>& indices,
-                        int64_t pad) {
+PairBatch MakePairBatch(const std::vector<data::EncodedPair>& all,
+                        const std::vector<int64_t>& indices, int64_t pad) {
   const int64_t p = static_cast<int64_t>(indices.size());
   int64_t longest = 1;
   for (int64_t i : indices) {
@@ -88,7 +89,7 @@ PairBatch MakePairBatch(const std::vector<EncodedPair>& all, const std::vector<i
   auto ids = batch.input_ids.accessor<int64_t, 2>();
   auto mask = batch.attention_mask.accessor<int64_t, 2>();
   for (int64_t row = 0; row < 2 * p; ++row) {
-    const EncodedPair& pair = all[indices[row % p]];
+    const data::EncodedPair& pair = all[indices[row % p]];
     const std::vector<int64_t>& seq = row < p ? pair.chosen : pair.rejected;
     for (size_t t = 0; t < seq.size(); ++t) {
       ids[row][t] = seq[t];
@@ -107,7 +108,7 @@ absl::StatusOr<at::Tensor> BatchRewards(models::ValueModelImpl& model, const Pai
 
 // Share of `pairs` whose chosen response the model scores above the rejected one.
 absl::StatusOr<double> PairAccuracy(models::ValueModelImpl& model,
-                                    const std::vector<EncodedPair>& pairs, int64_t pad) {
+                                    const std::vector<data::EncodedPair>& pairs, int64_t pad) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -141,8 +142,8 @@ std::vector<std::string> EarlierOutputs(const JobSpec& spec) {
 struct RmInputs {
   std::unique_ptr<models::Tokenizer> tokenizer;
   std::vector<std::pair<std::string, std::string>> tokenizer_files;  // leaf -> contents
-  std::vector<PreferencePair> train_text;
-  std::vector<EncodedPair> train, val;
+  std::vector<data::PreferencePair> train_text;
+  std::vector<data::EncodedPair> train, val;
   std::string chat_source;
 };
 
@@ -176,16 +177,17 @@ absl::StatusOr<RmInputs> ReadInputs(const JobSpec& spec) {
 
   TROUPE_ASSIGN_OR_RETURN(JobChatTemplate chat, LoadJobChatTemplate(spec));
   in.chat_source = chat.source;
-  const PreferenceKeys keys = PreferenceKeysOf(spec);
-  const PairEncoding encoding{.max_prompt_length = spec.data.max_prompt_length,
-                              .max_response_length = spec.data.max_response_length,
-                              .truncation = spec.data.truncation};
+  const data::PreferenceKeys keys = PreferenceKeysOf(spec);
+  const data::PairEncoding encoding{.max_prompt_length = spec.data.max_prompt_length,
+                                    .max_response_length = spec.data.max_response_length,
+                                    .truncation = DataTruncation(spec.data.truncation)};
   auto load = [&](const std::vector<std::string>& files,
-                  const char* key) -> absl::StatusOr<std::vector<EncodedPair>> {
-    absl::StatusOr<std::vector<PreferencePair>> pairs =
-        LoadPreferencePairs(files, keys, chat.renderer);
+                  const char* key) -> absl::StatusOr<std::vector<data::EncodedPair>> {
+    absl::StatusOr<std::vector<data::PreferencePair>> pairs =
+        data::LoadPreferencePairs(files, keys, chat.renderer);
     if (!pairs.ok()) return spec.ErrorAt(key, pairs.status().message());
-    absl::StatusOr<std::vector<EncodedPair>> encoded = EncodePairs(*pairs, *in.tokenizer, encoding);
+    absl::StatusOr<std::vector<data::EncodedPair>> encoded =
+        data::EncodePairs(*pairs, *in.tokenizer, encoding);
     if (!encoded.ok()) return spec.ErrorAt(key, encoded.status().message());
     if (in.train_text.empty()) in.train_text = *std::move(pairs);
     return encoded;

@@ -10,7 +10,8 @@
 // Run reads as its stages:
 //   check the earlier run (metrics.jsonl / summary.json / rm/ in logging.dir: refused unless
 //     RunOptions.overwrite; there are no checkpoints to resume)
-//   → read the pairs (preference_pairs.h: data.train_files, data.val_files, every record checked
+//   → read the pairs (data/preference_pairs.h: data.train_files, data.val_files, every record
+//   checked
 //     and encoded before anything is written)
 //   → the model: model.init a policy directory (its backbone, a new score head drawn with
 //     trainer.seed: models::LoadValueModel) or random (model.config with the tokenizer's

@@ -5,10 +5,10 @@
 
 namespace troupe::recipes {
 
-SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward, std::string component,
-                     double threshold) {
+data::SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward,
+                           std::string component, double threshold) {
   return [reward = std::move(reward), component = std::move(component), threshold](
-             const std::string& response, const SftHeldOut& problem) {
+             const std::string& response, const data::SftHeldOut& problem) {
     reward::RewardInput input;
     input.response_text = response;
     input.reference_answer = problem.reference;

@@ -1,4 +1,4 @@
-// RewardJudge: an SftJudge (sft_examples.h) that asks a verifier, so a data set's held-out
+// RewardJudge: an SftJudge (data/sft_examples.h) that asks a verifier, so a data set's held-out
 // accuracy during SFT is the same notion of "correct" its GRPO stage is rewarded for.
 //
 //   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardFunction> reward,
@@ -18,13 +18,13 @@
 #include <memory>
 #include <string>
 
-#include "recipes/sft/sft_examples.h"
+#include "data/sft_examples.h"
 #include "reward/reward_function.h"
 
 namespace troupe::recipes {
 
-SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward,
-                     std::string component = "correct", double threshold = 0.5);
+data::SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward,
+                           std::string component = "correct", double threshold = 0.5);
 
 }  // namespace troupe::recipes
 

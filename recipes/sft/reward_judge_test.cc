@@ -24,20 +24,20 @@ class ContainsReward final : public reward::RewardFunction {
 };
 
 TEST(RewardJudge, JudgesByTheCorrectComponentOfAStoppedResponse) {
-  SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
-  EXPECT_TRUE(judge("the answer is 42", SftHeldOut{.reference = "42"}));
-  EXPECT_FALSE(judge("the answer is 41", SftHeldOut{.reference = "42"}));
+  data::SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
+  EXPECT_TRUE(judge("the answer is 42", data::SftHeldOut{.reference = "42"}));
+  EXPECT_FALSE(judge("the answer is 41", data::SftHeldOut{.reference = "42"}));
 }
 
 TEST(RewardJudge, FallsBackToTheTotalRewardWithoutTheComponent) {
-  SftJudge judge = RewardJudge(std::make_shared<ContainsReward>(), "missing", 3.0);
-  EXPECT_TRUE(judge("abc", SftHeldOut{.reference = "zzz"}));
-  EXPECT_FALSE(judge("ab", SftHeldOut{.reference = "zzz"}));
+  data::SftJudge judge = RewardJudge(std::make_shared<ContainsReward>(), "missing", 3.0);
+  EXPECT_TRUE(judge("abc", data::SftHeldOut{.reference = "zzz"}));
+  EXPECT_FALSE(judge("ab", data::SftHeldOut{.reference = "zzz"}));
 }
 
 TEST(RewardJudge, JudgesAThrowingScoreWrong) {
-  SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
-  EXPECT_FALSE(judge("throw", SftHeldOut{.reference = "throw"}));
+  data::SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
+  EXPECT_FALSE(judge("throw", data::SftHeldOut{.reference = "throw"}));
 }
 
 // "correct" when the sample's data source is "b" (a reward routing by data source).
@@ -51,9 +51,9 @@ class SourceReward final : public reward::RewardFunction {
 };
 
 TEST(RewardJudge, PassesTheProblemsDataSource) {
-  SftJudge judge = RewardJudge(std::make_shared<SourceReward>());
-  EXPECT_TRUE(judge("x", SftHeldOut{.reference = "x", .data_source = "b"}));
-  EXPECT_FALSE(judge("x", SftHeldOut{.reference = "x", .data_source = "a"}));
+  data::SftJudge judge = RewardJudge(std::make_shared<SourceReward>());
+  EXPECT_TRUE(judge("x", data::SftHeldOut{.reference = "x", .data_source = "b"}));
+  EXPECT_FALSE(judge("x", data::SftHeldOut{.reference = "x", .data_source = "a"}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // sft_demo: supervised fine-tuning of the tiny Llama-style model on synthetic addition, with
 // held-out exact match measured by greedy generation (rollout::GenerationEngine), and an SFT
-// checkpoint for the GRPO stage. See recipes/sft/arithmetic_sft.h for what a run does.
+// checkpoint for the GRPO stage: the SFT recipe on the arithmetic task's supervised data
+// (recipes/sft/task_sft.h, tasks/arithmetic/arithmetic_sft.h), the task named by this program.
 //
 //   bazel run //recipes/sft:sft_demo -- [--preset easy|plateau] [--steps N] [--seed S] [--out DIR]
 //
@@ -24,7 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/model_config.h"
-#include "recipes/sft/arithmetic_sft.h"
+#include "recipes/sft/task_sft.h"
+#include "tasks/task.h"
 
 namespace {
 
@@ -33,6 +35,10 @@ std::string Resolve(const std::string& path) {
   if (path.empty() || path[0] == '/' || workspace == nullptr) return path;
   return absl::StrCat(workspace, "/", path);
 }
+
+// The task this demo trains on (its --digits, --train_examples and --dropped_carry_rate are the
+// task's params).
+constexpr char kTask[] = "arithmetic";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "sft_demo: %s\n", message.c_str());
@@ -45,8 +51,12 @@ int main(int argc, char** argv) {
   CLI::App app{"SFT of the tiny model on synthetic addition (see recipes/sft/sft_recipe.h)"};
   std::string preset = "easy";
   std::string model_config = "examples/models/tiny.json";
-  troupe::recipes::ArithmeticSftOptions a;
-  troupe::recipes::SftOptions& o = a.sft;
+  troupe::recipes::SftOptions o;
+  int64_t digits = 2;
+  int64_t num_train = 0;
+  int64_t num_heldout = 500;
+  uint64_t task_seed = 0;
+  double dropped_carry_rate = 0.0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t layers = 0;
@@ -57,11 +67,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "Step budget");
   app.add_option("--seed", o.seed, "Seed of the model init and the batches");
   app.add_option("--out", o.out_dir, "Checkpoint directory to write (parent must exist)");
-  app.add_option("--digits", a.task.digits, "Operand digits (1..3)");
-  app.add_option("--train_examples", a.task.num_train, "Training problems (0 = all not held out)");
-  app.add_option("--heldout", a.task.num_heldout, "Held-out problems");
-  app.add_option("--task_seed", a.task.seed, "Seed of the train / held-out split");
-  app.add_option("--dropped_carry_rate", a.task.dropped_carry_rate,
+  app.add_option("--digits", digits, "Operand digits (1..3)");
+  app.add_option("--train_examples", num_train, "Training problems (0 = all not held out)");
+  app.add_option("--heldout", num_heldout, "Held-out problems");
+  app.add_option("--task_seed", task_seed, "Seed of the train / held-out split");
+  app.add_option("--dropped_carry_rate", dropped_carry_rate,
                  "Share of overflowing training answers written without the final carry");
   app.add_option("--batch_size", o.batch_size, "Sequences per step");
   app.add_option("--lr", o.learning_rate, "Peak learning rate");
@@ -82,10 +92,10 @@ int main(int argc, char** argv) {
   const bool easy = preset == "easy";
   if (unset("--steps")) o.steps = easy ? 1500 : 1600;
   if (unset("--batch_size")) o.batch_size = 128;
-  if (unset("--digits")) a.task.digits = 2;
-  if (unset("--train_examples")) a.task.num_train = 0;
-  if (unset("--heldout")) a.task.num_heldout = 500;
-  if (unset("--dropped_carry_rate")) a.task.dropped_carry_rate = easy ? 0.0 : 0.7;
+  if (unset("--digits")) digits = 2;
+  if (unset("--train_examples")) num_train = 0;
+  if (unset("--heldout")) num_heldout = 500;
+  if (unset("--dropped_carry_rate")) dropped_carry_rate = easy ? 0.0 : 0.7;
   if (unset("--lr")) o.learning_rate = 5e-3;
   if (unset("--eval_every")) o.eval_every = 100;
   if (unset("--target_accuracy")) o.target_accuracy = easy ? 0.98 : 1.0;
@@ -99,12 +109,17 @@ int main(int argc, char** argv) {
   if (layers > 0) config->num_hidden_layers = layers;
   o.model = *config;
   o.out_dir = Resolve(o.out_dir);
-  if (absl::Status valid = troupe::recipes::ValidateArithmeticSftOptions(a); !valid.ok()) {
+  troupe::tasks::TaskConfig task;
+  task.params = {
+      {"digits", digits}, {"num_train", num_train}, {"dropped_carry_rate", dropped_carry_rate}};
+  task.heldout_size = num_heldout;
+  task.seed = task_seed;
+  if (absl::Status valid = troupe::recipes::ValidateTaskSft(kTask, task, o); !valid.ok()) {
     return Fail(std::string(valid.message()));
   }
 
   absl::StatusOr<troupe::recipes::SftResult> result =
-      troupe::recipes::RunArithmeticSft(a, [](const std::string& line) {
+      troupe::recipes::RunTaskSft(kTask, task, o, [](const std::string& line) {
         std::fprintf(stderr, "%s\n", line.c_str());
         std::fflush(stderr);
       });

@@ -16,11 +16,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "data/record_prompts.h"
+#include "data/sft_records.h"
 #include "models/model_config.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/rl/chat_prompts.h"
-#include "recipes/rl/record_prompts.h"
-#include "recipes/sft/jsonl_sft_examples.h"
 #include "recipes/sft/sft_recipe.h"
 #include "recipes/sft/sft_spec.h"
 
@@ -38,19 +38,19 @@ constexpr const char* kOutputFiles[] = {
 
 // The records: sft.train_files at the sft keys; held out, data.val_files at the same keys (the
 // response is the reference), else the training files' last data.heldout_size records.
-absl::StatusOr<std::shared_ptr<const SftExamples>> SftJobExamples(const JobSpec& spec,
-                                                                  std::string* chat_source) {
+absl::StatusOr<std::shared_ptr<const data::SftExamples>> SftJobExamples(const JobSpec& spec,
+                                                                        std::string* chat_source) {
   TROUPE_ASSIGN_OR_RETURN(JobChatTemplate chat, LoadJobChatTemplate(spec));
   *chat_source = chat.source;
-  JsonlSftOptions o;
+  data::SftRecordOptions o;
   o.prompt_key = spec.sft.prompt_key;
   o.response_key = spec.sft.response_key;
   o.heldout_paths = spec.data.val_files;
   if (spec.data.val_files.empty()) o.heldout_size = spec.data.heldout_size;
   o.renderer = chat.renderer;
-  o.cache_dir = DataCacheDir();
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load(spec.sft.train_files, o);
+  o.cache_dir = data::DataCacheDir();
+  absl::StatusOr<std::unique_ptr<data::SftRecords>> examples =
+      data::SftRecords::Load(spec.sft.train_files, o);
   if (!examples.ok()) {
     // The message names the file ("FILE:LINE: ..."): a held-out file's error is data.val_files'.
     const std::string message(examples.status().message());
@@ -59,7 +59,7 @@ absl::StatusOr<std::shared_ptr<const SftExamples>> SftJobExamples(const JobSpec&
         [&](const std::string& f) { return absl::StartsWith(message, absl::StrCat(f, ":")); });
     return spec.ErrorAt(val ? "data.val_files" : "sft.train_files", message);
   }
-  return std::shared_ptr<const SftExamples>(*std::move(examples));
+  return std::shared_ptr<const data::SftExamples>(*std::move(examples));
 }
 
 absl::StatusOr<RunResult> RunSftJobImpl(const JobSpec& spec, const RunOptions& options) {

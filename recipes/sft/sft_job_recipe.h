@@ -12,7 +12,7 @@
 // Run reads as its stages:
 //   check the earlier run (sft.dir holding a model.safetensors: refused unless
 //     RunOptions.overwrite, which lets the new model replace its files; no checkpoints to resume)
-//   → read the records (jsonl_sft_examples.h, as the warm start reads them): sft.train_files at
+//   → read the records (data/sft_records.h, as the warm start reads them): sft.train_files at
 //     sft.prompt_key / sft.response_key; held out, data.val_files' records at the same keys (the
 //     response is the reference), else the last data.heldout_size training records (not trained
 //     on); a chat-messages prompt is rendered with the job's chat template (data.chat_template or

@@ -71,7 +71,7 @@ class TextCodec {
     return ids;
   }
 
-  absl::StatusOr<Example> TrainingExample(const SftExample& pair) const {
+  absl::StatusOr<Example> TrainingExample(const data::SftExample& pair) const {
     TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, Prompt(pair.prompt));
     TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> response, tokenizer_->Encode(pair.response));
     Example example;
@@ -147,17 +147,17 @@ struct Evaluation {
 
 // A problem counts as solved if any of its `params.n` samples stopped and the judge accepts it.
 absl::StatusOr<Evaluation> Evaluate(rollout::GenerationEngine& engine, const TextCodec& codec,
-                                    const std::vector<SftHeldOut>& problems,
+                                    const std::vector<data::SftHeldOut>& problems,
                                     const std::vector<std::vector<int32_t>>& prompts,
-                                    const SftJudge& judge, const rollout::SamplingParams& params,
-                                    int64_t num_examples) {
+                                    const data::SftJudge& judge,
+                                    const rollout::SamplingParams& params, int64_t num_examples) {
   TROUPE_ASSIGN_OR_RETURN(std::vector<rollout::GeneratedSample> samples,
                           engine.Generate(prompts, params));
   Evaluation evaluation;
   evaluation.total = static_cast<int64_t>(problems.size());
   std::vector<bool> solved(problems.size(), false);
   for (const rollout::GeneratedSample& sample : samples) {
-    const SftHeldOut& problem = problems[sample.prompt_index];
+    const data::SftHeldOut& problem = problems[sample.prompt_index];
     std::optional<std::string> completion = codec.Completion(sample);
     const bool ok = completion.has_value() && judge(*completion, problem);
     solved[sample.prompt_index] = solved[sample.prompt_index] || ok;
@@ -246,8 +246,8 @@ absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& 
     TROUPE_ASSIGN_OR_RETURN(tokenizer_files, TokenizerFiles(inputs));
   }
   models::SetComputeThreads(options.threads);
-  const SftExamples& examples = *inputs.examples;
-  const SftJudge judge = inputs.judge ? inputs.judge : ExactMatchJudge();
+  const data::SftExamples& examples = *inputs.examples;
+  const data::SftJudge judge = inputs.judge ? inputs.judge : data::ExactMatchJudge();
   const TextCodec codec(inputs);
   models::ModelConfig config = options.model;
   config.vocab_size = codec.tokenizer().vocab_size();
@@ -267,7 +267,7 @@ absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& 
     longest_response = std::max<int64_t>(longest_response, e->tokens.size() - e->prompt_length);
     train.push_back(*std::move(e));
   }
-  std::vector<SftHeldOut> heldout = examples.HeldOut();
+  std::vector<data::SftHeldOut> heldout = examples.HeldOut();
   if (heldout.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sft inputs: examples (", examples.Describe(), ") have no held-out problems"));

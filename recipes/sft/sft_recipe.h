@@ -20,8 +20,8 @@
 //       eos_token_id lists eos, then the extra stop ids), the tokenizer (see SftInputs), and
 //       sft_metrics.json (the accuracy curve and the final figures)
 //
-// Arithmetic (arithmetic_sft.h) and JSONL records (jsonl_sft_examples.h) are two sources of
-// examples; a caller with its own supplies an SftExamples (sft_examples.h).
+// A task's supervised data (task_sft.h) and dataset records (data/sft_records.h) are two sources
+// of examples; a caller with its own supplies an SftExamples (data/sft_examples.h).
 //
 // Progress goes to the `log` callback as lines ("step 120/2000  loss 0.4123  12.3k tok/s  ETA
 // 1m50s", "eval step 200: held-out accuracy 73.4% (367/500)").
@@ -48,8 +48,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/sft_examples.h"
 #include "models/model_config.h"
-#include "recipes/sft/sft_examples.h"
 
 namespace troupe::models {
 class Tokenizer;
@@ -59,7 +59,7 @@ namespace troupe::recipes {
 
 // What to train on and how the text becomes tokens.
 struct SftInputs {
-  std::shared_ptr<const SftExamples> examples;  // Required.
+  std::shared_ptr<const data::SftExamples> examples;  // Required.
   // Required; must have an eos token. Encode runs with special tokens matched (a chat template's
   // "<|im_start|>" becomes its id).
   std::shared_ptr<const models::Tokenizer> tokenizer;
@@ -74,7 +74,7 @@ struct SftInputs {
   // tokenizer.json is missing, fails early (InvalidArgument naming the field).
   std::string tokenizer_path;
   // Held-out correctness; null = ExactMatchJudge().
-  SftJudge judge;
+  data::SftJudge judge;
   // Put the tokenizer's bos before every prompt (InvalidArgument if it has none). Off for
   // prompts rendered by a chat template that writes its own.
   bool add_bos = false;

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "data/sft_examples.h"
+#include "data/sft_records.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/chat/chat_template.h"
@@ -16,8 +18,6 @@
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
-#include "recipes/sft/jsonl_sft_examples.h"
-#include "recipes/sft/sft_examples.h"
 #include "recipes/sft/sft_test_util.h"
 
 namespace troupe::recipes {
@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 
 // A "shift" task over the letters a-f: prompt "cab=", response "dbc" (each letter's successor,
 // f wraps to a). Every 3-letter word, in a fixed shuffled order; the last `heldout` are held out.
-std::shared_ptr<SftExamples> ShiftExamples(int heldout, const std::string& response_suffix) {
+std::shared_ptr<data::SftExamples> ShiftExamples(int heldout, const std::string& response_suffix) {
   const std::string letters = "abcdef";
   std::vector<std::pair<std::string, std::string>> words;
   for (int i = 0; i < 216; ++i) {
@@ -42,8 +42,8 @@ std::shared_ptr<SftExamples> ShiftExamples(int heldout, const std::string& respo
     }
     words.push_back({word, shifted});
   }
-  std::vector<SftExample> train;
-  std::vector<SftHeldOut> held;
+  std::vector<data::SftExample> train;
+  std::vector<data::SftHeldOut> held;
   for (size_t i = 0; i < words.size(); ++i) {
     if (i + heldout < words.size()) {
       train.push_back({words[i].first + "=", words[i].second + response_suffix});
@@ -51,7 +51,8 @@ std::shared_ptr<SftExamples> ShiftExamples(int heldout, const std::string& respo
       held.push_back({words[i].first + "=", words[i].second});
     }
   }
-  return std::make_shared<VectorSftExamples>(std::move(train), std::move(held), "shift words");
+  return std::make_shared<data::VectorSftExamples>(std::move(train), std::move(held),
+                                                   "shift words");
 }
 
 SftOptions SmallOptions() {
@@ -119,13 +120,13 @@ TEST(RunSft, JudgesWithTheCallersFunction) {
   SftInputs inputs;
   inputs.examples = ShiftExamples(/*heldout=*/20, "");
   inputs.tokenizer = LetterTokenizer();
-  inputs.judge = [](const std::string&, const SftHeldOut&) { return true; };  // any stopped
+  inputs.judge = [](const std::string&, const data::SftHeldOut&) { return true; };  // any stopped
   SftOptions options = SmallOptions();
   options.steps = 20;
   options.eval_every = 20;
   options.target_accuracy = 1.0;
   absl::StatusOr<SftResult> lenient = Train(inputs, options);
-  inputs.judge = [](const std::string&, const SftHeldOut&) { return false; };
+  inputs.judge = [](const std::string&, const data::SftHeldOut&) { return false; };
   absl::StatusOr<SftResult> strict = Train(inputs, options);
   ASSERT_TRUE(lenient.ok() && strict.ok());
   EXPECT_GT(lenient->final_accuracy, 0.0);
@@ -170,7 +171,7 @@ TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesI
   // The shift words as JSONL records, the last 36 held out. Responses end with the template's
   // <|im_end|>, then the recipe's <|endoftext|>; generation stops at <|im_end|>, whose text the
   // judge does not see.
-  const std::shared_ptr<SftExamples> words = ShiftExamples(/*heldout=*/36, "");
+  const std::shared_ptr<data::SftExamples> words = ShiftExamples(/*heldout=*/36, "");
   const std::string jsonl = TempDir("shift.jsonl");
   {
     std::ofstream out(jsonl);
@@ -180,15 +181,15 @@ TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesI
                  .dump()
           << "\n";
     }
-    for (const SftHeldOut& h : words->HeldOut()) {
+    for (const data::SftHeldOut& h : words->HeldOut()) {
       out << nlohmann::json{{"prompt", h.prompt}, {"response", h.reference}}.dump() << "\n";
     }
   }
-  JsonlSftOptions jsonl_options;
+  data::SftRecordOptions jsonl_options;
   jsonl_options.heldout_size = 36;
   jsonl_options.response_suffix = "<|im_end|>";
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load({jsonl}, jsonl_options);
+  absl::StatusOr<std::unique_ptr<data::SftRecords>> examples =
+      data::SftRecords::Load({jsonl}, jsonl_options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   SftInputs inputs;
   inputs.examples = std::move(*examples);
@@ -234,10 +235,10 @@ TEST(RunSft, SavesTheTokenizerWrittenFromTheObjectSoItReloadsToTheSameEncodingAn
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const std::shared_ptr<const models::Tokenizer> tokenizer = std::move(*loaded);
   SftInputs inputs;
-  inputs.examples = std::make_shared<VectorSftExamples>(
-      std::vector<SftExample>{{"<|im_start|>user\n12+34=<|im_end|>\n", "46"},
-                              {"Caf\xC3\xA9 \xE4\xB8\xAD=", "the \xF0\x9F\x98\x80"}},
-      std::vector<SftHeldOut>{{"1+1=", "2"}}, "two pairs");
+  inputs.examples = std::make_shared<data::VectorSftExamples>(
+      std::vector<data::SftExample>{{"<|im_start|>user\n12+34=<|im_end|>\n", "46"},
+                                    {"Caf\xC3\xA9 \xE4\xB8\xAD=", "the \xF0\x9F\x98\x80"}},
+      std::vector<data::SftHeldOut>{{"1+1=", "2"}}, "two pairs");
   inputs.tokenizer = tokenizer;
   SftOptions options = SmallOptions();
   options.steps = 1;
@@ -332,13 +333,13 @@ TEST(RunSft, RefusesInputsItCannotUseNamingTheField) {
 
   // Text the tokenizer cannot write names the example.
   SftInputs unwritable = inputs;
-  unwritable.examples =
-      std::make_shared<VectorSftExamples>(std::vector<SftExample>{{"ab=", "bc"}, {"ab=", "xyz"}},
-                                          std::vector<SftHeldOut>{{"ab=", "bc"}}, "bad");
+  unwritable.examples = std::make_shared<data::VectorSftExamples>(
+      std::vector<data::SftExample>{{"ab=", "bc"}, {"ab=", "xyz"}},
+      std::vector<data::SftHeldOut>{{"ab=", "bc"}}, "bad");
   absl::StatusOr<SftResult> bad = Train(unwritable, options);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("train example 1: "));
-  unwritable.examples = std::make_shared<VectorSftExamples>(
-      std::vector<SftExample>{{"ab=", "bc"}}, std::vector<SftHeldOut>{}, "no held-out");
+  unwritable.examples = std::make_shared<data::VectorSftExamples>(
+      std::vector<data::SftExample>{{"ab=", "bc"}}, std::vector<data::SftHeldOut>{}, "no held-out");
   bad = Train(unwritable, options);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("have no held-out problems"));
 }

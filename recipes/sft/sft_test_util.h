@@ -1,4 +1,4 @@
-// Setup shared by the SFT recipe's tests (sft_recipe_test, arithmetic_sft_test): scratch paths,
+// Setup shared by the SFT recipe's tests (sft_recipe_test, task_sft_test): scratch paths,
 // file reading, the tiny model and schedule every test run starts from, and capturing the
 // recipe's log lines.
 //
@@ -33,7 +33,7 @@ std::string TempDir(const std::string& name);
 // and the schedule (steps, warm-up, evaluation and logging intervals, seed).
 SftOptions TinySftOptions();
 
-// A log function for RunSft / RunArithmeticSft that appends each line to `*lines`, or drops the
+// A log function for RunSft / RunTaskSft that appends each line to `*lines`, or drops the
 // lines when `lines` is null. `*lines` must outlive the run.
 std::function<void(const std::string&)> CollectLines(std::vector<std::string>* lines);
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tasks/arithmetic/arithmetic_sft.h"
 
 namespace troupe::tasks {
 namespace {
@@ -108,6 +109,7 @@ TaskDefinition ArithmeticTaskDefinition() {
   task.alphabet = std::string(ArithmeticTask::kAlphabet);
   task.make_problems = MakeArithmeticProblems;
   task.make_reward = MakeArithmeticReward;
+  task.make_sft_data = MakeArithmeticSftData;
   return task;
 }
 

@@ -19,12 +19,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "data/preference_pairs.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/transformer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/rm/pair_loss.h"
-#include "recipes/rm/preference_pairs.h"
 #include "tasks/arithmetic/arithmetic_task.h"
 #include "tests/online/resume_harness.h"
 
@@ -100,16 +100,16 @@ TEST(RmExample, TrainsARewardModelThatPrefersTheCorrectSumAndReportsHeldOutPairA
   ASSERT_TRUE(model.ok()) << model.status();
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer = models::LoadTokenizer(run + "/rm");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  absl::StatusOr<std::vector<recipes::PreferencePair>> pairs =
-      recipes::LoadPreferencePairs({data + "/prefs_train.jsonl"}, {}, nullptr);
+  absl::StatusOr<std::vector<data::PreferencePair>> pairs =
+      data::LoadPreferencePairs({data + "/prefs_train.jsonl"}, {}, nullptr);
   ASSERT_TRUE(pairs.ok()) << pairs.status();
-  absl::StatusOr<std::vector<recipes::EncodedPair>> encoded =
-      recipes::EncodePairs(*pairs, **tokenizer, {.max_prompt_length = 8, .max_response_length = 4});
+  absl::StatusOr<std::vector<data::EncodedPair>> encoded =
+      data::EncodePairs(*pairs, **tokenizer, {.max_prompt_length = 8, .max_response_length = 4});
   ASSERT_TRUE(encoded.ok()) << encoded.status();
   torch::NoGradGuard no_grad;
   (*model)->eval();
   int correct = 0;
-  for (const recipes::EncodedPair& pair : *encoded) {
+  for (const data::EncodedPair& pair : *encoded) {
     double reward[2];
     for (int k = 0; k < 2; ++k) {
       const std::vector<int64_t>& seq = k == 0 ? pair.chosen : pair.rejected;
@@ -148,10 +148,10 @@ TEST(RmExample, PreferencePairsAreDrawnFromTheArithmeticTasksTrainSplit) {
   ASSERT_EQ(rl_train.size(), 7600u);
   std::set<std::string> prompts[2];
   for (int k = 0; k < 2; ++k) {
-    absl::StatusOr<std::vector<recipes::PreferencePair>> pairs = recipes::LoadPreferencePairs(
+    absl::StatusOr<std::vector<data::PreferencePair>> pairs = data::LoadPreferencePairs(
         {dir + (k == 0 ? "/data/prefs_train.jsonl" : "/data/prefs_val.jsonl")}, {}, nullptr);
     ASSERT_TRUE(pairs.ok()) << pairs.status();
-    for (const recipes::PreferencePair& pair : *pairs) {
+    for (const data::PreferencePair& pair : *pairs) {
       EXPECT_EQ(rl_heldout.count(pair.prompt), 0u) << pair.where << ": an RL held-out problem";
       EXPECT_EQ(rl_train.count(pair.prompt), 1u) << pair.where;
       const std::vector<std::string> ab = absl::StrSplit(pair.prompt.substr(0, 5), '+');

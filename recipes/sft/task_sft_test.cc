@@ -1,4 +1,4 @@
-#include "recipes/sft/arithmetic_sft.h"
+#include "recipes/sft/task_sft.h"
 
 #include <ATen/ATen.h>
 
@@ -14,6 +14,7 @@
 #include "recipes/sft/sft_test_util.h"
 #include "rollout/generation_engine.h"
 #include "tasks/arithmetic/arithmetic_task.h"
+#include "tasks/task.h"
 
 namespace troupe::recipes {
 
@@ -24,10 +25,20 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The task the tests train on, by name (the recipe names none).
+constexpr char kTask[] = "arithmetic";
+
+struct TaskSftOptions {
+  tasks::TaskConfig task;
+  SftOptions sft;
+};
+
 // 1-digit addition on a very small model: a few seconds of work at most.
-ArithmeticSftOptions SmallOptions() {
-  ArithmeticSftOptions a;
-  a.task = {.digits = 1, .num_train = 0, .num_heldout = 20, .seed = 2};
+TaskSftOptions SmallOptions() {
+  TaskSftOptions a;
+  a.task.params = {{"digits", 1}, {"num_train", 0}};
+  a.task.heldout_size = 20;
+  a.task.seed = 2;
   SftOptions& o = a.sft;
   o = TinySftOptions();
   o.model.vocab_size = 15;
@@ -41,14 +52,13 @@ ArithmeticSftOptions SmallOptions() {
   return a;
 }
 
-std::vector<std::string> Lines(const ArithmeticSftOptions& options,
-                               absl::StatusOr<SftResult>* result) {
+std::vector<std::string> Lines(const TaskSftOptions& options, absl::StatusOr<SftResult>* result) {
   std::vector<std::string> lines;
-  *result = RunArithmeticSft(options, CollectLines(&lines));
+  *result = RunTaskSft(kTask, options.task, options.sft, CollectLines(&lines));
   return lines;
 }
 
-TEST(RunArithmeticSft, TrainsEvaluatesAndLogsProgressOnTheCurve) {
+TEST(RunTaskSft, TrainsEvaluatesAndLogsProgressOnTheCurve) {
   absl::StatusOr<SftResult> result;
   std::vector<std::string> lines = Lines(SmallOptions(), &result);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -77,8 +87,8 @@ TEST(RunArithmeticSft, TrainsEvaluatesAndLogsProgressOnTheCurve) {
   EXPECT_THAT(result->examples[0], HasSubstr("+"));
 }
 
-TEST(RunArithmeticSft, SameSeedGivesTheSameCurve) {
-  ArithmeticSftOptions options = SmallOptions();
+TEST(RunTaskSft, SameSeedGivesTheSameCurve) {
+  TaskSftOptions options = SmallOptions();
   options.sft.steps = 20;
   absl::StatusOr<SftResult> a;
   absl::StatusOr<SftResult> b;
@@ -89,8 +99,8 @@ TEST(RunArithmeticSft, SameSeedGivesTheSameCurve) {
   EXPECT_EQ(a->curve[0].accuracy, b->curve[0].accuracy);
 }
 
-TEST(RunArithmeticSft, StopsAtTheTargetAccuracy) {
-  ArithmeticSftOptions options = SmallOptions();
+TEST(RunTaskSft, StopsAtTheTargetAccuracy) {
+  TaskSftOptions options = SmallOptions();
   options.sft.target_accuracy = 0.0;  // any accuracy reaches it
   absl::StatusOr<SftResult> result;
   Lines(options, &result);
@@ -100,8 +110,8 @@ TEST(RunArithmeticSft, StopsAtTheTargetAccuracy) {
   EXPECT_EQ(result->curve.size(), 1u);
 }
 
-TEST(RunArithmeticSft, SavesACheckpointThatReloadsAndReproducesTheReportedAccuracy) {
-  ArithmeticSftOptions options = SmallOptions();
+TEST(RunTaskSft, SavesACheckpointThatReloadsAndReproducesTheReportedAccuracy) {
+  TaskSftOptions options = SmallOptions();
   options.sft.out_dir = TempDir("sft_ckpt");
   options.sft.pass_at_k = 2;
   absl::StatusOr<SftResult> result;
@@ -155,24 +165,26 @@ TEST(RunArithmeticSft, SavesACheckpointThatReloadsAndReproducesTheReportedAccura
   EXPECT_DOUBLE_EQ(correct / 20.0, result->final_accuracy);
 }
 
-TEST(RunArithmeticSft, RejectsBadOptionsNamingTheField) {
-  ArithmeticSftOptions steps = SmallOptions();
+TEST(RunTaskSft, RejectsBadOptionsNamingTheField) {
+  TaskSftOptions steps = SmallOptions();
   steps.sft.steps = 0;
-  EXPECT_THAT(std::string(ValidateArithmeticSftOptions(steps).message()), HasSubstr("steps = 0"));
-  ArithmeticSftOptions target = SmallOptions();
+  EXPECT_THAT(std::string(ValidateTaskSft(kTask, steps.task, steps.sft).message()),
+              HasSubstr("steps = 0"));
+  TaskSftOptions target = SmallOptions();
   target.sft.target_accuracy = 1.5;
-  EXPECT_THAT(std::string(ValidateArithmeticSftOptions(target).message()),
+  EXPECT_THAT(std::string(ValidateTaskSft(kTask, target.task, target.sft).message()),
               HasSubstr("target_accuracy"));
-  ArithmeticSftOptions digits = SmallOptions();
-  digits.task.digits = 7;
-  EXPECT_THAT(std::string(ValidateArithmeticSftOptions(digits).message()), HasSubstr("digits = 7"));
-  ArithmeticSftOptions heads = SmallOptions();
+  TaskSftOptions digits = SmallOptions();
+  digits.task.params["digits"] = 7;
+  EXPECT_THAT(std::string(ValidateTaskSft(kTask, digits.task, digits.sft).message()),
+              HasSubstr("digits = 7"));
+  TaskSftOptions heads = SmallOptions();
   heads.sft.model.hidden_size = 30;  // not divisible by 4 heads
-  EXPECT_THAT(std::string(ValidateArithmeticSftOptions(heads).message()),
+  EXPECT_THAT(std::string(ValidateTaskSft(kTask, heads.task, heads.sft).message()),
               HasSubstr("sft options: model"));
-  ArithmeticSftOptions out = SmallOptions();
+  TaskSftOptions out = SmallOptions();
   out.sft.out_dir = "/nonexistent-parent/ckpt";
-  EXPECT_THAT(std::string(ValidateArithmeticSftOptions(out).message()),
+  EXPECT_THAT(std::string(ValidateTaskSft(kTask, out.task, out.sft).message()),
               HasSubstr("needs an existing parent directory '/nonexistent-parent'"));
   absl::StatusOr<SftResult> result;
   Lines(steps, &result);

@@ -1,4 +1,4 @@
-#include "recipes/rm/preference_pairs.h"
+#include "data/preference_pairs.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
 
-namespace troupe::recipes {
+namespace troupe::data {
 namespace {
 
 using ::testing::HasSubstr;
@@ -164,4 +164,4 @@ TEST(EncodePairs, IsBosPromptResponseEosWithinTheLengthLimits) {
 }
 
 }  // namespace
-}  // namespace troupe::recipes
+}  // namespace troupe::data

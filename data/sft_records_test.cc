@@ -1,4 +1,4 @@
-#include "recipes/sft/jsonl_sft_examples.h"
+#include "data/sft_records.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace troupe::recipes {
+namespace troupe::data {
 namespace {
 
 using ::testing::HasSubstr;
@@ -36,16 +36,15 @@ ChatRenderer FakeTemplate() {
   };
 }
 
-TEST(JsonlSftExamples, HoldsOutTheLastRecordsOfTheTrainingFile) {
+TEST(SftRecords, HoldsOutTheLastRecordsOfTheTrainingFile) {
   const std::string path = WriteFile("tail.jsonl",
                                      "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n"
                                      "\n"
                                      "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
                                      "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
-  JsonlSftOptions options;
+  SftRecordOptions options;
   options.heldout_size = 1;
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load({path}, options);
+  absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({path}, options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   ASSERT_EQ((*examples)->num_train(), 2);
   EXPECT_EQ((*examples)->Train(1).prompt, "2+2=");
@@ -56,7 +55,7 @@ TEST(JsonlSftExamples, HoldsOutTheLastRecordsOfTheTrainingFile) {
   EXPECT_THAT((*examples)->Describe(), HasSubstr("2 train / 1 held-out records"));
 }
 
-TEST(JsonlSftExamples, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFile) {
+TEST(SftRecords, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFile) {
   const std::string train = WriteFile(
       "chat_train.jsonl", R"({"messages": [{"role": "user", "content": "hi"}], "answer": "hello"})"
                           "\n");
@@ -65,15 +64,14 @@ TEST(JsonlSftExamples, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFi
                             R"({"role": "user", "content": "7*6"}], "answer": "The answer is 42", )"
                             R"("reward_model": {"ground_truth": "42"}})"
                             "\n");
-  JsonlSftOptions options;
+  SftRecordOptions options;
   options.prompt_key = "messages";
   options.response_key = "answer";
   options.reference_key = "reward_model.ground_truth";
   options.response_suffix = "<end>";
   options.heldout_paths = {heldout};
   options.renderer = FakeTemplate();
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load({train}, options);
+  absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({train}, options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   EXPECT_EQ((*examples)->Train(0).prompt, "<user>hi<assistant>");
   EXPECT_EQ((*examples)->Train(0).response, "hello<end>");
@@ -81,13 +79,13 @@ TEST(JsonlSftExamples, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFi
   EXPECT_EQ((*examples)->HeldOut()[0].reference, "42");
 }
 
-TEST(JsonlSftExamples, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
+TEST(SftRecords, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
   const std::string a = WriteFile("multi_a.jsonl", "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n");
   const std::string b = WriteFile("multi_b.jsonl",
                                   "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
                                   "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
   ASSERT_EQ(std::system(("gzip -f " + b).c_str()), 0);
-  JsonlSftOptions options;
+  SftRecordOptions options;
   options.heldout_paths = {WriteFile("multi_val.jsonl",
                                      "{\"question\": \"4+4=\", \"response\": \"8\", "
                                      "\"data_source\": \"arith\"}\n"
@@ -95,12 +93,10 @@ TEST(JsonlSftExamples, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
   options.heldout_prompt_key = "question";
   options.data_source_key = "data_source";
   options.default_data_source = "plain";
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_cache =
-      JsonlSftExamples::Load({a, b + ".gz"}, options);
+  absl::StatusOr<std::unique_ptr<SftRecords>> no_cache = SftRecords::Load({a, b + ".gz"}, options);
   EXPECT_FALSE(no_cache.ok());  // a .gz needs somewhere to be decompressed
   options.cache_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/cache");
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load({a, b + ".gz"}, options);
+  absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({a, b + ".gz"}, options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   ASSERT_EQ((*examples)->num_train(), 3);
   EXPECT_EQ((*examples)->Train(0).prompt, "1+1=");
@@ -117,17 +113,16 @@ TEST(JsonlSftExamples, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
 
 // The error of loading `contents` (one held-out record appended) with `options`.
 std::string LoadError(const std::string& name, const std::string& contents,
-                      JsonlSftOptions options = JsonlSftOptions()) {
+                      SftRecordOptions options = SftRecordOptions()) {
   options.heldout_paths = {
       WriteFile(name + "_heldout", "{\"prompt\": \"q\", \"response\": \"a\"}\n")};
   const std::string path = WriteFile(name, contents);
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load({path}, options);
+  absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({path}, options);
   EXPECT_FALSE(examples.ok());
   return examples.ok() ? "" : std::string(examples.status().message());
 }
 
-TEST(JsonlSftExamples, NamesTheFileLineAndKeyOfABadRecord) {
+TEST(SftRecords, NamesTheFileLineAndKeyOfABadRecord) {
   const std::string good = "{\"prompt\": \"q\", \"response\": \"a\"}\n";
   EXPECT_THAT(LoadError("missing.jsonl", good + "{\"prompt\": \"q\"}\n"),
               HasSubstr("missing.jsonl_" + std::to_string(::getpid()) + ":2: no key 'response'"));
@@ -147,7 +142,7 @@ TEST(JsonlSftExamples, NamesTheFileLineAndKeyOfABadRecord) {
                         "{\"prompt\": [{\"role\": \"user\", \"content\": \"q\"}], "
                         "\"response\": \"a\"}\n"),
               HasSubstr(":1: key 'prompt': chat messages need a chat template to render them"));
-  JsonlSftOptions with_template;
+  SftRecordOptions with_template;
   with_template.renderer = FakeTemplate();
   EXPECT_THAT(
       LoadError("render.jsonl", "{\"prompt\": [{\"role\": \"user\"}], \"response\": \"a\"}\n",
@@ -158,45 +153,43 @@ TEST(JsonlSftExamples, NamesTheFileLineAndKeyOfABadRecord) {
       HasSubstr(":1: key 'prompt': message 0 is a string, not an object"));
 }
 
-TEST(JsonlSftExamples, BoundsWhatItReads) {
-  JsonlSftOptions few;
+TEST(SftRecords, BoundsWhatItReads) {
+  SftRecordOptions few;
   few.max_records = 2;
   const std::string good = "{\"prompt\": \"q\", \"response\": \"a\"}\n";
   EXPECT_THAT(LoadError("many.jsonl", good + good + good, few),
               HasSubstr(":3: more than 2 records"));
-  JsonlSftOptions short_lines;
+  SftRecordOptions short_lines;
   short_lines.max_line_bytes = 10;
   EXPECT_THAT(LoadError("long.jsonl", good, short_lines),
               HasSubstr(":1: line longer than 10 bytes"));
   // At the limit exactly, with and without a final newline: read.
-  JsonlSftOptions exact;
+  SftRecordOptions exact;
   exact.max_line_bytes = good.size() - 1;
   exact.heldout_size = 1;
   for (const std::string& contents : {good + good, good + good.substr(0, good.size() - 1)}) {
     const std::string path = WriteFile("exact.jsonl", contents);
-    absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-        JsonlSftExamples::Load({path}, exact);
+    absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({path}, exact);
     ASSERT_TRUE(examples.ok()) << examples.status();
     EXPECT_EQ((*examples)->num_train(), 1);
   }
   EXPECT_THAT(LoadError("over.jsonl", good + " " + good, exact), HasSubstr(":2: line longer than"));
 }
 
-TEST(JsonlSftExamples, RefusesAMissingFileAndAnEmptySplit) {
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> missing =
-      JsonlSftExamples::Load({"/nonexistent/train.jsonl"}, JsonlSftOptions());
+TEST(SftRecords, RefusesAMissingFileAndAnEmptySplit) {
+  absl::StatusOr<std::unique_ptr<SftRecords>> missing =
+      SftRecords::Load({"/nonexistent/train.jsonl"}, SftRecordOptions());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/train.jsonl"));
   const std::string one = WriteFile("one.jsonl", "{\"prompt\": \"q\", \"response\": \"a\"}\n");
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_heldout =
-      JsonlSftExamples::Load({one}, JsonlSftOptions());
+  absl::StatusOr<std::unique_ptr<SftRecords>> no_heldout =
+      SftRecords::Load({one}, SftRecordOptions());
   EXPECT_THAT(std::string(no_heldout.status().message()), HasSubstr("heldout_size"));
-  JsonlSftOptions all_heldout;
+  SftRecordOptions all_heldout;
   all_heldout.heldout_size = 1;
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> no_train =
-      JsonlSftExamples::Load({one}, all_heldout);
+  absl::StatusOr<std::unique_ptr<SftRecords>> no_train = SftRecords::Load({one}, all_heldout);
   EXPECT_THAT(std::string(no_train.status().message()), HasSubstr("leaves no training records"));
 }
 
 }  // namespace
-}  // namespace troupe::recipes
+}  // namespace troupe::data

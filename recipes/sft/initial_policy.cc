@@ -1,4 +1,4 @@
-#include "recipes/rl/initial_policy.h"
+#include "recipes/sft/initial_policy.h"
 
 #include <filesystem>
 #include <memory>
@@ -13,19 +13,18 @@
 #include "base/atomic_file.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "data/record_prompts.h"
+#include "data/sft_records.h"
 #include "models/model_config.h"
 #include "models/tokenizers/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "recipes/rl/chat_prompts.h"
-#include "recipes/rl/record_prompts.h"
 #include "recipes/rl/task_prompts.h"
-#include "recipes/sft/arithmetic_sft.h"
-#include "recipes/sft/jsonl_sft_examples.h"
 #include "recipes/sft/reward_judge.h"
 #include "recipes/sft/sft_recipe.h"
 #include "recipes/sft/sft_spec.h"
+#include "recipes/sft/task_sft.h"
 #include "reward/reward_set.h"
-#include "tasks/arithmetic/arithmetic.h"
 #include "tasks/task.h"
 
 namespace troupe::recipes {
@@ -152,9 +151,9 @@ absl::StatusOr<std::shared_ptr<const reward::RewardFunction>> JobReward(const Jo
 // A dataset job's SFT examples: sft.train_files' records (prompt rendered with the job's chat
 // template, as the RL prompts are) and, held out, data.val_files' records as the RL evaluation
 // reads them (data.prompt_key, data.answer_key, data.data_source_key).
-absl::StatusOr<std::shared_ptr<const SftExamples>> DatasetSftExamples(const JobSpec& spec) {
+absl::StatusOr<std::shared_ptr<const data::SftExamples>> DatasetSftExamples(const JobSpec& spec) {
   TROUPE_ASSIGN_OR_RETURN(JobChatTemplate chat, LoadJobChatTemplate(spec));
-  JsonlSftOptions o;
+  data::SftRecordOptions o;
   o.prompt_key = spec.sft.prompt_key;
   o.response_key = spec.sft.response_key;
   o.heldout_prompt_key = spec.data.prompt_key;
@@ -163,11 +162,11 @@ absl::StatusOr<std::shared_ptr<const SftExamples>> DatasetSftExamples(const JobS
   o.default_data_source = spec.data.default_data_source;
   o.heldout_paths = spec.data.val_files;
   o.renderer = chat.renderer;
-  o.cache_dir = DataCacheDir();
-  absl::StatusOr<std::unique_ptr<JsonlSftExamples>> examples =
-      JsonlSftExamples::Load(spec.sft.train_files, o);
+  o.cache_dir = data::DataCacheDir();
+  absl::StatusOr<std::unique_ptr<data::SftRecords>> examples =
+      data::SftRecords::Load(spec.sft.train_files, o);
   if (!examples.ok()) return spec.ErrorAt("sft.train_files", examples.status().message());
-  return std::shared_ptr<const SftExamples>(*std::move(examples));
+  return std::shared_ptr<const data::SftExamples>(*std::move(examples));
 }
 
 // SFT on a dataset job's records with model.tokenizer (BOS before every prompt, as the RL
@@ -196,12 +195,16 @@ absl::Status CheckInitialPolicy(const JobSpec& spec) {
   std::error_code ec;
   const bool is_path = spec.model.init == ModelInit::kPath;
   const bool dataset = !spec.data.train_files.empty();
-  if (spec.model.init == ModelInit::kSft && !dataset &&
-      spec.data.task != tasks::kArithmeticTaskName) {
-    return spec.ErrorAt(
-        "model.init", absl::StrCat("the sft warm start trains on the ", tasks::kArithmeticTaskName,
-                                   " task's supervised data only, not task ", spec.data.task,
-                                   "'s; use init: random or a checkpoint path"));
+  if (spec.model.init == ModelInit::kSft && !dataset) {
+    const tasks::TaskDefinition* task = tasks::FindTask(spec.data.task);
+    if (task == nullptr || task->make_sft_data == nullptr) {
+      return spec.ErrorAt("model.init",
+                          absl::StrCat("the sft warm start trains on a task's own supervised data, "
+                                       "and task ",
+                                       spec.data.task,
+                                       " provides none (TaskDefinition::make_sft_data); use "
+                                       "init: random or a checkpoint path"));
+    }
   }
   if (spec.model.init == ModelInit::kRandom && spec.model.tokenizer.empty() &&
       TaskAlphabet(spec).empty()) {
@@ -313,12 +316,9 @@ absl::StatusOr<std::string> PrepareInitialPolicy(const JobSpec& spec, const RunO
   if (!spec.data.train_files.empty()) {
     TROUPE_ASSIGN_OR_RETURN(sft, RunDatasetSft(spec, o, std::move(tokenizer), sft_log));
   } else {
-    // A task's warm start trains on the arithmetic task's supervised data (the only task with
-    // any yet; CheckInitialPolicy refuses the others).
-    ArithmeticSftOptions arithmetic;
-    arithmetic.task = tasks::ArithmeticOptionsFromConfig(TaskConfigOf(spec));
-    arithmetic.sft = o;
-    TROUPE_ASSIGN_OR_RETURN(sft, RunArithmeticSft(arithmetic, sft_log));
+    // A task's warm start trains on the supervised data the task provides (CheckInitialPolicy
+    // refuses a task without any).
+    TROUPE_ASSIGN_OR_RETURN(sft, RunTaskSft(spec.data.task, TaskConfigOf(spec), o, sft_log));
   }
   result->sft_accuracy = sft.final_accuracy;
   log(absl::StrFormat("SFT done: held-out accuracy %.1f%% after %d steps", 100 * sft.final_accuracy,

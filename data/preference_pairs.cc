@@ -1,30 +1,15 @@
-#include "recipes/rm/preference_pairs.h"
+#include "data/preference_pairs.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "base/json_parse.h"
 #include "base/status_macros.h"
-#include "data/jsonl_dataset.h"
+#include "data/record_source.h"
 #include "models/tokenizers/tokenizer.h"
 
-namespace troupe::recipes {
+namespace troupe::data {
 namespace {
-
-// The value at a dotted path ("a.b"; a key holding the dots literally is found first), or null.
-const nlohmann::json* Find(const nlohmann::json& record, const std::string& key) {
-  if (auto it = record.find(key); it != record.end()) return &*it;
-  const nlohmann::json* node = &record;
-  for (absl::string_view part : absl::StrSplit(key, '.')) {
-    if (!node->is_object()) return nullptr;
-    auto it = node->find(std::string(part));
-    if (it == node->end()) return nullptr;
-    node = &*it;
-  }
-  return node;
-}
 
 absl::Status RecordError(const std::string& where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
@@ -36,7 +21,7 @@ constexpr char kNoTemplate[] =
 
 absl::StatusOr<std::string> PromptText(const nlohmann::json& record, const std::string& where,
                                        const std::string& key, const PairRenderer& renderer) {
-  const nlohmann::json* value = Find(record, key);
+  const nlohmann::json* value = LookupDotted(record, key);
   if (value == nullptr) return RecordError(where, absl::StrCat("no key '", key, "'"));
   if (value->is_string()) {
     if (value->get_ref<const std::string&>().empty()) {
@@ -63,7 +48,7 @@ absl::StatusOr<std::string> PromptText(const nlohmann::json& record, const std::
 
 absl::StatusOr<std::string> ResponseText(const nlohmann::json& record, const std::string& where,
                                          const std::string& key, const PairRenderer& renderer) {
-  const nlohmann::json* value = Find(record, key);
+  const nlohmann::json* value = LookupDotted(record, key);
   if (value == nullptr) return RecordError(where, absl::StrCat("no key '", key, "'"));
   if (value->is_array()) {
     if (!renderer) return RecordError(where, absl::StrCat("key '", key, "'", kNoTemplate));
@@ -86,14 +71,10 @@ absl::StatusOr<std::string> ResponseText(const nlohmann::json& record, const std
   return value->get<std::string>();
 }
 
-absl::StatusOr<PreferencePair> ParsePair(const std::string& line, const std::string& where,
-                                         const PreferenceKeys& keys, const PairRenderer& renderer) {
-  absl::StatusOr<nlohmann::json> parsed = ParseJson(line);
-  if (!parsed.ok()) return RecordError(where, parsed.status().message());
-  const nlohmann::json record = *std::move(parsed);
-  if (!record.is_object()) {
-    return RecordError(where, absl::StrCat("expected a JSON object, got ", record.type_name()));
-  }
+absl::StatusOr<PreferencePair> ParsePair(const JsonRecord& read, const PreferenceKeys& keys,
+                                         const PairRenderer& renderer) {
+  const nlohmann::json& record = read.value;
+  const std::string& where = read.where;
   PreferencePair pair;
   pair.where = where;
   TROUPE_ASSIGN_OR_RETURN(pair.prompt, PromptText(record, where, keys.prompt_key, renderer));
@@ -119,8 +100,7 @@ absl::Status ListedErrors(const std::vector<std::string>& errors, int64_t count)
 absl::StatusOr<std::vector<PreferencePair>> LoadPreferencePairs(
     const std::vector<std::string>& files, const PreferenceKeys& keys,
     const PairRenderer& renderer) {
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<data::JsonlDataset> dataset,
-                          data::JsonlDataset::Open(files, {}));
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> dataset, OpenRecords(files, {}));
   if (dataset->size() == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(absl::StrJoin(files, ", "), ": no preference records"));
@@ -132,8 +112,9 @@ absl::StatusOr<std::vector<PreferencePair>> LoadPreferencePairs(
   // Each record's prompt may be rendered with a chat template at its full render budget: stop
   // at kMaxListedErrors bad records rather than render every one before refusing.
   for (int64_t i = 0; i < dataset->size() && bad < kMaxListedErrors; ++i) {
-    TROUPE_ASSIGN_OR_RETURN(std::string line, dataset->Line(i));
-    absl::StatusOr<PreferencePair> pair = ParsePair(line, dataset->Where(i), keys, renderer);
+    absl::StatusOr<JsonRecord> read = dataset->Read(i);
+    absl::StatusOr<PreferencePair> pair = read.ok() ? ParsePair(*read, keys, renderer)
+                                                    : absl::StatusOr<PreferencePair>(read.status());
     if (pair.ok()) {
       pairs.push_back(*std::move(pair));
     } else {
@@ -220,10 +201,4 @@ absl::StatusOr<std::vector<EncodedPair>> EncodePairs(const std::vector<Preferenc
   return encoded;
 }
 
-PreferenceKeys PreferenceKeysOf(const JobSpec& spec) {
-  return {.prompt_key = spec.data.prompt_key,
-          .chosen_key = spec.data.chosen_key,
-          .rejected_key = spec.data.rejected_key};
-}
-
-}  // namespace troupe::recipes
+}  // namespace troupe::data

@@ -1,4 +1,4 @@
-#include "recipes/sft/jsonl_sft_examples.h"
+#include "data/sft_records.h"
 
 #include <algorithm>
 #include <iterator>
@@ -6,39 +6,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "base/json_parse.h"
 #include "base/status_macros.h"
-#include "data/jsonl_dataset.h"
+#include "data/record_source.h"
 
-namespace troupe::recipes {
+namespace troupe::data {
 namespace {
 
-// One record: where it is ("FILE:LINE") and its JSON object.
-struct Line {
-  std::string where;
-  nlohmann::json value;
-};
+using Line = JsonRecord;
 
 absl::Status RecordError(const std::string& where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
 }
 
-// The value at a dotted path ("reward_model.ground_truth"), or nullptr.
-const nlohmann::json* Find(const nlohmann::json& record, const std::string& key) {
-  const nlohmann::json* node = &record;
-  for (absl::string_view part : absl::StrSplit(key, '.')) {
-    if (!node->is_object()) return nullptr;
-    auto it = node->find(std::string(part));
-    if (it == node->end()) return nullptr;
-    node = &*it;
-  }
-  return node;
-}
-
 absl::StatusOr<std::string> StringAt(const Line& record, const std::string& key) {
-  const nlohmann::json* value = Find(record.value, key);
+  const nlohmann::json* value = LookupDotted(record.value, key);
   if (value == nullptr) return RecordError(record.where, absl::StrCat("no key '", key, "'"));
   if (!value->is_string()) {
     return RecordError(
@@ -48,8 +30,8 @@ absl::StatusOr<std::string> StringAt(const Line& record, const std::string& key)
 }
 
 absl::StatusOr<std::string> PromptOf(const Line& record, const std::string& key,
-                                     const JsonlSftOptions& options) {
-  const nlohmann::json* value = Find(record.value, key);
+                                     const SftRecordOptions& options) {
+  const nlohmann::json* value = LookupDotted(record.value, key);
   if (value == nullptr) return RecordError(record.where, absl::StrCat("no key '", key, "'"));
   if (value->is_string()) return value->get<std::string>();
   auto error = [&](absl::string_view why) {
@@ -76,11 +58,10 @@ absl::StatusOr<std::string> PromptOf(const Line& record, const std::string& key,
 
 // Every record of `files`, parsed (at most max_records; lines up to max_line_bytes).
 absl::StatusOr<std::vector<Line>> ReadLines(const std::vector<std::string>& files,
-                                            const JsonlSftOptions& options) {
-  TROUPE_ASSIGN_OR_RETURN(
-      std::unique_ptr<data::JsonlDataset> dataset,
-      data::JsonlDataset::Open(
-          files, {.cache_dir = options.cache_dir, .max_line_bytes = options.max_line_bytes}));
+                                            const SftRecordOptions& options) {
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> dataset,
+                          OpenRecords(files, {.cache_dir = options.cache_dir,
+                                              .max_line_bytes = options.max_line_bytes}));
   if (dataset->size() > options.max_records) {
     return RecordError(dataset->Where(options.max_records),
                        absl::StrCat("more than ", options.max_records, " records"));
@@ -88,14 +69,7 @@ absl::StatusOr<std::vector<Line>> ReadLines(const std::vector<std::string>& file
   std::vector<Line> lines;
   lines.reserve(dataset->size());
   for (int64_t i = 0; i < dataset->size(); ++i) {
-    TROUPE_ASSIGN_OR_RETURN(std::string text, dataset->Line(i));
-    absl::StatusOr<nlohmann::json> value = ParseJson(text);
-    if (!value.ok()) return RecordError(dataset->Where(i), value.status().message());
-    Line line{dataset->Where(i), *std::move(value)};
-    if (!line.value.is_object()) {
-      return RecordError(line.where,
-                         absl::StrCat("expected a JSON object, got ", line.value.type_name()));
-    }
+    TROUPE_ASSIGN_OR_RETURN(Line line, dataset->Read(i));
     lines.push_back(std::move(line));
   }
   return lines;
@@ -103,8 +77,8 @@ absl::StatusOr<std::vector<Line>> ReadLines(const std::vector<std::string>& file
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<JsonlSftExamples>> JsonlSftExamples::Load(
-    const std::vector<std::string>& train_paths, const JsonlSftOptions& options) {
+absl::StatusOr<std::unique_ptr<SftRecords>> SftRecords::Load(
+    const std::vector<std::string>& train_paths, const SftRecordOptions& options) {
   auto option_error = [](absl::string_view field, absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("jsonl sft examples: ", field, ": ", why));
   };
@@ -134,7 +108,7 @@ absl::StatusOr<std::unique_ptr<JsonlSftExamples>> JsonlSftExamples::Load(
                         absl::StrCat("no held-out records (", heldout_name, ")"));
   }
 
-  std::unique_ptr<JsonlSftExamples> examples(new JsonlSftExamples());
+  std::unique_ptr<SftRecords> examples(new SftRecords());
   for (const Line& record : train) {
     SftExample example;
     TROUPE_ASSIGN_OR_RETURN(example.prompt, PromptOf(record, options.prompt_key, options));
@@ -151,7 +125,7 @@ absl::StatusOr<std::unique_ptr<JsonlSftExamples>> JsonlSftExamples::Load(
     TROUPE_ASSIGN_OR_RETURN(problem.prompt, PromptOf(record, heldout_prompt_key, options));
     problem.data_source = options.default_data_source;
     TROUPE_ASSIGN_OR_RETURN(problem.reference, StringAt(record, reference_key));
-    if (!options.data_source_key.empty() && Find(record.value, options.data_source_key)) {
+    if (!options.data_source_key.empty() && LookupDotted(record.value, options.data_source_key)) {
       TROUPE_ASSIGN_OR_RETURN(problem.data_source, StringAt(record, options.data_source_key));
     }
     examples->heldout_.push_back(std::move(problem));
@@ -163,4 +137,4 @@ absl::StatusOr<std::unique_ptr<JsonlSftExamples>> JsonlSftExamples::Load(
   return examples;
 }
 
-}  // namespace troupe::recipes
+}  // namespace troupe::data

@@ -1,4 +1,5 @@
-// Preference pairs for reward-model training (recipe rm): JSONL records of a prompt and two
+// Preference pairs for reward-model training (recipe rm) and offline DPO: records (record_source.h:
+// JSONL, or any registered format) of a prompt and two
 // responses, the preferred one and the dispreferred one (Bradley–Terry data in the shape of
 // OpenRLHF's / TRL's reward data sets):
 //
@@ -7,12 +8,13 @@
 //    "chosen": [{"role": "assistant", "content": "81"}], "rejected": "71"}
 //
 // prompt     a string (the model's prompt text as it is), or chat messages rendered by the job's
-//            chat template with the generation prompt (recipes/rl/chat_prompts.h), as GRPO's
+//            chat template with the generation prompt (a ChatRenderer, record.h), as GRPO's
 //            prompts are. Messages without a template are refused, naming the record.
 // chosen /   a string (the response text that follows the prompt), or chat messages: exactly one
 // rejected   {"role": "assistant", "content": ...} (the turn the rendered prompt opens), whose
 //            content is the text; also refused without a chat template.
-// Keys are dotted paths (data.prompt_key, data.chosen_key, data.rejected_key).
+// Keys are dotted paths (LookupDotted; the job's data.prompt_key, data.chosen_key,
+// data.rejected_key).
 //
 // Every record is read and checked when loading, so a bad one fails before training with
 // "FILE:LINE: ...": a missing key, a value of the wrong type, an empty response, or chosen equal
@@ -28,8 +30,8 @@
 // the record is refused (responses are never cut: a cut response is a different answer).
 //
 // Thread-safety: plain functions over their arguments.
-#ifndef TROUPE_RECIPES_RM_PREFERENCE_PAIRS_H_
-#define TROUPE_RECIPES_RM_PREFERENCE_PAIRS_H_
+#ifndef TROUPE_DATA_PREFERENCE_PAIRS_H_
+#define TROUPE_DATA_PREFERENCE_PAIRS_H_
 
 #include <cstdint>
 #include <functional>
@@ -37,19 +39,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/record.h"
 #include "nlohmann/json.hpp"
-#include "recipes/job_spec/job_spec.h"
 
 namespace troupe::models {
 class Tokenizer;
 }  // namespace troupe::models
 
-namespace troupe::recipes {
+namespace troupe::data {
 
 inline constexpr int kMaxListedErrors = 10;
 
 // Chat messages (a JSON array) -> prompt text ending where the assistant's answer starts.
-using PairRenderer = std::function<absl::StatusOr<std::string>(const nlohmann::json& messages)>;
+using PairRenderer = ChatRenderer;
 
 struct PreferenceKeys {
   std::string prompt_key = "prompt";
@@ -65,11 +67,11 @@ struct PreferencePair {
   std::string rejected;
 };
 
-// The pairs of `files` (JSONL, .gz not supported), in file order. NotFound naming a file that
-// cannot be read; InvalidArgument listing the bad records ("FILE:LINE: no key 'chosen'",
-// "FILE:LINE: key 'prompt' is a list of chat messages, and no chat template renders them (set
-// data.chat_template, or give it as a string)", "FILE:LINE: 'chosen' and 'rejected' are the same
-// response") or saying the files hold no records. `renderer` null = messages are refused.
+// The pairs of `files` (any format OpenRecords reads; .gz not supported), in file order. NotFound
+// naming a file that cannot be read; InvalidArgument listing the bad records ("FILE:LINE: no key
+// 'chosen'", "FILE:LINE: key 'prompt' is a list of chat messages, and no chat template renders them
+// (set data.chat_template, or give it as a string)", "FILE:LINE: 'chosen' and 'rejected' are the
+// same response") or saying the files hold no records. `renderer` null = messages are refused.
 absl::StatusOr<std::vector<PreferencePair>> LoadPreferencePairs(
     const std::vector<std::string>& files, const PreferenceKeys& keys,
     const PairRenderer& renderer);
@@ -94,9 +96,6 @@ absl::StatusOr<std::vector<EncodedPair>> EncodePairs(const std::vector<Preferenc
                                                      const models::Tokenizer& tokenizer,
                                                      const PairEncoding& options);
 
-// The keys of spec.data.
-PreferenceKeys PreferenceKeysOf(const JobSpec& spec);
+}  // namespace troupe::data
 
-}  // namespace troupe::recipes
-
-#endif  // TROUPE_RECIPES_RM_PREFERENCE_PAIRS_H_
+#endif  // TROUPE_DATA_PREFERENCE_PAIRS_H_

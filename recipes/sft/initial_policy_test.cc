@@ -1,4 +1,4 @@
-#include "recipes/rl/initial_policy.h"
+#include "recipes/sft/initial_policy.h"
 
 #include <filesystem>
 #include <fstream>

@@ -9,13 +9,14 @@
 // BOS token, when asked). Responses are the text after the prompt, without an end-of-sequence
 // token (the recipe appends the tokenizer's).
 //
-// Implementations: ArithmeticSftExamples (arithmetic_sft.h, the arithmetic task's supervised data)
-// and the JSONL records of jsonl_sft_examples.h; VectorSftExamples below for examples in memory.
+// Implementations: a task's supervised data (tasks/task.h's make_sft_data, e.g.
+// tasks/arithmetic/arithmetic_sft.h), dataset records (sft_records.h), and VectorSftExamples below
+// for examples in memory.
 //
 // Thread-safety: implementations are immutable after construction; const methods may be called
 // concurrently.
-#ifndef TROUPE_RECIPES_SFT_SFT_EXAMPLES_H_
-#define TROUPE_RECIPES_SFT_SFT_EXAMPLES_H_
+#ifndef TROUPE_DATA_SFT_EXAMPLES_H_
+#define TROUPE_DATA_SFT_EXAMPLES_H_
 
 #include <cstdint>
 #include <functional>
@@ -23,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace troupe::recipes {
+namespace troupe::data {
 
 // One training pair.
 struct SftExample {
@@ -82,6 +83,6 @@ class VectorSftExamples final : public SftExamples {
   std::string description_;
 };
 
-}  // namespace troupe::recipes
+}  // namespace troupe::data
 
-#endif  // TROUPE_RECIPES_SFT_SFT_EXAMPLES_H_
+#endif  // TROUPE_DATA_SFT_EXAMPLES_H_
