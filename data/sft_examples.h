@@ -2,7 +2,7 @@
 //
 //   train     (prompt, response) pairs: the model learns the response (and the end-of-sequence
 //             token after it) given the prompt; the prompt's tokens carry no loss.
-//   held-out  (prompt, reference) pairs: the model answers each prompt greedily and an SftJudge
+//   held-out  (prompt, reference) pairs: the model answers each prompt greedily and an SftGrader
 //             says whether the answer matches the reference.
 //
 // Prompts are final text: a chat template, if any, is already applied (the recipe adds at most a
@@ -35,16 +35,16 @@ struct SftExample {
 // One held-out problem.
 struct SftHeldOut {
   std::string prompt;       // As SftExample::prompt.
-  std::string reference;    // What the judge compares a generated response with, e.g. "81".
-  std::string data_source;  // The record's data source ("" if none), for a judge that routes.
+  std::string reference;    // What the grader compares a generated response with, e.g. "81".
+  std::string data_source;  // The record's data source ("" if none), for a grader that routes.
 };
 
 // Whether a generated response (decoded text without its final stop token) is correct for a
 // held-out problem. Must be callable from the recipe's thread; may not throw.
-using SftJudge = std::function<bool(const std::string& response, const SftHeldOut& problem)>;
+using SftGrader = std::function<bool(const std::string& response, const SftHeldOut& problem)>;
 
 // response == problem.reference.
-inline SftJudge ExactMatchJudge() {
+inline SftGrader ExactMatchGrader() {
   return [](const std::string& response, const SftHeldOut& problem) {
     return response == problem.reference;
   };

@@ -13,7 +13,7 @@
 // reference    (held-out only) the string at `reference_key`, a dotted path such as
 //              "reward_model.ground_truth" (record.h's LookupDotted); empty key = the response.
 // data_source  (held-out only) the string at `data_source_key` when set and present, else
-//              default_data_source: for a judge that picks its verifier by data source.
+//              default_data_source: for a grader that picks its verifier by data source.
 // Held-out prompts are read at heldout_prompt_key when set (an RL dataset's validation records
 // may name their prompt differently from the SFT records).
 //

@@ -70,11 +70,12 @@ void WalkData(Section& top, JobSpec& spec) {
                        "data.task and data.train_files (neither for recipe sft)",
                 .write_if = !data.task.empty()});
   d.StringList("train_files", &data.train_files,
-               {.doc = "JSONL dataset files (.jsonl.gz too) in verl's record shape "
-                       "(data/jsonl_dataset.h); indexed, never loaded whole",
+               {.doc = "dataset files of records in verl's shape, the format by suffix "
+                       "(data/record_source.h): JSONL (.jsonl, .jsonl.gz; indexed, never "
+                       "loaded whole) or a JSON array (.json; read whole, up to 1 GiB)",
                 .write_if = dataset});
   d.StringList("val_files", &data.val_files,
-               {.doc = "JSONL held-out records: evaluations score the first data.heldout_size of "
+               {.doc = "held-out records (formats as data.train_files): evaluations score the first data.heldout_size of "
                        "them, in file order; none = no evaluation (recipe sft: read at "
                        "sft.prompt_key / sft.response_key, the response the reference; none = the "
                        "last data.heldout_size training records)",
@@ -82,7 +83,7 @@ void WalkData(Section& top, JobSpec& spec) {
                 .unread_why = kRecordsOnly,
                 .write_if = !data.val_files.empty()});
   d.StringList("preference_files", &data.preference_files,
-               {.doc = "recipe dpo: offline pairs, JSONL preference records (prompt, chosen, "
+               {.doc = "recipe dpo: offline pairs, preference records (formats as data.train_files) (prompt, chosen, "
                        "rejected, as recipe rm reads them) trained on instead of pairs sampled "
                        "from the policy; data.task gives the held-out evaluation and is required "
                        "(a dataset job's data.train_files / val_files cannot be combined with it "

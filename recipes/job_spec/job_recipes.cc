@@ -112,13 +112,6 @@ bool RecipeReadsKey(const JobRecipeRules* rules, absl::string_view path) {
   return rule == nullptr || rule->read;
 }
 
-bool RecipeListsKey(const JobRecipeRules* rules, absl::string_view path) {
-  if (RecipeReadsKey(rules, path)) return true;
-  if (!RunsSection(*rules, TopOf(path))) return false;
-  const KeyRule* rule = RuleFor(*rules, path);
-  return rule != nullptr && rule->listed;
-}
-
 std::shared_ptr<const JobRecipeRules> RulesOf(const JobSpec& spec) {
   std::shared_ptr<const JobRecipeRules> rules = FindJobRecipe(spec.recipe);
   if (rules != nullptr) return rules;

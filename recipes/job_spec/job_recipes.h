@@ -18,8 +18,8 @@
 //   }
 //
 // What the rules do, for the recipe the spec names:
-//   the resolved spec (ToYaml / ToJson)  lists only the keys the recipe reads (a KeyRule with
-//                                        `listed` is listed all the same);
+//   the resolved spec (ToYaml / ToJson)  lists only the keys the recipe reads (so it reads back
+//                                        as the same run, and its recipe accepts it);
 //   a required key                       is required only if the recipe reads it;
 //   Resolve                              runs `defaults` before the defaults that follow from
 //                                        other keys (so a recipe's default estimator brings its
@@ -62,9 +62,6 @@ struct KeyRule {
   std::string why;
   // Not read: refused only when this holds of the spec (null: whenever written).
   std::function<bool(const JobSpec&)> refused_if;
-  // Not read, and listed in the resolved spec all the same (recipe dpo's policy-gradient keys,
-  // kept there so resolved specs do not change).
-  bool listed = false;
 };
 KeyRule ReadsKey(std::string path);
 KeyRule NotReadKey(std::string path, std::string why,
@@ -111,8 +108,6 @@ std::vector<std::string> JobRecipeNames();
 
 // Whether `rules`' recipe reads the key or section at `path` (null rules: every key).
 bool RecipeReadsKey(const JobRecipeRules* rules, absl::string_view path);
-// Whether the resolved spec lists `path` for the recipe: it reads it, or its rule says `listed`.
-bool RecipeListsKey(const JobRecipeRules* rules, absl::string_view path);
 // The rules of spec.recipe; never null (an unregistered name: no rules, every key read).
 std::shared_ptr<const JobRecipeRules> RulesOf(const JobSpec& spec);
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "recipes/job_spec/job_recipes.h"
 #include "recipes/job_spec/job_spec.h"
 
 namespace troupe::recipes {
@@ -105,6 +106,24 @@ TEST(ResolvedSpec, EveryWrittenKeyIsADescribedKey) {
     ++specs;
   }
   EXPECT_GT(specs, 10);
+}
+
+// What a run records is a spec of its own: read back, it is the same spec (its resolved form
+// unchanged), and its recipe reads every key it lists, so `troupe run` accepts it as it is.
+TEST(ResolvedSpec, AResolvedSpecReadsBackAsTheSameRunAndItsRecipeReadsEveryKey) {
+  const fs::path root = SourceRoot();
+  for (const std::string& path : Specs(root)) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<std::string> text = ReadJobSpecFile((root / path).string());
+    ASSERT_TRUE(text.ok()) << text.status();
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(*text, path);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    const std::string yaml = ToYaml(*spec);
+    absl::StatusOr<JobSpec> again = ParseJobSpec(yaml, path);
+    ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+    EXPECT_EQ(ToYaml(*again), yaml);
+    EXPECT_TRUE(CheckKeysRead(*again).ok()) << CheckKeysRead(*again);
+  }
 }
 
 TEST(ResolvedSpec, EveryExampleResolvesToItsRecordedYamlAndJson) {

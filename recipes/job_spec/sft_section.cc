@@ -25,7 +25,7 @@ void WalkSft(Section& top, JobSpec& spec) {
                    "replaces it only with --overwrite)",
             .default_text = "<logging.dir>/sft"});
   s.StringList("train_files", &sft.train_files,
-               {.doc = "a dataset job's SFT records (JSONL, .gz too): prompt (string or chat "
+               {.doc = "a dataset job's SFT records (formats as data.train_files): prompt (string or chat "
                        "messages, rendered like data's) and response; held out: data.val_files "
                        "judged by the job's reward (recipe sft: by exact match with their "
                        "response); required by recipe sft",

@@ -285,7 +285,7 @@ Section::Step Section::Visit(absl::string_view key, const KeyOpts& opts, std::st
       }
       return Step::kSkip;
     case WalkMode::kWrite:
-      return active_ && opts.read_if && opts.write_if && ctx_->RecipeLists(path) ? Step::kWrite
+      return active_ && opts.read_if && opts.write_if && ctx_->RecipeReads(path) ? Step::kWrite
                                                                                  : Step::kSkip;
   }
   return Step::kSkip;
@@ -554,7 +554,7 @@ Section Section::Sub(absl::string_view key, const KeyOpts& opts) {
     }
     case WalkMode::kWrite: {
       Section sub(ctx_, nullptr, path, SpecLoc{}, false, this);
-      sub.active_ = active_ && opts.read_if && opts.write_if && ctx_->RecipeLists(path);
+      sub.active_ = active_ && opts.read_if && opts.write_if && ctx_->RecipeReads(path);
       return sub;
     }
     case WalkMode::kDescribe:

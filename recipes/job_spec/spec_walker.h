@@ -155,9 +155,8 @@ struct Context {
   // and for a name that is not registered): the resolved spec lists only the keys it reads
   // (kWrite), and a key it does not read is not required (kRead).
   std::shared_ptr<const JobRecipeRules> rules;
-  // Whether the recipe reads / the resolved spec lists the key or section at `path`.
+  // Whether the recipe reads (and the resolved spec lists) the key or section at `path`.
   bool RecipeReads(absl::string_view path) const { return RecipeReadsKey(rules.get(), path); }
-  bool RecipeLists(absl::string_view path) const { return RecipeListsKey(rules.get(), path); }
   absl::flat_hash_map<std::string, SpecLoc> locs;  // Every written key path.
   std::vector<std::string> known_paths;            // Every key path the schema read.
   std::vector<UnknownKey> unknown;

@@ -44,7 +44,6 @@ JobRecipeRules DpoRules() {
       "is not read by recipe dpo, whose update is algorithm.dpo's preference loss against the "
       "reference (no advantages, clipping or KL term: algorithm.dpo.beta is the pull to the "
       "reference)");
-  policy_gradient.listed = true;
   r.keys = {
       ReadsKey("algorithm.n"), ReadsKey("algorithm.dpo"), ReadsKey("algorithm.filter_groups"),
       policy_gradient,

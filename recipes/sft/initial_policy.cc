@@ -20,7 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "recipes/rl/chat_prompts.h"
 #include "recipes/rl/task_prompts.h"
-#include "recipes/sft/reward_judge.h"
+#include "recipes/sft/reward_grader.h"
 #include "recipes/sft/sft_recipe.h"
 #include "recipes/sft/sft_spec.h"
 #include "recipes/sft/task_sft.h"
@@ -180,7 +180,7 @@ absl::StatusOr<SftResult> RunDatasetSft(const JobSpec& spec, const SftOptions& o
   SftInputs inputs;
   TROUPE_ASSIGN_OR_RETURN(inputs.examples, DatasetSftExamples(spec));
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<const reward::RewardFunction> reward, JobReward(spec));
-  inputs.judge = RewardJudge(std::move(reward));
+  inputs.grader = RewardGrader(std::move(reward));
   inputs.tokenizer = std::move(tokenizer);
   inputs.tokenizer_path = spec.model.tokenizer;
   inputs.add_bos = true;

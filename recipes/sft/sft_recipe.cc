@@ -145,11 +145,11 @@ struct Evaluation {
   double accuracy() const { return total == 0 ? 0.0 : static_cast<double>(correct) / total; }
 };
 
-// A problem counts as solved if any of its `params.n` samples stopped and the judge accepts it.
+// A problem counts as solved if any of its `params.n` samples stopped and the grader accepts it.
 absl::StatusOr<Evaluation> Evaluate(rollout::GenerationEngine& engine, const TextCodec& codec,
                                     const std::vector<data::SftHeldOut>& problems,
                                     const std::vector<std::vector<int32_t>>& prompts,
-                                    const data::SftJudge& judge,
+                                    const data::SftGrader& grader,
                                     const rollout::SamplingParams& params, int64_t num_examples) {
   TROUPE_ASSIGN_OR_RETURN(std::vector<rollout::GeneratedSample> samples,
                           engine.Generate(prompts, params));
@@ -159,7 +159,7 @@ absl::StatusOr<Evaluation> Evaluate(rollout::GenerationEngine& engine, const Tex
   for (const rollout::GeneratedSample& sample : samples) {
     const data::SftHeldOut& problem = problems[sample.prompt_index];
     std::optional<std::string> completion = codec.Completion(sample);
-    const bool ok = completion.has_value() && judge(*completion, problem);
+    const bool ok = completion.has_value() && grader(*completion, problem);
     solved[sample.prompt_index] = solved[sample.prompt_index] || ok;
     if (sample.sample_index == 0 && sample.prompt_index < num_examples) {
       evaluation.examples.push_back(
@@ -247,7 +247,7 @@ absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& 
   }
   models::SetComputeThreads(options.threads);
   const data::SftExamples& examples = *inputs.examples;
-  const data::SftJudge judge = inputs.judge ? inputs.judge : data::ExactMatchJudge();
+  const data::SftGrader grader = inputs.grader ? inputs.grader : data::ExactMatchGrader();
   const TextCodec codec(inputs);
   models::ModelConfig config = options.model;
   config.vocab_size = codec.tokenizer().vocab_size();
@@ -333,7 +333,7 @@ absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& 
   int64_t tokens = 0;
   auto evaluate = [&](int64_t step) -> absl::StatusOr<double> {
     TROUPE_ASSIGN_OR_RETURN(Evaluation eval, Evaluate(*engine, codec, heldout, heldout_prompts,
-                                                      judge, greedy, options.num_examples));
+                                                      grader, greedy, options.num_examples));
     result.examples = eval.examples;  // the last evaluation's are shown at the end
     EvalPoint point{step, loss_count > 0 ? loss_sum / loss_count : 0.0, eval.accuracy(),
                     SecondsSince(start)};
@@ -396,7 +396,7 @@ absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& 
     sampled.n = options.pass_at_k;
     sampled.seed = options.seed;
     TROUPE_ASSIGN_OR_RETURN(Evaluation pass,
-                            Evaluate(*engine, codec, heldout, heldout_prompts, judge, sampled, 0));
+                            Evaluate(*engine, codec, heldout, heldout_prompts, grader, sampled, 0));
     result.pass_at_k = pass.accuracy();
     log(absl::StrFormat("held-out pass@%d at temperature 1: %.1f%% (%d/%d)", options.pass_at_k,
                         100 * pass.accuracy(), pass.correct, pass.total));

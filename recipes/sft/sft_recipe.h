@@ -1,6 +1,6 @@
 // The SFT recipe: supervised fine-tuning of a small Llama-style model from scratch on
 // (prompt, response) text pairs with any tokenizer, evaluated by greedy generation with the
-// rollout engine and a caller-given judge, saved as a checkpoint the GRPO stage loads.
+// rollout engine and a caller-given grader, saved as a checkpoint the GRPO stage loads.
 //
 //   RunSft(inputs, options):
 //     model = CausalLM(options.model with vocab_size and bos/eos/pad ids from inputs.tokenizer),
@@ -13,7 +13,7 @@
 //         TokenLogProbs of the model's logits, MaskedTokenCrossEntropy over the response
 //       every eval_every steps (and at the end): the first eval_size held-out prompts, encoded
 //         as in training, answered greedily by the GenerationEngine (stop at eos or one of
-//         inputs.extra_stop_ids); a response is correct when it stopped and inputs.judge(decoded
+//         inputs.extra_stop_ids); a response is correct when it stopped and inputs.grader(decoded
 //         text without the stop token, reference) holds
 //     optionally pass@k at temperature 1 on the held-out prompts (how much room RL has)
 //     save options.out_dir (if set): config.json + model.safetensors (SavePretrained; its
@@ -73,14 +73,14 @@ struct SftInputs {
   // The files are made before training, so a tokenizer that cannot be written, or a path whose
   // tokenizer.json is missing, fails early (InvalidArgument naming the field).
   std::string tokenizer_path;
-  // Held-out correctness; null = ExactMatchJudge().
-  data::SftJudge judge;
+  // Held-out correctness; null = ExactMatchGrader().
+  data::SftGrader grader;
   // Put the tokenizer's bos before every prompt (InvalidArgument if it has none). Off for
   // prompts rendered by a chat template that writes its own.
   bool add_bos = false;
   // Tokens that also end a generated response (e.g. "<|im_end|>"'s id), besides eos.
   std::vector<int32_t> extra_stop_ids;
-  // Drop special tokens when decoding a generated response for the judge (as the GRPO rollout
+  // Drop special tokens when decoding a generated response for the grader (as the GRPO rollout
   // does for its reward). false: a stray special token is part of the text (and usually wrong).
   bool skip_special_tokens = true;
 };
@@ -120,7 +120,7 @@ struct SftOptions {
 struct EvalPoint {
   int64_t step = 0;       // Optimizer steps taken before this evaluation.
   double train_loss = 0;  // Mean loss of the steps since the previous evaluation.
-  double accuracy = 0;    // Held-out greedy accuracy (the judge's).
+  double accuracy = 0;    // Held-out greedy accuracy (the grader's).
   double seconds = 0;     // Wall time since the start of training.
 };
 

@@ -116,17 +116,17 @@ TEST(RunSft, LearnsStringPromptsWithACharacterTokenizerWithoutBosOrPad) {
   EXPECT_EQ(metrics["final_heldout_accuracy"], result->final_accuracy);
 }
 
-TEST(RunSft, JudgesWithTheCallersFunction) {
+TEST(RunSft, GradesWithTheCallersFunction) {
   SftInputs inputs;
   inputs.examples = ShiftExamples(/*heldout=*/20, "");
   inputs.tokenizer = LetterTokenizer();
-  inputs.judge = [](const std::string&, const data::SftHeldOut&) { return true; };  // any stopped
+  inputs.grader = [](const std::string&, const data::SftHeldOut&) { return true; };  // any stopped
   SftOptions options = SmallOptions();
   options.steps = 20;
   options.eval_every = 20;
   options.target_accuracy = 1.0;
   absl::StatusOr<SftResult> lenient = Train(inputs, options);
-  inputs.judge = [](const std::string&, const data::SftHeldOut&) { return false; };
+  inputs.grader = [](const std::string&, const data::SftHeldOut&) { return false; };
   absl::StatusOr<SftResult> strict = Train(inputs, options);
   ASSERT_TRUE(lenient.ok() && strict.ok());
   EXPECT_GT(lenient->final_accuracy, 0.0);
@@ -170,7 +170,7 @@ TEST(RunSft, LearnsJsonlRecordsWithABpeTokenizerStopsAtAnExtraStopTokenAndSavesI
   ASSERT_THAT((*tokenizer)->Encode("cab=").value(), ElementsAre(2, 7, 6));
   // The shift words as JSONL records, the last 36 held out. Responses end with the template's
   // <|im_end|>, then the recipe's <|endoftext|>; generation stops at <|im_end|>, whose text the
-  // judge does not see.
+  // grader does not see.
   const std::shared_ptr<data::SftExamples> words = ShiftExamples(/*heldout=*/36, "");
   const std::string jsonl = TempDir("shift.jsonl");
   {

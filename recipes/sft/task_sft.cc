@@ -23,7 +23,7 @@ absl::StatusOr<SftResult> RunTaskSft(absl::string_view task, const tasks::TaskCo
   SftInputs inputs;
   inputs.examples = std::move(data.examples);
   inputs.tokenizer = std::move(data.tokenizer);
-  inputs.judge = std::move(data.judge);
+  inputs.grader = std::move(data.grader);
   inputs.add_bos = data.add_bos;
   inputs.skip_special_tokens = data.skip_special_tokens;
   SftOptions sft = options;

@@ -1,12 +1,12 @@
 // RunTaskSft: the SFT recipe (sft_recipe.h) on a task's own supervised data, found by the task's
 // name (tasks/task.h's make_sft_data; e.g. tasks/arithmetic/arithmetic_sft.h). What the task says
-// — its examples, tokenizer, judge, BOS and special-token handling, default lengths, notes and the
+// — its examples, tokenizer, grader, BOS and special-token handling, default lengths, notes and the
 // files to keep beside the checkpoint — goes into RunSft as it is; this file names no task.
 //
 //   RunTaskSft("arithmetic", config, options, log):
 //     data = MakeTaskSftData("arithmetic", config)     // params defaulted
 //     log each of data.notes
-//     RunSft({data.examples, data.tokenizer, data.judge, data.add_bos, ...}, options with
+//     RunSft({data.examples, data.tokenizer, data.grader, data.add_bos, ...}, options with
 //            max_new_tokens / max_seq_len from data when options leave them 0)
 //     write data.files into options.out_dir (when set)
 //

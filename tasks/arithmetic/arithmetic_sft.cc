@@ -50,7 +50,7 @@ absl::StatusOr<TaskSftData> MakeArithmeticSftData(const TaskConfig& config) {
   data.files.push_back({"task.json", task.ToJson()});
   data.examples = std::make_shared<ArithmeticSftExamples>(std::move(task));
   data.tokenizer = std::move(tokenizer);
-  data.judge = data::ExactMatchJudge();  // ArithmeticTask::IsCorrect
+  data.grader = data::ExactMatchGrader();  // ArithmeticTask::IsCorrect
   data.add_bos = true;
   data.skip_special_tokens = false;
   data.max_new_tokens = digits + 2;  // digits + 1 digits, <eos>

@@ -6,7 +6,7 @@
 //              target when dropped_carry_rate > 0), held-out "23+58=" -> "81"
 //   tokenizer  CharTokenizer(ArithmeticTask::kAlphabet): <pad>=0 <bos>=1 <eos>=2, "0-9+=";
 //              <bos> before every prompt
-//   judge      exact match (ArithmeticTask::IsCorrect); special tokens kept in the decoded answer
+//   grader     exact match (ArithmeticTask::IsCorrect); special tokens kept in the decoded answer
 //   lengths    digits + 2 new tokens (the answer's up to digits + 1 digits, <eos>), sequences of
 //              3 * digits + 5 tokens (unless the SFT options set them)
 //   notes      with a careless teacher, the share of held-out problems whose sum overflows

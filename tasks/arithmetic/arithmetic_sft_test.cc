@@ -43,8 +43,8 @@ TEST(ArithmeticSftData, IsTheTasksSplitsWithItsCharacterTokenizerAndLengths) {
   EXPECT_FALSE(data->skip_special_tokens);
   EXPECT_EQ(data->max_new_tokens, 3);
   EXPECT_EQ(data->max_seq_len, 8);
-  EXPECT_TRUE(data->judge("7", {.prompt = "3+4=", .reference = "7"}));
-  EXPECT_FALSE(data->judge("07", {.prompt = "3+4=", .reference = "7"}));
+  EXPECT_TRUE(data->grader("7", {.prompt = "3+4=", .reference = "7"}));
+  EXPECT_FALSE(data->grader("07", {.prompt = "3+4=", .reference = "7"}));
   EXPECT_TRUE(data->notes.empty());
   ASSERT_EQ(data->files.size(), 1u);
   EXPECT_EQ(data->files[0].first, "task.json");

@@ -1,4 +1,4 @@
-#include "recipes/sft/reward_judge.h"
+#include "recipes/sft/reward_grader.h"
 
 #include <memory>
 #include <stdexcept>
@@ -23,21 +23,21 @@ class ContainsReward final : public reward::RewardFunction {
   }
 };
 
-TEST(RewardJudge, JudgesByTheCorrectComponentOfAStoppedResponse) {
-  data::SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
-  EXPECT_TRUE(judge("the answer is 42", data::SftHeldOut{.reference = "42"}));
-  EXPECT_FALSE(judge("the answer is 41", data::SftHeldOut{.reference = "42"}));
+TEST(RewardGrader, GradesByTheCorrectComponentOfAStoppedResponse) {
+  data::SftGrader grader = RewardGrader(std::make_shared<ContainsReward>());
+  EXPECT_TRUE(grader("the answer is 42", data::SftHeldOut{.reference = "42"}));
+  EXPECT_FALSE(grader("the answer is 41", data::SftHeldOut{.reference = "42"}));
 }
 
-TEST(RewardJudge, FallsBackToTheTotalRewardWithoutTheComponent) {
-  data::SftJudge judge = RewardJudge(std::make_shared<ContainsReward>(), "missing", 3.0);
-  EXPECT_TRUE(judge("abc", data::SftHeldOut{.reference = "zzz"}));
-  EXPECT_FALSE(judge("ab", data::SftHeldOut{.reference = "zzz"}));
+TEST(RewardGrader, FallsBackToTheTotalRewardWithoutTheComponent) {
+  data::SftGrader grader = RewardGrader(std::make_shared<ContainsReward>(), "missing", 3.0);
+  EXPECT_TRUE(grader("abc", data::SftHeldOut{.reference = "zzz"}));
+  EXPECT_FALSE(grader("ab", data::SftHeldOut{.reference = "zzz"}));
 }
 
-TEST(RewardJudge, JudgesAThrowingScoreWrong) {
-  data::SftJudge judge = RewardJudge(std::make_shared<ContainsReward>());
-  EXPECT_FALSE(judge("throw", data::SftHeldOut{.reference = "throw"}));
+TEST(RewardGrader, GradesAThrowingScoreWrong) {
+  data::SftGrader grader = RewardGrader(std::make_shared<ContainsReward>());
+  EXPECT_FALSE(grader("throw", data::SftHeldOut{.reference = "throw"}));
 }
 
 // "correct" when the sample's data source is "b" (a reward routing by data source).
@@ -50,10 +50,10 @@ class SourceReward final : public reward::RewardFunction {
   }
 };
 
-TEST(RewardJudge, PassesTheProblemsDataSource) {
-  data::SftJudge judge = RewardJudge(std::make_shared<SourceReward>());
-  EXPECT_TRUE(judge("x", data::SftHeldOut{.reference = "x", .data_source = "b"}));
-  EXPECT_FALSE(judge("x", data::SftHeldOut{.reference = "x", .data_source = "a"}));
+TEST(RewardGrader, PassesTheProblemsDataSource) {
+  data::SftGrader grader = RewardGrader(std::make_shared<SourceReward>());
+  EXPECT_TRUE(grader("x", data::SftHeldOut{.reference = "x", .data_source = "b"}));
+  EXPECT_FALSE(grader("x", data::SftHeldOut{.reference = "x", .data_source = "a"}));
 }
 
 }  // namespace

@@ -1,19 +1,19 @@
-// RewardJudge: an SftJudge (data/sft_examples.h) that asks a verifier, so a data set's held-out
+// RewardGrader: an SftGrader (data/sft_examples.h) that asks a verifier, so a data set's held-out
 // accuracy during SFT is the same notion of "correct" its GRPO stage is rewarded for.
 //
 //   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<reward::RewardFunction> reward,
 //                           reward::MakeRewardFunction("arithmetic", nlohmann::json::object()));
-//   inputs.judge = RewardJudge(std::move(reward));
+//   inputs.grader = RewardGrader(std::move(reward));
 //
 // A response is correct when Score({response, reference, stopped = true}) has the component
 // `component` (default "correct") >= threshold; a reward without that component is judged by its
-// total reward. A Score that throws judges the response wrong (as the reward server scores such a
+// total reward. A Score that throws grades the response wrong (as the reward server scores such a
 // sample 0).
 //
-// Thread-safety: the judge may be called concurrently (RewardFunction::Score is const and
+// Thread-safety: the grader may be called concurrently (RewardFunction::Score is const and
 // thread-safe).
-#ifndef TROUPE_RECIPES_SFT_REWARD_JUDGE_H_
-#define TROUPE_RECIPES_SFT_REWARD_JUDGE_H_
+#ifndef TROUPE_RECIPES_SFT_REWARD_GRADER_H_
+#define TROUPE_RECIPES_SFT_REWARD_GRADER_H_
 
 #include <memory>
 #include <string>
@@ -23,9 +23,9 @@
 
 namespace troupe::recipes {
 
-data::SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward,
+data::SftGrader RewardGrader(std::shared_ptr<const reward::RewardFunction> reward,
                            std::string component = "correct", double threshold = 0.5);
 
 }  // namespace troupe::recipes
 
-#endif  // TROUPE_RECIPES_SFT_REWARD_JUDGE_H_
+#endif  // TROUPE_RECIPES_SFT_REWARD_GRADER_H_

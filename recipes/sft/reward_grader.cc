@@ -1,11 +1,11 @@
-#include "recipes/sft/reward_judge.h"
+#include "recipes/sft/reward_grader.h"
 
 #include <exception>
 #include <utility>
 
 namespace troupe::recipes {
 
-data::SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward,
+data::SftGrader RewardGrader(std::shared_ptr<const reward::RewardFunction> reward,
                            std::string component, double threshold) {
   return [reward = std::move(reward), component = std::move(component), threshold](
              const std::string& response, const data::SftHeldOut& problem) {
@@ -13,7 +13,7 @@ data::SftJudge RewardJudge(std::shared_ptr<const reward::RewardFunction> reward,
     input.response_text = response;
     input.reference_answer = problem.reference;
     input.data_source = problem.data_source;
-    input.stopped = true;  // RunSft judges only responses that ended with a stop token
+    input.stopped = true;  // RunSft grades only responses that ended with a stop token
     try {
       const reward::RewardOutput output = reward->Score(input);
       auto it = output.components.find(component);
