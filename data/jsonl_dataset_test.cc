@@ -2,12 +2,12 @@
 
 #include <zlib.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,14 +16,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// One directory for the whole test binary (removed when it exits).
 std::string TempPath(const std::string& leaf) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + leaf;
+  static const test::TempDir dir("jsonl_dataset_test");
+  return dir.Path(leaf);
 }
 
 std::string WriteFile(const std::string& leaf, const std::string& text) {
   const std::string path = TempPath(leaf);
-  std::ofstream(path, std::ios::binary) << text;
+  test::WriteFile(path, text);
   return path;
 }
 
@@ -261,10 +262,7 @@ TEST(JsonlDataset, TheGzipCacheMustBePrivateAndPlantedFilesAreNotTrusted) {
   ASSERT_TRUE(through_link.ok()) << through_link.status();
   EXPECT_EQ((*through_link)->size(), 2);
   EXPECT_EQ((*through_link)->Read(0, {})->ground_truth, "2");
-  std::ifstream victim_in(victim);
-  std::string victim_text((std::istreambuf_iterator<char>(victim_in)),
-                          std::istreambuf_iterator<char>());
-  EXPECT_EQ(victim_text, "precious\n");
+  EXPECT_EQ(test::ReadFile(victim), "precious\n");
   EXPECT_FALSE(fs::is_symlink(cached));
   fs::remove(cached);
   std::ofstream(cached)

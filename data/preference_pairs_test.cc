@@ -1,12 +1,11 @@
 #include "data/preference_pairs.h"
 
-#include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
@@ -17,8 +16,9 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
-  std::ofstream(path) << text;
+  static const test::TempDir dir("preference_pairs_test");  // removed when the binary exits
+  const std::string path = dir.Path(name);
+  test::WriteFile(path, text);
   return path;
 }
 

@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,11 +15,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// One directory for the whole test binary (removed when it exits).
+const test::TempDir& Tmp() {
+  static const test::TempDir dir("sft_records_test");
+  return dir;
+}
+
 std::string WriteFile(const std::string& name, const std::string& contents) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ::getpid());
-  std::ofstream(path) << contents;
+  const std::string path = Tmp().Path(absl::StrCat(name, "_", ::getpid()));
+  test::WriteFile(path, contents);
   return path;
 }
 
@@ -95,7 +98,7 @@ TEST(SftRecords, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
   options.default_data_source = "plain";
   absl::StatusOr<std::unique_ptr<SftRecords>> no_cache = SftRecords::Load({a, b + ".gz"}, options);
   EXPECT_FALSE(no_cache.ok());  // a .gz needs somewhere to be decompressed
-  options.cache_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/cache");
+  options.cache_dir = Tmp().Path("cache");
   absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({a, b + ".gz"}, options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   ASSERT_EQ((*examples)->num_train(), 3);
