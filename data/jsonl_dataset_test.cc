@@ -2,12 +2,12 @@
 
 #include <zlib.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,14 +16,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// One directory for the whole test binary (removed when it exits).
 std::string TempPath(const std::string& leaf) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + leaf;
+  static const test::TempDir dir("jsonl_dataset_test");
+  return dir.Path(leaf);
 }
 
-std::string WriteFile(const std::string& leaf, const std::string& text) {
+std::string TempFile(const std::string& leaf, const std::string& text) {
   const std::string path = TempPath(leaf);
-  std::ofstream(path, std::ios::binary) << text;
+  test::WriteFile(path, text);
   return path;
 }
 
@@ -35,7 +36,7 @@ const char kTwoRecords[] =
     "\n";
 
 TEST(JsonlDataset, IndexesNonBlankLinesAndReadsVerlRecords) {
-  const std::string path = WriteFile("two.jsonl", kTwoRecords);
+  const std::string path = TempFile("two.jsonl", kTwoRecords);
   auto ds = JsonlDataset::Open({path}, {});
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_EQ((*ds)->size(), 2);
@@ -57,8 +58,8 @@ TEST(JsonlDataset, IndexesNonBlankLinesAndReadsVerlRecords) {
 }
 
 TEST(JsonlDataset, NumbersRecordsAcrossFilesInOrder) {
-  const std::string a = WriteFile("a.jsonl", "{\"prompt\": \"a\", \"answer\": \"1\"}\n");
-  const std::string b = WriteFile("b.jsonl", "\n{\"prompt\": \"b\", \"answer\": \"2\"}");
+  const std::string a = TempFile("a.jsonl", "{\"prompt\": \"a\", \"answer\": \"1\"}\n");
+  const std::string b = TempFile("b.jsonl", "\n{\"prompt\": \"b\", \"answer\": \"2\"}");
   auto ds = JsonlDataset::Open({a, b}, {});
   ASSERT_TRUE(ds.ok()) << ds.status();
   ASSERT_EQ((*ds)->size(), 2);
@@ -71,7 +72,7 @@ TEST(JsonlDataset, NumbersRecordsAcrossFilesInOrder) {
 }
 
 TEST(JsonlDataset, MapsOpenRlhfKeysByDottedPath) {
-  const std::string path = WriteFile(
+  const std::string path = TempFile(
       "rlhf.jsonl", R"({"input": "q", "meta": {"label": 7}, "src": "math", "info": {"a": 1}})");
   auto ds = JsonlDataset::Open({path}, {});
   ASSERT_TRUE(ds.ok());
@@ -87,7 +88,7 @@ TEST(JsonlDataset, MapsOpenRlhfKeysByDottedPath) {
 }
 
 TEST(JsonlDataset, NamesFileAndLineOfAMalformedLineOrAMissingKey) {
-  const std::string path = WriteFile(
+  const std::string path = TempFile(
       "bad.jsonl",
       "{\"prompt\": \"a\", \"reward_model\": {\"ground_truth\": \"1\"}, \"data_source\": \"x\"}\n"
       "\n"
@@ -114,7 +115,7 @@ TEST(JsonlDataset, RefusesARecordNestedTooDeepWithItsFileAndLine) {
   const std::string deep =
       "{\"prompt\": \"a\", \"reward_model\": {\"ground_truth\": " + std::string(100000, '[') +
       std::string(100000, ']') + "}, \"data_source\": \"x\"}\n";
-  const std::string path = WriteFile("deep.jsonl", good + deep + good);
+  const std::string path = TempFile("deep.jsonl", good + deep + good);
   auto ds = JsonlDataset::Open({path}, {});
   ASSERT_TRUE(ds.ok()) << ds.status();
   EXPECT_TRUE((*ds)->Read(0, {}).ok());
@@ -125,7 +126,7 @@ TEST(JsonlDataset, RefusesARecordNestedTooDeepWithItsFileAndLine) {
 
 TEST(JsonlDataset, RefusesARecordWithoutDataSourceUnlessADefaultIsSet) {
   const std::string path =
-      WriteFile("nosource.jsonl", R"({"prompt": "a", "reward_model": {"ground_truth": "1"}})");
+      TempFile("nosource.jsonl", R"({"prompt": "a", "reward_model": {"ground_truth": "1"}})");
   auto ds = JsonlDataset::Open({path}, {});
   ASSERT_TRUE(ds.ok());
   EXPECT_THAT((*ds)->Read(0, {}).status().message(), HasSubstr(path + ":1: no key 'data_source'"));
@@ -133,7 +134,7 @@ TEST(JsonlDataset, RefusesARecordWithoutDataSourceUnlessADefaultIsSet) {
 }
 
 TEST(JsonlDataset, RefusesAnOverlongLineNamingIt) {
-  const std::string path = WriteFile(
+  const std::string path = TempFile(
       "long.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": \"" + std::string(3000, 'x') + "\"}\n");
   auto ds = JsonlDataset::Open({path}, {.max_line_bytes = 1024});
   EXPECT_EQ(ds.status().message(), path + ":2: line longer than 1024 bytes");
@@ -146,7 +147,7 @@ TEST(JsonlDataset, FindsLineNumbersPastManyBlocks) {
     text += "{\"prompt\": \"p\", \"reward_model\": {\"ground_truth\": \"" + std::to_string(i) +
             "\"}, \"data_source\": \"s\"}\n";
   }
-  const std::string path = WriteFile("many.jsonl", text);
+  const std::string path = TempFile("many.jsonl", text);
   auto ds = JsonlDataset::Open({path}, {});
   ASSERT_TRUE(ds.ok());
   ASSERT_EQ((*ds)->size(), 10000);
@@ -254,17 +255,14 @@ TEST(JsonlDataset, TheGzipCacheMustBePrivateAndPlantedFilesAreNotTrusted) {
   std::string cached;
   for (const auto& e : fs::directory_iterator(cache)) cached = e.path().string();
   ASSERT_FALSE(cached.empty());
-  const std::string victim = WriteFile("victim.txt", "precious\n");
+  const std::string victim = TempFile("victim.txt", "precious\n");
   fs::remove(cached);
   fs::create_symlink(victim, cached);
   auto through_link = JsonlDataset::Open({path}, {.cache_dir = cache});
   ASSERT_TRUE(through_link.ok()) << through_link.status();
   EXPECT_EQ((*through_link)->size(), 2);
   EXPECT_EQ((*through_link)->Read(0, {})->ground_truth, "2");
-  std::ifstream victim_in(victim);
-  std::string victim_text((std::istreambuf_iterator<char>(victim_in)),
-                          std::istreambuf_iterator<char>());
-  EXPECT_EQ(victim_text, "precious\n");
+  EXPECT_EQ(test::ReadFile(victim), "precious\n");
   EXPECT_FALSE(fs::is_symlink(cached));
   fs::remove(cached);
   std::ofstream(cached)

@@ -1,12 +1,11 @@
 #include "data/preference_pairs.h"
 
-#include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
@@ -16,15 +15,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string WriteFile(const std::string& name, const std::string& text) {
-  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
-  std::ofstream(path) << text;
+std::string TempFile(const std::string& name, const std::string& text) {
+  static const test::TempDir dir("preference_pairs_test");  // removed when the binary exits
+  const std::string path = dir.Path(name);
+  test::WriteFile(path, text);
   return path;
 }
 
 std::unique_ptr<models::Tokenizer> CharTokenizer() {
   const std::string path =
-      WriteFile("char_tokenizer.json", R"({"type": "char", "alphabet": "0123456789+="})");
+      TempFile("char_tokenizer.json", R"({"type": "char", "alphabet": "0123456789+="})");
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer = models::LoadTokenizer(path);
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
   return *std::move(tokenizer);
@@ -32,10 +32,10 @@ std::unique_ptr<models::Tokenizer> CharTokenizer() {
 
 TEST(LoadPreferencePairs, ReadsTextRecordsInFileOrder) {
   const std::string path =
-      WriteFile("ok.jsonl",
-                "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\"}\n"
-                "\n"
-                "{\"prompt\": \"5+5=\", \"chosen\": \"10\", \"rejected\": \"0\"}\n");
+      TempFile("ok.jsonl",
+               "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\"}\n"
+               "\n"
+               "{\"prompt\": \"5+5=\", \"chosen\": \"10\", \"rejected\": \"0\"}\n");
   absl::StatusOr<std::vector<PreferencePair>> pairs = LoadPreferencePairs({path}, {}, nullptr);
   ASSERT_TRUE(pairs.ok()) << pairs.status();
   ASSERT_EQ(pairs->size(), 2u);
@@ -47,12 +47,12 @@ TEST(LoadPreferencePairs, ReadsTextRecordsInFileOrder) {
 
 TEST(LoadPreferencePairs, NamesFileLineAndKeyOfEveryBadRecord) {
   const std::string path =
-      WriteFile("bad.jsonl",
-                "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\"}\n"
-                "{\"prompt\": \"1+2=\", \"rejected\": \"4\"}\n"
-                "{\"prompt\": \"1+2=\", \"chosen\": \"\", \"rejected\": \"4\"}\n"
-                "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"3\"}\n"
-                "{\"prompt\": \"1+2=\", \"chosen\": 3, \"rejected\": \"4\"}\n");
+      TempFile("bad.jsonl",
+               "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\"}\n"
+               "{\"prompt\": \"1+2=\", \"rejected\": \"4\"}\n"
+               "{\"prompt\": \"1+2=\", \"chosen\": \"\", \"rejected\": \"4\"}\n"
+               "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"3\"}\n"
+               "{\"prompt\": \"1+2=\", \"chosen\": 3, \"rejected\": \"4\"}\n");
   absl::StatusOr<std::vector<PreferencePair>> pairs = LoadPreferencePairs({path}, {}, nullptr);
   ASSERT_FALSE(pairs.ok());
   EXPECT_EQ(pairs.status().code(), absl::StatusCode::kInvalidArgument);
@@ -66,10 +66,10 @@ TEST(LoadPreferencePairs, NamesFileLineAndKeyOfEveryBadRecord) {
 
 TEST(LoadPreferencePairs, RefusesARecordNestedTooDeepWithItsFileAndLine) {
   const std::string path =
-      WriteFile("deep.jsonl",
-                "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\"}\n"
-                "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\", \"meta\": " +
-                    std::string(100000, '{') + std::string(100000, '}') + "}\n");
+      TempFile("deep.jsonl",
+               "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\"}\n"
+               "{\"prompt\": \"1+2=\", \"chosen\": \"3\", \"rejected\": \"4\", \"meta\": " +
+                   std::string(100000, '{') + std::string(100000, '}') + "}\n");
   absl::StatusOr<std::vector<PreferencePair>> pairs = LoadPreferencePairs({path}, {}, nullptr);
   ASSERT_FALSE(pairs.ok());
   EXPECT_THAT(pairs.status().message(), HasSubstr(path + ":2: JSON nested deeper than 64 levels"));
@@ -77,7 +77,7 @@ TEST(LoadPreferencePairs, RefusesARecordNestedTooDeepWithItsFileAndLine) {
 
 TEST(LoadPreferencePairs, ReadsTheKeysItIsGiven) {
   const std::string path =
-      WriteFile("keys.jsonl", "{\"q\": \"1+2=\", \"pair\": {\"good\": \"3\", \"bad\": \"4\"}}\n");
+      TempFile("keys.jsonl", "{\"q\": \"1+2=\", \"pair\": {\"good\": \"3\", \"bad\": \"4\"}}\n");
   absl::StatusOr<std::vector<PreferencePair>> pairs = LoadPreferencePairs(
       {path}, {.prompt_key = "q", .chosen_key = "pair.good", .rejected_key = "pair.bad"}, nullptr);
   ASSERT_TRUE(pairs.ok()) << pairs.status();
@@ -88,7 +88,7 @@ TEST(LoadPreferencePairs, ReadsTheKeysItIsGiven) {
 }
 
 TEST(LoadPreferencePairs, RefusesChatMessagesWithoutATemplateAndRendersThemWithOne) {
-  const std::string path = WriteFile(
+  const std::string path = TempFile(
       "chat.jsonl",
       "{\"prompt\": [{\"role\": \"user\", \"content\": \"1+2=\"}], "
       "\"chosen\": [{\"role\": \"assistant\", \"content\": \"3\"}], \"rejected\": \"4\"}\n");
@@ -115,7 +115,7 @@ TEST(LoadPreferencePairs, StopsRenderingAtTheFirstBadRecordsItLists) {
         "{\"prompt\": [{\"role\": \"user\", \"content\": \"1+2=\"}], "
         "\"chosen\": \"3\", \"rejected\": \"4\"}\n";
   }
-  const std::string path = WriteFile("costly.jsonl", lines);
+  const std::string path = TempFile("costly.jsonl", lines);
   int renders = 0;
   const PairRenderer renderer =
       [&renders](const nlohmann::json& messages) -> absl::StatusOr<std::string> {

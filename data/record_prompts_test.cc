@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/char_tokenizer.h"
@@ -160,10 +160,10 @@ TEST(RecordPrompts, HeldOutIsTheFirstHeldoutSizeValidationRecordsInOrder) {
 }
 
 TEST(RecordPrompts, ReadsAJsonlFileThroughOpenPromptRecords) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/r.jsonl";
-  std::ofstream(path) << R"({"question": "3+4=", "answer": 7, "extra": {"k": "v"}})"
-                      << "\n";
+  test::TempDir dir("record_prompts_test");
+  const std::string path = dir.Path("r.jsonl");
+  test::WriteFile(path, R"({"question": "3+4=", "answer": 7, "extra": {"k": "v"}})"
+                        "\n");
   RecordKeys keys{.prompt_key = "question",
                   .answer_key = "answer",
                   .extra_info_key = "extra",
@@ -179,13 +179,14 @@ TEST(RecordPrompts, ReadsAJsonlFileThroughOpenPromptRecords) {
 }
 
 TEST(RecordPrompts, ReadsAJsonArrayFileAsTheSameRecords) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/r.json";
-  std::ofstream(path) << "[\n"
-                      << R"({"prompt": "3+4=", "reward_model": {"ground_truth": "7"}},)"
-                      << "\n"
-                      << R"({"prompt": "1+1="})"
-                      << "\n]\n";
+  test::TempDir dir("record_prompts_test");
+  const std::string path = dir.Path("r.json");
+  test::WriteFile(path,
+                  "[\n"
+                  R"({"prompt": "3+4=", "reward_model": {"ground_truth": "7"}},)"
+                  "\n"
+                  R"({"prompt": "1+1="})"
+                  "\n]\n");
   auto train = OpenPromptRecords({path}, {.default_data_source = "arithmetic"}, "");
   ASSERT_TRUE(train.ok()) << train.status();
   ASSERT_EQ((*train)->size(), 2);

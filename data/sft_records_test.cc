@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,11 +15,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string WriteFile(const std::string& name, const std::string& contents) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  const std::string path =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/", name, "_", ::getpid());
-  std::ofstream(path) << contents;
+// One directory for the whole test binary (removed when it exits).
+const test::TempDir& Tmp() {
+  static const test::TempDir dir("sft_records_test");
+  return dir;
+}
+
+std::string TempFile(const std::string& name, const std::string& contents) {
+  const std::string path = Tmp().Path(absl::StrCat(name, "_", ::getpid()));
+  test::WriteFile(path, contents);
   return path;
 }
 
@@ -37,11 +40,11 @@ ChatRenderer FakeTemplate() {
 }
 
 TEST(SftRecords, HoldsOutTheLastRecordsOfTheTrainingFile) {
-  const std::string path = WriteFile("tail.jsonl",
-                                     "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n"
-                                     "\n"
-                                     "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
-                                     "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
+  const std::string path = TempFile("tail.jsonl",
+                                    "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n"
+                                    "\n"
+                                    "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
+                                    "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
   SftRecordOptions options;
   options.heldout_size = 1;
   absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({path}, options);
@@ -56,10 +59,10 @@ TEST(SftRecords, HoldsOutTheLastRecordsOfTheTrainingFile) {
 }
 
 TEST(SftRecords, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFile) {
-  const std::string train = WriteFile(
+  const std::string train = TempFile(
       "chat_train.jsonl", R"({"messages": [{"role": "user", "content": "hi"}], "answer": "hello"})"
                           "\n");
-  const std::string heldout = WriteFile(
+  const std::string heldout = TempFile(
       "chat_heldout.jsonl", R"({"messages": [{"role": "system", "content": "be brief"}, )"
                             R"({"role": "user", "content": "7*6"}], "answer": "The answer is 42", )"
                             R"("reward_model": {"ground_truth": "42"}})"
@@ -80,22 +83,22 @@ TEST(SftRecords, RendersChatMessagesAndReadsANestedReferenceFromAHeldOutFile) {
 }
 
 TEST(SftRecords, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
-  const std::string a = WriteFile("multi_a.jsonl", "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n");
-  const std::string b = WriteFile("multi_b.jsonl",
-                                  "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
-                                  "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
+  const std::string a = TempFile("multi_a.jsonl", "{\"prompt\": \"1+1=\", \"response\": \"2\"}\n");
+  const std::string b = TempFile("multi_b.jsonl",
+                                 "{\"prompt\": \"2+2=\", \"response\": \"4\"}\n"
+                                 "{\"prompt\": \"3+3=\", \"response\": \"6\"}\n");
   ASSERT_EQ(std::system(("gzip -f " + b).c_str()), 0);
   SftRecordOptions options;
-  options.heldout_paths = {WriteFile("multi_val.jsonl",
-                                     "{\"question\": \"4+4=\", \"response\": \"8\", "
-                                     "\"data_source\": \"arith\"}\n"
-                                     "{\"question\": \"5+5=\", \"response\": \"10\"}\n")};
+  options.heldout_paths = {TempFile("multi_val.jsonl",
+                                    "{\"question\": \"4+4=\", \"response\": \"8\", "
+                                    "\"data_source\": \"arith\"}\n"
+                                    "{\"question\": \"5+5=\", \"response\": \"10\"}\n")};
   options.heldout_prompt_key = "question";
   options.data_source_key = "data_source";
   options.default_data_source = "plain";
   absl::StatusOr<std::unique_ptr<SftRecords>> no_cache = SftRecords::Load({a, b + ".gz"}, options);
   EXPECT_FALSE(no_cache.ok());  // a .gz needs somewhere to be decompressed
-  options.cache_dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/cache");
+  options.cache_dir = Tmp().Path("cache");
   absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({a, b + ".gz"}, options);
   ASSERT_TRUE(examples.ok()) << examples.status();
   ASSERT_EQ((*examples)->num_train(), 3);
@@ -115,8 +118,8 @@ TEST(SftRecords, ReadsSeveralFilesGzipTooAndTheHeldOutDataSource) {
 std::string LoadError(const std::string& name, const std::string& contents,
                       SftRecordOptions options = SftRecordOptions()) {
   options.heldout_paths = {
-      WriteFile(name + "_heldout", "{\"prompt\": \"q\", \"response\": \"a\"}\n")};
-  const std::string path = WriteFile(name, contents);
+      TempFile(name + "_heldout", "{\"prompt\": \"q\", \"response\": \"a\"}\n")};
+  const std::string path = TempFile(name, contents);
   absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({path}, options);
   EXPECT_FALSE(examples.ok());
   return examples.ok() ? "" : std::string(examples.status().message());
@@ -168,7 +171,7 @@ TEST(SftRecords, BoundsWhatItReads) {
   exact.max_line_bytes = good.size() - 1;
   exact.heldout_size = 1;
   for (const std::string& contents : {good + good, good + good.substr(0, good.size() - 1)}) {
-    const std::string path = WriteFile("exact.jsonl", contents);
+    const std::string path = TempFile("exact.jsonl", contents);
     absl::StatusOr<std::unique_ptr<SftRecords>> examples = SftRecords::Load({path}, exact);
     ASSERT_TRUE(examples.ok()) << examples.status();
     EXPECT_EQ((*examples)->num_train(), 1);
@@ -181,7 +184,7 @@ TEST(SftRecords, RefusesAMissingFileAndAnEmptySplit) {
       SftRecords::Load({"/nonexistent/train.jsonl"}, SftRecordOptions());
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/train.jsonl"));
-  const std::string one = WriteFile("one.jsonl", "{\"prompt\": \"q\", \"response\": \"a\"}\n");
+  const std::string one = TempFile("one.jsonl", "{\"prompt\": \"q\", \"response\": \"a\"}\n");
   absl::StatusOr<std::unique_ptr<SftRecords>> no_heldout =
       SftRecords::Load({one}, SftRecordOptions());
   EXPECT_THAT(std::string(no_heldout.status().message()), HasSubstr("heldout_size"));

@@ -1,9 +1,9 @@
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
@@ -14,11 +14,9 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(JobSpecDocs, TheCheckedInReferenceIsCurrent) {
-  std::ifstream in("docs/job_spec.md");
-  ASSERT_TRUE(in.good()) << "docs/job_spec.md is not in the runfiles";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_TRUE(ss.str() == SpecKeysMarkdown())
+  ASSERT_TRUE(std::filesystem::exists("docs/job_spec.md"))
+      << "docs/job_spec.md is not in the runfiles";
+  EXPECT_TRUE(test::ReadFile("docs/job_spec.md") == SpecKeysMarkdown())
       << "docs/job_spec.md is stale: regenerate it with\n"
          "  bazel run //recipes/job_spec:job_spec_docs > docs/job_spec.md";
 }

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/model_config.h"
@@ -77,15 +78,16 @@ std::string ParseError(const std::string& yaml, const std::vector<std::string>& 
   return std::string(spec.status().message());
 }
 
+// An empty directory `name` under this binary's temporary directory (removed when it exits).
 std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::filesystem::path dir = std::filesystem::path(base ? base : "/tmp") / name;
+  static const test::TempDir root("job_spec_test");
+  const std::filesystem::path dir = root.Path(name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
 }
 
-void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using ::troupe::test::WriteFile;
 
 // A model config.json of the given width and depth (the shapes the tests vary).
 std::string ModelConfigJson(int hidden, int layers, int vocab = 40) {
@@ -115,7 +117,7 @@ void WriteCheckpoint(const std::string& dir, const std::string& config_json) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
   out += text;
   out += std::string(static_cast<size_t>(offset), '\0');
-  std::ofstream(dir + "/model.safetensors", std::ios::binary) << out;
+  WriteFile(dir + "/model.safetensors", out);
 }
 
 // Runs `check` on another thread; if it is still running after 20 s (blocked on a FIFO of

@@ -11,13 +11,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "recipes/job_spec/job_recipes.h"
@@ -59,13 +58,6 @@ std::vector<std::string> Specs(const fs::path& root) {
     specs.push_back(spec);
   }
   return specs;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // testdata/resolved/<name>.yaml and .json, <name> the spec's file name without extension.
@@ -147,14 +139,14 @@ TEST(ResolvedSpec, EveryExampleResolvesToItsRecordedYamlAndJson) {
     const std::string json = ToJson(*spec);
     if (update) {
       fs::create_directories(golden_dir);
-      std::ofstream(golden_dir / (name + ".yaml"), std::ios::binary) << yaml;
-      std::ofstream(golden_dir / (name + ".json"), std::ios::binary) << json;
+      test::WriteFile((golden_dir / (name + ".yaml")).string(), yaml);
+      test::WriteFile((golden_dir / (name + ".json")).string(), json);
       continue;
     }
-    EXPECT_EQ(yaml, ReadFile(golden_dir / (name + ".yaml")))
+    EXPECT_EQ(yaml, test::ReadFile((golden_dir / (name + ".yaml")).string()))
         << "regenerate with TROUPE_UPDATE_GOLDENS=1 bazel run "
            "//recipes/job_spec:resolved_spec_test";
-    EXPECT_EQ(json, ReadFile(golden_dir / (name + ".json")));
+    EXPECT_EQ(json, test::ReadFile((golden_dir / (name + ".json")).string()));
   }
   // No golden is left without its spec.
   for (const auto& entry : fs::directory_iterator(golden_dir)) {

@@ -1,13 +1,12 @@
 #include "recipes/online/online_config.h"
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/testing/temp_dir.h"
 #include "base/trace/span_recorder.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -27,6 +26,12 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+// This binary's temporary directory (removed when it exits).
+const std::string& Tmp() {
+  static const test::TempDir dir("online_config_test");
+  return dir.path();
+}
 
 // The recipes' rules (the recipes themselves are not linked into this test: CheckKeysRead is the
 // part of CheckRecipe their rules decide, Check*Spec the rest).
@@ -362,8 +367,7 @@ algorithm:
 // reward.model: served by the RewardModel actor with the verifiers beside it; a directory without a
 // value head is refused before anything starts, naming the key.
 TEST(OnlineSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string rm = std::string(tmp != nullptr ? tmp : "/tmp") + "/online_config_test_rm";
+  const std::string rm = Tmp() + "/online_config_test_rm";
   std::filesystem::remove_all(rm);
   absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig("examples/models/tiny.json");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -415,12 +419,11 @@ TEST(OnlineSpec, ARewardModelDirectoryIsCheckedAndServedByTheRewardModelActor) {
 // reward.judge: served by the Judge actor with the verifiers beside it; its keys reach the actor's
 // config, and what the actor would refuse is refused before anything starts, naming the key.
 TEST(OnlineSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string judge =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/online_config_test_judge";
+  const std::string judge = Tmp() + "/online_config_test_judge";
   std::filesystem::remove_all(judge);
   std::filesystem::create_directories(judge);
-  for (const char* file : {"config.json", "tokenizer.json"}) std::ofstream(judge + "/" + file);
+  for (const char* file : {"config.json", "tokenizer.json"})
+    test::WriteFile(judge + "/" + file, "");
 
   absl::StatusOr<JobSpec> spec = Parse(absl::StrCat(
       "reward:\n  name: [arithmetic]\n  weights: [0]\n  judge:\n    model: ", judge,
@@ -502,9 +505,7 @@ TEST(OnlineSpec, AJudgeIsCheckedAndServedByTheJudgeActor) {
 // A judge's and a reward model's defaults are their actors' (proto/actor_config.proto): a job that
 // leaves a key out gives its actor the value the actor would take by itself.
 TEST(OnlineSpec, AJudgesAndARewardModelsDefaultsAreTheirActorsOwn) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/online_config_test_defaults";
+  const std::string dir = Tmp() + "/online_config_test_defaults";
   absl::StatusOr<JobSpec> judged = Parse(absl::StrCat(
       "reward: {judge: {model: ", dir, ", template: '{response}', score: {min: 0}}}\n"));
   ASSERT_TRUE(judged.ok()) << judged.status();
@@ -711,9 +712,8 @@ TEST(OnlineSpec, GenerationRequestsAreSeededByTheFirstPrompt) {
 
 // A dataset job over a JSONL file written into the test's temp dir.
 absl::StatusOr<JobSpec> DatasetJob(const std::string& records, const std::string& extra = "") {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/train.jsonl";
-  std::ofstream(path) << records;
+  const std::string path = Tmp() + "/train.jsonl";
+  test::WriteFile(path, records);
   return ParseJobSpec(absl::StrCat("name: g\nmodel: {config: examples/models/tiny.json, init: "
                                    "random, tokenizer: t.json}\ndata: {train_files: ",
                                    path, "}\ntrainer: {total_steps: 2}\n", extra),
@@ -767,9 +767,9 @@ TEST(OnlineSpec, ReadsADatasetsRecordsBeforeAnyActorStarts) {
 
 // A dataset job with a character tokenizer the checks can load, and `data` keys added.
 absl::StatusOr<JobSpec> TokenizedDatasetJob(const std::string& records, const std::string& data) {
-  const std::string tmp = std::getenv("TEST_TMPDIR");
-  std::ofstream(tmp + "/train2.jsonl") << records;
-  std::ofstream(tmp + "/chars.json") << R"({"type": "char", "alphabet": "0123456789+=<>|"})";
+  const std::string tmp = Tmp();
+  test::WriteFile(tmp + "/train2.jsonl", records);
+  test::WriteFile(tmp + "/chars.json", R"({"type": "char", "alphabet": "0123456789+=<>|"})");
   return ParseJobSpec(
       absl::StrCat("name: g\nmodel: {config: examples/models/tiny.json, init: "
                    "random, tokenizer: ",
@@ -802,20 +802,20 @@ TEST(OnlineSpec, PromptLengthsAndChatTemplatesAreCheckedBeforeAnythingStarts) {
 
   // Messages prompts: rendered by data.chat_template; a template that does not parse is refused,
   // naming its file and line; one that renders too long a prompt is refused by length.
-  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string tmp = Tmp();
   const std::string chat =
       R"({"data_source": "arithmetic", "prompt": [{"role": "user", "content": "1+2="}], )"
       R"("reward_model": {"ground_truth": "3"}})"
       "\n";
-  std::ofstream(tmp + "/plain.jinja") << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  test::WriteFile(tmp + "/plain.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
   absl::StatusOr<JobSpec> rendered =
       TokenizedDatasetJob(chat, absl::StrCat(", chat_template: ", tmp, "/plain.jinja"));
   EXPECT_TRUE(CheckGrpoSpec(*rendered).ok()) << CheckGrpoSpec(*rendered);
-  std::ofstream(tmp + "/long.jinja") << "<|<|<|{{ messages[0].content }}|>|>|>";
+  test::WriteFile(tmp + "/long.jinja", "<|<|<|{{ messages[0].content }}|>|>|>");
   absl::StatusOr<JobSpec> long_prompt =
       TokenizedDatasetJob(chat, absl::StrCat(", chat_template: ", tmp, "/long.jinja"));
   EXPECT_THAT(CheckGrpoSpec(*long_prompt).message(), HasSubstr(":1: prompt of 17 tokens"));
-  std::ofstream(tmp + "/broken.jinja") << "ok\n{% for m in messages %}";
+  test::WriteFile(tmp + "/broken.jinja", "ok\n{% for m in messages %}");
   absl::StatusOr<JobSpec> broken =
       TokenizedDatasetJob(chat, absl::StrCat(", chat_template: ", tmp, "/broken.jinja"));
   const std::string message(CheckGrpoSpec(*broken).message());

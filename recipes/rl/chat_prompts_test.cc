@@ -1,13 +1,12 @@
 #include "recipes/rl/chat_prompts.h"
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -29,14 +28,13 @@ constexpr char kChatMl[] =
 class ChatPromptsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(std::getenv("TEST_TMPDIR")) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = fs::path(tmp_.path());
     fs::create_directories(dir_ / "tok");
     Write("tok/tokenizer.json", "{}");  // never read here
   }
   std::string Write(const std::string& leaf, const std::string& text) {
     const fs::path path = dir_ / leaf;
-    std::ofstream(path) << text;
+    test::WriteFile(path.string(), text);
     return path.string();
   }
   // A job whose tokenizer is tok/tokenizer.json.
@@ -46,6 +44,7 @@ class ChatPromptsTest : public ::testing::Test {
     spec.model.tokenizer = (dir_ / "tok" / "tokenizer.json").string();
     return spec;
   }
+  test::TempDir tmp_{::testing::UnitTest::GetInstance()->current_test_info()->name()};
   fs::path dir_;
 };
 

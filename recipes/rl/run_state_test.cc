@@ -1,13 +1,12 @@
 #include "recipes/rl/run_state.h"
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "metrics/progress_line.h"
 #include "nlohmann/json.hpp"
@@ -55,8 +54,8 @@ TEST(LogAboveProgress, ALogLineClearsTheBarFirstAndTheBarComesBack) {
 namespace fs = std::filesystem;
 
 JobSpec SpecIn(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static const test::TempDir root("run_state_test");  // removed when the binary exits
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   JobSpec spec;
   spec.name = name;
@@ -67,8 +66,7 @@ JobSpec SpecIn(const std::string& name) {
 }
 
 nlohmann::json Summary(const JobSpec& spec) {
-  std::ifstream in(spec.logging.dir + "/summary.json");
-  return nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}), nullptr,
+  return nlohmann::json::parse(test::ReadFile(spec.logging.dir + "/summary.json"), nullptr,
                                /*allow_exceptions=*/false);
 }
 
@@ -155,8 +153,8 @@ TEST(RunState, OnlyASummaryOfARunThatTookAStepCountsAsAnEarlierRun) {
   RunState again(spec, {});
   ASSERT_TRUE(again.Begin().ok()) << "refused after a run that trained nothing";
 
-  std::ofstream(spec.logging.dir + "/summary.json")
-      << "{\"status\": \"failed\", \"steps\": 3, \"error\": \"x\"}\n";
+  test::WriteFile(spec.logging.dir + "/summary.json",
+                  "{\"status\": \"failed\", \"steps\": 3, \"error\": \"x\"}\n");
   EXPECT_EQ(FindEarlierRun(spec), std::vector<std::string>{spec.logging.dir + "/summary.json"});
 }
 
@@ -165,7 +163,7 @@ TEST(RunState, OnlyASummaryOfARunThatTookAStepCountsAsAnEarlierRun) {
 TEST(RunState, ARunRefusedBeforeItBeganWritesNoSummary) {
   const JobSpec spec = SpecIn("refused");
   fs::create_directories(spec.logging.dir);
-  std::ofstream(spec.logging.dir + "/summary.json") << "{\"name\": \"earlier\"}\n";
+  test::WriteFile(spec.logging.dir + "/summary.json", "{\"name\": \"earlier\"}\n");
   RunState state(spec, {});
   const absl::Status begun = state.Begin();
   ASSERT_EQ(begun.code(), absl::StatusCode::kFailedPrecondition) << begun;

@@ -2,12 +2,11 @@
 // the new data keys; and the resolved spec of an rm job passes the check again.
 #include "recipes/rm/rm_recipe.h"
 
-#include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
@@ -19,15 +18,19 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string TmpPath(const std::string& name) {
-  return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+// This binary's temporary directory (removed when it exits).
+const std::string& Tmp() {
+  static const test::TempDir dir("rm_recipe_test");
+  return dir.path();
 }
+
+std::string TmpPath(const std::string& name) { return absl::StrCat(Tmp(), "/", name); }
 
 // A valid rm job: a character tokenizer and a preference file in the test's directory.
 std::string RmJob() {
-  std::ofstream(TmpPath("tok.json")) << R"({"type": "char", "alphabet": "0123456789+="})";
-  std::ofstream(TmpPath("prefs.jsonl")) << R"({"prompt": "1+2=", "chosen": "3", "rejected": "4"})"
-                                        << "\n";
+  test::WriteFile(TmpPath("tok.json"), R"({"type": "char", "alphabet": "0123456789+="})");
+  test::WriteFile(TmpPath("prefs.jsonl"), R"({"prompt": "1+2=", "chosen": "3", "rejected": "4"})"
+                                          "\n");
   return absl::StrReplaceAll(R"(name: rm-test
 recipe: rm
 model: {init: random, config: examples/models/tiny.json, tokenizer: TMP/tok.json}
@@ -40,7 +43,7 @@ data:
 trainer: {total_steps: 10, lr: 1.0e-3, eval_every: 5}
 logging: {dir: TMP/run}
 )",
-                             {{"TMP", std::getenv("TEST_TMPDIR")}});
+                             {{"TMP", Tmp()}});
 }
 
 TEST(CheckRmSpec, AcceptsARandomInitJobOnPreferenceFiles) {
@@ -91,8 +94,7 @@ TEST(CheckRmSpec, RefusesTheSftWarmStartAndRandomWeightsWithoutATokenizer) {
 
 TEST(CheckRmSpec, RefusesEvaluationWithoutValFilesAndAnOversizedMicroBatch) {
   const std::string no_val = absl::StrReplaceAll(
-      RmJob(),
-      {{absl::StrCat("  val_files: [", std::getenv("TEST_TMPDIR"), "/prefs.jsonl]\n"), ""}});
+      RmJob(), {{absl::StrCat("  val_files: [", Tmp(), "/prefs.jsonl]\n"), ""}});
   absl::StatusOr<JobSpec> spec = ParseJobSpec(no_val, "job.yaml", {"trainer.micro_batch_size=8"});
   ASSERT_TRUE(spec.ok()) << spec.status();
   const std::string message(CheckRmSpec(*spec).message());

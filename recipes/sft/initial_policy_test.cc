@@ -1,13 +1,12 @@
 #include "recipes/sft/initial_policy.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "actors/policy_util.h"
 #include "actors/tiny_policy.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/model_config.h"
@@ -19,18 +18,13 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
+// An empty directory under this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/initial-policy-", name);
+  static const test::TempDir root("initial_policy_test");
+  const std::string dir = root.Path(absl::StrCat("initial-policy-", name));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // A character tokenizer's file over `alphabet` (<pad>=0 <bos>=1 <eos>=2, then the characters).
@@ -38,7 +32,7 @@ std::string WriteCharTokenizer(const std::string& dir, const std::string& alphab
   auto tokenizer = models::CharTokenizer::Create(alphabet);
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
   const std::string path = dir + "/tokenizer-" + std::to_string(alphabet.size()) + ".json";
-  std::ofstream(path) << (*tokenizer)->ToJson();
+  test::WriteFile(path, (*tokenizer)->ToJson());
   return path;
 }
 
@@ -61,7 +55,7 @@ TEST(InitialPolicy, ARandomInitTakesTheVocabularyOfModelTokenizer) {
       {}, &result);
   ASSERT_TRUE(policy.ok()) << policy.status();
   EXPECT_EQ(*policy, dir + "/run/init");
-  EXPECT_EQ(ReadAll(*policy + "/tokenizer.json"), ReadAll(reversed));
+  EXPECT_EQ(test::ReadFile(*policy + "/tokenizer.json"), test::ReadFile(reversed));
   absl::StatusOr<actors::PolicyModel> loaded = actors::LoadPolicy(*policy);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   // '=' is the first character of the reversed alphabet: id 3 (the task's own tokenizer: 14).
@@ -74,7 +68,7 @@ TEST(InitialPolicy, AModelPathTakesModelTokenizerThroughLinks) {
   const std::string dir = TestDir("path");
   const std::string model = dir + "/model";
   ASSERT_TRUE(actors::WriteRandomPolicy(model, actors::TinyModelConfig(), 1).ok());
-  std::ofstream(model + "/generation_config.json") << R"({"eos_token_id": [2, 5]})";
+  test::WriteFile(model + "/generation_config.json", R"({"eos_token_id": [2, 5]})");
   RunResult result;
   // As it is: its own directory.
   absl::StatusOr<std::string> policy =
@@ -89,7 +83,7 @@ TEST(InitialPolicy, AModelPathTakesModelTokenizerThroughLinks) {
   EXPECT_EQ(*policy, dir + "/run/init");
   EXPECT_TRUE(fs::is_symlink(*policy + "/model.safetensors"));
   EXPECT_EQ(fs::read_symlink(*policy + "/config.json"), fs::absolute(model + "/config.json"));
-  EXPECT_EQ(ReadAll(*policy + "/tokenizer.json"), ReadAll(reversed));
+  EXPECT_EQ(test::ReadFile(*policy + "/tokenizer.json"), test::ReadFile(reversed));
   absl::StatusOr<actors::PolicyModel> loaded = actors::LoadPolicy(*policy);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(*loaded->tokenizer->Encode("="), std::vector<int32_t>{3});
@@ -98,7 +92,7 @@ TEST(InitialPolicy, AModelPathTakesModelTokenizerThroughLinks) {
   EXPECT_EQ(loaded->stop_token_ids, (std::vector<int32_t>{2, 5}));
   // The model's own tokenizer file is untouched.
   EXPECT_FALSE(fs::is_symlink(model + "/tokenizer.json"));
-  EXPECT_NE(ReadAll(model + "/tokenizer.json"), ReadAll(reversed));
+  EXPECT_NE(test::ReadFile(model + "/tokenizer.json"), test::ReadFile(reversed));
 
   // A lone .safetensors file with model.config and a tokenizer.
   policy = PrepareInitialPolicy(

@@ -3,14 +3,13 @@
 // key the recipe does not read, located; a bad record is named by FILE:LINE.
 #include "recipes/sft/sft_job_recipe.h"
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/tokenizers/tokenizer.h"
@@ -24,28 +23,34 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Tmp() { return std::getenv("TEST_TMPDIR"); }
+// This binary's temporary directory (removed when it exits).
+std::string Tmp() {
+  static const test::TempDir dir("sft_job_recipe_test");
+  return dir.path();
+}
 std::string TmpPath(const std::string& name) { return absl::StrCat(Tmp(), "/", name); }
 
 // A valid sft job: a character tokenizer, a 2-layer 32-wide model, and a mapping of three
 // prompts to three-letter answers (a dozen copies each), held out as data.val_files.
 std::string SftJob(const std::string& run = "run") {
-  std::ofstream(TmpPath("tok.json")) << R"({"type": "char", "alphabet": "abcdefg="})";
-  std::ofstream(TmpPath("model.json")) << R"({"architectures": ["LlamaForCausalLM"],
+  test::WriteFile(TmpPath("tok.json"), R"({"type": "char", "alphabet": "abcdefg="})");
+  test::WriteFile(TmpPath("model.json"), R"({"architectures": ["LlamaForCausalLM"],
     "model_type": "llama", "vocab_size": 16, "hidden_size": 32, "intermediate_size": 64,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
     "max_position_embeddings": 64, "rope_theta": 10000.0, "rms_norm_eps": 1e-06,
     "initializer_range": 0.02, "tie_word_embeddings": false, "hidden_act": "silu",
-    "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})";
+    "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})");
   const std::vector<std::string> records = {R"({"prompt": "a=", "response": "bcd"})",
                                             R"({"prompt": "b=", "response": "gfe"})",
                                             R"({"prompt": "c=", "response": "dag"})"};
-  std::ofstream train(TmpPath("train.jsonl"));
+  std::string train;
   for (int copy = 0; copy < 12; ++copy) {
-    for (const std::string& r : records) train << r << "\n";
+    for (const std::string& r : records) train += r + "\n";
   }
-  std::ofstream val(TmpPath("val.jsonl"));
-  for (const std::string& r : records) val << r << "\n";
+  test::WriteFile(TmpPath("train.jsonl"), train);
+  std::string val;
+  for (const std::string& r : records) val += r + "\n";
+  test::WriteFile(TmpPath("val.jsonl"), val);
   return absl::StrReplaceAll(R"(name: sft-test
 recipe: sft
 model: {init: random, config: TMP/model.json, tokenizer: TMP/tok.json}
@@ -107,10 +112,10 @@ TEST(SftJobRecipe, LearnsAMappingExactlyAndSavesALoadablePolicy) {
 TEST(SftJobRecipe, NamesABadRecordByFileAndLine) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(SftJob("bad"), "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  std::ofstream(TmpPath("train.jsonl")) << R"({"prompt": "a=", "response": "bcd"})"
-                                        << "\n"
-                                        << R"({"prompt": "b="})"
-                                        << "\n";
+  test::WriteFile(TmpPath("train.jsonl"), R"({"prompt": "a=", "response": "bcd"})"
+                                          "\n"
+                                          R"({"prompt": "b="})"
+                                          "\n");
   absl::StatusOr<RunResult> result = RunSftJob(*spec, RunOptions{});
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr(TmpPath("train.jsonl") + ":2:"));

@@ -19,13 +19,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/online/grpo_recipe.h"
@@ -47,24 +47,21 @@ constexpr int64_t kSteps = 3;
 
 void Log(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
 
+// An empty directory `name` under this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static const test::TempDir root("grpo_cross_host_test");
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
+// The first line of `path`, "" while it does not exist (it is polled for until it does).
 std::string FirstLine(const std::string& path) {
-  std::string text = ReadFile(path);
-  return text.substr(0, text.find('\n'));
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
 }
 
 // The stderr of every worker whose logs are under `dir`, concatenated.
@@ -73,7 +70,7 @@ std::string WorkerLogs(const std::string& dir) {
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (absl::StartsWith(name, "worker-") && absl::EndsWith(name, ".err")) {
-      all += ReadFile(e.path().string());
+      all += test::ReadFile(e.path().string());
     }
   }
   return all;

@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "actors/replay_buffer.h"
 #include "actors/rollout_worker.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "metrics/metric_catalog.h"
 #include "models/tokenizers/char_tokenizer.h"
@@ -48,24 +49,24 @@ namespace fs = std::filesystem;
 
 void Log(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
 
+// This binary's temporary directory (removed when it exits).
+const test::TempDir& Tmp() {
+  static const test::TempDir dir("grpo_e2e_test");
+  return dir;
+}
+
+// An empty directory `name` under Tmp().
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  const std::string dir = Tmp().Path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using ::troupe::test::ReadFile;
 
 // One SFT warm start shared by the tests that do not check SFT itself (kept across tests).
-std::string SharedSftDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/shared-sft");
-}
+std::string SharedSftDir() { return Tmp().Path("shared-sft"); }
 
 // A job small enough for a few seconds a step on 2 cores.
 JobSpec SmallJob(const std::string& dir, int64_t max_staleness, int64_t steps,
@@ -100,7 +101,8 @@ logging: {dir: )",
 // Field 19 of /proc/PID/stat: the process's nice value (-100 if unreadable).
 int NiceOf(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string stat;  // one line
+  std::getline(in, stat);
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return -100;
   std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
@@ -320,7 +322,7 @@ TEST_F(GrpoEndToEnd, ARandomInitStartsFromRandomWeightsWithoutAnSftStage) {
   ASSERT_TRUE(reversed.ok());
   const std::string tokenizer_json = (*reversed)->ToJson();
   spec.model.tokenizer = dir + "/reversed.json";
-  std::ofstream(spec.model.tokenizer) << tokenizer_json;
+  test::WriteFile(spec.model.tokenizer, tokenizer_json);
   bool said = false;
   absl::StatusOr<RunResult> r =
       RunGrpo(spec, cluster_->cluster(),

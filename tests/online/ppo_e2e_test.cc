@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -21,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "models/model_config.h"
 #include "models/transformer.h"
@@ -41,9 +41,9 @@ using tests::StepMetrics;
 
 std::string TestDir(const std::string& name) { return tests::FreshTestDir(name); }
 
-std::string ReadFileOrEmpty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+// The bytes of `path`, "" if there is no such file.
+std::string ContentsOrEmpty(const std::string& path) {
+  return fs::exists(path) ? test::ReadFile(path) : "";
 }
 
 // A PPO job small enough for a few seconds a step on 2 cores: 4 prompts x 2 samples a step, two
@@ -199,7 +199,7 @@ TEST_F(PpoEndToEnd, ACriticKilledUnderACallIsRestoredFromItsNewestCheckpoint) {
   }
   // The checkpoint of step 2 holds the state restored from step 1's (not the initial weights).
   auto weights = [&](int step) {
-    return ReadFileOrEmpty(
+    return ContentsOrEmpty(
         absl::StrFormat("%s/ckpt/critic/step_%08d/model.safetensors", base, step));
   };
   ASSERT_FALSE(weights(1).empty());
@@ -232,7 +232,7 @@ TEST_F(PpoEndToEnd, ACriticKilledWithoutCheckpointsEndsTheRunWithASummarySayingW
   EXPECT_TRUE(absl::StrContains(r.status().message(), "actors.checkpointer.every_steps"))
       << r.status();
   EXPECT_EQ(steps.size(), 2u);
-  const std::string text = ReadFileOrEmpty(base + "/summary.json");
+  const std::string text = ContentsOrEmpty(base + "/summary.json");
   ASSERT_FALSE(text.empty()) << "a failed run wrote no summary.json";
   const nlohmann::json summary = nlohmann::json::parse(text);
   EXPECT_EQ(summary["status"], "failed");

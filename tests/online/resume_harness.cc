@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -17,18 +15,11 @@ namespace troupe::tests {
 namespace fs = std::filesystem;
 
 std::string FreshTestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static const test::TempDir root("resume_harness");
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 nlohmann::json ReadJson(const std::string& path) { return nlohmann::json::parse(ReadFile(path)); }

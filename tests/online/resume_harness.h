@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -30,11 +31,12 @@ namespace troupe::tests {
 // The `troupe` binary, relative to the test's runfiles directory (data = ["//cli:troupe"]).
 inline constexpr char kTroupe[] = "cli/troupe";
 
-// `$TEST_TMPDIR/<name>` (else /tmp/<name>), emptied and created afresh; returns its path.
+// `<name>` under this test binary's temporary directory (a test::TempDir, removed when the binary
+// exits), emptied and created afresh; returns its path.
 std::string FreshTestDir(const std::string& name);
 
-// The whole content of the file at `path` ("" if it cannot be read).
-std::string ReadFile(const std::string& path);
+// The whole content of the file at `path`; fails the test (and returns "") if it cannot be read.
+using ::troupe::test::ReadFile;
 
 // The file at `path` parsed as JSON; throws nlohmann::json::parse_error if it is not JSON (a
 // failing test then reports the exception).

@@ -5,15 +5,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "tests/cluster/process.h"
 
@@ -24,24 +23,23 @@ namespace fs = std::filesystem;
 
 constexpr char kTroupe[] = "cli/troupe";
 
+// An empty directory `name` under this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static const test::TempDir root("run_command_test");
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
-void Write(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-}
+void Write(const std::string& path, const std::string& text) { test::WriteFile(path, text); }
 
-std::string Read(const std::string& path) {
+// The first line of `path`, "" if it cannot be read (a /proc file may be missing or closed to us).
+std::string FirstLine(const std::string& path) {
   std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string line;
+  std::getline(in, line);
+  return line;
 }
 
 // A valid job whose outputs all go under `dir` (no cluster is started by these tests).
@@ -85,7 +83,7 @@ TEST(TroupeRun, LeavesADirectoryNamedClusterThatItDidNotMakeAlone) {
                               absl::Seconds(60));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_TRUE(absl::StrContains(out, "was not made by troupe run")) << out;
-  EXPECT_EQ(Read(dir + "/out/cluster/src/f"), "the user's file\n");
+  EXPECT_EQ(test::ReadFile(dir + "/out/cluster/src/f"), "the user's file\n");
   EXPECT_EQ(Entries(dir + "/out"), std::vector<std::string>{"cluster"});
   EXPECT_EQ(Entries(dir + "/out/cluster"), std::vector<std::string>{"src"});
 }
@@ -152,7 +150,7 @@ TEST(TroupeRun, ASigtermEndsARunStillReadingItsSpecAtOnce) {
   // Until it waits in openat(2) on the FIFO (x86-64 syscall 257), past its start-up.
   const std::string syscall = absl::StrCat("/proc/", run.pid(), "/syscall");
   const bool waiting =
-      WaitUntil([&] { return absl::StartsWith(Read(syscall), "257 "); }, absl::Seconds(30));
+      WaitUntil([&] { return absl::StartsWith(FirstLine(syscall), "257 "); }, absl::Seconds(30));
   if (!waiting) absl::SleepFor(absl::Seconds(3));  // (no /proc/PID/syscall here)
   ASSERT_TRUE(run.Running()) << run.Output();
   run.Signal(SIGTERM);
@@ -174,7 +172,7 @@ TEST(TroupeRun, RefusesAnEarlierRunsOutputsWithoutResumeOrOverwrite) {
   EXPECT_TRUE(absl::StrContains(out, "--resume")) << out;
   EXPECT_TRUE(absl::StrContains(out, "--overwrite")) << out;
   EXPECT_TRUE(absl::StrContains(out, "1 checkpoint(s)")) << out;
-  EXPECT_EQ(Read(dir + "/out/metrics.jsonl"), "{\"step\": 1}\n");
+  EXPECT_EQ(test::ReadFile(dir + "/out/metrics.jsonl"), "{\"step\": 1}\n");
   EXPECT_TRUE(fs::exists(dir + "/out/ckpt/step_00000001/meta.json"));
   EXPECT_FALSE(fs::exists(dir + "/out/cluster")) << "a refused run started a cluster";
 

@@ -3,17 +3,15 @@
 // scoring, trainer steps, weight syncs, checkpoints, evaluations and (trainer.profile_steps) the
 // LibTorch operators of the profiled step; `troupe timeline RUN_DIR` rebuilds it, and
 // `troupe timeline --job` fetches the same spans from a running cluster's node agents.
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/cluster/process.h"
@@ -25,30 +23,26 @@ namespace fs = std::filesystem;
 
 constexpr char kTroupe[] = "cli/troupe";
 
+// An empty directory `name` under this binary's temporary directory (removed when it exits).
 std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  static const test::TempDir root("timeline_test");
+  const std::string dir = root.Path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::troupe::test::ReadFile;
 
 // Three steps, evaluated and checkpointed at step 2 and at the end; step 2's operators profiled.
 std::string Job(const std::string& dir) {
   const std::string path = dir + "/job.yaml";
-  std::ofstream(path) << absl::StrCat(R"(name: timeline
+  test::WriteFile(path, absl::StrCat(R"(name: timeline
 model: {config: examples/models/tiny.json, init: sft}
 data: {task: arithmetic, digits: 2, num_train: 200, heldout_size: 8, seed: 3,
        train_batch_size: 4, max_prompt_length: 8, max_response_length: 4}
 sft: {steps: 5, batch_size: 8, warmup_steps: 1, eval_every: 5, dir: )",
-                                      dir, R"(/sft}
+                                     dir, R"(/sft}
 algorithm: {n: 2, kl: {coef: 0}}
 trainer: {total_steps: 3, eval_every: 2, profile_steps: [2, 2]}
 actors:
@@ -56,10 +50,10 @@ actors:
   reward: {replicas: 1, resources: {CPU: 0.1}}
   trainer: {resources: {CPU: 0.1}}
   checkpointer: {every_steps: 2, dir: )",
-                                      dir, R"(/out/ckpt}
+                                     dir, R"(/out/ckpt}
 logging: {dir: )",
-                                      dir, R"(/out, tensorboard: false}
-)");
+                                     dir, R"(/out, tensorboard: false}
+)"));
   return path;
 }
 
@@ -130,7 +124,7 @@ TEST(TroupeTimeline, ARunLeavesATraceOfItsCallsStepsSyncsCheckpointsAndEvaluatio
                               dir + "/run.out", absl::Minutes(4));
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "timeline: " + dir + "/out/timeline.json")) << out;
-  const std::vector<Event> events = Parse(Read(dir + "/out/timeline.json"));
+  const std::vector<Event> events = Parse(ReadFile(dir + "/out/timeline.json"));
   ExpectGrpoSpans(events, /*with_driver=*/true);
 
   // trainer.profile_steps [2, 2]: LibTorch operators on the trainer's track, inside its 2nd step.
@@ -156,7 +150,7 @@ TEST(TroupeTimeline, ARunLeavesATraceOfItsCallsStepsSyncsCheckpointsAndEvaluatio
                                 dir + "/timeline.out");
   ASSERT_EQ(rc2, 0) << out2;
   EXPECT_TRUE(absl::StrContains(out2, "wrote ")) << out2;
-  EXPECT_EQ(Parse(Read(dir + "/trace.json")).size(), events.size());
+  EXPECT_EQ(Parse(ReadFile(dir + "/trace.json")).size(), events.size());
 }
 
 TEST(TroupeTimeline, RefusesBadInputWithAClearError) {
@@ -197,7 +191,7 @@ TEST(TroupeTimeline, RefusesBadInputWithAClearError) {
       << out_env;
   EXPECT_FALSE(fs::exists(dir + "/out/cluster")) << "a cluster started";
   fs::create_directories(dir + "/run/cluster/logs");
-  std::ofstream(dir + "/run/cluster/logs/worker-x-0.spans") << "not spans";
+  test::WriteFile(dir + "/run/cluster/logs/worker-x-0.spans", "not spans");
   auto [rc, out] =
       RunCommand({kTroupe, "timeline", dir + "/run", "-o", dir + "/t.json"}, dir + "/out.txt");
   EXPECT_EQ(rc, 1) << out;
@@ -216,20 +210,20 @@ TEST(TroupeTimeline, FetchesAClusterJobsSpansFromItsNodeAgents) {
     std::string state, log;
     ~Stop() { RunCommand({kTroupe, "stop", "--state-dir", state}, log); }
   } stop{state, dir + "/stop.out"};
-  const std::string address(absl::StripAsciiWhitespace(Read(state + "/head.address")));
+  const std::string address(absl::StripAsciiWhitespace(ReadFile(state + "/head.address")));
   ASSERT_FALSE(address.empty());
   auto [rc1, run] = RunCommand(
       {kTroupe, "run", Job(dir), "--address", address, "--state-dir", state, "--job-id", "tl-job"},
       dir + "/run.out", absl::Minutes(4));
   ASSERT_EQ(rc1, 0) << run;
   // troupe run --address: the driver's spans and the workers' (from the node agents).
-  ExpectGrpoSpans(Parse(Read(dir + "/out/timeline.json")), /*with_driver=*/true);
+  ExpectGrpoSpans(Parse(ReadFile(dir + "/out/timeline.json")), /*with_driver=*/true);
 
   auto [rc2, out2] = RunCommand(
       {kTroupe, "timeline", "--job", "tl-job", "--state-dir", state, "-o", dir + "/job.json"},
       dir + "/timeline.out");
   ASSERT_EQ(rc2, 0) << out2;
-  ExpectGrpoSpans(Parse(Read(dir + "/job.json")), /*with_driver=*/false);
+  ExpectGrpoSpans(Parse(ReadFile(dir + "/job.json")), /*with_driver=*/false);
 
   auto [rc3, out3] = RunCommand({kTroupe, "timeline", "--job", "no-such-job", "--address", address,
                                  "--state-dir", state, "-o", dir + "/none.json"},
