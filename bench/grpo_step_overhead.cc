@@ -36,8 +36,8 @@
 #include "models/compute_threads.h"
 #include "models/tokenizers/tokenizer.h"
 #include "recipes/job_spec/job_spec.h"
-#include "recipes/online/online_config.h"
 #include "recipes/online/grpo_recipe.h"
+#include "recipes/online/online_config.h"
 #include "runtime/cluster/embedded/embedded_cluster.h"
 #include "tasks/arithmetic/arithmetic_task.h"
 
@@ -130,9 +130,9 @@ absl::StatusOr<std::vector<double>> RunInProcess(const Flags& f, const recipes::
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<actors::ReferenceCore> reference,
                           actors::ReferenceCore::Create(recipes::OnlineReferenceConfig(f.sft_dir)));
   // The trainer the recipe would configure (no checkpointer: nothing calls Checkpoint).
-  TROUPE_ASSIGN_OR_RETURN(
-      std::unique_ptr<actors::TrainerCore> trainer,
-      actors::TrainerCore::Create(recipes::OnlineTrainerConfig(spec, f.sft_dir, "", "checkpointer")));
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<actors::TrainerCore> trainer,
+                          actors::TrainerCore::Create(
+                              recipes::OnlineTrainerConfig(spec, f.sft_dir, "", "checkpointer")));
   tasks::ArithmeticTaskOptions to;
   to.digits = 2;
   to.num_train = 0;

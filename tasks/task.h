@@ -96,7 +96,7 @@ struct TaskSftData {
   // required, with an eos token (and a bos one with add_bos).
   std::shared_ptr<const models::Tokenizer> tokenizer;
   data::SftGrader grader;  // Held-out correctness; null = exact match.
-  bool add_bos = true;   // BOS before every prompt (as the RL prompts have).
+  bool add_bos = true;     // BOS before every prompt (as the RL prompts have).
   // Drop special tokens when decoding a held-out answer for the grader.
   bool skip_special_tokens = true;
   // The SFT run's max_new_tokens and max_seq_len when the job leaves them 0 (0 = the recipe's

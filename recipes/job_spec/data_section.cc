@@ -75,7 +75,8 @@ void WalkData(Section& top, JobSpec& spec) {
                        "loaded whole) or a JSON array (.json; read whole, up to 1 GiB)",
                 .write_if = dataset});
   d.StringList("val_files", &data.val_files,
-               {.doc = "held-out records (formats as data.train_files): evaluations score the first data.heldout_size of "
+               {.doc = "held-out records (formats as data.train_files): evaluations score the "
+                       "first data.heldout_size of "
                        "them, in file order; none = no evaluation (recipe sft: read at "
                        "sft.prompt_key / sft.response_key, the response the reference; none = the "
                        "last data.heldout_size training records)",
@@ -83,7 +84,8 @@ void WalkData(Section& top, JobSpec& spec) {
                 .unread_why = kRecordsOnly,
                 .write_if = !data.val_files.empty()});
   d.StringList("preference_files", &data.preference_files,
-               {.doc = "recipe dpo: offline pairs, preference records (formats as data.train_files) (prompt, chosen, "
+               {.doc = "recipe dpo: offline pairs, preference records (formats as "
+                       "data.train_files) (prompt, chosen, "
                        "rejected, as recipe rm reads them) trained on instead of pairs sampled "
                        "from the policy; data.task gives the held-out evaluation and is required "
                        "(a dataset job's data.train_files / val_files cannot be combined with it "

@@ -39,7 +39,8 @@ std::string SpecKeysMarkdown() {
       "and checked by `//recipes/job_spec:job_spec_docs_test`, which fails when this file is "
       "stale. The rules (locations in errors, YAML typing, anchors, limits) and the "
       "command-line overrides are in the header comment of `recipes/job_spec/job_spec.h`. A "
-      "recipe refuses keys it does not run before any actor starts (`recipes/online/online_config.h` "
+      "recipe refuses keys it does not run before any actor starts "
+      "(`recipes/online/online_config.h` "
       "for grpo). Task parameters (`data.<param>`) below are those of the `",
       first, "` task.\n\n");
   AppendTable(DescribeSpecKeys(first), &out);

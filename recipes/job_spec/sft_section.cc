@@ -24,12 +24,13 @@ void WalkSft(Section& top, JobSpec& spec) {
            {.doc = "SFT checkpoint directory (the warm start reuses one it holds; recipe sft "
                    "replaces it only with --overwrite)",
             .default_text = "<logging.dir>/sft"});
-  s.StringList("train_files", &sft.train_files,
-               {.doc = "a dataset job's SFT records (formats as data.train_files): prompt (string or chat "
-                       "messages, rendered like data's) and response; held out: data.val_files "
-                       "judged by the job's reward (recipe sft: by exact match with their "
-                       "response); required by recipe sft",
-                .write_if = records});
+  s.StringList(
+      "train_files", &sft.train_files,
+      {.doc = "a dataset job's SFT records (formats as data.train_files): prompt (string or chat "
+              "messages, rendered like data's) and response; held out: data.val_files "
+              "judged by the job's reward (recipe sft: by exact match with their "
+              "response); required by recipe sft",
+       .write_if = records});
   s.String("prompt_key", &sft.prompt_key,
            {.doc = "dotted path of an SFT record's prompt", .write_if = records});
   s.String("response_key", &sft.response_key,

@@ -62,8 +62,8 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
 // no config), else the reward form {name, weights (one per name), config} (an empty name list =
 // each record's reward chosen by its data_source).
 proto::RewardServerConfig OnlineRewardConfig(const JobSpec& spec);
-// reward.judge's Judge (its keys, the verifiers OnlineRewardConfig's) and reward.model's RewardModel
-// (model_dir, model_weight, the same verifiers).
+// reward.judge's Judge (its keys, the verifiers OnlineRewardConfig's) and reward.model's
+// RewardModel (model_dir, model_weight, the same verifiers).
 proto::JudgeConfig OnlineJudgeConfig(const JobSpec& spec);
 proto::RewardModelConfig OnlineRewardModelConfig(const JobSpec& spec);
 // The reward role's config as its actors are spawned with it: with reward.judge
@@ -80,8 +80,8 @@ ActorGroupOptions RewardRoleOptions(const std::string& job_id, const JobSpec& sp
 // The trainer's: the model, the optimizer and schedule (trainer.*), the loss (algorithm.*), where
 // to resume from and the checkpointer's actor name.
 proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string& model_dir,
-                                       const std::string& resume_dir,
-                                       const std::string& checkpointer);
+                                         const std::string& resume_dir,
+                                         const std::string& checkpointer);
 // The rollout workers': the model, the engine's slots and sequence length, and the weight
 // versions it keeps (async.max_staleness + 1 for an asynchronous run, so a pinned call finds its
 // version).
@@ -93,8 +93,8 @@ proto::CheckpointerConfig OnlineCheckpointerConfig(const JobSpec& spec);
 // `version` (the worker waits for them and every token is generated with them), seeded from
 // trainer.seed and the first prompt's id: the same call gives the same samples whichever worker
 // serves it and whenever newer weights arrive.
-proto::GenerateRequest OnlineGenerateRequest(const JobSpec& spec, std::vector<proto::Prompt> prompts,
-                                           int64_t version);
+proto::GenerateRequest OnlineGenerateRequest(const JobSpec& spec,
+                                             std::vector<proto::Prompt> prompts, int64_t version);
 
 }  // namespace troupe::recipes
 

@@ -187,7 +187,7 @@ absl::Status OnlineRecipe::Spawn() {
       trainer_group_,
       SpawnGroup(RoleOptions(prefix_, roles::kTrainer, a.trainer, 1,
                              ConfigJson(OnlineTrainerConfig(spec_, policy_dir_, state_.resume_dir(),
-                                                          checkpointer_.name(0))))));
+                                                            checkpointer_.name(0))))));
   ActorGroupOptions ro = RoleOptions(prefix_, roles::kRollout, a.rollout, a.rollout.replicas,
                                      ConfigJson(OnlineRolloutConfig(spec_, policy_dir_)),
                                      /*indexed=*/true);

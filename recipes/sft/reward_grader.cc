@@ -6,7 +6,7 @@
 namespace troupe::recipes {
 
 data::SftGrader RewardGrader(std::shared_ptr<const reward::RewardFunction> reward,
-                           std::string component, double threshold) {
+                             std::string component, double threshold) {
   return [reward = std::move(reward), component = std::move(component), threshold](
              const std::string& response, const data::SftHeldOut& problem) {
     reward::RewardInput input;

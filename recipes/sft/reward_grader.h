@@ -24,7 +24,7 @@
 namespace troupe::recipes {
 
 data::SftGrader RewardGrader(std::shared_ptr<const reward::RewardFunction> reward,
-                           std::string component = "correct", double threshold = 0.5);
+                             std::string component = "correct", double threshold = 0.5);
 
 }  // namespace troupe::recipes
 

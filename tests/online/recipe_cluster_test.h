@@ -1,7 +1,7 @@
-// A gtest fixture for end-to-end recipe tests (tests/online's ppo_e2e_test, dpo_e2e_test): each test
-// gets its own embedded cluster (head + node, 2 CPUs) whose workers run the `cli/troupe` binary of
-// the test's runfiles, and the recipe runs in the test's process (RunRecipe) with its per-step
-// metrics recorded.
+// A gtest fixture for end-to-end recipe tests (tests/online's ppo_e2e_test, dpo_e2e_test): each
+// test gets its own embedded cluster (head + node, 2 CPUs) whose workers run the `cli/troupe`
+// binary of the test's runfiles, and the recipe runs in the test's process (RunRecipe) with its
+// per-step metrics recorded.
 //
 // Example:
 //   class MyEndToEnd : public troupe::tests::RecipeClusterTest {};
