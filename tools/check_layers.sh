@@ -104,6 +104,12 @@ probes=(
   "actors|//cli:troupe_main|refuse"
   "base|//runtime:future|refuse"
   "recipes|//actors:trainer|accept"
+  "recipes/rl|//recipes/sft:initial_policy|refuse"
+  "recipes/rl|//recipes/online:online_recipe|refuse"
+  "recipes/sft|//recipes/online:online_config|refuse"
+  "recipes/sft|//recipes/rm:rm_recipe|refuse"
+  "recipes/online|//recipes/rm:rm_recipe|refuse"
+  "recipes/online|//recipes/sft:initial_policy|accept"
 )
 probe_root=""
 cleanup() { [[ -n "$probe_root" ]] && rm -rf "$probe_root"; }

@@ -22,6 +22,23 @@ CLI_USERS = ["//cli:__subpackages__"] + _ABOVE_CLI
 
 RECIPES_USERS = ["//recipes:__subpackages__"] + CLI_USERS
 
+# Within recipes/, the building blocks (recipes/rl, recipes/job_spec, recipe.h: RECIPES_USERS)
+# sit below the recipes, and recipes/sft (the SFT recipe, and the initial policy whose
+# model.init: sft the online recipes run) below recipes/rm and recipes/online, which do not use
+# each other. recipes/job_spec's tests link every recipe (their rules and goldens), hence its
+# package.
+_RECIPE_TESTERS = ["//recipes/job_spec:__pkg__"] + CLI_USERS
+
+RECIPES_SFT_USERS = [
+    "//recipes/sft:__subpackages__",
+    "//recipes/rm:__subpackages__",
+    "//recipes/online:__subpackages__",
+] + _RECIPE_TESTERS
+
+# recipes/rm, recipes/online: only themselves and what runs recipes.
+def recipe_users(package):
+    return ["//recipes/%s:__subpackages__" % package] + _RECIPE_TESTERS
+
 ACTORS_USERS = ["//actors:__subpackages__"] + RECIPES_USERS
 
 RUNTIME_USERS = ["//runtime:__subpackages__"] + ACTORS_USERS
