@@ -110,14 +110,50 @@ absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn, int64_t num_mic
     return absl::InvalidArgumentError(absl::StrCat(
         "Trainer::Step ", step_, ": num_micro_batches must be >= 1, got ", num_micro_batches));
   }
-  absl::StatusOr<StepMetrics> result = CatchTorch(
-      absl::StrCat("Trainer::Step ", step_), [&] { return StepImpl(loss_fn, num_micro_batches); });
+  absl::StatusOr<StepMetrics> result =
+      CatchTorch(absl::StrCat("Trainer::Step ", step_),
+                 [&] { return StepImpl(loss_fn, num_micro_batches, /*group_weight=*/0); });
   if (!result.ok()) optimizer_->ZeroGrad();
   return result;
 }
 
-absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n) {
+absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn, int64_t num_micro_batches,
+                                          int64_t group_weight) {
+  if (num_micro_batches < 0 || (num_micro_batches == 0 && reducer_ == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("Trainer::Step ", step_,
+                                                   ": num_micro_batches must be >= ",
+                                                   reducer_ == nullptr ? 1 : 0, ", got ",
+                                                   num_micro_batches));
+  }
+  if (group_weight < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Trainer::Step ", step_, ": group_weight must be >= 1, got ", group_weight));
+  }
+  absl::StatusOr<StepMetrics> result =
+      CatchTorch(absl::StrCat("Trainer::Step ", step_),
+                 [&] { return StepImpl(loss_fn, num_micro_batches, group_weight); });
+  if (!result.ok()) optimizer_->ZeroGrad();
+  return result;
+}
+
+absl::Status Trainer::EnableDataParallel(GradientCollective* collective,
+                                         const ReducerOptions& options) {
+  if (reducer_ != nullptr) {
+    return absl::InvalidArgumentError("Trainer: data parallelism is already enabled");
+  }
+  if (collective == nullptr || collective->world_size() < 2) {
+    return absl::InvalidArgumentError("Trainer: data parallelism needs a group of 2 ranks or more");
+  }
+  TROUPE_ASSIGN_OR_RETURN(reducer_, GradientReducer::Create(params_, collective, options));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n,
+                                              int64_t group_weight) {
   const bool token_weighted = options_.accumulation == AccumulationScaling::kTokenWeighted;
+  // With group_weight each loss is weighed against it before its backward pass (the sum over
+  // ranks then is the step's gradient); without, kTokenWeighted rescales after all of them.
+  const bool preweighted = group_weight > 0;
   // Weights n_i of kTokenWeighted, summed.
   int64_t total_weight = 0;
   StepMetrics metrics;
@@ -153,6 +189,11 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n) 
     }
     double weight = 1.0 / static_cast<double>(n);
     if (token_weighted) weight = n == 1 ? 1.0 : static_cast<double>(terms);
+    if (preweighted) {
+      weight = (token_weighted ? static_cast<double>(terms) : 1.0) /
+               static_cast<double>(group_weight);
+    }
+    if (reducer_ != nullptr && i == n - 1) reducer_->Arm();
     if (weight == 1.0) {
       loss.reshape({}).backward();
     } else {
@@ -160,15 +201,36 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n) 
     }
     weighted_loss += loss.item<double>() * weight;
     metrics.tokens += micro->num_tokens;
-    total_weight += terms;
+    total_weight += token_weighted ? terms : 1;
   }
-  if (token_weighted && n > 1) {
+  if (preweighted && reducer_ == nullptr && total_weight != group_weight) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Trainer::Step ", step_, ": the micro-batches weigh ", total_weight,
+                     ", group_weight says ", group_weight));
+  }
+  if (token_weighted && n > 1 && !preweighted) {
     const double inverse_total = 1.0 / static_cast<double>(total_weight);
     at::NoGradGuard no_grad;
     for (at::Tensor& p : params_) {
       if (p.grad().defined()) p.mutable_grad().mul_(inverse_total);
     }
     weighted_loss *= inverse_total;
+  }
+  if (reducer_ != nullptr) {
+    TROUPE_RETURN_IF_ERROR(reducer_->Finish());
+    // The group's loss and tokens, and a check that the ranks' weights add up to group_weight.
+    at::Tensor sums = at::tensor({weighted_loss, static_cast<double>(metrics.tokens),
+                                  static_cast<double>(total_weight)},
+                                 at::kDouble);
+    TROUPE_RETURN_IF_ERROR(reducer_->collective()->AllReduceSum({sums}));
+    weighted_loss = sums[0].item<double>();
+    metrics.tokens = static_cast<int64_t>(sums[1].item<double>());
+    const int64_t group_total = static_cast<int64_t>(sums[2].item<double>());
+    if (group_total != group_weight) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Trainer::Step ", step_, ": the group's micro-batches weigh ", group_total,
+                       ", group_weight says ", group_weight));
+    }
   }
   metrics.loss = weighted_loss;
   TROUPE_ASSIGN_OR_RETURN(metrics.grad_norm, ClipGradNorm(params_, options_.max_grad_norm));

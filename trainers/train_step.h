@@ -28,6 +28,17 @@
 // losses on CPU. Save/Load carry the step, the optimizer state, both generators' states and the
 // parameters, so a resumed run continues exactly where the saved one left off.
 //
+// Data parallelism (EnableDataParallel; trainers/data_parallel.h): the trainer is then one rank of
+// a group. Each rank's Step runs the loss closure over its own micro-batches (any number, 0
+// included), weighs each micro-batch's loss by its share of the whole group's step
+// (`group_weight`: the Σ n_i over every rank's micro-batches under kTokenWeighted, the number of
+// micro-batches of the whole step under kMeanOfMicroBatches), and before the optimizer step the
+// gradients are summed over the ranks (GradientReducer, overlapping the last micro-batch's
+// backward pass). Every rank then clips by the same global norm and takes the same AdamW step, so
+// the ranks' parameters stay identical and equal a single trainer's over the whole step up to
+// float rounding. StepMetrics.loss and .tokens are then the group's. Every rank must call Step the
+// same number of times; a rank whose closure fails makes the others' sums fail or time out.
+//
 // Ownership: the module is borrowed and must outlive the trainer; its parameters are updated in
 // place. Thread-safety: none; a trainer belongs to one thread (the trainer actor). Seeding and
 // restoring the global generator affects every user of it in the process.
@@ -46,6 +57,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainers/data_parallel.h"
 #include "trainers/optimizer.h"
 
 namespace torch::nn {
@@ -130,7 +142,23 @@ class Trainer {
   // InvalidArgument naming the file and field on a layout mismatch.
   absl::Status Load(const std::string& path);
 
+  // Makes this trainer one rank of `collective`'s group (see the file comment); the collective is
+  // not owned and must outlive the trainer. INVALID_ARGUMENT for a group of fewer than 2 ranks,
+  // or if already enabled.
+  absl::Status EnableDataParallel(GradientCollective* collective, const ReducerOptions& options);
+  // One optimizer step of a data-parallel trainer: this rank's `num_micro_batches` (>= 0) calls
+  // of `loss_fn`, weighed against `group_weight` (> 0; see the file comment). Without data
+  // parallelism, the same as Step(loss_fn, num_micro_batches) with its own weights checked
+  // against group_weight's meaning.
+  absl::StatusOr<StepMetrics> Step(const LossFn& loss_fn, int64_t num_micro_batches,
+                                   int64_t group_weight);
+
   int64_t step() const { return step_; }
+  bool data_parallel() const { return reducer_ != nullptr; }
+  // The reducer's counters (null without data parallelism).
+  const ReducerStats* reducer_stats() const {
+    return reducer_ != nullptr ? &reducer_->stats() : nullptr;
+  }
   double CurrentLearningRate() const { return schedule_.LearningRate(step_); }
   const AdamW& optimizer() const { return *optimizer_; }
 
@@ -138,7 +166,9 @@ class Trainer {
   Trainer(std::vector<std::pair<std::string, at::Tensor>> named_params,
           std::unique_ptr<AdamW> optimizer, WarmupCosineSchedule schedule,
           const TrainerOptions& options, at::Generator generator);
-  absl::StatusOr<StepMetrics> StepImpl(const LossFn& loss_fn, int64_t num_micro_batches);
+  // group_weight 0: the single-process step (weights from the micro-batches themselves).
+  absl::StatusOr<StepMetrics> StepImpl(const LossFn& loss_fn, int64_t num_micro_batches,
+                                       int64_t group_weight);
 
   TrainerOptions options_;
   std::vector<std::pair<std::string, at::Tensor>> named_params_;
@@ -147,6 +177,7 @@ class Trainer {
   WarmupCosineSchedule schedule_;
   at::Generator generator_;
   int64_t step_ = 0;
+  std::unique_ptr<GradientReducer> reducer_;  // data parallelism; null without
 };
 
 }  // namespace troupe::trainers
