@@ -15,6 +15,26 @@
 #include "trainers/torch_op_spans.h"
 
 namespace troupe::actors {
+namespace {
+
+// A trainer group's collective operations over runtime/collective (Gloo on CPU).
+class GroupCollective : public trainers::GradientCollective {
+ public:
+  explicit GroupCollective(collective::CollectiveGroup* group) : group_(group) {}
+  int rank() const override { return group_->rank(); }
+  int world_size() const override { return group_->world_size(); }
+  absl::Status AllReduceSum(absl::Span<const at::Tensor> tensors) override {
+    return group_->AllReduce(tensors, collective::ReduceOp::kSum);
+  }
+  absl::Status Broadcast(absl::Span<const at::Tensor> tensors, int root) override {
+    return group_->Broadcast(tensors, root);
+  }
+
+ private:
+  collective::CollectiveGroup* const group_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ActorContext& ctx) {
   TROUPE_ASSIGN_OR_RETURN(proto::TrainerConfig config, ctx.ConfigAs<proto::TrainerConfig>());
@@ -57,7 +77,7 @@ absl::StatusOr<proto::TrainStepReply> Trainer::Step(const proto::TrainStepReques
       reply.set_publish_failed(true);
       reply.set_publish_error(s.ToString());
     }
-  } else if (publisher_ == nullptr) {
+  } else if (publisher_ == nullptr && rank_ == 0) {
     reply.set_publish_failed(true);
     reply.set_publish_error("no weight group");
   }
@@ -88,6 +108,46 @@ absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinWeightGroup(
     publisher_.reset();
     return s;
   }
+  proto::JoinWeightGroupReply reply;
+  reply.set_weight_version(weight_version());
+  return reply;
+}
+
+absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinTrainGroup(
+    const proto::JoinWeightGroupRequest& req) {
+  const int size = core_->config().data_parallel_size();
+  if (size < 2) {
+    return absl::FailedPreconditionError(
+        "JoinTrainGroup: this trainer is alone (data_parallel_size 1)");
+  }
+  if (req.world_size() != size || req.rank() < 0 || req.rank() >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("JoinTrainGroup: rank ", req.rank(), " of ",
+                                                   req.world_size(), ", data_parallel_size is ",
+                                                   size));
+  }
+  if (services_ == nullptr) {
+    return absl::FailedPreconditionError("JoinTrainGroup: the trainer is not part of a cluster");
+  }
+  if (train_group_ != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("JoinTrainGroup: already rank ", rank_, " of group ", train_group_->name()));
+  }
+  // A step's forward and backward passes on the slowest rank fall inside one operation's wait.
+  TROUPE_ASSIGN_OR_RETURN(
+      train_group_, collective::CollectiveGroup::Create(
+                        &services_->kv(), {.name = absl::StrCat(req.group_name(), ".", req.epoch()),
+                                           .world_size = size,
+                                           .rank = req.rank(),
+                                           .timeout = absl::Minutes(10),
+                                           .gloo_host = context().node_address()}));
+  train_collective_ = std::make_unique<GroupCollective>(train_group_.get());
+  if (absl::Status s = core_->EnableDataParallel(train_collective_.get()); !s.ok()) {
+    train_collective_.reset();
+    (void)train_group_->Destroy();
+    train_group_.reset();
+    return s;
+  }
+  rank_ = req.rank();
   proto::JoinWeightGroupReply reply;
   reply.set_weight_version(weight_version());
   return reply;
@@ -226,6 +286,7 @@ absl::StatusOr<proto::WeightsReply> Trainer::Weights(const proto::Empty&) {
   return reply;
 }
 
-TROUPE_REGISTER_ACTOR(Trainer, Step, JoinWeightGroup, Checkpoint, FlushCheckpoints, Weights);
+TROUPE_REGISTER_ACTOR(Trainer, Step, JoinWeightGroup, Checkpoint, FlushCheckpoints, Weights,
+                      JoinTrainGroup);
 
 }  // namespace troupe::actors

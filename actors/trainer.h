@@ -15,6 +15,12 @@
 // ones again and replies once every write under way has finished, so a driver can make sure its
 // last checkpoint is on disk before the job's actors go away.
 //
+// Data parallelism (config.data_parallel_size = N > 1; actors.trainer.replicas): the driver
+// spawns N trainers and calls JoinTrainGroup on each (rank r of N, group "<name>.<epoch>"): they
+// form a Gloo collective group and TrainerCore::EnableDataParallel makes each a rank (rank 0's
+// weights broadcast to the others). Every rank then gets every Step; rank 0 publishes the
+// weights and takes the checkpoints (the state is the same on every rank).
+//
 // Both use the context's cluster services (ActorContext::services(): the KV store for the weight
 // group's rendezvous, the checkpointer by name); without them (not in a cluster) JoinWeightGroup
 // and Checkpoint are FAILED_PRECONDITION and Step reports publish_failed ("no weight group").
@@ -38,7 +44,9 @@
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
 #include "runtime/actor_handle.h"
+#include "runtime/collective/collective_group.h"
 #include "runtime/collective/weight_sync.h"
+#include "trainers/data_parallel.h"
 
 namespace troupe::actors {
 
@@ -63,6 +71,11 @@ class Trainer : public Actor {
   // flight, with what is written, still pending (failed, attempts left) and given up.
   Future<proto::CheckpointWrites> FlushCheckpoints(const proto::Empty& req);
   absl::StatusOr<proto::WeightsReply> Weights(const proto::Empty& req);
+  // Forms the trainers' data-parallel group (see above), blocking until every rank joined (or
+  // 2 minutes). FAILED_PRECONDITION alone (data_parallel_size 1), outside a cluster, or when
+  // already in a group; INVALID_ARGUMENT if world_size is not data_parallel_size.
+  absl::StatusOr<proto::JoinWeightGroupReply> JoinTrainGroup(
+      const proto::JoinWeightGroupRequest& req);
 
   // In-process (colocated) access to the current parameters, not an RPC (shared storage).
   std::vector<collective::NamedTensor> CurrentWeights() { return core_->CurrentWeights(); }
@@ -103,6 +116,10 @@ class Trainer : public Actor {
   std::vector<std::string> write_failures_;
   int64_t write_retries_ = 0;
   std::unique_ptr<collective::WeightPublisher> publisher_;
+  // The data-parallel group and the core's view of it (trainers::GradientCollective).
+  std::unique_ptr<collective::CollectiveGroup> train_group_;
+  std::unique_ptr<trainers::GradientCollective> train_collective_;
+  int rank_ = 0;
 };
 
 }  // namespace troupe::actors

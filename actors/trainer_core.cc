@@ -61,6 +61,11 @@ class LossDiagnostics {
     m[n::kIsWeightMean] = token_mean(weight_mean_);
     m[n::kIsWeightClipFrac] = token_mean(capped_fraction_);
   }
+  // Every sum, for adding the other ranks' in a data-parallel group.
+  std::vector<double*> Sums() {
+    return {&tokens_,   &terms_,       &pg_loss_, &kl_loss_,     &clip_fraction_,
+            &ratio_mean_, &approx_kl_, &entropy_, &weight_mean_, &capped_fraction_};
+  }
 
  private:
   double tokens_ = 0, terms_ = 0;
@@ -103,10 +108,12 @@ class StepTotals {
     grad_norm_ += metrics.grad_norm;
     lr_ = metrics.lr;
     last_step_ = metrics.step;
-    micro_batches_ += num_micro;
+    micro_batches_ += static_cast<double>(num_micro);
     if (epoch == 0) tokens_ += metrics.tokens;
   }
   bool applied() const { return applied_; }
+  // The micro-batch count, for adding the other ranks' in a data-parallel group.
+  double* micro_batches() { return &micro_batches_; }
   void Report(proto::TrainStepReply& reply) const {
     reply.set_step(last_step_);
     auto& m = *reply.mutable_metrics();
@@ -115,15 +122,15 @@ class StepTotals {
     m[n::kGradNorm] = grad_norm_ / steps;
     m[n::kLr] = lr_;
     m[n::kTotalNumTokens] = static_cast<double>(tokens_);
-    m[n::kMicroBatches] = static_cast<double>(micro_batches_);
+    m[n::kMicroBatches] = micro_batches_;
     m[n::kOptimizerSteps] = static_cast<double>(steps_);
     m[n::kSkipped] = skipped_ ? 1 : 0;
   }
 
  private:
   bool applied_ = false, skipped_ = false;
-  int64_t steps_ = 0, micro_batches_ = 0, tokens_ = 0, last_step_ = 0;
-  double loss_ = 0, grad_norm_ = 0, lr_ = 0;
+  int64_t steps_ = 0, tokens_ = 0, last_step_ = 0;
+  double loss_ = 0, grad_norm_ = 0, lr_ = 0, micro_batches_ = 0;
 };
 
 // The training units of a preference update, in group order: a dpo/ipo pair is two rows (chosen
@@ -205,11 +212,23 @@ class PreferenceDiagnostics {
       m[n::kPrefUndesirableReward] = mean(undesirable_, undesirable_n_);
     }
   }
+  // Every sum, for adding the other ranks' in a data-parallel group.
+  std::vector<double*> Sums() {
+    return {&pairs_,       &chosen_,         &rejected_,   &margin_,     &accuracy_,
+            &desirable_n_, &undesirable_n_, &desirable_, &undesirable_};
+  }
 
  private:
   double pairs_ = 0, chosen_ = 0, rejected_ = 0, margin_ = 0, accuracy_ = 0;
   double desirable_n_ = 0, undesirable_n_ = 0, desirable_ = 0, undesirable_ = 0;
 };
+
+// Micro-batches of `rows` rows (0 = one micro-batch of all), covering `n` rows.
+int64_t MicroBatches(int64_t n, int64_t rows) {
+  if (n == 0) return 0;
+  const int64_t per = rows > 0 ? std::min(rows, n) : n;
+  return (n + per - 1) / per;
+}
 
 }  // namespace
 
@@ -470,12 +489,25 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
   if (proximal && num_steps > 1) {
     torch::NoGradGuard no_grad;
     prox_logp = torch::zeros_like(behaviour_logp);
-    const int64_t per_micro = micro_rows(rows);
-    for (int64_t begin = 0; begin < rows; begin += per_micro) {
-      const int64_t end = std::min(rows, begin + per_micro);
-      TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
-      TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, micro));
-      prox_logp.slice(0, begin, end).slice(1, 0, logp.size(1)).copy_(logp);
+    // Alone: the whole batch; in a group, this rank's share of each mini-batch.
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    if (collective_ == nullptr) {
+      spans.push_back({0, rows});
+    } else {
+      for (int64_t mini = 0; mini < num_mini; ++mini) {
+        const int64_t mini_begin = mini * groups_per_mini * group_size;
+        spans.push_back(
+            RowShare(batch, mini_begin, std::min(rows, mini_begin + groups_per_mini * group_size)));
+      }
+    }
+    for (const auto& [span_begin, span_end] : spans) {
+      const int64_t per_micro = micro_rows(std::max<int64_t>(1, span_end - span_begin));
+      for (int64_t begin = span_begin; begin < span_end; begin += per_micro) {
+        const int64_t end = std::min(span_end, begin + per_micro);
+        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+        TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, micro));
+        prox_logp.slice(0, begin, end).slice(1, 0, logp.size(1)).copy_(logp);
+      }
     }
   }
 
@@ -485,39 +517,55 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
     for (int64_t mini = 0; mini < num_mini; ++mini) {
       const int64_t mini_begin = mini * groups_per_mini * group_size;
       const int64_t mini_end = std::min(rows, mini_begin + groups_per_mini * group_size);
-      const int64_t per_micro = micro_rows(mini_end - mini_begin);
-      const int64_t num_micro = (mini_end - mini_begin + per_micro - 1) / per_micro;
-      absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+      // This rank's rows of the mini-batch (all of them alone).
+      const auto [share_begin, share_end] = RowShare(batch, mini_begin, mini_end);
+      const int64_t per_micro = micro_rows(std::max<int64_t>(1, share_end - share_begin));
+      const int64_t num_micro = MicroBatches(share_end - share_begin, micro_batch_size_);
+      const trainers::LossFn loss_fn =
           [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
-            const int64_t begin = mini_begin + ctx.micro_batch * per_micro;
-            const int64_t end = std::min(mini_end, begin + per_micro);
-            TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
-            TROUPE_ASSIGN_OR_RETURN(ResponseLogprobsAndEntropy policy,
-                                    ResponseLogprobsWithEntropy(*policy_.model, micro));
-            trainers::PolicyLossInputs in;
-            in.logp = policy.logp;
-            in.behaviour_logp = SliceRows(behaviour_logp, begin, end, micro);
-            // π_prox: the pre-pass's, or, with one optimizer step (which comes after every
-            // micro-batch), this forward's detached log-probs: it runs on the same weights.
-            if (proximal) {
-              in.old_logp = prox_logp.defined() ? SliceRows(prox_logp, begin, end, micro)
-                                                : policy.logp.detach();
-            }
-            in.ref_logp = SliceRows(ref_logp, begin, end, micro);
-            in.advantages = SliceRows(advantages, begin, end, micro);
-            in.mask = micro.response_mask;
-            in.entropy = entropy_bonus ? policy.entropy : policy.entropy.detach();
-            TROUPE_ASSIGN_OR_RETURN(trainers::PolicyLossOutput out,
-                                    trainers::ClippedPolicyLoss(in, options));
-            const int64_t terms = token_mean ? out.num_tokens : end - begin;
-            diagnostics.Add(out, terms);
-            return trainers::MicroBatchLoss{out.loss, out.num_tokens, terms};
-          },
-          num_micro);
+        const int64_t begin = share_begin + ctx.micro_batch * per_micro;
+        const int64_t end = std::min(share_end, begin + per_micro);
+        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+        TROUPE_ASSIGN_OR_RETURN(ResponseLogprobsAndEntropy policy,
+                                ResponseLogprobsWithEntropy(*policy_.model, micro));
+        trainers::PolicyLossInputs in;
+        in.logp = policy.logp;
+        in.behaviour_logp = SliceRows(behaviour_logp, begin, end, micro);
+        // π_prox: the pre-pass's, or, with one optimizer step (which comes after every
+        // micro-batch), this forward's detached log-probs: it runs on the same weights.
+        if (proximal) {
+          in.old_logp = prox_logp.defined() ? SliceRows(prox_logp, begin, end, micro)
+                                            : policy.logp.detach();
+        }
+        in.ref_logp = SliceRows(ref_logp, begin, end, micro);
+        in.advantages = SliceRows(advantages, begin, end, micro);
+        in.mask = micro.response_mask;
+        in.entropy = entropy_bonus ? policy.entropy : policy.entropy.detach();
+        TROUPE_ASSIGN_OR_RETURN(trainers::PolicyLossOutput out,
+                                trainers::ClippedPolicyLoss(in, options));
+        const int64_t terms = token_mean ? out.num_tokens : end - begin;
+        diagnostics.Add(out, terms);
+        return trainers::MicroBatchLoss{out.loss, out.num_tokens, terms};
+      };
+      absl::StatusOr<trainers::StepMetrics> metrics;
+      if (collective_ == nullptr) {
+        metrics = trainer_->Step(loss_fn, num_micro);
+      } else {
+        // The whole mini-batch's terms, which each rank's micro-batches are weighed against.
+        const int64_t group_weight =
+            token_mean ? batch.response_mask.slice(0, mini_begin, mini_end).sum().item<int64_t>()
+                       : mini_end - mini_begin;
+        metrics = trainer_->Step(loss_fn, num_micro, group_weight);
+      }
       if (!metrics.ok()) return metrics.status();
       totals.Add(*metrics, num_micro, epoch);
       applied = totals.applied();
     }
+  }
+  if (collective_ != nullptr) {
+    std::vector<double*> sums = diagnostics.Sums();
+    sums.push_back(totals.micro_batches());
+    TROUPE_RETURN_IF_ERROR(SumOverGroup(sums));
   }
 
   totals.Report(reply);
@@ -606,48 +654,118 @@ absl::Status TrainerCore::PreferenceStep(const proto::TrainStepRequest& req,
       const int64_t unit_begin = first_unit_of(mini * groups_per_mini);
       const int64_t unit_end = first_unit_of((mini + 1) * groups_per_mini);
       if (unit_begin == unit_end) continue;  // no group of this mini-batch has a preference
-      const int64_t per_micro = std::min(units_per_micro, unit_end - unit_begin);
-      const int64_t num_micro = (unit_end - unit_begin + per_micro - 1) / per_micro;
-      absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+      // This rank's units of the mini-batch (all of them alone), by their rows' tokens.
+      int64_t share_begin = unit_begin, share_end = unit_end;
+      if (collective_ != nullptr) {
+        std::vector<int64_t> costs;
+        for (int64_t u = unit_begin; u < unit_end; ++u) {
+          int64_t cost = 0;
+          for (int64_t r = u * rows_per_unit; r < (u + 1) * rows_per_unit; ++r) {
+            cost += batch.prompt_lengths[r] + batch.response_lengths[r];
+          }
+          costs.push_back(cost);
+        }
+        const auto [b, e] =
+            trainers::BalancedShare(costs, collective_->world_size(), collective_->rank());
+        share_begin = unit_begin + b;
+        share_end = unit_begin + e;
+      }
+      const int64_t per_micro =
+          std::max<int64_t>(1, std::min(units_per_micro, share_end - share_begin));
+      const int64_t num_micro = (share_end - share_begin + per_micro - 1) / per_micro;
+      const trainers::LossFn loss_fn =
           [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
-            const int64_t u0 = unit_begin + ctx.micro_batch * per_micro;
-            const int64_t u1 = std::min(unit_end, u0 + per_micro);
-            const int64_t begin = u0 * rows_per_unit, end = u1 * rows_per_unit;
-            TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
-            TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, micro));
-            const at::Tensor seq = (logp * micro.response_mask.to(logp.scalar_type())).sum(1);
-            const at::Tensor ref_micro = ref_seq.slice(0, begin, end).to(seq.scalar_type());
-            const int64_t num_tokens = micro.response_mask.sum().item<int64_t>();
-            if (paired) {
-              const trainers::PreferenceLogps logps{
-                  .policy_chosen = seq.slice(0, 0, seq.size(0), 2),
-                  .policy_rejected = seq.slice(0, 1, seq.size(0), 2),
-                  .reference_chosen = ref_micro.slice(0, 0, ref_micro.size(0), 2),
-                  .reference_rejected = ref_micro.slice(0, 1, ref_micro.size(0), 2)};
-              TROUPE_ASSIGN_OR_RETURN(trainers::PreferenceLossOutput out,
-                                      kind == proto::PREFERENCE_LOSS_IPO
-                                          ? trainers::IpoLoss(logps, dpo.beta)
-                                          : trainers::DpoLoss(logps, dpo));
-              diagnostics.Add(out, u1 - u0);
-              return trainers::MicroBatchLoss{out.loss, num_tokens, u1 - u0};
-            }
-            trainers::KtoInputs in{.policy_logps = seq,
-                                   .reference_logps = ref_micro,
-                                   .desirable = desirable.slice(0, begin, end),
-                                   .z_ref = z_ref};
-            TROUPE_ASSIGN_OR_RETURN(trainers::KtoLossOutput out, trainers::KtoLoss(in, kto));
-            const int64_t wanted = desirable.slice(0, begin, end).sum().item<int64_t>();
-            diagnostics.Add(out, wanted, (end - begin) - wanted);
-            return trainers::MicroBatchLoss{out.loss, num_tokens, end - begin};
-          },
-          num_micro);
+        const int64_t u0 = share_begin + ctx.micro_batch * per_micro;
+        const int64_t u1 = std::min(share_end, u0 + per_micro);
+        const int64_t begin = u0 * rows_per_unit, end = u1 * rows_per_unit;
+        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+        TROUPE_ASSIGN_OR_RETURN(at::Tensor logp, ResponseLogprobs(*policy_.model, micro));
+        const at::Tensor seq = (logp * micro.response_mask.to(logp.scalar_type())).sum(1);
+        const at::Tensor ref_micro = ref_seq.slice(0, begin, end).to(seq.scalar_type());
+        const int64_t num_tokens = micro.response_mask.sum().item<int64_t>();
+        if (paired) {
+          const trainers::PreferenceLogps logps{
+              .policy_chosen = seq.slice(0, 0, seq.size(0), 2),
+              .policy_rejected = seq.slice(0, 1, seq.size(0), 2),
+              .reference_chosen = ref_micro.slice(0, 0, ref_micro.size(0), 2),
+              .reference_rejected = ref_micro.slice(0, 1, ref_micro.size(0), 2)};
+          TROUPE_ASSIGN_OR_RETURN(trainers::PreferenceLossOutput out,
+                                  kind == proto::PREFERENCE_LOSS_IPO
+                                      ? trainers::IpoLoss(logps, dpo.beta)
+                                      : trainers::DpoLoss(logps, dpo));
+          diagnostics.Add(out, u1 - u0);
+          return trainers::MicroBatchLoss{out.loss, num_tokens, u1 - u0};
+        }
+        trainers::KtoInputs in{.policy_logps = seq,
+                               .reference_logps = ref_micro,
+                               .desirable = desirable.slice(0, begin, end),
+                               .z_ref = z_ref};
+        TROUPE_ASSIGN_OR_RETURN(trainers::KtoLossOutput out, trainers::KtoLoss(in, kto));
+        const int64_t wanted = desirable.slice(0, begin, end).sum().item<int64_t>();
+        diagnostics.Add(out, wanted, (end - begin) - wanted);
+        return trainers::MicroBatchLoss{out.loss, num_tokens, end - begin};
+      };
+      absl::StatusOr<trainers::StepMetrics> metrics =
+          collective_ == nullptr ? trainer_->Step(loss_fn, num_micro)
+                                 : trainer_->Step(loss_fn, num_micro, unit_end - unit_begin);
       if (!metrics.ok()) return metrics.status();
       totals.Add(*metrics, num_micro, epoch);
       applied = totals.applied();
     }
   }
+  if (collective_ != nullptr) {
+    std::vector<double*> sums = diagnostics.Sums();
+    sums.push_back(totals.micro_batches());
+    TROUPE_RETURN_IF_ERROR(SumOverGroup(sums));
+  }
   totals.Report(reply);
   diagnostics.Report(paired, m);
+  return absl::OkStatus();
+}
+
+absl::Status TrainerCore::EnableDataParallel(trainers::GradientCollective* collective) {
+  if (collective == nullptr || collective_ != nullptr) {
+    return absl::FailedPreconditionError("EnableDataParallel: no group, or already in one");
+  }
+  if (collective->world_size() != config_.data_parallel_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EnableDataParallel: the group has ", collective->world_size(),
+                     " ranks, data_parallel_size is ", config_.data_parallel_size()));
+  }
+  std::vector<at::Tensor> weights;
+  for (const auto& item : policy_.model->named_parameters(/*recurse=*/true)) {
+    weights.push_back(item.value().detach());
+  }
+  TROUPE_RETURN_IF_ERROR(collective->Broadcast(weights, /*root=*/0));
+  const double bucket_mb = config_.grad_bucket_mb();
+  if (!(bucket_mb > 0) || !std::isfinite(bucket_mb)) {
+    return ConfigError(absl::StrCat("grad_bucket_mb must be > 0, got ", bucket_mb));
+  }
+  TROUPE_RETURN_IF_ERROR(trainer_->EnableDataParallel(
+      collective, {.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20))}));
+  collective_ = collective;
+  return absl::OkStatus();
+}
+
+std::pair<int64_t, int64_t> TrainerCore::RowShare(const SequenceBatch& batch, int64_t begin,
+                                                  int64_t end) const {
+  if (collective_ == nullptr) return {begin, end};
+  std::vector<int64_t> costs;
+  for (int64_t i = begin; i < end; ++i) {
+    costs.push_back(batch.prompt_lengths[i] + batch.response_lengths[i]);
+  }
+  const auto [b, e] =
+      trainers::BalancedShare(costs, collective_->world_size(), collective_->rank());
+  return {begin + b, begin + e};
+}
+
+absl::Status TrainerCore::SumOverGroup(const std::vector<double*>& values) {
+  if (collective_ == nullptr || values.empty()) return absl::OkStatus();
+  std::vector<double> local;
+  for (const double* v : values) local.push_back(*v);
+  at::Tensor t = torch::tensor(local, torch::kDouble);
+  TROUPE_RETURN_IF_ERROR(collective_->AllReduceSum({t}));
+  for (size_t i = 0; i < values.size(); ++i) *values[i] = t[i].item<double>();
   return absl::OkStatus();
 }
 

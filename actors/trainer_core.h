@@ -64,12 +64,24 @@
 // train_batch_size out of range; a policy or a resume checkpoint that cannot be loaded is its
 // loader's error.
 //
+// Data parallelism (EnableDataParallel; the trainer group of actors.trainer.replicas > 1): every
+// rank gets the same request and computes the same whole-batch advantages (or preference units),
+// then trains on its own token-balanced contiguous share of each mini-batch
+// (trainers::BalancedShare over the rows' tokens; for preference losses, over the mini-batch's
+// units), in micro-batches of micro_batch_size, each micro-batch's loss weighed against the whole
+// mini-batch's terms; the gradients are summed over the group before each optimizer step
+// (trainers/data_parallel.h), so the ranks' weights stay identical and equal one trainer's on the
+// whole batch up to float rounding. The diagnostics (clip fraction, entropy, preference rewards,
+// ...) are summed over the ranks before they are reported, so every rank's reply carries the
+// group's metrics; actor/micro_batches counts the group's. Every rank must get every Update.
+//
 // Thread-safety: none; one caller at a time (the Trainer actor's mailbox).
 #ifndef TROUPE_ACTORS_TRAINER_CORE_H_
 #define TROUPE_ACTORS_TRAINER_CORE_H_
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -106,6 +118,14 @@ class TrainerCore {
   // and fields kept; weight_version set).
   absl::StatusOr<proto::CheckpointRequest> Snapshot(const proto::CheckpointRequest& req);
 
+  // Makes this core a rank of `collective`'s data-parallel group (see above; not owned, must
+  // outlive the core): rank 0's weights are broadcast to the others first, so the group starts
+  // from one set of weights. INVALID_ARGUMENT if config.data_parallel_size differs from the
+  // group's size; the collective's errors.
+  absl::Status EnableDataParallel(trainers::GradientCollective* collective);
+  // The group's gradient sums so far (null alone).
+  const trainers::ReducerStats* reducer_stats() const { return trainer_->reducer_stats(); }
+
   // The current parameters (shared storage, not copies) and their version.
   std::vector<collective::NamedTensor> CurrentWeights() { return StateDict(*policy_.model); }
   absl::StatusOr<proto::TensorMap> WeightsProto() {
@@ -136,6 +156,11 @@ class TrainerCore {
   // A tokenizer kind that cannot be written (Unimplemented) falls back to the directory's
   // tokenizer.json and tokenizer_config.json text as they are; other errors are returned.
   absl::Status SerializeTokenizer();
+  // This rank's share [begin, end) of rows [begin, end) of `batch` (all of them alone).
+  std::pair<int64_t, int64_t> RowShare(const SequenceBatch& batch, int64_t begin,
+                                       int64_t end) const;
+  // Sums each *value over the data-parallel group in place (nothing alone).
+  absl::Status SumOverGroup(const std::vector<double*>& values);
 
   proto::TrainerConfig config_;
   PolicyModel policy_;
@@ -148,6 +173,7 @@ class TrainerCore {
   trainers::AdvantageOptions advantage_options_;
   int64_t pad_id_ = 0;
   int64_t version_ = 0;
+  trainers::GradientCollective* collective_ = nullptr;  // data parallelism; not owned
   // What every checkpoint gets besides the weights: the policy directory's config.json and
   // generation_config.json as read, and its tokenizer written out from the loaded tokenizer
   // (SerializeTokenizer); the optional ones "" if absent.
