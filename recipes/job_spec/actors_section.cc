@@ -86,15 +86,17 @@ void WalkActors(Section& top, JobSpec& spec) {
   WalkActorGroup(a, "rollout", &actors.rollout, Positive(), replicas);
   WalkActorGroup(a, "reward", &actors.reward, Positive(), replicas);
   WalkActorGroup(a, "reference", &actors.reference, NonNegative(), replicas);
-  // One trainer and at most one critic: the recipes train each model on one actor.
-  constexpr char kOneRank[] = "data-parallel training across replicas does not exist yet";
-  WalkActorGroup(a, "trainer", &actors.trainer, Because(Closed(1, 1), kOneRank),
-                 {.doc = "instances of the role: one (the policy trains on one actor; "
-                         "data-parallel training across replicas does not exist yet)"});
+  // The trainer: one data-parallel group of `replicas` ranks. At most one critic.
+  WalkActorGroup(a, "trainer", &actors.trainer, Positive(),
+                 {.doc = "ranks of the trainer's data-parallel group: each trains on a "
+                         "token-balanced share of every mini-batch, the gradients summed over "
+                         "the group (Gloo) before one optimizer step in lockstep; rank 0 "
+                         "publishes the weights and checkpoints"});
+  constexpr char kOneRank[] = "data-parallel training of the critic does not exist yet";
   WalkActorGroup(a, "critic", &actors.critic, Because(Closed(0, 1), kOneRank),
                  {.doc = "instances of the role: 1 for recipe ppo (adv_estimator gae, the default "
                          "there), else 0 (the critic trains on one actor; data-parallel training "
-                         "across replicas does not exist yet)",
+                         "of the critic does not exist yet)",
                   .default_text = "0; 1 with adv_estimator gae"});
   WalkActorGroup(a, "replay_buffer", &actors.replay_buffer, Closed(1, 1), replicas);
   CheckpointerSpec& c = actors.checkpointer;

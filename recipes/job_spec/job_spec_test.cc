@@ -1127,15 +1127,16 @@ TEST(JobSpecPaths, ValidateFilesNeverEchoesWhatAFileHolds) {
 // A spec promises only what runs
 // ------------------------------------------------------------------------------------------------
 
-// No recipe trains a model on several actors: more than one trainer or critic is refused where it
-// is written, with the reason (and docs/job_spec.md says so: job_spec_docs_test).
-TEST(JobSpecActors, OneTrainerAndAtMostOneCritic) {
-  EXPECT_EQ(ParseError(kBase, {"actors.trainer.replicas=2"}),
-            "override actors.trainer.replicas=2: actors.trainer.replicas: expected exactly 1, got "
-            "2 (data-parallel training across replicas does not exist yet)");
+// The trainer is a data-parallel group of any size; more than one critic is refused where it is
+// written, with the reason (and docs/job_spec.md says so: job_spec_docs_test).
+TEST(JobSpecActors, TrainerRanksAndAtMostOneCritic) {
+  EXPECT_EQ(Parse(kBase, {"actors.trainer.replicas=3"}).actors.trainer.replicas, 3);
+  EXPECT_EQ(ParseError(kBase, {"actors.trainer.replicas=0"}),
+            "override actors.trainer.replicas=0: actors.trainer.replicas: expected a positive "
+            "integer, got 0");
   EXPECT_EQ(ParseError(kBase + std::string("recipe: ppo\nactors: {critic: {replicas: 2}}\n")),
             "job.yaml:6:29: actors.critic.replicas: expected an integer in [0, 1], got 2 "
-            "(data-parallel training across replicas does not exist yet)");
+            "(data-parallel training of the critic does not exist yet)");
   EXPECT_EQ(Parse(kBase, {"recipe=ppo"}).actors.critic.replicas, 1);
   EXPECT_EQ(Parse(kBase).actors.trainer.replicas, 1);
 }

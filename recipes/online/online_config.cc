@@ -231,6 +231,10 @@ absl::Status CheckGrpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec,
 absl::Status CheckPpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "ppo"); }
 absl::Status CheckDpoSpec(const JobSpec& spec) { return CheckOnlineRlSpec(spec, "dpo"); }
 
+// The trainer group's gradient buckets (DDP's default size): large enough that a bucket's sum is
+// bandwidth-bound, small enough that the first ones overlap most of the backward pass.
+constexpr double kGradBucketMb = 25;
+
 absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   // (The keys a recipe does not read are its rules', online_rules.h: CheckRecipe refuses them.)
   const bool ppo = recipe == "ppo", dpo = recipe == "dpo";
@@ -252,7 +256,22 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   if (!ppo && spec.actors.critic.replicas > 0) {
     refuse("actors.critic.replicas", absl::StrCat("recipe ", recipe, " has no critic"));
   }
-  // (One critic and one trainer at most: the parser refuses more, job_spec.h.)
+  // (One critic at most: the parser refuses more, job_spec.h.) Every trainer rank needs rows of
+  // every mini-batch: a mini-batch of mini_batch_size groups (the batch with 0) of algorithm.n
+  // samples (dpo: one pair per group).
+  if (const int64_t ranks = spec.actors.trainer.replicas; ranks > 1) {
+    const int64_t groups = spec.trainer.mini_batch_size > 0
+                               ? std::min(spec.trainer.mini_batch_size, spec.data.train_batch_size)
+                               : spec.data.train_batch_size;
+    const int64_t units = dpo ? groups : groups * spec.algorithm.n;
+    if (units < ranks) {
+      refuse("actors.trainer.replicas",
+             absl::StrCat(ranks, " trainer ranks, but a mini-batch has only ", units,
+                          dpo ? " preference pairs" : " sequences",
+                          " (data.train_batch_size, trainer.mini_batch_size",
+                          dpo ? "" : ", algorithm.n", "): every rank needs a share"));
+    }
+  }
   if (!spec.reward.model.empty()) {
     // A directory that is not a reward model would only fail once the actors start.
     absl::StatusOr<models::SafetensorsReader> weights =
@@ -455,6 +474,8 @@ proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string&
   c.set_kto_desirable_weight(d.desirable_weight);
   c.set_kto_undesirable_weight(d.undesirable_weight);
   if (dpo) c.set_kl_coef(0);  // the losses are against the reference already (beta)
+  c.set_data_parallel_size(static_cast<int32_t>(spec.actors.trainer.replicas));
+  c.set_grad_bucket_mb(kGradBucketMb);
   return c;
 }
 

@@ -253,6 +253,32 @@ actors:
 
 // Recipe ppo: gae with one critic (a registered type serving the Critic's methods, its config a
 // CriticConfig); what it hands the critic and the trainer.
+// The trainer's ranks reach its config; a group with more ranks than a mini-batch has sequences
+// (pairs for dpo) is refused at actors.trainer.replicas.
+TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) {
+  const auto parse = [](std::vector<std::string> overrides) {
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(kBase, "job.yaml", overrides);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return *std::move(spec);
+  };
+  const JobSpec two = parse({"data.train_batch_size=2", "algorithm.n=2", "actors.trainer.replicas=4"});
+  EXPECT_TRUE(CheckGrpoSpec(two).ok()) << CheckGrpoSpec(two);
+  EXPECT_EQ(OnlineTrainerConfig(two, "m", "", "c").data_parallel_size(), 4);
+  const JobSpec many =
+      parse({"data.train_batch_size=2", "algorithm.n=2", "actors.trainer.replicas=5"});
+  EXPECT_THAT(std::string(CheckGrpoSpec(many).message()),
+              HasSubstr("actors.trainer.replicas: 5 trainer ranks, but a mini-batch has only 4 "
+                        "sequences"));
+  const JobSpec mini = parse({"data.train_batch_size=4", "algorithm.n=2",
+                              "trainer.mini_batch_size=1", "actors.trainer.replicas=3"});
+  EXPECT_THAT(std::string(CheckGrpoSpec(mini).message()),
+              HasSubstr("3 trainer ranks, but a mini-batch has only 2 sequences"));
+  const JobSpec dpo =
+      parse({"recipe=dpo", "data.train_batch_size=2", "actors.trainer.replicas=3"});
+  EXPECT_THAT(std::string(CheckDpoSpec(dpo).message()),
+              HasSubstr("3 trainer ranks, but a mini-batch has only 2 preference pairs"));
+}
+
 TEST(PpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheCriticAndTrainer) {
   absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/ppo_arith.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -168,7 +168,10 @@ absl::Status OnlineRecipe::Spawn() {
   std::string recipe_roles;
   for (const std::string& role : RecipeRoles()) absl::StrAppend(&recipe_roles, role, ", ");
   state_.Log(absl::StrCat("starting actors: ", a.rollout.replicas, " rollout, ", a.reward.replicas,
-                          " reward, ", kl ? a.reference.replicas : 0, " reference, trainer, ",
+                          " reward, ", kl ? a.reference.replicas : 0, " reference, ",
+                          a.trainer.replicas > 1 ? absl::StrCat(a.trainer.replicas, " trainer ranks")
+                                                 : "trainer",
+                          ", ",
                           recipe_roles, "replay buffer, checkpointer"));
   TROUPE_ASSIGN_OR_RETURN(replay_group_,
                           SpawnGroup(RoleOptions(prefix_, roles::kReplay, a.replay_buffer, 1, {})));
@@ -185,7 +188,7 @@ absl::Status OnlineRecipe::Spawn() {
                                                  ConfigJson(OnlineCheckpointerConfig(spec_)))));
   TROUPE_ASSIGN_OR_RETURN(
       trainer_group_,
-      SpawnGroup(RoleOptions(prefix_, roles::kTrainer, a.trainer, 1,
+      SpawnGroup(RoleOptions(prefix_, roles::kTrainer, a.trainer, a.trainer.replicas,
                              ConfigJson(OnlineTrainerConfig(spec_, policy_dir_, state_.resume_dir(),
                                                             checkpointer_.name(0))))));
   ActorGroupOptions ro = RoleOptions(prefix_, roles::kRollout, a.rollout, a.rollout.replicas,
@@ -199,7 +202,11 @@ absl::Status OnlineRecipe::Spawn() {
   }
   TROUPE_RETURN_IF_ERROR(RecipeRolesUp());
   TROUPE_ASSIGN_OR_RETURN(auto replay, replay_group_.As<actors::ReplayBuffer>(0));
-  TROUPE_ASSIGN_OR_RETURN(trainer_, trainer_group_.As<actors::Trainer>(0));
+  TROUPE_ASSIGN_OR_RETURN(std::vector<ActorHandle<actors::Trainer>> ranks,
+                          trainer_group_.AllAs<actors::Trainer>());
+  trainer_ = ranks[0];
+  trainer_peers_.assign(ranks.begin() + 1, ranks.end());
+  TROUPE_RETURN_IF_ERROR(FormTrainerGroup(ranks));
   TROUPE_ASSIGN_OR_RETURN(auto references, reference_group_.AllAs<actors::Reference>());
   // A replay buffer that dies is restarted and restored from the driver's record; the groups it
   // held are generated again (RegenerateLost).
@@ -432,7 +439,39 @@ void OnlineRecipe::SendUpdate(proto::TrainStepRequest req) {
   SendPolicyUpdate(std::move(req));
 }
 
+// The trainer's ranks form their data-parallel group: every rank joins at once (the group forms
+// when all have), rank r of N.
+absl::Status OnlineRecipe::FormTrainerGroup(
+    const std::vector<ActorHandle<actors::Trainer>>& ranks) {
+  if (ranks.size() < 2) return absl::OkStatus();
+  std::vector<Future<proto::JoinWeightGroupReply>> joins;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    proto::JoinWeightGroupRequest req;
+    req.set_group_name(absl::StrCat(prefix_, "/trainer"));
+    req.set_epoch(0);
+    req.set_rank(static_cast<int32_t>(r));
+    req.set_world_size(static_cast<int32_t>(ranks.size()));
+    joins.push_back(ranks[r].Call(&actors::Trainer::JoinTrainGroup, std::move(req),
+                                  {.timeout = options_.weight_group_timeout}));
+  }
+  for (size_t r = 0; r < joins.size(); ++r) {
+    if (absl::StatusOr<proto::JoinWeightGroupReply> joined = joins[r].Get(); !joined.ok()) {
+      return absl::Status(joined.status().code(),
+                          absl::StrCat("trainer rank ", r, " could not join the trainer group: ",
+                                       joined.status().message()));
+    }
+  }
+  state_.Log(absl::StrCat("trainer group formed: ", ranks.size(), " data-parallel ranks"));
+  return absl::OkStatus();
+}
+
 void OnlineRecipe::SendPolicyUpdate(proto::TrainStepRequest req) {
+  // Every rank of the trainer group gets the whole batch and trains on its share of it.
+  training_peers_.clear();
+  for (const ActorHandle<actors::Trainer>& peer : trainer_peers_) {
+    training_peers_.push_back(
+        wake_.Watch(peer.Call(&actors::Trainer::Step, req, {.timeout = options_.train_timeout})));
+  }
   training_ = wake_.Watch(
       trainer_.Call(&actors::Trainer::Step, std::move(req), {.timeout = options_.train_timeout}));
 }
@@ -444,9 +483,20 @@ absl::StatusOr<std::optional<proto::TrainStepReply>> OnlineRecipe::TakeUpdate() 
 absl::StatusOr<std::optional<proto::TrainStepReply>> OnlineRecipe::TakePolicyUpdate(bool stand_in) {
   if (training_.has_value()) {
     if (!training_->ready()) return std::nullopt;
+    for (const Future<proto::TrainStepReply>& peer : training_peers_) {
+      if (!peer.ready()) return std::nullopt;
+    }
     absl::StatusOr<proto::TrainStepReply> trained = training_->Get();
     training_.reset();
     TROUPE_RETURN_IF_ERROR(trained.status());
+    // The group's metrics are in rank 0's reply; the other ranks' only say they stepped too.
+    for (size_t r = 0; r < training_peers_.size(); ++r) {
+      if (absl::StatusOr<proto::TrainStepReply> peer = training_peers_[r].Get(); !peer.ok()) {
+        return absl::Status(peer.status().code(), absl::StrCat("trainer rank ", r + 1, ": ",
+                                                               peer.status().message()));
+      }
+    }
+    training_peers_.clear();
     return *std::move(trained);
   }
   if (!stand_in) return std::nullopt;

@@ -191,6 +191,8 @@ class OnlineRecipe : public Recipe {
   absl::Status Drain();
   // Held-out accuracy (the reward's "correct") at the current weights, into the curve (and `m`).
   absl::Status Evaluate(std::map<std::string, double>* m);
+  // The trainer's ranks join their data-parallel group (nothing with one rank).
+  absl::Status FormTrainerGroup(const std::vector<ActorHandle<actors::Trainer>>& ranks);
   // A failed run's accounting, as far as the replay buffer still answers.
   void RefreshAccounting();
   // Prompts of an asynchronous generation round (data.gen_batch_size, default the batch).
@@ -204,9 +206,11 @@ class OnlineRecipe : public Recipe {
   // Generate calls completed since the last step, and their prompts (rollout/prompts_per_call).
   int64_t generate_calls_ = 0, prompts_generated_ = 0;
   ActorGroup replay_group_, reference_group_, checkpointer_, trainer_group_;
-  ActorHandle<actors::Trainer> trainer_;
+  ActorHandle<actors::Trainer> trainer_;  // rank 0 of the trainer group
+  std::vector<ActorHandle<actors::Trainer>> trainer_peers_;  // ranks 1..N-1
   int64_t replay_restarts_before_ = 0;  // the lineage's, before this run
   std::optional<Future<proto::TrainStepReply>> training_;
+  std::vector<Future<proto::TrainStepReply>> training_peers_;  // the other ranks' Step
   std::vector<proto::SampleGroup> training_groups_;
   trainers::GroupFilter filter_;  // overlong shaping and dynamic sampling (DAPO)
   bool publish_failed_ = false;
