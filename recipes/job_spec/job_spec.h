@@ -339,8 +339,9 @@ struct ActorResources {
 };
 
 // actors.<kind>.placement: the strategy of a placement group reserving one bundle of the role's
-// resources per replica (replica i runs in bundle i; runtime/scheduler/cluster_scheduler.h), spelled
-// as proto/core.proto's PlacementStrategy (and Ray's): PACK, SPREAD, STRICT_PACK, STRICT_SPREAD.
+// resources per replica (replica i runs in bundle i; runtime/scheduler/cluster_scheduler.h),
+// spelled as proto/core.proto's PlacementStrategy (and Ray's): PACK, SPREAD, STRICT_PACK,
+// STRICT_SPREAD.
 using PlacementStrategy = proto::PlacementStrategy;
 absl::string_view PlacementStrategyName(PlacementStrategy strategy);
 

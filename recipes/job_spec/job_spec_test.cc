@@ -942,10 +942,11 @@ TEST(JobSpec, CheckResourcesFitHoldsTheStrictPlacementsToTheNodes) {
   // rollout 2 x 1 CPU (+ reward 0.5, reference 1, trainer 1 elsewhere).
   const JobSpec pack = Parse(kIssueExample, {"actors.rollout.placement=STRICT_PACK"});
   EXPECT_TRUE(CheckResourcesFit(pack, {{{"CPU", 2}}, {{"CPU", 2.5}}}).ok());
-  EXPECT_EQ(std::string(CheckResourcesFit(pack, {{{"CPU", 1.5}}, {{"CPU", 1.5}}, {{"CPU", 1.5}}})
-                            .message()),
-            "override actors.rollout.placement=STRICT_PACK: actors.rollout.placement: STRICT_PACK "
-            "puts the role's 2 replicas on one node, and no node has room for all of them");
+  EXPECT_EQ(
+      std::string(
+          CheckResourcesFit(pack, {{{"CPU", 1.5}}, {{"CPU", 1.5}}, {{"CPU", 1.5}}}).message()),
+      "override actors.rollout.placement=STRICT_PACK: actors.rollout.placement: STRICT_PACK "
+      "puts the role's 2 replicas on one node, and no node has room for all of them");
 
   const JobSpec spread = Parse(kIssueExample, {"actors.rollout.placement=STRICT_SPREAD"});
   EXPECT_TRUE(CheckResourcesFit(spread, {{{"CPU", 2}}, {{"CPU", 2.5}}}).ok());

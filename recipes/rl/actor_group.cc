@@ -130,14 +130,16 @@ absl::Status ActorGroup::ReservePlacement() {
   const ActorGroupOptions& o = options_;
   const absl::string_view strategy = PlacementStrategyName(*o.placement);
   std::vector<std::string> amounts;
-  for (const auto& [name, amount] : o.resources) amounts.push_back(absl::StrCat(name, ": ", amount));
+  for (const auto& [name, amount] : o.resources) {
+    amounts.push_back(absl::StrCat(name, ": ", amount));
+  }
   // "rollout: placement STRICT_SPREAD of 3 bundles ({CPU: 1} each)"
   const std::string what =
       absl::StrCat(o.role, ": placement ", strategy, " of ", o.replicas, " bundle",
                    o.replicas == 1 ? "" : "s", " ({", absl::StrJoin(amounts, ", "), "} each)");
   const std::vector<std::map<std::string, double>> bundles(o.replicas, o.resources);
-  absl::StatusOr<proto::PlacementGroupInfo> created = cluster_->CreatePlacementGroup(
-      bundles, *o.placement, absl::StrCat(o.job_id, "/", o.role));
+  absl::StatusOr<proto::PlacementGroupInfo> created =
+      cluster_->CreatePlacementGroup(bundles, *o.placement, absl::StrCat(o.job_id, "/", o.role));
   if (!created.ok()) {
     return absl::Status(created.status().code(),
                         absl::StrCat(what, ": ", created.status().message()));

@@ -75,9 +75,8 @@ struct ActorGroupOptions {
 };
 
 // The options of a job-spec role (actors.<role>): its registered type, resources, placement and
-// restarts,
-// `replicas` replicas with `config` overlaid by the role's free-form `config` from the spec.
-// Names are indexed for more than one replica, or when `indexed` says so.
+// restarts, `replicas` replicas with `config` overlaid by the role's free-form `config` from the
+// spec. Names are indexed for more than one replica, or when `indexed` says so.
 ActorGroupOptions RoleOptions(const std::string& job_id, const std::string& role,
                               const ActorGroupSpec& spec, int64_t replicas, nlohmann::json config,
                               bool indexed = false);
