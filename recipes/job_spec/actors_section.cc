@@ -1,6 +1,11 @@
-// The actors section: per actor kind (role), its registered type, replicas, resources, restarts
-// and free-form config.
+// The actors section: per actor kind (role), its registered type, replicas, resources, placement,
+// restarts and free-form config.
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
 
 #include "recipes/job_spec/sections.h"
 
@@ -11,6 +16,30 @@ constexpr char kResourcesDoc[] =
     "what each instance reserves; when written it is the whole request (CPU fractions allowed, "
     "whole GPUs, memory in bytes or \"512MiB\"). GPU only for a user's actor type: troupe's own "
     "actors compute on the CPU, so a GPU for one is refused";
+
+constexpr char kPlacementDoc[] =
+    "a placement group for the role: one bundle of its resources per replica, reserved "
+    "all-or-nothing before any replica starts (replica i runs in bundle i) and removed with the "
+    "role. PACK: as few nodes as possible; SPREAD: different nodes where possible; STRICT_PACK: "
+    "all on one node; STRICT_SPREAD: each on a different node (a group the cluster cannot hold "
+    "is an error naming the role; the role must reserve some resources). Spelled as Ray's "
+    "strategies; absent = none (each replica is placed on its own)";
+
+// "spread" and the like: the strategies are spelled in capitals, as in proto/core.proto and Ray.
+const std::vector<std::pair<absl::string_view, absl::string_view>>& PlacementHints() {
+  static const auto* const hints = [] {
+    auto* texts = new std::vector<std::pair<std::string, std::string>>;
+    for (const auto& [name, value] : PlacementStrategies()) {
+      texts->emplace_back(absl::AsciiStrToLower(name),
+                          absl::StrCat("did you mean ", Quote(name),
+                                       "? the strategies are spelled in capitals, as Ray's"));
+    }
+    auto* views = new std::vector<std::pair<absl::string_view, absl::string_view>>;
+    for (const auto& [bad, hint] : *texts) views->emplace_back(bad, hint);
+    return views;
+  }();
+  return *hints;
+}
 
 // A written resources map is the whole request: what it does not name is 0.
 void WalkResources(Section& r, ActorResources* out) {
@@ -66,6 +95,9 @@ Section WalkActorGroup(Section& actors, absl::string_view kind, ActorGroupSpec* 
   if (g.mode() == WalkMode::kWrite || (r.reading() && r.written())) {
     WalkResources(r, &group->resources);
   }
+  g.Enum("placement", &group->placement, PlacementStrategies(),
+         {.doc = kPlacementDoc, .write_if = group->placement.has_value(), .default_text = "none"},
+         PlacementHints());
   g.Int("max_restarts", &group->max_restarts, AtLeast(-1),
         {.doc = "restarts after a crash; -1 = unlimited (Ray)"});
   g.Json("config", &group->config,
@@ -110,6 +142,19 @@ void WalkActors(Section& top, JobSpec& spec) {
   checkpointer.Int("keep", &c.keep, NonNegative(), {.doc = "newest K checkpoints kept; 0 = all"});
   checkpointer.Finish();
   a.Finish("actor kind");
+}
+
+void CheckActorsRules(const JobSpec& spec, Context& ctx) {
+  for (const auto& [kind, group] : ActorGroups(spec)) {
+    const std::string path = absl::StrCat("actors.", kind, ".placement");
+    if (!group->placement.has_value() || group->replicas == 0 || !ctx.RecipeReads(path)) continue;
+    // The scheduler refuses a bundle of nothing: a group reserves what its replicas request.
+    if (group->resources.AsMap().empty()) {
+      ctx.Add(path, absl::StrCat("a placement group reserves the role's resources, one bundle "
+                                 "per replica, and actors.",
+                                 kind, ".resources reserves none (give it some, e.g. {CPU: 0.5})"));
+    }
+  }
 }
 
 }  // namespace troupe::recipes::job_spec_internal

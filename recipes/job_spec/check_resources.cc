@@ -44,14 +44,36 @@ absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResourc
       needed_by[name].push_back(
           absl::StrCat(kind, " ", group->replicas, " x ", FormatAmount(name, amount)));
     }
-    bool fits = false;
-    for (const NodeResources& node : nodes) {
-      fits = std::all_of(request.begin(), request.end(), [&](const auto& r) {
-        return r.second <= amount_on(node, r.first) + kSlack;
-      });
-      if (fits) break;
+    // How many of `request`, taken `times` at once, fit on each node.
+    auto fitting_nodes = [&](double times) {
+      int n = 0;
+      for (const NodeResources& node : nodes) {
+        n += std::all_of(request.begin(), request.end(), [&](const auto& r) {
+          return r.second * times <= amount_on(node, r.first) + kSlack;
+        });
+      }
+      return n;
+    };
+    const int fitting = fitting_nodes(1);
+    if (fitting > 0) {
+      // The strict placements (actors.<kind>.placement) need more than one replica's room.
+      const std::string path = absl::StrCat("actors.", kind, ".placement");
+      const int64_t replicas = group->replicas;
+      if (group->placement == proto::STRICT_PACK && replicas > 1 &&
+          fitting_nodes(static_cast<double>(replicas)) == 0) {
+        errors.push_back(absl::StrCat(spec.Where(path), ": ", path,
+                                      ": STRICT_PACK puts the role's ", replicas,
+                                      " replicas on one node, and no node has room for all of "
+                                      "them"));
+      }
+      if (group->placement == proto::STRICT_SPREAD && fitting < replicas) {
+        errors.push_back(absl::StrCat(spec.Where(path), ": ", path,
+                                      ": STRICT_SPREAD puts each of the role's ", replicas,
+                                      " replicas on a different node, and ", fitting, " of the ",
+                                      nodes.size(), " nodes can hold one"));
+      }
+      continue;
     }
-    if (fits) continue;
     std::vector<std::string> reasons;
     for (const auto& [name, amount] : request) {
       double largest = 0;

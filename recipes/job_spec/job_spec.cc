@@ -140,6 +140,7 @@ void CrossCheck(const JobSpec& spec, Context& ctx) {
   job_spec_internal::CheckTrainerRules(spec, ctx);
   job_spec_internal::CheckRolloutRules(spec, ctx);
   job_spec_internal::CheckModelRules(spec, ctx);
+  job_spec_internal::CheckActorsRules(spec, ctx);
   ctx.mode = WalkMode::kCheck;
   ctx.spec = &spec;
   JobSpec copy = spec;

@@ -71,6 +71,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,7 @@
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
 #include "proto/actor_config.pb.h"
+#include "proto/core.pb.h"
 
 namespace troupe::recipes {
 
@@ -336,12 +338,21 @@ struct ActorResources {
   std::map<std::string, double> AsMap() const;
 };
 
+// actors.<kind>.placement: the strategy of a placement group reserving one bundle of the role's
+// resources per replica (replica i runs in bundle i; runtime/scheduler/cluster_scheduler.h),
+// spelled as proto/core.proto's PlacementStrategy (and Ray's): PACK, SPREAD, STRICT_PACK,
+// STRICT_SPREAD.
+using PlacementStrategy = proto::PlacementStrategy;
+absl::string_view PlacementStrategyName(PlacementStrategy strategy);
+
 // One kind of actor of the job: `replicas` instances of a registered actor type.
 struct ActorGroupSpec {
   std::string type;
   std::string library;  // "" = none
   int64_t replicas = 1;
   ActorResources resources;
+  // nullopt = no placement group: each replica is placed on its own (the head's default policy).
+  std::optional<PlacementStrategy> placement;
   int64_t max_restarts = 0;
   nlohmann::json config = nlohmann::json::object();
 };
@@ -462,9 +473,11 @@ absl::Status CheckPathsWithin(const JobSpec& spec, const std::string& base_dir,
 // A cluster's nodes, each as its total resources ({"CPU": 2, "memory": 8e9, ...}).
 using NodeResources = std::map<std::string, double>;
 
-// Whether the cluster can ever run the job: every actor's request fits on some node, and every
+// Whether the cluster can ever run the job: every actor's request fits on some node, every
 // resource's sum over all replicas fits in the cluster's total (all actors live for the whole
-// job). FailedPrecondition naming actors.<kind>.resources and its location otherwise.
+// job), and a role placed STRICT_PACK fits on one node with all its replicas, one placed
+// STRICT_SPREAD on as many nodes as it has replicas. FailedPrecondition naming
+// actors.<kind>.resources (or .placement) and its location otherwise.
 absl::Status CheckResourcesFit(const JobSpec& spec, absl::Span<const NodeResources> nodes);
 
 // What the program that runs a job can compute on (CheckDevices). The caller says (the troupe

@@ -863,6 +863,104 @@ TEST(JobSpec, CheckResourcesFitNamesWhatNoNodeOrTheWholeClusterCanHold) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// actors.<kind>.placement
+// ------------------------------------------------------------------------------------------------
+
+TEST(JobSpec, PlacementIsAbsentByDefaultAndThenLeftOutOfTheResolvedSpec) {
+  const JobSpec spec = Parse(kIssueExample);
+  for (const auto& [kind, group] : ActorGroups(spec)) {
+    EXPECT_FALSE(group->placement.has_value()) << kind;
+  }
+  EXPECT_THAT(ToYaml(spec), Not(HasSubstr("placement")));
+  EXPECT_THAT(ToJson(spec), Not(HasSubstr("placement")));
+}
+
+TEST(JobSpec, PlacementTakesTheFourStrategiesSpelledAsRaysAndRoundTrips) {
+  const std::vector<std::pair<std::string, proto::PlacementStrategy>> strategies = {
+      {"PACK", proto::PACK},
+      {"SPREAD", proto::SPREAD},
+      {"STRICT_PACK", proto::STRICT_PACK},
+      {"STRICT_SPREAD", proto::STRICT_SPREAD}};
+  for (const auto& [name, strategy] : strategies) {
+    const JobSpec spec = Parse(kIssueExample, {absl::StrCat("actors.rollout.placement=", name)});
+    ASSERT_TRUE(spec.actors.rollout.placement.has_value()) << name;
+    EXPECT_EQ(*spec.actors.rollout.placement, strategy) << name;
+    EXPECT_EQ(PlacementStrategyName(strategy), name);
+    EXPECT_FALSE(spec.actors.trainer.placement.has_value()) << name;
+    const std::string out = ToYaml(spec);
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("\n    placement: ", name, "\n"))) << out;
+    absl::StatusOr<JobSpec> again = ParseJobSpec(out, "resolved.yaml");
+    ASSERT_TRUE(again.ok()) << again.status() << "\n" << out;
+    EXPECT_EQ(again->actors.rollout.placement, strategy) << name;
+    EXPECT_EQ(ToJson(*again), ToJson(spec));
+  }
+  // Written in the file, every role takes it.
+  const JobSpec written = Parse(absl::StrCat(kBase, R"(actors:
+  rollout: {replicas: 2, placement: SPREAD}
+  trainer: {placement: STRICT_PACK}
+  checkpointer: {resources: {CPU: 0.5}, placement: PACK}
+)"));
+  EXPECT_EQ(written.actors.rollout.placement, proto::SPREAD);
+  EXPECT_EQ(written.actors.trainer.placement, proto::STRICT_PACK);
+  EXPECT_EQ(written.actors.checkpointer.placement, proto::PACK);
+  EXPECT_EQ(written.Where("actors.rollout.placement"), "job.yaml:6:37");
+  EXPECT_EQ(Parse(kBase, {"actors.rollout.placement=SPREAD"}).Where("actors.rollout.placement"),
+            "override actors.rollout.placement=SPREAD");
+}
+
+TEST(JobSpec, AnUnknownPlacementNamesTheKeyAndTheStrategies) {
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {rollout: {placement: ANYWHERE}}\n")),
+            "job.yaml:5:31: actors.rollout.placement: expected one of PACK, SPREAD, STRICT_PACK, "
+            "STRICT_SPREAD, got \"ANYWHERE\"");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {rollout: {placement: SPRED}}\n")),
+            "job.yaml:5:31: actors.rollout.placement: expected one of PACK, SPREAD, STRICT_PACK, "
+            "STRICT_SPREAD, got \"SPRED\" (did you mean \"SPREAD\"?)");
+  // One spelling, as every enum key of the spec has: lowercase is refused, with the right one.
+  EXPECT_EQ(ParseError(kBase, {"actors.trainer.placement=strict_pack"}),
+            "override actors.trainer.placement=strict_pack: actors.trainer.placement: expected "
+            "one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, got \"strict_pack\" (did you mean "
+            "\"STRICT_PACK\"? the strategies are spelled in capitals, as Ray's)");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {rollout: {placement: [SPREAD]}}\n")),
+            "job.yaml:5:31: actors.rollout.placement: expected one of PACK, SPREAD, STRICT_PACK, "
+            "STRICT_SPREAD, got a list");
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {rollout: {placment: SPREAD}}\n")),
+            "job.yaml:5:20: actors.rollout.placment: unknown key (did you mean \"placement\"?)");
+}
+
+TEST(JobSpec, APlacementNeedsResourcesToReserve) {
+  // The reward servers reserve nothing by default: a group of them would hold empty bundles.
+  EXPECT_EQ(ParseError(absl::StrCat(kBase, "actors: {reward: {placement: SPREAD}}\n")),
+            "job.yaml:5:30: actors.reward.placement: a placement group reserves the role's "
+            "resources, one bundle per replica, and actors.reward.resources reserves none (give "
+            "it some, e.g. {CPU: 0.5})");
+  Parse(absl::StrCat(kBase, "actors: {reward: {placement: SPREAD, resources: {CPU: 0.5}}}\n"));
+  // A role with no replica starts no group.
+  Parse(absl::StrCat(kBase, "actors: {critic: {placement: STRICT_SPREAD, resources: {}}}\n"));
+}
+
+TEST(JobSpec, CheckResourcesFitHoldsTheStrictPlacementsToTheNodes) {
+  // rollout 2 x 1 CPU (+ reward 0.5, reference 1, trainer 1 elsewhere).
+  const JobSpec pack = Parse(kIssueExample, {"actors.rollout.placement=STRICT_PACK"});
+  EXPECT_TRUE(CheckResourcesFit(pack, {{{"CPU", 2}}, {{"CPU", 2.5}}}).ok());
+  EXPECT_EQ(
+      std::string(
+          CheckResourcesFit(pack, {{{"CPU", 1.5}}, {{"CPU", 1.5}}, {{"CPU", 1.5}}}).message()),
+      "override actors.rollout.placement=STRICT_PACK: actors.rollout.placement: STRICT_PACK "
+      "puts the role's 2 replicas on one node, and no node has room for all of them");
+
+  const JobSpec spread = Parse(kIssueExample, {"actors.rollout.placement=STRICT_SPREAD"});
+  EXPECT_TRUE(CheckResourcesFit(spread, {{{"CPU", 2}}, {{"CPU", 2.5}}}).ok());
+  EXPECT_EQ(std::string(CheckResourcesFit(spread, {{{"CPU", 8}}, {{"CPU", 0.5}}}).message()),
+            "override actors.rollout.placement=STRICT_SPREAD: actors.rollout.placement: "
+            "STRICT_SPREAD puts each of the role's 2 replicas on a different node, and 1 of the 2 "
+            "nodes can hold one");
+  // The soft strategies fall back to sharing nodes: one node will do.
+  for (const char* soft : {"actors.rollout.placement=SPREAD", "actors.rollout.placement=PACK"}) {
+    EXPECT_TRUE(CheckResourcesFit(Parse(kIssueExample, {soft}), {{{"CPU", 8}}}).ok()) << soft;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Limits: a huge or hostile spec is refused before it costs anything
 // ------------------------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ void CheckAlgorithmRules(const JobSpec& spec, Context& ctx);
 void CheckRolloutRules(const JobSpec& spec, Context& ctx);
 void CheckTrainerRules(const JobSpec& spec, Context& ctx);
 void CheckSftRules(const JobSpec& spec, Context& ctx);
+void CheckActorsRules(const JobSpec& spec, Context& ctx);
 
 }  // namespace troupe::recipes::job_spec_internal
 

@@ -59,6 +59,19 @@ const NameTable<Truncation>& Truncations() {
   return table;
 }
 
+const NameTable<std::optional<PlacementStrategy>>& PlacementStrategies() {
+  static const NameTable<std::optional<PlacementStrategy>>* const table = [] {
+    auto* t = new NameTable<std::optional<PlacementStrategy>>;
+    const google::protobuf::EnumDescriptor* d =
+        google::protobuf::GetEnumDescriptor<PlacementStrategy>();
+    for (int i = 0; i < d->value_count(); ++i) {
+      t->emplace_back(d->value(i)->name(), static_cast<PlacementStrategy>(d->value(i)->number()));
+    }
+    return t;
+  }();
+  return *table;
+}
+
 const std::vector<std::pair<absl::string_view, absl::string_view>>& VerlNames() {
   static const std::vector<std::pair<absl::string_view, absl::string_view>> table = {
       {"clip_ratio", "algorithm.clip_eps"},
@@ -118,6 +131,9 @@ absl::string_view PreferenceLossName(PreferenceLoss v) {
 }
 absl::string_view TruncationName(Truncation v) {
   return NameOf(job_spec_internal::Truncations(), v);
+}
+absl::string_view PlacementStrategyName(PlacementStrategy v) {
+  return NameOf(job_spec_internal::PlacementStrategies(), std::optional<PlacementStrategy>(v));
 }
 absl::string_view KlCtrlTypeName(KlCtrlType v) {
   return NameOf(job_spec_internal::KlCtrlTypes(), v);

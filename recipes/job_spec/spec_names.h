@@ -4,6 +4,7 @@
 #ifndef TROUPE_RECIPES_JOB_SPEC_SPEC_NAMES_H_
 #define TROUPE_RECIPES_JOB_SPEC_SPEC_NAMES_H_
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,9 @@ const NameTable<KlCtrlType>& KlCtrlTypes();
 // data.sampler.type: sequential (false) or prioritized (true).
 const NameTable<bool>& Samplers();
 const NameTable<Truncation>& Truncations();
+// actors.<kind>.placement: proto/core.proto's PlacementStrategy values by their names there (PACK,
+// SPREAD, STRICT_PACK, STRICT_SPREAD); an absent key (nullopt) has no spelling.
+const NameTable<std::optional<PlacementStrategy>>& PlacementStrategies();
 
 // The spelling of `value` in `table`, or "?".
 template <typename E>

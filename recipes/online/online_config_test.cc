@@ -774,6 +774,12 @@ TEST(OnlineSpec, TheRewardServersGetTheTaskFormOrTheRewardForm) {
   const ActorGroupOptions role = RewardRoleOptions("job", *configured);
   EXPECT_EQ(role.role, "reward");
   EXPECT_EQ(role.config(0), RewardRoleConfig(*configured));  // not overlaid a second time
+  EXPECT_FALSE(role.placement.has_value());
+  // actors.reward.placement reaches the group the recipe spawns.
+  absl::StatusOr<JobSpec> placed =
+      Parse("actors: {reward: {replicas: 2, resources: {CPU: 0.5}, placement: STRICT_SPREAD}}\n");
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(RewardRoleOptions("job", *placed).placement, proto::STRICT_SPREAD);
 }
 
 TEST(OnlineSpec, ReadsADatasetsRecordsBeforeAnyActorStarts) {

@@ -24,6 +24,7 @@ ActorGroupOptions RoleOptions(const std::string& job_id, const std::string& role
   o.replicas = static_cast<int>(replicas);
   o.indexed_names = indexed || replicas > 1;
   o.resources = spec.resources.AsMap();
+  o.placement = spec.placement;
   o.max_restarts = static_cast<int>(spec.max_restarts);
   o.config = [config = std::move(config)](int) { return config; };
   return o;
@@ -90,6 +91,12 @@ absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions
   group.cluster_ = &cluster;
   group.options_ = std::move(options);
   const ActorGroupOptions& o = group.options_;
+  if (o.placement.has_value()) {
+    if (absl::Status s = group.ReservePlacement(); !s.ok()) {
+      (void)group.Kill();
+      return s;
+    }
+  }
   for (int i = 0; i < o.replicas; ++i) {
     ClusterActorOptions a;
     a.name = ReplicaName(o, i);
@@ -103,6 +110,10 @@ absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions
     a.nice = o.nice;
     a.compute_threads = o.compute_threads;
     a.role = o.role;
+    if (!group.placement_group_id_.empty()) {
+      a.placement_group_id = group.placement_group_id_;
+      a.bundle_index = i;
+    }
     absl::StatusOr<UntypedActorHandle> h = cluster.SpawnByName(o.type_name, a);
     if (!h.ok()) {
       (void)group.Kill();
@@ -115,11 +126,40 @@ absl::StatusOr<ActorGroup> ActorGroup::Spawn(Cluster& cluster, ActorGroupOptions
   return group;
 }
 
+absl::Status ActorGroup::ReservePlacement() {
+  const ActorGroupOptions& o = options_;
+  const absl::string_view strategy = PlacementStrategyName(*o.placement);
+  std::vector<std::string> amounts;
+  for (const auto& [name, amount] : o.resources) {
+    amounts.push_back(absl::StrCat(name, ": ", amount));
+  }
+  // "rollout: placement STRICT_SPREAD of 3 bundles ({CPU: 1} each)"
+  const std::string what =
+      absl::StrCat(o.role, ": placement ", strategy, " of ", o.replicas, " bundle",
+                   o.replicas == 1 ? "" : "s", " ({", absl::StrJoin(amounts, ", "), "} each)");
+  const std::vector<std::map<std::string, double>> bundles(o.replicas, o.resources);
+  absl::StatusOr<proto::PlacementGroupInfo> created =
+      cluster_->CreatePlacementGroup(bundles, *o.placement, absl::StrCat(o.job_id, "/", o.role));
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat(what, ": ", created.status().message()));
+  }
+  placement_group_id_ = created->id().id();
+  if (created->state() == proto::PG_CREATED) return absl::OkStatus();
+  absl::StatusOr<proto::PlacementGroupInfo> ready =
+      cluster_->WaitPlacementGroup(placement_group_id_, o.start_timeout);
+  if (ready.ok()) return absl::OkStatus();
+  // WaitPlacementGroup's DEADLINE_EXCEEDED carries the scheduler's reason ("pending: ..." or
+  // "infeasible: ..."); a group the head stopped answering about keeps its own code.
+  return absl::Status(ready.status().code(), absl::StrCat(what, ": ", ready.status().message()));
+}
+
 ActorGroup::ActorGroup(ActorGroup&& other) noexcept
     : cluster_(std::exchange(other.cluster_, nullptr)),
       options_(std::move(other.options_)),
       names_(std::move(other.names_)),
-      handles_(std::move(other.handles_)) {}
+      handles_(std::move(other.handles_)),
+      placement_group_id_(std::exchange(other.placement_group_id_, "")) {}
 
 ActorGroup& ActorGroup::operator=(ActorGroup&& other) noexcept {
   if (this != &other) {
@@ -128,6 +168,7 @@ ActorGroup& ActorGroup::operator=(ActorGroup&& other) noexcept {
     options_ = std::move(other.options_);
     names_ = std::move(other.names_);
     handles_ = std::move(other.handles_);
+    placement_group_id_ = std::exchange(other.placement_group_id_, "");
   }
   return *this;
 }
@@ -161,9 +202,15 @@ absl::Status ActorGroup::Kill() {
       absl::Status s = cluster_->Stop(h);
       if (!s.ok() && first.ok()) first = s;
     }
+    // After the replicas: removing the group first would end them without their graceful stop.
+    if (!placement_group_id_.empty()) {
+      absl::Status s = cluster_->RemovePlacementGroup(placement_group_id_);
+      if (!s.ok() && first.ok()) first = s;
+    }
   }
   handles_.clear();
   names_.clear();
+  placement_group_id_.clear();
   return first;
 }
 

@@ -15,12 +15,20 @@
 // ALIVE, or the first one's reason for not starting) ──▶ ... ──▶ Kill (no restart; also on
 // destruction). A group is movable, not copyable.
 //
+// Placement (options.placement, the job spec's actors.<role>.placement): Spawn first reserves a
+// placement group named "<job_id>/<role>" of `replicas` bundles, each the role's `resources`,
+// under that strategy (runtime/scheduler/cluster_scheduler.h), and waits up to start_timeout for
+// the head to create it; replica i then runs in bundle i. Kill removes the group once the
+// replicas are stopped, and a Spawn that fails removes it too. Without a strategy no group is
+// made and each replica is placed on its own.
+//
 // Thread-safety: not thread-safe (one driver thread owns it); the handles it gives out are.
 #ifndef TROUPE_RECIPES_RL_ACTOR_GROUP_H_
 #define TROUPE_RECIPES_RL_ACTOR_GROUP_H_
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +53,9 @@ struct ActorGroupOptions {
   // "<job>/<role>-<i>" when true; "<job>/<role>" (one replica only) when false.
   bool indexed_names = true;
   std::map<std::string, double> resources;
+  // A placement group for the replicas, one bundle of `resources` each (see the file comment);
+  // nullopt = none.
+  std::optional<proto::PlacementStrategy> placement;
   int max_restarts = 0;
   int max_concurrency = 1;
   // Shared libraries every replica's worker loads first (ClusterActorOptions::libraries).
@@ -58,13 +69,14 @@ struct ActorGroupOptions {
   std::function<nlohmann::json(int replica)> config;
   // Deadline of calls that set none.
   absl::Duration default_call_timeout = absl::Minutes(10);
-  // How long WaitAlive waits for each replica to start (model loading included).
+  // How long WaitAlive waits for each replica to start (model loading included), and Spawn for
+  // the placement group to be created.
   absl::Duration start_timeout = absl::Minutes(3);
 };
 
-// The options of a job-spec role (actors.<role>): its registered type, resources and restarts,
-// `replicas` replicas with `config` overlaid by the role's free-form `config` from the spec.
-// Names are indexed for more than one replica, or when `indexed` says so.
+// The options of a job-spec role (actors.<role>): its registered type, resources, placement and
+// restarts, `replicas` replicas with `config` overlaid by the role's free-form `config` from the
+// spec. Names are indexed for more than one replica, or when `indexed` says so.
 ActorGroupOptions RoleOptions(const std::string& job_id, const std::string& role,
                               const ActorGroupSpec& spec, int64_t replicas, nlohmann::json config,
                               bool indexed = false);
@@ -87,9 +99,13 @@ absl::Status CheckRoleType(const JobSpec& spec, const std::string& kind,
 
 class ActorGroup {
  public:
-  // Spawns every replica; on an error the ones already spawned are killed. INVALID_ARGUMENT for
-  // replicas < 1 or a multi-replica group without indexed names; the head's errors otherwise
-  // (NOT_FOUND for a type that is not registered, ALREADY_EXISTS for a taken name).
+  // Spawns every replica (into its bundle of a placement group first reserved when
+  // options.placement is set); on an error the ones already spawned are killed and the placement
+  // group removed. INVALID_ARGUMENT for replicas < 1 or a multi-replica group without indexed
+  // names; the head's errors otherwise (NOT_FOUND for a type that is not registered,
+  // ALREADY_EXISTS for a taken name). A placement group the head has not created within
+  // start_timeout (too few nodes for STRICT_SPREAD, no node with room for STRICT_PACK, or not
+  // yet room) is DEADLINE_EXCEEDED naming the role, the strategy and the scheduler's reason.
   static absl::StatusOr<ActorGroup> Spawn(Cluster& cluster, ActorGroupOptions options);
 
   ActorGroup() = default;
@@ -103,12 +119,15 @@ class ActorGroup {
   // not start (DEAD: its constructor's error), DEADLINE_EXCEEDED past start_timeout.
   absl::Status WaitAlive();
 
-  // Kills every replica (no restart). Idempotent; returns the first error.
+  // Kills every replica (no restart), then removes the group's placement group, if any.
+  // Idempotent; returns the first error.
   absl::Status Kill();
 
   size_t size() const { return handles_.size(); }
   bool empty() const { return handles_.empty(); }
   const std::string& role() const { return options_.role; }
+  // The id of the group's placement group; "" when it has none (no strategy, or killed).
+  const std::string& placement_group_id() const { return placement_group_id_; }
   const std::string& name(size_t i) const { return names_.at(i); }
   const UntypedActorHandle& handle(size_t i) const { return handles_.at(i); }
   template <typename T>
@@ -131,10 +150,15 @@ class ActorGroup {
   static std::string ReplicaName(const ActorGroupOptions& options, int i);
 
  private:
+  // Creates the placement group of options_.placement and waits for it (Spawn's first step);
+  // sets placement_group_id_ once the head accepted it, so Kill removes it on every outcome.
+  absl::Status ReservePlacement();
+
   Cluster* cluster_ = nullptr;
   ActorGroupOptions options_;
   std::vector<std::string> names_;
   std::vector<UntypedActorHandle> handles_;
+  std::string placement_group_id_;
 };
 
 }  // namespace troupe::recipes
