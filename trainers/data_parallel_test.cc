@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -173,6 +175,86 @@ TEST(DataParallelTrainer, TwoAndThreeRanksGiveTheWeightsOfOneTrainerOnTheWholeBa
         EXPECT_NEAR(losses[r][step], single_losses[step], 1e-5) << "rank " << r;
       }
     }
+  }
+}
+
+// ZeRO-1: two ranks, each holding the moments of its share of the parameters, give one trainer's
+// weights; the group's state gathered to rank 0 is the single trainer's (it resumes a single
+// trainer exactly where the group left off).
+TEST(DataParallelTrainer, AShardedOptimizerGivesOneTrainersWeightsAndAWholeCheckpoint) {
+  const Data data;
+  const auto whole_batch = [&](Net& net) {
+    return [&](const MicroBatchContext& ctx) -> absl::StatusOr<MicroBatchLoss> {
+      const int64_t begin = ctx.micro_batch * 5;
+      return data.Loss(net, begin, begin + 5);
+    };
+  };
+  Net single;
+  auto one = Trainer::Create(single, Options());
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (int step = 0; step < 2; ++step) ASSERT_TRUE((*one)->Step(whole_batch(single), 2).ok());
+  const std::vector<at::Tensor> after_two = Params(single);
+
+  ThreadGroup group(2);
+  std::vector<std::vector<at::Tensor>> got(2);
+  std::vector<int> owned_moments(2);
+  std::string state;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      Net net;
+      ThreadMember member(&group, r);
+      auto trainer = Trainer::Create(net, Options());
+      ASSERT_TRUE(trainer.ok());
+      ASSERT_TRUE(
+          (*trainer)->EnableDataParallel(&member, {.bucket_bytes = 300}, Sharding::kOptimizer).ok());
+      for (int step = 0; step < 2; ++step) {
+        auto m = (*trainer)->Step(
+            [&](const MicroBatchContext&) -> absl::StatusOr<MicroBatchLoss> {
+              return data.Loss(net, r * 5, r * 5 + 5);
+            },
+            1, data.Terms(0, 10));
+        ASSERT_TRUE(m.ok()) << m.status();
+      }
+      got[r] = Params(net);
+      for (size_t j = 0; j < (*trainer)->optimizer().params().size(); ++j) {
+        owned_moments[r] += (*trainer)->optimizer().moments(j).exp_avg.defined() ? 1 : 0;
+      }
+      absl::StatusOr<std::string> bytes = (*trainer)->SaveGroupState();
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      if (r == 0) state = *bytes;
+      if (r != 0) EXPECT_TRUE(bytes->empty());
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  const size_t num_params = after_two.size();
+  // Each rank holds the moments of its share only (6 tensors: 3 on each rank here).
+  EXPECT_EQ(owned_moments[0] + owned_moments[1], static_cast<int>(num_params));
+  EXPECT_GT(owned_moments[0], 0);
+  EXPECT_GT(owned_moments[1], 0);
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < num_params; ++i) {
+      EXPECT_LT((got[r][i] - after_two[i]).abs().max().item<double>(), 1e-5)
+          << "rank " << r << " parameter " << i;
+    }
+  }
+  // The gathered state resumes a single trainer: one more step equals the uninterrupted one's.
+  ASSERT_FALSE(state.empty());
+  const std::string path =
+      (std::filesystem::path(testing::TempDir()) / "sharded_state.pt").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << state;
+  }
+  Net resumed;
+  auto again = Trainer::Create(resumed, Options());
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->Load(path).ok());
+  ASSERT_TRUE((*one)->Step(whole_batch(single), 2).ok());
+  ASSERT_TRUE((*again)->Step(whole_batch(resumed), 2).ok());
+  const std::vector<at::Tensor> a = Params(single), b = Params(resumed);
+  for (size_t i = 0; i < num_params; ++i) {
+    EXPECT_LT((a[i] - b[i]).abs().max().item<double>(), 1e-5) << "parameter " << i;
   }
 }
 

@@ -101,6 +101,7 @@ using LossAggMode = proto::LossAggregation;
 using PolicyLoss = proto::PolicyLossMode;
 using OffPolicyMode = proto::OffPolicyCorrection;
 using LrSchedule = proto::LrSchedule;
+using Sharding = proto::Sharding;
 using PreferenceLoss = proto::PreferenceLoss;
 
 // The defaults a spec key shares with an actor's config are the actor's (proto/actor_config.proto
@@ -292,6 +293,7 @@ struct TrainerSpec {
   int64_t seed = TrainerDefaults().seed();
   double lr = TrainerDefaults().lr();
   LrSchedule lr_schedule = TrainerDefaults().lr_schedule();
+  Sharding sharding = TrainerDefaults().sharding();
   int64_t warmup_steps = TrainerDefaults().warmup_steps();
   double min_lr_ratio = TrainerDefaults().min_lr_ratio();
   double weight_decay = TrainerDefaults().weight_decay();

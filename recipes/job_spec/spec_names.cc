@@ -30,6 +30,7 @@ const NameTable<LossAggMode>& LossAggModes() { return Spellings<LossAggMode>(); 
 const NameTable<PolicyLoss>& PolicyLosses() { return Spellings<PolicyLoss>(); }
 const NameTable<OffPolicyMode>& OffPolicyModes() { return Spellings<OffPolicyMode>(); }
 const NameTable<LrSchedule>& LrSchedules() { return Spellings<LrSchedule>(); }
+const NameTable<Sharding>& Shardings() { return Spellings<Sharding>(); }
 
 const NameTable<PreferenceLoss>& PreferenceLosses() {
   static const NameTable<PreferenceLoss>* const table = [] {

@@ -259,6 +259,11 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   // (One critic at most: the parser refuses more, job_spec.h.) Every trainer rank needs rows of
   // every mini-batch: a mini-batch of mini_batch_size groups (the batch with 0) of algorithm.n
   // samples (dpo: one pair per group).
+  if (spec.trainer.sharding != proto::SHARDING_NONE && spec.actors.trainer.replicas < 2) {
+    refuse("trainer.sharding",
+           "shards the trainer's state over its ranks, and actors.trainer.replicas is 1: there "
+           "is nothing to shard over (set replicas >= 2, or sharding: none)");
+  }
   if (const int64_t ranks = spec.actors.trainer.replicas; ranks > 1) {
     const int64_t groups = spec.trainer.mini_batch_size > 0
                                ? std::min(spec.trainer.mini_batch_size, spec.data.train_batch_size)
@@ -476,6 +481,7 @@ proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string&
   if (dpo) c.set_kl_coef(0);  // the losses are against the reference already (beta)
   c.set_data_parallel_size(static_cast<int32_t>(spec.actors.trainer.replicas));
   c.set_grad_bucket_mb(kGradBucketMb);
+  c.set_sharding(spec.trainer.sharding);
   return c;
 }
 

@@ -273,6 +273,14 @@ TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) 
                               "trainer.mini_batch_size=1", "actors.trainer.replicas=3"});
   EXPECT_THAT(std::string(CheckGrpoSpec(mini).message()),
               HasSubstr("3 trainer ranks, but a mini-batch has only 2 sequences"));
+  // A sharded optimizer needs ranks to shard over; it reaches the trainer.
+  const JobSpec alone = parse({"trainer.sharding=optimizer"});
+  EXPECT_THAT(std::string(CheckGrpoSpec(alone).message()),
+              HasSubstr("trainer.sharding: shards the trainer's state over its ranks, and "
+                        "actors.trainer.replicas is 1"));
+  const JobSpec sharded = parse({"trainer.sharding=optimizer", "actors.trainer.replicas=2"});
+  EXPECT_TRUE(CheckGrpoSpec(sharded).ok()) << CheckGrpoSpec(sharded);
+  EXPECT_EQ(OnlineTrainerConfig(sharded, "m", "", "c").sharding(), proto::SHARDING_OPTIMIZER);
   const JobSpec dpo =
       parse({"recipe=dpo", "data.train_batch_size=2", "actors.trainer.replicas=3"});
   EXPECT_THAT(std::string(CheckDpoSpec(dpo).message()),

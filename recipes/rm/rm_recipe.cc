@@ -492,6 +492,9 @@ JobRecipeRules RmRules() {
     r.keys.push_back(
         NotReadKey(key, "is not read by recipe rm (one optimizer step per batch of pairs)"));
   }
+  r.keys.push_back(NotReadKey("trainer.sharding",
+                              "is not read by recipe rm (it trains on one process: the trainer "
+                              "group is the online recipes')"));
   r.sft_warm_start = false;
   r.reads_preference_records = true;
   r.init_may_be_value_model = true;  // its backbone, or a reward model's
