@@ -1,13 +1,10 @@
 #include "models/transformer.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/Allocator.h>
-#include <c10/util/ThreadLocalDebugInfo.h>
 #include <sys/stat.h>
 #include <torch/csrc/autograd/function.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -22,6 +19,7 @@
 #include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/allocation_counter.h"
 #include "models/safetensors.h"
 
 namespace troupe {
@@ -850,21 +848,6 @@ TEST(Transformer, CheckpointingLeavesInferenceAndCachedGenerationUnchanged) {
   EXPECT_TRUE(at::equal(generated[0], generated[1]));
 }
 
-// The CPU bytes LibTorch allocates and frees on this thread while installed (c10's memory
-// profiling hook, which the CPU allocator reports every allocation to).
-class LiveBytes : public c10::MemoryReportingInfoBase {
- public:
-  void reportMemoryUsage(void* /*ptr*/, int64_t alloc_size, int64_t /*total_allocated*/,
-                         int64_t /*total_reserved*/, c10::Device /*device*/) override {
-    live_ += alloc_size;
-  }
-  bool memoryProfilingEnabled() const override { return true; }
-  int64_t live() const { return live_; }
-
- private:
-  std::atomic<int64_t> live_{0};
-};
-
 // Number of nodes of `root`'s autograd graph whose name contains `name`.
 int CountGraphNodes(const at::Tensor& root, absl::string_view name) {
   std::vector<torch::autograd::Node*> stack = {root.grad_fn().get()};
@@ -892,15 +875,14 @@ TEST(Transformer, CheckpointedForwardKeepsOnlyEachLayersInputForTheBackwardPass)
   for (bool on : {false, true}) {
     CausalLM model = MakeModel(config, 62);
     model->SetActivationCheckpointing(on);
-    auto counter = std::make_shared<LiveBytes>();
     at::Tensor loss;
     {
-      c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, counter);
+      ScopedAllocationCounter counter;
       absl::StatusOr<at::Tensor> logits = model->Forward(ids, mask);
       ASSERT_TRUE(logits.ok()) << logits.status();
       loss = NextTokenLoss(*logits, ids, mask);
       // What is alive now is what the graph keeps for the backward pass (and the loss).
-      kept[on] = counter->live();
+      kept[on] = counter.live_bytes();
     }
     EXPECT_EQ(CountGraphNodes(loss, "CheckpointedLayer"), on ? config.num_hidden_layers : 0);
     loss.backward();
