@@ -384,6 +384,8 @@ TEST(CriticCore, ActivationCheckpointingGivesTheSameUpdateInLessMemory) {
   }
   ASSERT_EQ(values[0].size(), values[1].size());
   for (size_t i = 0; i < values[0].size(); ++i) EXPECT_NEAR(values[0][i], values[1][i], 1e-5) << i;
+  RecordProperty("peak_bytes_plain", std::to_string(peak[0]));
+  RecordProperty("peak_bytes_checkpointed", std::to_string(peak[1]));
   EXPECT_LT(2 * peak[1], peak[0]) << "peak bytes with checkpointing " << peak[1] << ", without "
                                   << peak[0];
 }

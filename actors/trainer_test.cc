@@ -853,6 +853,8 @@ TEST(TrainerCore, ActivationCheckpointingGivesTheSameUpdateInLessMemory) {
     }
   }
   EXPECT_LT(MaxAbsDiff(weights[0], weights[1]), 1e-5);
+  RecordProperty("peak_bytes_plain", std::to_string(peak[0]));
+  RecordProperty("peak_bytes_checkpointed", std::to_string(peak[1]));
   EXPECT_LT(2 * peak[1], peak[0]) << "peak bytes with checkpointing " << peak[1] << ", without "
                                   << peak[0];
 }
