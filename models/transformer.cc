@@ -338,9 +338,17 @@ struct LayerHolder : torch::CustomClassHolder {
 //             accumulate their gradients into .grad, and dL/dx is returned.
 // rope.cos / rope.sin / allowed are constants (no gradient); the layer draws no random numbers,
 // so the recomputation equals the forward. (A layer that samples, e.g. dropout, would have to save
-// the generator's state here and restore it around the recomputation.)
+// the generator's state here and restore it around the recomputation.) The recomputation reads the
+// parameters at backward time: one modified in place since the forward (its version counter moved)
+// is refused, as plain autograd refuses a modified saved tensor, instead of computing with it.
 class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
  public:
+  static std::vector<int64_t> ParameterVersions(const DecoderLayerImpl& layer) {
+    std::vector<int64_t> versions;
+    for (const at::Tensor& p : layer.parameters()) versions.push_back(p._version());
+    return versions;
+  }
+
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& allowed,
                             std::shared_ptr<DecoderLayerImpl> layer) {
@@ -350,6 +358,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->save_for_backward({x, cos, sin, allowed});
     at::Tensor y = layer->forward(x, RotaryTables{cos, sin}, allowed);
     ctx->saved_data["layer"] = at::IValue::make_capsule(c10::make_intrusive<LayerHolder>(layer));
+    ctx->saved_data["versions"] = ParameterVersions(*layer);
     return y;
   }
 
@@ -359,6 +368,9 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     const std::shared_ptr<DecoderLayerImpl> layer =
         c10::static_intrusive_pointer_cast<LayerHolder>(ctx->saved_data["layer"].toCapsule())
             ->layer;
+    TORCH_CHECK(ParameterVersions(*layer) == ctx->saved_data["versions"].toIntVector(),
+                "activation checkpointing: a parameter of a decoder layer was modified in place "
+                "between the forward and its backward pass; the layer cannot be recomputed");
     at::Tensor input = saved[0].detach().requires_grad_(true);
     at::Tensor output;
     {

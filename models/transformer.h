@@ -45,8 +45,9 @@
 // pass to compute them. Losses, logits and gradients are the same (the layers draw no random
 // numbers: no dropout); what the layers keep for the backward pass falls from all their
 // activations to one [B, T, hidden] tensor per layer, for one more forward of the layers in the
-// backward pass.
-// Forwards without autograd (NoGradGuard, ForwardWithCache) are unaffected.
+// backward pass. Forwards without autograd (NoGradGuard, ForwardWithCache) are unaffected. As with
+// plain autograd, parameters must not be modified in place between a forward and its backward
+// pass (the backward pass throws c10::Error rather than recompute with the new values).
 //
 // Error handling: the capitalized methods (Forward, ForwardWithCache, ...) validate their inputs
 // and return absl::Status; they never throw. The lower-case torch-style `forward` methods of the

@@ -812,6 +812,24 @@ TEST(Transformer, CheckpointingWithAFrozenEmbeddingStillTrainsEveryLayer) {
   }
 }
 
+TEST(Transformer, CheckpointingRefusesParametersModifiedBeforeTheBackwardPass) {
+  // Plain autograd refuses a modified saved tensor; the recomputation must not use the new values
+  // silently either.
+  for (bool on : {false, true}) {
+    CausalLM model = MakeModel(TinyConfig(), 45);
+    model->SetActivationCheckpointing(on);
+    at::Tensor ids = RandomIds(3, 12, 37, 46);
+    absl::StatusOr<at::Tensor> logits = model->Forward(ids, PaddedMask());
+    ASSERT_TRUE(logits.ok());
+    at::Tensor loss = NextTokenLoss(*logits, ids, PaddedMask());
+    {
+      at::NoGradGuard no_grad;
+      model->model->layer(1)->mlp->up_proj->weight.mul_(2);
+    }
+    EXPECT_THROW(loss.backward(), c10::Error) << "checkpointing " << on;
+  }
+}
+
 TEST(Transformer, CheckpointingLeavesInferenceAndCachedGenerationUnchanged) {
   CausalLM plain = MakeModel(TinyConfig("qwen3"), 51);
   CausalLM checkpointed = MakeModel(TinyConfig("qwen3"), 51);
