@@ -245,6 +245,7 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   const std::string& model_dir = c.model_dir();
   TROUPE_ASSIGN_OR_RETURN(policy_, LoadPolicy(model_dir));
   policy_.model->train();
+  policy_.model->SetActivationCheckpointing(c.activation_checkpointing());
   pad_id_ = policy_.tokenizer->pad_id().value_or(0);
   TROUPE_ASSIGN_OR_RETURN(model_config_json_, ReadFileToString(model_dir + "/config.json"));
   for (auto [file, text] : {std::pair{"/generation_config.json", &generation_config_json_},

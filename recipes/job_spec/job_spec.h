@@ -310,6 +310,9 @@ struct TrainerSpec {
   // during these steps (1 = the first); 0, 0 = none.
   int64_t profile_from = 0;
   int64_t profile_to = 0;
+  // Every model the run trains (policy, critic, reward model, SFT) recomputes each decoder layer
+  // in the backward pass instead of keeping its activations.
+  bool activation_checkpointing = TrainerDefaults().activation_checkpointing();
 };
 
 struct SftSpec {

@@ -87,6 +87,7 @@ const std::vector<std::pair<absl::string_view, absl::string_view>>& VerlNames() 
       {"save_freq", "actors.checkpointer.every_steps"},
       {"max_actor_ckpt_to_keep", "actors.checkpointer.keep"},
       {"ppo_micro_batch_size_per_gpu", "trainer.micro_batch_size"},
+      {"enable_gradient_checkpointing", "trainer.activation_checkpointing"},
       {"lr_warmup_steps", "trainer.warmup_steps"},
       {"warmup_style", "trainer.lr_schedule"},
       {"response_length", "data.max_response_length"},

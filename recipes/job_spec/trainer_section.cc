@@ -42,6 +42,12 @@ void WalkTrainer(Section& top, JobSpec& spec) {
                       "become spans of the run's timeline (troupe timeline); needs span "
                       "recording on (TROUPE_TIMELINE_SPANS)",
                .write_if = t.profile_from > 0});
+  s.Bool("activation_checkpointing", &t.activation_checkpointing,
+         {.doc = "recompute each decoder layer in the backward pass instead of keeping its "
+                 "activations: less memory, one more forward of the layers per step (every "
+                 "model the run trains: policy, critic, reward model, the SFT warm start and "
+                 "recipe sft)",
+          .write_if = t.activation_checkpointing});
   s.Finish();
 }
 

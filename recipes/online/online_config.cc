@@ -470,6 +470,7 @@ proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string&
   c.set_max_response_length(spec.data.max_response_length);
   c.set_profile_from(t.profile_from);
   c.set_profile_to(t.profile_to);
+  c.set_activation_checkpointing(t.activation_checkpointing);
   // Recipe dpo's preference loss (none for the policy-gradient recipes).
   const bool dpo = spec.recipe == "dpo";
   const DpoSpec& d = a.dpo;
@@ -506,6 +507,7 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
   c.set_gamma(a.gamma);
   c.set_lam(a.lam);
   c.set_kl_type(a.kl.type);
+  c.set_activation_checkpointing(t.activation_checkpointing);
   return c;
 }
 

@@ -208,6 +208,7 @@ absl::StatusOr<models::ValueModel> MakeModel(const JobSpec& spec,
       return spec.ErrorAt("model.init",
                           absl::StrCat("loading the policy directory: ", model.status().message()));
     }
+    (*model)->SetActivationCheckpointing(spec.trainer.activation_checkpointing);
     return model;
   }
   absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig(spec.model.config);
@@ -219,6 +220,7 @@ absl::StatusOr<models::ValueModel> MakeModel(const JobSpec& spec,
   absl::StatusOr<models::ValueModel> model = models::CreateValueModel(*config);
   if (!model.ok()) return spec.ErrorAt("model.config", model.status().message());
   (*model)->InitWeights(seed);
+  (*model)->SetActivationCheckpointing(spec.trainer.activation_checkpointing);
   return model;
 }
 
