@@ -2,7 +2,8 @@
 // GradientReducer of trainers/data_parallel.h) on this machine, ranks as separate processes on
 // 127.0.0.1 forming one Gloo CollectiveGroup (rendezvous through an EmbeddedCluster head's KV, as
 // the trainer group of a job does through its head), against:
-//   * one rank training the same global batch alone with all the compute threads (--threads);
+//   * one rank training the same global batch alone, with 1 compute thread and with all of them
+//     (--threads); the faster of the two is the baseline;
 //   * a raw Gloo all-reduce (c10d::ProcessGroupGloo, rendezvous through a c10d::TCPStore) of
 //     tensors of the reducer's bucket sizes, in bucket order, between the same processes;
 //   * the same training step with ReducerOptions.overlap off (every bucket summed after the
@@ -17,11 +18,12 @@
 // every step (checked: "loss_max_abs_diff").
 //
 // Runs: one untimed warm-up run, then --runs timed runs. A run times, in this order, --steps steps
-// of the single rank (the other ranks wait in a barrier), then for each --bucket_mb: --steps steps
-// of the group with overlap on and with it off (order alternating between runs), the reducer
-// alone (Finish over the bucket layout, no backward pass; after a barrier), the raw Gloo all-reduce
-// and the CollectiveGroup all-reduce of the same bucket tensors (each --steps times). Each metric
-// is the median over the runs of its per-run value, with the runs' min and max.
+// of the single rank with 1 thread and with --threads (the other ranks wait in a barrier), then for
+// each --bucket_mb: --steps steps of the group with overlap on and with it off (order alternating
+// between runs), the reducer alone (Finish over the bucket layout, no backward pass; after a
+// barrier), the raw Gloo all-reduce and the CollectiveGroup all-reduce of the same bucket tensors
+// (each --steps times). Each metric is the median over the runs of its per-run value, with the
+// runs' min and max.
 //
 //   bazel build //bench:trainer_scaling_bench &&
 //     bazel-bin/bench/trainer_scaling_bench [--ranks 2] [--threads 2] [--runs 5] [--steps 3]
@@ -30,7 +32,7 @@
 //
 // Output (stdout, rank 0), one JSON object per line, every one with "bench", "metric", "value",
 // "unit", "min", "max", "runs":
-//   step_time (ms) and samples_per_s, ranks 1;
+//   step_time (ms) and samples_per_s, ranks 1, per thread count;
 //   per bucket size: samples_per_s, ranks N, overlap on ("baseline":"one_rank", "ratio");
 //     step_time, ranks N, overlap on ("baseline":"overlap_off", "ratio" on/off);
 //     hidden_share (ReducerStats::HiddenShare of the step's sums, overlap on; "off_value");
@@ -143,7 +145,8 @@ std::vector<double> BucketMiBs(const Config& c) {
   std::vector<double> out;
   for (absl::string_view s : absl::StrSplit(c.bucket_mb, ',', absl::SkipEmpty())) {
     double mb = 0;
-    if (!absl::SimpleAtod(s, &mb) || !(mb > 0)) Die(absl::StrCat("--bucket_mb: bad size '", s, "'"));
+    if (!absl::SimpleAtod(s, &mb) || !(mb > 0))
+      Die(absl::StrCat("--bucket_mb: bad size '", s, "'"));
     out.push_back(mb);
   }
   if (out.empty()) Die("--bucket_mb: no size");
@@ -285,7 +288,8 @@ double LoadAverage() {
 }
 
 // Every rank runs this, in lockstep; rank 0 reports.
-int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c10d::Store>& store) {
+int RunRank(const Config& c, collective::KvStore* kv,
+            const c10::intrusive_ptr<c10d::Store>& store) {
   const int rank = c.rank, world = c.ranks;
   const std::vector<double> mibs = BucketMiBs(c);
   auto raw = RawGroup(store, rank, world);
@@ -298,8 +302,14 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
   auto group = OrDie(CollectiveGroup::Create(kv, go), "CollectiveGroup::Create");
   GroupCollective gc(group.get());
 
-  Run single;
-  if (rank == 0) single = MakeTrainer(c);
+  // One rank alone, with 1 thread and with all --threads (on a loaded 2-core machine LibTorch's
+  // and OpenBLAS's pools can be slower with 2 threads than with 1; the faster is the baseline).
+  std::vector<int> single_threads = {1};
+  if (c.threads != 1) single_threads.push_back(c.threads);
+  std::vector<Run> singles(single_threads.size());
+  if (rank == 0) {
+    for (Run& r : singles) r = MakeTrainer(c);
+  }
   std::vector<BucketSetup> setups(mibs.size());
   for (size_t k = 0; k < mibs.size(); ++k) {
     BucketSetup& b = setups[k];
@@ -335,7 +345,7 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
   }
 
   const int rank_threads = std::max(1, c.threads / world);
-  std::vector<Block> singles;
+  std::vector<std::vector<Block>> single_runs(single_threads.size());
   std::vector<std::vector<BucketRun>> bucket_runs(setups.size());
   double loss_diff = 0;
   std::vector<std::pair<int64_t, double>> single_losses;
@@ -343,11 +353,13 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
   for (int run = -1; run < c.runs; ++run) {
     const auto run_start = Clock::now();
     raw->barrier()->wait();
-    Block one;
+    std::vector<Block> ones(singles.size());
     if (rank == 0) {
-      models::SetComputeThreads(c.threads);
-      one = TrainSteps(c, single, 0, 1);
-      single_losses.insert(single_losses.end(), one.losses.begin(), one.losses.end());
+      for (size_t i = 0; i < singles.size(); ++i) {
+        models::SetComputeThreads(single_threads[i]);
+        ones[i] = TrainSteps(c, singles[i], 0, 1);
+      }
+      single_losses.insert(single_losses.end(), ones[0].losses.begin(), ones[0].losses.end());
     }
     raw->barrier()->wait();
     models::SetComputeThreads(rank_threads);
@@ -401,11 +413,14 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
       continue;
     }
     if (rank != 0) continue;
-    singles.push_back(one);
+    for (size_t i = 0; i < singles.size(); ++i) single_runs[i].push_back(ones[i]);
     for (size_t k = 0; k < setups.size(); ++k) bucket_runs[k].push_back(this_run[k]);
     const double per_run = Seconds(run_start, Clock::now());
-    std::string line = absl::StrCat("  [run ", run + 1, "/", c.runs, "] 1 rank ",
-                                    static_cast<int>(one.seconds_per_step * 1e3), " ms/step");
+    std::string line = absl::StrCat("  [run ", run + 1, "/", c.runs, "] 1 rank");
+    for (size_t i = 0; i < singles.size(); ++i) {
+      absl::StrAppend(&line, i == 0 ? " " : " / ", static_cast<int>(ones[i].seconds_per_step * 1e3),
+                      " ms/step (", single_threads[i], " thr)");
+    }
     for (size_t k = 0; k < setups.size(); ++k) {
       const BucketRun& r = this_run[k];
       absl::StrAppend(&line, "; ", setups[k].mib, " MiB: on ",
@@ -433,7 +448,7 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
 
   const std::string common = absl::StrCat(
       ",\"runs\":", c.runs, ",\"steps_per_run\":", c.steps, ",\"global_batch\":", c.batch,
-      ",\"seq\":", c.seq, ",\"micro_batches\":", c.micro_batches, ",\"threads\":", c.threads,
+      ",\"seq\":", c.seq, ",\"micro_batches\":", c.micro_batches, ",\"threads_total\":", c.threads,
       ",\"parameters\":", params, ",\"load\":", LoadAverage());
   auto print = [&](const std::string& metric, const Spread& s, const char* unit,
                    const std::string& extra) {
@@ -443,14 +458,25 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
         kBench, metric.c_str(), s.median, unit, s.min, s.max, extra.c_str(), common.c_str());
     std::fflush(stdout);
   };
-  std::vector<double> one_ms, one_sps;
-  for (const Block& b : singles) {
-    one_ms.push_back(b.seconds_per_step * 1e3);
-    one_sps.push_back(static_cast<double>(c.batch) / b.seconds_per_step);
+  // The baseline: the faster of the single-rank thread counts (by median).
+  Spread one_t, one_s;
+  int one_threads = 0;
+  for (size_t i = 0; i < singles.size(); ++i) {
+    std::vector<double> ms, sps;
+    for (const Block& b : single_runs[i]) {
+      ms.push_back(b.seconds_per_step * 1e3);
+      sps.push_back(static_cast<double>(c.batch) / b.seconds_per_step);
+    }
+    const Spread t = Of(ms), sp = Of(sps);
+    const std::string extra = absl::StrCat(",\"ranks\":1,\"threads\":", single_threads[i]);
+    print("step_time", t, "ms", extra);
+    print("samples_per_s", sp, "samples/s", extra);
+    if (one_threads == 0 || sp.median > one_s.median) {
+      one_t = t;
+      one_s = sp;
+      one_threads = single_threads[i];
+    }
   }
-  const Spread one_t = Of(one_ms), one_s = Of(one_sps);
-  print("step_time", one_t, "ms", ",\"ranks\":1");
-  print("samples_per_s", one_s, "samples/s", ",\"ranks\":1");
   for (size_t k = 0; k < setups.size(); ++k) {
     const BucketSetup& b = setups[k];
     std::vector<double> on_ms, off_ms, on_sps, hidden_on, hidden_off, alone, raws, groups, in_off,
@@ -469,19 +495,19 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
       reduce_ms.push_back(r.on.stats.reduce_seconds * 1e3 / c.steps);
       exposed_ms.push_back(r.on.stats.exposed_seconds * 1e3 / c.steps);
     }
-    const std::string bucket =
-        absl::StrCat(",\"ranks\":", world, ",\"bucket_mib\":", b.mib,
-                     ",\"buckets\":", b.layout->num_buckets(), ",\"bytes_per_step\":", b.bytes_per_sum);
+    const std::string bucket = absl::StrCat(
+        ",\"ranks\":", world, ",\"threads_per_rank\":", rank_threads, ",\"bucket_mib\":", b.mib,
+        ",\"buckets\":", b.layout->num_buckets(), ",\"bytes_per_step\":", b.bytes_per_sum);
     const Spread sps = Of(on_sps), t_on = Of(on_ms), t_off = Of(off_ms);
     print("samples_per_s", sps, "samples/s",
-          absl::StrCat(bucket,
-                       ",\"overlap\":true,\"baseline\":\"one_rank\",\"baseline_value\":", one_s.median,
+          absl::StrCat(bucket, ",\"overlap\":true,\"baseline\":\"one_rank\",\"baseline_value\":",
+                       one_s.median, ",\"baseline_threads\":", one_threads,
                        ",\"ratio\":", sps.median / one_s.median));
-    print("step_time", t_on, "ms",
-          absl::StrCat(bucket, ",\"overlap\":true,\"baseline\":\"overlap_off\",\"baseline_value\":",
-                       t_off.median, ",\"baseline_min\":", t_off.min, ",\"baseline_max\":",
-                       t_off.max, ",\"ratio\":", t_on.median / t_off.median,
-                       ",\"one_rank_ms\":", one_t.median));
+    print(
+        "step_time", t_on, "ms",
+        absl::StrCat(bucket, ",\"overlap\":true,\"baseline\":\"overlap_off\",\"baseline_value\":",
+                     t_off.median, ",\"baseline_min\":", t_off.min, ",\"baseline_max\":", t_off.max,
+                     ",\"ratio\":", t_on.median / t_off.median, ",\"one_rank_ms\":", one_t.median));
     const Spread off_hidden = Of(hidden_off);
     print("hidden_share", Of(hidden_on), "fraction",
           absl::StrCat(bucket, ",\"overlap\":true,\"off_value\":", off_hidden.median,
@@ -489,9 +515,8 @@ int RunRank(const Config& c, collective::KvStore* kv, const c10::intrusive_ptr<c
                        ",\"exposed_ms_per_step\":", Of(exposed_ms).median));
     const Spread red = Of(alone), base = Of(raws);
     print("allreduce_throughput", red, "GB/s",
-          absl::StrCat(bucket,
-                       ",\"baseline\":\"raw_gloo_allreduce\",\"baseline_value\":", base.median,
-                       ",\"baseline_min\":", base.min, ",\"baseline_max\":", base.max,
+          absl::StrCat(bucket, ",\"baseline\":\"raw_gloo_allreduce\",\"baseline_value\":",
+                       base.median, ",\"baseline_min\":", base.min, ",\"baseline_max\":", base.max,
                        ",\"ratio\":", red.median / base.median, ",\"target_ratio\":0.9",
                        ",\"group_allreduce_value\":", Of(groups).median,
                        ",\"in_step_overlap_off_value\":", Of(in_off).median,
@@ -548,15 +573,38 @@ int RunLeader(Config c) {
   ::setenv("TROUPE_TOKEN", ec->head().token().c_str(), 1);
   std::vector<pid_t> pids;
   for (int r = 1; r < c.ranks; ++r) {
-    pids.push_back(Spawn({kBench, "--member", "--rank", absl::StrCat(r), "--address",
-                          ec->head().address(), "--tcp_port", absl::StrCat(store->getPort()),
-                          "--ranks", absl::StrCat(c.ranks), "--threads", absl::StrCat(c.threads),
-                          "--runs", absl::StrCat(c.runs), "--steps", absl::StrCat(c.steps),
-                          "--batch", absl::StrCat(c.batch), "--seq", absl::StrCat(c.seq),
-                          "--micro_batches", absl::StrCat(c.micro_batches), "--bucket_mb",
-                          c.bucket_mb, "--vocab", absl::StrCat(c.vocab), "--hidden",
-                          absl::StrCat(c.hidden), "--intermediate", absl::StrCat(c.intermediate),
-                          "--layers", absl::StrCat(c.layers)}));
+    pids.push_back(Spawn({kBench,
+                          "--member",
+                          "--rank",
+                          absl::StrCat(r),
+                          "--address",
+                          ec->head().address(),
+                          "--tcp_port",
+                          absl::StrCat(store->getPort()),
+                          "--ranks",
+                          absl::StrCat(c.ranks),
+                          "--threads",
+                          absl::StrCat(c.threads),
+                          "--runs",
+                          absl::StrCat(c.runs),
+                          "--steps",
+                          absl::StrCat(c.steps),
+                          "--batch",
+                          absl::StrCat(c.batch),
+                          "--seq",
+                          absl::StrCat(c.seq),
+                          "--micro_batches",
+                          absl::StrCat(c.micro_batches),
+                          "--bucket_mb",
+                          c.bucket_mb,
+                          "--vocab",
+                          absl::StrCat(c.vocab),
+                          "--hidden",
+                          absl::StrCat(c.hidden),
+                          "--intermediate",
+                          absl::StrCat(c.intermediate),
+                          "--layers",
+                          absl::StrCat(c.layers)}));
   }
   collective::ClusterKvStore kv(&ec->cluster());
   c.rank = 0;
@@ -581,13 +629,15 @@ int main(int argc, char** argv) {
   troupe::bench::Config c;
   CLI::App app{"Data-parallel trainer step on N rank processes vs one rank; reducer vs raw Gloo"};
   app.add_option("--ranks", c.ranks, "Data-parallel ranks (processes)")->check(CLI::Range(2, 16));
-  app.add_option("--threads", c.threads, "Compute threads in all: one rank alone gets all, each "
-                                         "of N ranks threads / N (at least 1)")
+  app.add_option("--threads", c.threads,
+                 "Compute threads in all: one rank alone gets all, each "
+                 "of N ranks threads / N (at least 1)")
       ->check(CLI::Range(1, 256));
   app.add_option("--runs", c.runs, "Timed runs (after one warm-up run)")->check(CLI::Range(1, 100));
   app.add_option("--steps", c.steps, "Steps (and sums) per configuration per run")
       ->check(CLI::Range(1, 1000));
-  app.add_option("--batch", c.batch, "Global batch (sequences per step)")->check(CLI::Range(1, 4096));
+  app.add_option("--batch", c.batch, "Global batch (sequences per step)")
+      ->check(CLI::Range(1, 4096));
   app.add_option("--seq", c.seq, "Tokens per sequence")->check(CLI::Range(2, 4096));
   app.add_option("--micro_batches", c.micro_batches, "Micro-batches per rank per step")
       ->check(CLI::Range(1, 64));
