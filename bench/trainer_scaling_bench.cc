@@ -32,9 +32,13 @@
 //
 // Output (stdout, rank 0), one JSON object per line, every one with "bench", "metric", "value",
 // "unit", "min", "max", "runs":
-//   step_time (ms) and samples_per_s, ranks 1, per thread count;
+//   step_time (ms; "waiting_rank_cpu_fraction": the CPU a rank burns waiting in a Gloo barrier),
+//     samples_per_s and cpu_seconds_per_step (the process's user + system CPU), ranks 1, per
+//     thread count;
 //   per bucket size: samples_per_s, ranks N, overlap on ("baseline":"one_rank", "ratio");
 //     step_time, ranks N, overlap on ("baseline":"overlap_off", "ratio" on/off);
+//     cpu_seconds_per_step summed over the ranks ("baseline":"one_rank_1_thread", "ratio": the
+//       work data parallelism adds, which the machine's load does not change much);
 //     hidden_share (ReducerStats::HiddenShare of the step's sums, overlap on; "off_value");
 //     allreduce_throughput (GB/s: the reducer's bytes / reduce_seconds, summing the buckets with
 //       nothing else running, "baseline":"raw_gloo_allreduce", "ratio", target ≥ 0.9; also the
@@ -46,6 +50,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -210,8 +215,18 @@ at::Tensor Batch(const Config& c, int64_t step) {
   return at::randint(c.vocab, {c.batch, c.seq + 1}, gen, at::TensorOptions().dtype(at::kLong));
 }
 
+// User + system CPU seconds of this process (all its threads: compute, reducer, Gloo).
+double ProcessCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 struct Block {
   double seconds_per_step = 0;
+  // CPU seconds per step: this process's in TrainSteps; summed over the ranks once exchanged.
+  double cpu_per_step = 0;
   ReducerStats stats;  // the reducer's counters over the block (data-parallel trainers)
   std::vector<std::pair<int64_t, double>> losses;  // (step, group loss)
 };
@@ -233,6 +248,7 @@ Block TrainSteps(const Config& c, Run& run, int rank, int world) {
   const int64_t rows = c.batch / world, first = rank * rows;
   const int64_t micro_rows = rows / c.micro_batches;
   Block block;
+  const double cpu0 = ProcessCpuSeconds();
   const auto t0 = Clock::now();
   for (int s = 0; s < c.steps; ++s) {
     const at::Tensor ids = Batch(c, t.step());
@@ -252,6 +268,7 @@ Block TrainSteps(const Config& c, Run& run, int rank, int world) {
     block.losses.push_back({m.step, m.loss});
   }
   block.seconds_per_step = Seconds(t0, Clock::now()) / c.steps;
+  block.cpu_per_step = (ProcessCpuSeconds() - cpu0) / c.steps;
   if (t.reducer_stats() != nullptr) block.stats = Minus(*t.reducer_stats(), before);
   return block;
 }
@@ -346,6 +363,7 @@ int RunRank(const Config& c, collective::KvStore* kv,
 
   const int rank_threads = std::max(1, c.threads / world);
   std::vector<std::vector<Block>> single_runs(single_threads.size());
+  std::vector<double> waiting_cpu;  // per run: a waiting rank's CPU / wall time
   std::vector<std::vector<BucketRun>> bucket_runs(setups.size());
   double loss_diff = 0;
   std::vector<std::pair<int64_t, double>> single_losses;
@@ -353,6 +371,8 @@ int RunRank(const Config& c, collective::KvStore* kv,
   for (int run = -1; run < c.runs; ++run) {
     const auto run_start = Clock::now();
     raw->barrier()->wait();
+    const double wait_cpu0 = ProcessCpuSeconds();
+    const auto wait_t0 = Clock::now();
     std::vector<Block> ones(singles.size());
     if (rank == 0) {
       for (size_t i = 0; i < singles.size(); ++i) {
@@ -362,6 +382,10 @@ int RunRank(const Config& c, collective::KvStore* kv,
       single_losses.insert(single_losses.end(), ones[0].losses.begin(), ones[0].losses.end());
     }
     raw->barrier()->wait();
+    // The CPU the other ranks burn while they wait in the barrier (0 if it blocks, 1 per rank if
+    // it spins), as a fraction of the single-rank section's wall time.
+    const double waited = Seconds(wait_t0, Clock::now());
+    const double wait_cpu = rank == 0 ? 0 : (ProcessCpuSeconds() - wait_cpu0) / waited;
     models::SetComputeThreads(rank_threads);
     std::vector<BucketRun> this_run(setups.size());
     for (size_t k = 0; k < setups.size(); ++k) {
@@ -404,7 +428,24 @@ int RunRank(const Config& c, collective::KvStore* kv,
       for (at::Tensor& t : b.bucket_tensors) t.fill_(1);
       for (at::Tensor& g : b.copies) g.mutable_grad().fill_(1);
     }
+    // Sum the ranks' CPU seconds (every rank makes this call).
+    {
+      std::vector<double> cpu = {wait_cpu};
+      for (const BucketRun& r : this_run) {
+        cpu.push_back(r.on.cpu_per_step);
+        cpu.push_back(r.off.cpu_per_step);
+      }
+      std::vector<at::Tensor> sums{at::tensor(cpu, at::kDouble)};
+      raw->allreduce(sums)->wait();
+      const double* total = sums[0].data_ptr<double>();
+      waiting_cpu.push_back(total[0] / std::max(1, world - 1));
+      for (size_t k = 0; k < this_run.size(); ++k) {
+        this_run[k].on.cpu_per_step = total[1 + 2 * k];
+        this_run[k].off.cpu_per_step = total[2 + 2 * k];
+      }
+    }
     if (run < 0) {
+      waiting_cpu.clear();
       if (rank == 0) {
         std::fprintf(stderr, "  warm-up run: %.1f s\n", Seconds(run_start, Clock::now()));
       }
@@ -459,18 +500,22 @@ int RunRank(const Config& c, collective::KvStore* kv,
     std::fflush(stdout);
   };
   // The baseline: the faster of the single-rank thread counts (by median).
-  Spread one_t, one_s;
+  Spread one_t, one_s, one_cpu;
   int one_threads = 0;
   for (size_t i = 0; i < singles.size(); ++i) {
-    std::vector<double> ms, sps;
+    std::vector<double> ms, sps, cpu;
     for (const Block& b : single_runs[i]) {
       ms.push_back(b.seconds_per_step * 1e3);
       sps.push_back(static_cast<double>(c.batch) / b.seconds_per_step);
+      cpu.push_back(b.cpu_per_step);
     }
     const Spread t = Of(ms), sp = Of(sps);
     const std::string extra = absl::StrCat(",\"ranks\":1,\"threads\":", single_threads[i]);
-    print("step_time", t, "ms", extra);
+    print("step_time", t, "ms",
+          absl::StrCat(extra, ",\"waiting_rank_cpu_fraction\":", Of(waiting_cpu).median));
     print("samples_per_s", sp, "samples/s", extra);
+    print("cpu_seconds_per_step", Of(cpu), "s", extra);
+    if (i == 0) one_cpu = Of(cpu);
     if (one_threads == 0 || sp.median > one_s.median) {
       one_t = t;
       one_s = sp;
@@ -480,7 +525,7 @@ int RunRank(const Config& c, collective::KvStore* kv,
   for (size_t k = 0; k < setups.size(); ++k) {
     const BucketSetup& b = setups[k];
     std::vector<double> on_ms, off_ms, on_sps, hidden_on, hidden_off, alone, raws, groups, in_off,
-        in_on, reduce_ms, exposed_ms;
+        in_on, reduce_ms, exposed_ms, cpu_on, cpu_off;
     for (const BucketRun& r : bucket_runs[k]) {
       on_ms.push_back(r.on.seconds_per_step * 1e3);
       off_ms.push_back(r.off.seconds_per_step * 1e3);
@@ -494,6 +539,8 @@ int RunRank(const Config& c, collective::KvStore* kv,
       in_on.push_back(static_cast<double>(r.on.stats.bytes) / r.on.stats.reduce_seconds / 1e9);
       reduce_ms.push_back(r.on.stats.reduce_seconds * 1e3 / c.steps);
       exposed_ms.push_back(r.on.stats.exposed_seconds * 1e3 / c.steps);
+      cpu_on.push_back(r.on.cpu_per_step);
+      cpu_off.push_back(r.off.cpu_per_step);
     }
     const std::string bucket = absl::StrCat(
         ",\"ranks\":", world, ",\"threads_per_rank\":", rank_threads, ",\"bucket_mib\":", b.mib,
@@ -508,6 +555,15 @@ int RunRank(const Config& c, collective::KvStore* kv,
         absl::StrCat(bucket, ",\"overlap\":true,\"baseline\":\"overlap_off\",\"baseline_value\":",
                      t_off.median, ",\"baseline_min\":", t_off.min, ",\"baseline_max\":", t_off.max,
                      ",\"ratio\":", t_on.median / t_off.median, ",\"one_rank_ms\":", one_t.median));
+    // CPU seconds of a step summed over the ranks against one rank with 1 thread: the work
+    // data parallelism adds, whatever share of the cores the machine's load leaves.
+    const Spread cpu_n = Of(cpu_on);
+    print("cpu_seconds_per_step", cpu_n, "s",
+          absl::StrCat(bucket,
+                       ",\"overlap\":true,\"summed_over_ranks\":true,\"baseline\":\"one_rank_1_"
+                       "thread\",\"baseline_value\":",
+                       one_cpu.median, ",\"ratio\":", cpu_n.median / one_cpu.median,
+                       ",\"overlap_off_value\":", Of(cpu_off).median));
     const Spread off_hidden = Of(hidden_off);
     print("hidden_share", Of(hidden_on), "fraction",
           absl::StrCat(bucket, ",\"overlap\":true,\"off_value\":", off_hidden.median,
