@@ -293,6 +293,11 @@ TEST(GradientReducer, SumsBucketsWhileTheBackwardPassRunsAndEveryBucketByFinish)
   auto reducer = GradientReducer::Create(params, &doubler, {.bucket_bytes = 256});
   ASSERT_TRUE(reducer.ok()) << reducer.status();
   ASSERT_GE((*reducer)->num_buckets(), 4);
+  // The buckets hold every parameter's gradient bytes, once.
+  int64_t bucketed = 0, total = 0;
+  for (int b = 0; b < (*reducer)->num_buckets(); ++b) bucketed += (*reducer)->bucket_bytes(b);
+  for (const at::Tensor& p : params) total += p.numel() * static_cast<int64_t>(p.element_size());
+  EXPECT_EQ(bucketed, total);
   const at::Tensor x = torch::randn({4, 6});
   // Reference gradients (no reducer armed: the hooks do nothing).
   net.forward(x).sum().backward();
