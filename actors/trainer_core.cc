@@ -63,7 +63,7 @@ class LossDiagnostics {
   }
   // Every sum, for adding the other ranks' in a data-parallel group.
   std::vector<double*> Sums() {
-    return {&tokens_,   &terms_,       &pg_loss_, &kl_loss_,     &clip_fraction_,
+    return {&tokens_,     &terms_,     &pg_loss_, &kl_loss_,     &clip_fraction_,
             &ratio_mean_, &approx_kl_, &entropy_, &weight_mean_, &capped_fraction_};
   }
 
@@ -214,7 +214,7 @@ class PreferenceDiagnostics {
   }
   // Every sum, for adding the other ranks' in a data-parallel group.
   std::vector<double*> Sums() {
-    return {&pairs_,       &chosen_,         &rejected_,   &margin_,     &accuracy_,
+    return {&pairs_,       &chosen_,        &rejected_,  &margin_,     &accuracy_,
             &desirable_n_, &undesirable_n_, &desirable_, &undesirable_};
   }
 
@@ -542,8 +542,8 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
         // π_prox: the pre-pass's, or, with one optimizer step (which comes after every
         // micro-batch), this forward's detached log-probs: it runs on the same weights.
         if (proximal) {
-          in.old_logp = prox_logp.defined() ? SliceRows(prox_logp, begin, end, micro)
-                                            : policy.logp.detach();
+          in.old_logp =
+              prox_logp.defined() ? SliceRows(prox_logp, begin, end, micro) : policy.logp.detach();
         }
         in.ref_logp = SliceRows(ref_logp, begin, end, micro);
         in.advantages = SliceRows(advantages, begin, end, micro);

@@ -173,9 +173,9 @@ TEST(TrainerGroup, PpoActorWithEpochsMiniBatchesAndTheDecoupledObjectiveMatchesO
   c.set_train_batch_size(4);
   c.set_off_policy(proto::OFF_POLICY_TRUNCATE);
   c.set_loss_agg_mode(proto::LOSS_AGG_SEQ_MEAN_TOKEN_MEAN);
-  ExpectGroupMatchesOneTrainer(c, {Request(4, 2), Request(4, 3)}, 2,
-                               {n::kLoss, n::kPgLoss, n::kPgClipFrac, n::kIsWeightMean,
-                                n::kOptimizerSteps, n::kGradNorm});
+  ExpectGroupMatchesOneTrainer(
+      c, {Request(4, 2), Request(4, 3)}, 2,
+      {n::kLoss, n::kPgLoss, n::kPgClipFrac, n::kIsWeightMean, n::kOptimizerSteps, n::kGradNorm});
 }
 
 TEST(TrainerGroup, DpoMatchesOneTrainer) {

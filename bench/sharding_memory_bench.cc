@@ -19,15 +19,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,11 @@ class GlooCollective : public GradientCollective {
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   absl::Status AllReduceSum(absl::Span<const at::Tensor> tensors) override {
-    std::vector<at::Tensor> t(tensors.begin(), tensors.end());
-    pg_->allreduce(t)->wait();
+    // c10d's list form wants one tensor per device: one call per tensor.
+    for (const at::Tensor& x : tensors) {
+      std::vector<at::Tensor> t{x};
+      pg_->allreduce(t)->wait();
+    }
     return absl::OkStatus();
   }
   absl::Status Broadcast(absl::Span<const at::Tensor> tensors, int root) override {
@@ -125,11 +129,15 @@ int RunMember(const Config& c) {
   so.isServer = false;
   so.timeout = std::chrono::minutes(30);
   auto tcp = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-  auto store = c10::make_intrusive<c10d::PrefixStore>(c.sharding, tcp);
-  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::minutes(30));
-  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, c.rank, c.ranks, opts);
-  GlooCollective group(pg, c.rank, c.ranks);
+  const bool base = c.sharding == "base";  // one process, no group
+  std::unique_ptr<GlooCollective> group;
+  if (!base) {
+    auto store = c10::make_intrusive<c10d::PrefixStore>(c.sharding, tcp);
+    auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::minutes(30));
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    group = std::make_unique<GlooCollective>(
+        c10::make_intrusive<c10d::ProcessGroupGloo>(store, c.rank, c.ranks, opts), c.rank, c.ranks);
+  }
 
   auto model = OrDie(troupe::models::CreateCausalLM(ModelOf(c)), "CreateCausalLM");
   model->InitWeights(/*seed=*/1);
@@ -138,10 +146,9 @@ int RunMember(const Config& c) {
   o.schedule.peak_lr = 1e-5;
   o.schedule.total_steps = 100;
   auto trainer = OrDie(troupe::trainers::Trainer::Create(*model, o), "Trainer::Create");
-  const bool base = c.sharding == "base";
   if (!base) {
     OrDie(trainer->EnableDataParallel(
-              &group, {}, c.sharding == "optimizer" ? Sharding::kOptimizer : Sharding::kNone),
+              group.get(), {}, c.sharding == "optimizer" ? Sharding::kOptimizer : Sharding::kNone),
           "EnableDataParallel");
   }
   torch::manual_seed(100 + c.rank);
@@ -169,7 +176,6 @@ int RunMember(const Config& c) {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
   }
-  tcp->set(absl::StrCat("rss/", c.sharding, "/", c.rank), std::vector<uint8_t>{});
   const std::string rss = absl::StrCat(static_cast<int64_t>(PeakRssBytes()));
   tcp->set(absl::StrCat("rss/", c.sharding, "/", c.rank),
            std::vector<uint8_t>(rss.begin(), rss.end()));
@@ -177,13 +183,20 @@ int RunMember(const Config& c) {
 }
 
 pid_t Spawn(const Config& c, const std::string& sharding, int rank) {
-  std::vector<std::string> args = {"sharding_memory_bench", "--member",
-                                   "--rank",                absl::StrCat(rank),
-                                   "--ranks",               absl::StrCat(c.ranks),
-                                   "--steps",               absl::StrCat(c.steps),
-                                   "--layers",              absl::StrCat(c.layers),
-                                   "--port",                absl::StrCat(c.port),
-                                   "--sharding",            sharding};
+  std::vector<std::string> args = {"sharding_memory_bench",
+                                   "--member",
+                                   "--rank",
+                                   absl::StrCat(rank),
+                                   "--ranks",
+                                   absl::StrCat(c.ranks),
+                                   "--steps",
+                                   absl::StrCat(c.steps),
+                                   "--layers",
+                                   absl::StrCat(c.layers),
+                                   "--port",
+                                   absl::StrCat(c.port),
+                                   "--sharding",
+                                   sharding};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -221,7 +234,8 @@ int RunParent(Config c) {
     for (pid_t pid : pids) {
       int status = 0;
       waitpid(pid, &status, 0);
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Die(absl::StrCat(level, ": a rank failed"));
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        Die(absl::StrCat(level, ": a rank failed"));
     }
     double max_rss = 0;
     for (int r = 0; r < ranks; ++r) {
@@ -287,8 +301,7 @@ int main(int argc, char** argv) {
     } else if (a == "--sharding") {
       c.sharding = next();
     } else {
-      Die(absl::StrCat("unknown flag ", a,
-                       " (flags: --ranks N, --steps N, --layers K of 24)"));
+      Die(absl::StrCat("unknown flag ", a, " (flags: --ranks N, --steps N, --layers K of 24)"));
     }
   }
   if (c.ranks < 2 || c.steps < 1 || c.layers < 1 || c.layers > 24) {

@@ -333,11 +333,12 @@ int RunRank(const Config& c, collective::KvStore* kv,
     b.mib = mibs[k];
     const trainers::ReducerOptions ro{.bucket_bytes = static_cast<int64_t>(b.mib * (1 << 20))};
     b.on = MakeTrainer(c);
-    OrDie(b.on.trainer->EnableDataParallel(&gc, {ro.bucket_bytes, /*overlap=*/true}),
+    OrDie(b.on.trainer->EnableDataParallel(&gc, {.bucket_bytes = ro.bucket_bytes, .overlap = true}),
           "EnableDataParallel");
     b.off = MakeTrainer(c);
-    OrDie(b.off.trainer->EnableDataParallel(&gc, {ro.bucket_bytes, /*overlap=*/false}),
-          "EnableDataParallel");
+    OrDie(
+        b.off.trainer->EnableDataParallel(&gc, {.bucket_bytes = ro.bucket_bytes, .overlap = false}),
+        "EnableDataParallel");
     for (const at::Tensor& p : b.on.model->parameters()) {
       b.copies.push_back(p.detach().clone().requires_grad_(true));
       b.copies.back().mutable_grad() = at::ones_like(p);

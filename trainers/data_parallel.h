@@ -11,9 +11,10 @@
 //   ShardPlan            which rank owns which parameter's optimizer state (ZeRO stage 1).
 //
 // Bucketing. Parameters are taken in reverse order (the backward pass produces the last layers'
-// gradients first) and cut into buckets of at most bucket_bytes (a parameter larger than that is
-// a bucket of its own; a bucket holds one dtype). A bucket's gradients are copied into one
-// contiguous buffer, summed (one collective call per bucket), and copied back.
+// gradients first) and cut into buckets of at most bucket_bytes, the first one of at most
+// first_bucket_bytes so that summing starts early in the backward pass (a parameter larger than
+// the limit is a bucket of its own; a bucket holds one dtype). A bucket's gradients are summed in
+// place with one collective call (the collective packs small tensors itself).
 //
 // Protocol per optimizer step (every rank makes the same calls, in the same order):
 //   Arm()      before the backward pass of the step's last micro-batch: from now on, a
@@ -107,6 +108,8 @@ std::pair<int64_t, int64_t> BalancedShare(absl::Span<const int64_t> costs, int w
 struct ReducerOptions {
   // Largest bucket; 25 MiB as DDP's default.
   int64_t bucket_bytes = int64_t{25} << 20;
+  // Largest first bucket (the last layers' gradients, ready first); 1 MiB as DDP's.
+  int64_t first_bucket_bytes = int64_t{1} << 20;
   // Start a bucket's sum from the backward pass (false: every bucket summed by Finish, after it).
   bool overlap = true;
 };

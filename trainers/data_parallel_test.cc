@@ -34,9 +34,7 @@ class Doubler : public GradientCollective {
     for (const at::Tensor& t : tensors) t.mul_(2);
     return absl::OkStatus();
   }
-  absl::Status Broadcast(absl::Span<const at::Tensor>, int) override {
-    return absl::OkStatus();
-  }
+  absl::Status Broadcast(absl::Span<const at::Tensor>, int) override { return absl::OkStatus(); }
   std::atomic<int> calls{0};
 };
 
@@ -206,8 +204,9 @@ TEST(DataParallelTrainer, AShardedOptimizerGivesOneTrainersWeightsAndAWholeCheck
       ThreadMember member(&group, r);
       auto trainer = Trainer::Create(net, Options());
       ASSERT_TRUE(trainer.ok());
-      ASSERT_TRUE(
-          (*trainer)->EnableDataParallel(&member, {.bucket_bytes = 300}, Sharding::kOptimizer).ok());
+      ASSERT_TRUE((*trainer)
+                      ->EnableDataParallel(&member, {.bucket_bytes = 300}, Sharding::kOptimizer)
+                      .ok());
       for (int step = 0; step < 2; ++step) {
         auto m = (*trainer)->Step(
             [&](const MicroBatchContext&) -> absl::StatusOr<MicroBatchLoss> {
@@ -342,16 +341,26 @@ TEST(GradientReducer, AParameterWithoutAGradientIsSummedAsZerosAtFinish) {
   EXPECT_EQ(net.a->weight.grad().abs().sum().item<double>(), 0);
 }
 
+TEST(GradientReducer, TheFirstBucketIsSmallSoSummingStartsEarly) {
+  Net net;
+  Doubler doubler;
+  // Reverse order: c.bias (4 bytes), c.weight (64), b.bias (64) fit in 200; b.weight (1024) not.
+  auto reducer = GradientReducer::Create(net.parameters(), &doubler,
+                                         {.bucket_bytes = 1 << 20, .first_bucket_bytes = 200});
+  ASSERT_TRUE(reducer.ok()) << reducer.status();
+  ASSERT_EQ((*reducer)->num_buckets(), 2);
+  EXPECT_EQ((*reducer)->bucket_bytes(0), 132);
+}
+
 TEST(GradientReducer, RefusesBadArguments) {
   Doubler doubler;
   EXPECT_EQ(GradientReducer::Create({}, &doubler, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(GradientReducer::Create({torch::ones({2}, torch::kLong)}, &doubler, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GradientReducer::Create({torch::ones({2}).requires_grad_()}, nullptr, {})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      GradientReducer::Create({torch::ones({2}).requires_grad_()}, nullptr, {}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 std::pair<int64_t, int64_t> Rows(int64_t begin, int64_t end) { return {begin, end}; }

@@ -157,11 +157,10 @@ absl::Status AdamW::SetMoments(size_t i, Moments m) {
     return absl::InvalidArgumentError(absl::StrCat("AdamW::SetMoments: step ", m.step));
   }
   const bool defined = m.exp_avg.defined() && m.exp_avg_sq.defined();
-  if ((m.step > 0) != defined ||
-      (defined && (!m.exp_avg.sizes().equals(params_[i].sizes()) ||
-                   !m.exp_avg_sq.sizes().equals(params_[i].sizes())))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AdamW::SetMoments: parameter ", i, ": moments do not match the parameter's shape"));
+  if ((m.step > 0) != defined || (defined && (!m.exp_avg.sizes().equals(params_[i].sizes()) ||
+                                              !m.exp_avg_sq.sizes().equals(params_[i].sizes())))) {
+    return absl::InvalidArgumentError(absl::StrCat("AdamW::SetMoments: parameter ", i,
+                                                   ": moments do not match the parameter's shape"));
   }
   state_[i] = ParamState{m.step, std::move(m.exp_avg), std::move(m.exp_avg_sq)};
   return absl::OkStatus();

@@ -110,9 +110,9 @@ absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn, int64_t num_mic
     return absl::InvalidArgumentError(absl::StrCat(
         "Trainer::Step ", step_, ": num_micro_batches must be >= 1, got ", num_micro_batches));
   }
-  absl::StatusOr<StepMetrics> result =
-      CatchTorch(absl::StrCat("Trainer::Step ", step_),
-                 [&] { return StepImpl(loss_fn, num_micro_batches, /*group_weight=*/0); });
+  absl::StatusOr<StepMetrics> result = CatchTorch(absl::StrCat("Trainer::Step ", step_), [&] {
+    return StepImpl(loss_fn, num_micro_batches, /*group_weight=*/0);
+  });
   if (!result.ok()) optimizer_->ZeroGrad();
   return result;
 }
@@ -120,18 +120,17 @@ absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn, int64_t num_mic
 absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn, int64_t num_micro_batches,
                                           int64_t group_weight) {
   if (num_micro_batches < 0 || (num_micro_batches == 0 && reducer_ == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrCat("Trainer::Step ", step_,
-                                                   ": num_micro_batches must be >= ",
-                                                   reducer_ == nullptr ? 1 : 0, ", got ",
-                                                   num_micro_batches));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Trainer::Step ", step_, ": num_micro_batches must be >= ", reducer_ == nullptr ? 1 : 0,
+        ", got ", num_micro_batches));
   }
   if (group_weight < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("Trainer::Step ", step_, ": group_weight must be >= 1, got ", group_weight));
   }
-  absl::StatusOr<StepMetrics> result =
-      CatchTorch(absl::StrCat("Trainer::Step ", step_),
-                 [&] { return StepImpl(loss_fn, num_micro_batches, group_weight); });
+  absl::StatusOr<StepMetrics> result = CatchTorch(absl::StrCat("Trainer::Step ", step_), [&] {
+    return StepImpl(loss_fn, num_micro_batches, group_weight);
+  });
   if (!result.ok()) optimizer_->ZeroGrad();
   return result;
 }
@@ -233,8 +232,8 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n,
     double weight = 1.0 / static_cast<double>(n);
     if (token_weighted) weight = n == 1 ? 1.0 : static_cast<double>(terms);
     if (preweighted) {
-      weight = (token_weighted ? static_cast<double>(terms) : 1.0) /
-               static_cast<double>(group_weight);
+      weight =
+          (token_weighted ? static_cast<double>(terms) : 1.0) / static_cast<double>(group_weight);
     }
     if (reducer_ != nullptr && i == n - 1) reducer_->Arm();
     if (weight == 1.0) {
@@ -247,9 +246,9 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n,
     total_weight += token_weighted ? terms : 1;
   }
   if (preweighted && reducer_ == nullptr && total_weight != group_weight) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Trainer::Step ", step_, ": the micro-batches weigh ", total_weight,
-                     ", group_weight says ", group_weight));
+    return absl::InvalidArgumentError(absl::StrCat("Trainer::Step ", step_,
+                                                   ": the micro-batches weigh ", total_weight,
+                                                   ", group_weight says ", group_weight));
   }
   if (token_weighted && n > 1 && !preweighted) {
     const double inverse_total = 1.0 / static_cast<double>(total_weight);
@@ -262,9 +261,9 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n,
   if (reducer_ != nullptr) {
     TROUPE_RETURN_IF_ERROR(reducer_->Finish());
     // The group's loss and tokens, and a check that the ranks' weights add up to group_weight.
-    at::Tensor sums = at::tensor({weighted_loss, static_cast<double>(metrics.tokens),
-                                  static_cast<double>(total_weight)},
-                                 at::kDouble);
+    at::Tensor sums = at::tensor(
+        {weighted_loss, static_cast<double>(metrics.tokens), static_cast<double>(total_weight)},
+        at::kDouble);
     TROUPE_RETURN_IF_ERROR(reducer_->collective()->AllReduceSum({sums}));
     weighted_loss = sums[0].item<double>();
     metrics.tokens = static_cast<int64_t>(sums[1].item<double>());

@@ -263,7 +263,8 @@ TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) 
     EXPECT_TRUE(spec.ok()) << spec.status();
     return *std::move(spec);
   };
-  const JobSpec two = parse({"data.train_batch_size=2", "algorithm.n=2", "actors.trainer.replicas=4"});
+  const JobSpec two =
+      parse({"data.train_batch_size=2", "algorithm.n=2", "actors.trainer.replicas=4"});
   EXPECT_TRUE(CheckGrpoSpec(two).ok()) << CheckGrpoSpec(two);
   EXPECT_EQ(OnlineTrainerConfig(two, "m", "", "c").data_parallel_size(), 4);
   const JobSpec many =
@@ -283,8 +284,7 @@ TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) 
   const JobSpec sharded = parse({"trainer.sharding=optimizer", "actors.trainer.replicas=2"});
   EXPECT_TRUE(CheckGrpoSpec(sharded).ok()) << CheckGrpoSpec(sharded);
   EXPECT_EQ(OnlineTrainerConfig(sharded, "m", "", "c").sharding(), proto::SHARDING_OPTIMIZER);
-  const JobSpec dpo =
-      parse({"recipe=dpo", "data.train_batch_size=2", "actors.trainer.replicas=3"});
+  const JobSpec dpo = parse({"recipe=dpo", "data.train_batch_size=2", "actors.trainer.replicas=3"});
   EXPECT_THAT(std::string(CheckDpoSpec(dpo).message()),
               HasSubstr("3 trainer ranks, but a mini-batch has only 2 preference pairs"));
 }

@@ -167,12 +167,11 @@ absl::Status OnlineRecipe::Spawn() {
   const bool kl = NeedsReference(spec_);
   std::string recipe_roles;
   for (const std::string& role : RecipeRoles()) absl::StrAppend(&recipe_roles, role, ", ");
-  state_.Log(absl::StrCat("starting actors: ", a.rollout.replicas, " rollout, ", a.reward.replicas,
-                          " reward, ", kl ? a.reference.replicas : 0, " reference, ",
-                          a.trainer.replicas > 1 ? absl::StrCat(a.trainer.replicas, " trainer ranks")
-                                                 : "trainer",
-                          ", ",
-                          recipe_roles, "replay buffer, checkpointer"));
+  state_.Log(absl::StrCat(
+      "starting actors: ", a.rollout.replicas, " rollout, ", a.reward.replicas, " reward, ",
+      kl ? a.reference.replicas : 0, " reference, ",
+      a.trainer.replicas > 1 ? absl::StrCat(a.trainer.replicas, " trainer ranks") : "trainer", ", ",
+      recipe_roles, "replay buffer, checkpointer"));
   TROUPE_ASSIGN_OR_RETURN(replay_group_,
                           SpawnGroup(RoleOptions(prefix_, roles::kReplay, a.replay_buffer, 1, {})));
   TROUPE_ASSIGN_OR_RETURN(ActorGroup rewards, SpawnGroup(RewardRoleOptions(prefix_, spec_)));
@@ -492,8 +491,8 @@ absl::StatusOr<std::optional<proto::TrainStepReply>> OnlineRecipe::TakePolicyUpd
     // The group's metrics are in rank 0's reply; the other ranks' only say they stepped too.
     for (size_t r = 0; r < training_peers_.size(); ++r) {
       if (absl::StatusOr<proto::TrainStepReply> peer = training_peers_[r].Get(); !peer.ok()) {
-        return absl::Status(peer.status().code(), absl::StrCat("trainer rank ", r + 1, ": ",
-                                                               peer.status().message()));
+        return absl::Status(peer.status().code(),
+                            absl::StrCat("trainer rank ", r + 1, ": ", peer.status().message()));
       }
     }
     training_peers_.clear();

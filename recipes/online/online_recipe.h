@@ -206,9 +206,9 @@ class OnlineRecipe : public Recipe {
   // Generate calls completed since the last step, and their prompts (rollout/prompts_per_call).
   int64_t generate_calls_ = 0, prompts_generated_ = 0;
   ActorGroup replay_group_, reference_group_, checkpointer_, trainer_group_;
-  ActorHandle<actors::Trainer> trainer_;  // rank 0 of the trainer group
+  ActorHandle<actors::Trainer> trainer_;                     // rank 0 of the trainer group
   std::vector<ActorHandle<actors::Trainer>> trainer_peers_;  // ranks 1..N-1
-  int64_t replay_restarts_before_ = 0;  // the lineage's, before this run
+  int64_t replay_restarts_before_ = 0;                       // the lineage's, before this run
   std::optional<Future<proto::TrainStepReply>> training_;
   std::vector<Future<proto::TrainStepReply>> training_peers_;  // the other ranks' Step
   std::vector<proto::SampleGroup> training_groups_;
