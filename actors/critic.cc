@@ -298,38 +298,36 @@ absl::StatusOr<proto::TrainStepReply> CriticCore::UpdateImpl(const proto::TrainS
       double step_tokens = 0, step_clipped = 0, step_vpred = 0;
       const trainers::LossFn loss_fn =
           [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
-            const int64_t begin = share_begin + ctx.micro_batch * per_micro;
-            const int64_t end = std::min(share_end, begin + per_micro);
-            TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
-            TROUPE_ASSIGN_OR_RETURN(at::Tensor values, PositionValues(micro));
-            const at::Tensor micro_mask = micro.response_mask.to(torch::kFloat);
-            TROUPE_ASSIGN_OR_RETURN(
-                trainers::ValueLossOutput out,
-                trainers::ClippedValueLoss(values, SliceRows(v_old, begin, end, micro),
-                                           SliceRows(returns, begin, end, micro), micro_mask,
-                                           options));
-            // Alone, dropping this step's gradients: the trainer applies nothing when the closure
-            // fails. In a group every rank sees it in the group's loss instead (below).
-            if (collective_ == nullptr && !std::isfinite(out.loss.item<double>())) {
-              return diverged;
-            }
-            const int64_t num_tokens = static_cast<int64_t>(micro_mask.sum().item<double>());
-            step_tokens += static_cast<double>(num_tokens);
-            step_clipped += out.clip_fraction * static_cast<double>(num_tokens);
-            step_vpred += (values.detach().to(torch::kDouble) * micro_mask.to(torch::kDouble))
-                              .sum()
-                              .item<double>();
-            return trainers::MicroBatchLoss{out.loss, num_tokens, token_mean ? 0 : end - begin};
-          };
+        const int64_t begin = share_begin + ctx.micro_batch * per_micro;
+        const int64_t end = std::min(share_end, begin + per_micro);
+        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+        TROUPE_ASSIGN_OR_RETURN(at::Tensor values, PositionValues(micro));
+        const at::Tensor micro_mask = micro.response_mask.to(torch::kFloat);
+        TROUPE_ASSIGN_OR_RETURN(
+            trainers::ValueLossOutput out,
+            trainers::ClippedValueLoss(values, SliceRows(v_old, begin, end, micro),
+                                       SliceRows(returns, begin, end, micro), micro_mask, options));
+        // Alone, dropping this step's gradients: the trainer applies nothing when the closure
+        // fails. In a group every rank sees it in the group's loss instead (below).
+        if (collective_ == nullptr && !std::isfinite(out.loss.item<double>())) {
+          return diverged;
+        }
+        const int64_t num_tokens = static_cast<int64_t>(micro_mask.sum().item<double>());
+        step_tokens += static_cast<double>(num_tokens);
+        step_clipped += out.clip_fraction * static_cast<double>(num_tokens);
+        step_vpred += (values.detach().to(torch::kDouble) * micro_mask.to(torch::kDouble))
+                          .sum()
+                          .item<double>();
+        return trainers::MicroBatchLoss{out.loss, num_tokens, token_mean ? 0 : end - begin};
+      };
       absl::StatusOr<trainers::StepMetrics> metrics;
       if (collective_ == nullptr) {
         metrics = trainer_->Step(loss_fn, num_micro);
       } else {
         // The whole mini-batch's terms, which each rank's micro-batches are weighed against.
         const int64_t group_weight =
-            token_mean
-                ? batch.response_mask.slice(0, mini_begin, mini_end).sum().item<int64_t>()
-                : mini_end - mini_begin;
+            token_mean ? batch.response_mask.slice(0, mini_begin, mini_end).sum().item<int64_t>()
+                       : mini_end - mini_begin;
         metrics = trainer_->Step(loss_fn, num_micro, group_weight);
       }
       if (!metrics.ok()) return metrics.status();
@@ -379,8 +377,7 @@ absl::Status CriticCore::EnableDataParallel(trainers::GradientCollective* collec
     for (const at::Tensor& p : Parameters()) weights.push_back(p.detach());
     TROUPE_RETURN_IF_ERROR(collective->Broadcast(weights, /*root=*/0));
     TROUPE_RETURN_IF_ERROR(trainer_->EnableDataParallel(
-        collective,
-        {.bucket_bytes = static_cast<int64_t>(config_.grad_bucket_mb() * (1 << 20))}));
+        collective, {.bucket_bytes = static_cast<int64_t>(config_.grad_bucket_mb() * (1 << 20))}));
     collective_ = collective;
     return absl::OkStatus();
   });
@@ -531,8 +528,8 @@ absl::StatusOr<proto::JoinWeightGroupReply> Critic::JoinTrainGroup(
         "Critic.JoinTrainGroup: the critic is not part of a cluster");
   }
   if (train_group_ != nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Critic.JoinTrainGroup: already rank ", rank_, " of group ", train_group_->name()));
+    return absl::FailedPreconditionError(absl::StrCat("Critic.JoinTrainGroup: already rank ", rank_,
+                                                      " of group ", train_group_->name()));
   }
   // An update's forward and backward passes on the slowest rank fall inside one operation's wait.
   TROUPE_ASSIGN_OR_RETURN(

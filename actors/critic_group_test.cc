@@ -105,7 +105,7 @@ Run Train(CriticCore& core, const std::vector<proto::TrainStepRequest>& steps) {
 // What every compared update reports.
 const std::vector<std::string>& Compared() {
   static const std::vector<std::string> keys = {
-      n::kVfLoss,     n::kCriticGradNorm, n::kVfClipFrac,  n::kVpredMean,
+      n::kVfLoss,     n::kCriticGradNorm, n::kVfClipFrac,    n::kVpredMean,
       n::kValuesMean, n::kReturnsMean,    n::kVfExplainedVar};
   return keys;
 }

@@ -1236,8 +1236,7 @@ TEST(JobSpecActors, TrainerAndCriticRanks) {
   const JobSpec two = Parse(kBase + std::string("recipe: ppo\nactors: {critic: {replicas: 2}}\n"));
   EXPECT_EQ(two.actors.critic.replicas, 2);
   EXPECT_EQ(two.actors.critic.max_restarts, 0);
-  EXPECT_EQ(Parse(kBase, {"recipe=ppo", "actors.critic.replicas=2",
-                          "actors.critic.max_restarts=2"})
+  EXPECT_EQ(Parse(kBase, {"recipe=ppo", "actors.critic.replicas=2", "actors.critic.max_restarts=2"})
                 .actors.critic.max_restarts,
             2);
   EXPECT_EQ(ParseError(kBase, {"recipe=ppo", "actors.critic.replicas=-1"}),

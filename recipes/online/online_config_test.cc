@@ -261,7 +261,8 @@ TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) 
     EXPECT_TRUE(spec.ok()) << spec.status();
     return *std::move(spec);
   };
-  const JobSpec two = parse({"data.train_batch_size=2", "algorithm.n=2", "actors.trainer.replicas=4"});
+  const JobSpec two =
+      parse({"data.train_batch_size=2", "algorithm.n=2", "actors.trainer.replicas=4"});
   EXPECT_TRUE(CheckGrpoSpec(two).ok()) << CheckGrpoSpec(two);
   EXPECT_EQ(OnlineTrainerConfig(two, "m", "", "c").data_parallel_size(), 4);
   const JobSpec many =
@@ -273,8 +274,7 @@ TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) 
                               "trainer.mini_batch_size=1", "actors.trainer.replicas=3"});
   EXPECT_THAT(std::string(CheckGrpoSpec(mini).message()),
               HasSubstr("3 trainer ranks, but a mini-batch has only 2 sequences"));
-  const JobSpec dpo =
-      parse({"recipe=dpo", "data.train_batch_size=2", "actors.trainer.replicas=3"});
+  const JobSpec dpo = parse({"recipe=dpo", "data.train_batch_size=2", "actors.trainer.replicas=3"});
   EXPECT_THAT(std::string(CheckDpoSpec(dpo).message()),
               HasSubstr("3 trainer ranks, but a mini-batch has only 2 preference pairs"));
 }

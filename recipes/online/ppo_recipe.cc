@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "actors/critic.h"
@@ -204,19 +205,28 @@ class PpoRecipe final : public OnlineRecipe {
                                               {.timeout = options_.train_timeout}));
   }
 
-  // Once every rank of a critic group replied: the first rank's error (naming it), else OK.
-  absl::Status CriticPeersStatus() {
+  // Once every rank of a critic group replied (rank 0's reply `rank0`): OK if every rank's update
+  // succeeded, else an error (the first failing rank's code) naming each failing rank with its
+  // error (a rank that died, and the ranks whose gradient sums failed with it).
+  absl::Status CriticGroupStatus(const absl::Status& rank0) {
+    std::vector<std::string> failures;
+    absl::StatusCode code = absl::StatusCode::kOk;
+    const auto add = [&](size_t rank, const absl::Status& s) {
+      if (s.ok()) return;
+      if (code == absl::StatusCode::kOk) code = s.code();
+      failures.push_back(absl::StrCat("critic rank ", rank, ": ", s.message()));
+    };
+    add(0, rank0);
     for (size_t r = 0; r < critic_peer_updates_.size(); ++r) {
-      if (absl::StatusOr<proto::TrainStepReply> peer = critic_peer_updates_[r].Get();
-          !peer.ok()) {
-        return absl::Status(
-            peer.status().code(),
-            absl::StrCat("step ", state_.step() + 1, ": the update of critic rank ", r + 1,
-                         " failed: ", peer.status().message()));
-      }
+      add(r + 1, critic_peer_updates_[r].Get().status());
     }
     critic_peer_updates_.clear();
-    return absl::OkStatus();
+    if (failures.empty()) return absl::OkStatus();
+    return absl::Status(code, absl::StrCat("step ", state_.step() + 1, ": the update of ",
+                                           failures.size(), " of ", critic_peers_.size() + 1,
+                                           " critic ranks failed (a data-parallel critic is not "
+                                           "restarted): ",
+                                           absl::StrJoin(failures, "; ")));
   }
 
   // The trainer's reply (during the critic's warm-up, the step without a policy update: the
@@ -230,16 +240,8 @@ class PpoRecipe final : public OnlineRecipe {
     if (critic_update_ && critic_update_->ready() && peers_ready) {
       absl::StatusOr<proto::TrainStepReply> critic = critic_update_->Get();
       critic_update_.reset();
-      if (!critic_peers_.empty()) {
-        // A group's update is not sent again: any rank's error ends the step.
-        if (!critic.ok()) {
-          return absl::Status(critic.status().code(),
-                              absl::StrCat("step ", state_.step() + 1,
-                                           ": the update of critic rank 0 failed: ",
-                                           critic.status().message()));
-        }
-        TROUPE_RETURN_IF_ERROR(CriticPeersStatus());
-      }
+      // A group's update is not sent again: any rank's error ends the step.
+      if (!critic_peers_.empty()) TROUPE_RETURN_IF_ERROR(CriticGroupStatus(critic.status()));
       if (!critic.ok()) {
         // Died under the update: restored, then the same update again (the trainer's goes on).
         absl::Status again = RecoverCritic(critic.status());
@@ -286,10 +288,10 @@ class PpoRecipe final : public OnlineRecipe {
   absl::Status RecoverCritic(const absl::Status& error) {
     if (!IsRetryable(error) && !absl::IsDataLoss(error)) return error;
     if (absl::IsDataLoss(error) && !critic_peers_.empty()) {
-      return absl::Status(error.code(),
-                          absl::StrCat("critic rank 0 restarted, and a critic of ",
-                                       critic_peers_.size() + 1,
-                                       " data-parallel ranks is not restored: ", error.message()));
+      return absl::Status(
+          error.code(),
+          absl::StrCat("critic rank 0 restarted, and a critic of ", critic_peers_.size() + 1,
+                       " data-parallel ranks is not restored: ", error.message()));
     }
     const int max_attempts = std::max(1, options_.retry.max_attempts);
     if (++critic_failures_ >= max_attempts) {

@@ -7,10 +7,13 @@
 // with the losses of the uninterrupted run. And PPO with both models as groups
 // (actors.trainer.replicas: 2, actors.critic.replicas: 2): the first step's policy and value
 // losses equal one trainer's and one critic's.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
@@ -61,31 +64,32 @@ logging: {dir: )",
 // both models).
 JobSpec PpoGroupJob(const std::string& dir, int64_t steps, int trainer_ranks, int critic_ranks,
                     const std::string& sft_dir) {
-  const std::string yaml = absl::StrCat(R"(
+  const std::string yaml =
+      absl::StrCat(R"(
 name: ppo-group-e2e
 recipe: ppo
 model: {config: examples/models/tiny.json, init: sft}
 data: {task: arithmetic, digits: 2, num_train: 500, heldout_size: 40, seed: 3,
        train_batch_size: 4, max_prompt_length: 8, max_response_length: 4}
 sft: {steps: 20, batch_size: 16, warmup_steps: 5, eval_every: 20, dir: )",
-                                        sft_dir, R"(}
+                   sft_dir, R"(}
 algorithm: {n: 4, gamma: 1.0, lam: 0.95, kl: {coef: 0.01, type: k3}}
 async: {max_staleness: 0}
 trainer: {total_steps: )",
-                                        steps, R"(, seed: 7, lr: 3.0e-4, eval_every: 0,
+                   steps, R"(, seed: 7, lr: 3.0e-4, eval_every: 0,
           ppo_epochs: 2, mini_batch_size: 2, micro_batch_size: 2}
 actors:
   rollout: {replicas: 1, resources: {CPU: 0.25}}
   reward: {replicas: 1, resources: {CPU: 0.25}}
   reference: {replicas: 1, resources: {CPU: 0.25}}
   trainer: {replicas: )",
-                                        trainer_ranks, R"(, resources: {CPU: 0.25}}
+                   trainer_ranks, R"(, resources: {CPU: 0.25}}
   critic: {replicas: )",
-                                        critic_ranks, R"(, resources: {CPU: 0.25}, config: {lr: 1.0e-3}}
+                   critic_ranks, R"(, resources: {CPU: 0.25}, config: {lr: 1.0e-3}}
   checkpointer: {every_steps: 1, keep: 5, dir: )",
-                                        dir, R"(/ckpt}
+                   dir, R"(/ckpt}
 logging: {dir: )",
-                                        dir, R"(, tensorboard: false}
+                   dir, R"(, tensorboard: false}
 )");
   absl::StatusOr<JobSpec> spec = ParseJobSpec(yaml, "ppo-group-e2e.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -106,11 +110,11 @@ TEST_F(TrainerGroupEndToEnd, TwoRanksTrainAsOneAndACheckpointResumesWithAnotherN
   const std::string sft = base + "/sft";
 
   StepMetrics one, two;
-  absl::StatusOr<RunResult> r1 = RunRecipe(GroupJob(base + "/one", 4, 1, sft), cluster(),
-                                           Recording(&one, "one"));
+  absl::StatusOr<RunResult> r1 =
+      RunRecipe(GroupJob(base + "/one", 4, 1, sft), cluster(), Recording(&one, "one"));
   ASSERT_TRUE(r1.ok()) << r1.status();
-  absl::StatusOr<RunResult> r2 = RunRecipe(GroupJob(base + "/two", 4, 2, sft), cluster(),
-                                           Recording(&two, "two"));
+  absl::StatusOr<RunResult> r2 =
+      RunRecipe(GroupJob(base + "/two", 4, 2, sft), cluster(), Recording(&two, "two"));
   ASSERT_TRUE(r2.ok()) << r2.status();
   ASSERT_EQ(one.size(), 4u);
   ASSERT_EQ(two.size(), 4u);
@@ -161,11 +165,11 @@ TEST_F(TrainerGroupEndToEnd, PpoWithTwoTrainerAndTwoCriticRanksTrainsAsOneTraine
   const std::string sft = base + "/sft";
 
   StepMetrics one, two;
-  absl::StatusOr<RunResult> r1 = RunRecipe(PpoGroupJob(base + "/one", 2, 1, 1, sft), cluster(),
-                                           Recording(&one, "ppo-one"));
+  absl::StatusOr<RunResult> r1 =
+      RunRecipe(PpoGroupJob(base + "/one", 2, 1, 1, sft), cluster(), Recording(&one, "ppo-one"));
   ASSERT_TRUE(r1.ok()) << r1.status();
-  absl::StatusOr<RunResult> r2 = RunRecipe(PpoGroupJob(base + "/two", 2, 2, 2, sft), cluster(),
-                                           Recording(&two, "ppo-two"));
+  absl::StatusOr<RunResult> r2 =
+      RunRecipe(PpoGroupJob(base + "/two", 2, 2, 2, sft), cluster(), Recording(&two, "ppo-two"));
   ASSERT_TRUE(r2.ok()) << r2.status();
   ASSERT_EQ(one.size(), 2u);
   ASSERT_EQ(two.size(), 2u);
@@ -175,10 +179,13 @@ TEST_F(TrainerGroupEndToEnd, PpoWithTwoTrainerAndTwoCriticRanksTrainsAsOneTraine
   EXPECT_EQ(r2->critic_restarts, 0);
   // The first batch and its values are the same (same seed, same initial weights; rank 0 of the
   // critic group computes the values): both groups' losses, gradient norms and diagnostics are
-  // one trainer's and one critic's.
-  for (const char* key : {"actor/loss", "actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac",
-                          "critic/vf_loss", "critic/grad_norm", "critic/vf_clipfrac",
-                          "critic/vpred_mean", "critic/values/mean", "critic/returns/mean"}) {
+  // one trainer's and one critic's. (Not critic/vf_clipfrac: on the first mini-batch the values
+  // being trained equal the old ones but for float rounding, which differs with the micro-batches'
+  // padding, and the clip fraction counts err_clipped > err on those near-ties; away from ties it
+  // matches: actors/critic_group_test.)
+  for (const char* key :
+       {"actor/loss", "actor/pg_loss", "actor/grad_norm", "actor/pg_clipfrac", "critic/vf_loss",
+        "critic/grad_norm", "critic/vpred_mean", "critic/values/mean", "critic/returns/mean"}) {
     EXPECT_NEAR(two[1].at(key), one[1].at(key), 1e-5) << key;
   }
   // 2 epochs x 2 mini-batches: 4 optimizer steps of each model.
@@ -190,6 +197,27 @@ TEST_F(TrainerGroupEndToEnd, PpoWithTwoTrainerAndTwoCriticRanksTrainsAsOneTraine
   for (const char* run : {"/one", "/two"}) {
     EXPECT_TRUE(std::filesystem::is_directory(base + run + "/ckpt/critic/step_00000002")) << run;
   }
+}
+
+// A data-parallel critic is not restarted (max_restarts resolves to 0): a rank killed between
+// steps ends the run at the next step's update, the error naming the dead rank, with the last
+// checkpoints (the critic's from rank 0) intact.
+TEST_F(TrainerGroupEndToEnd, ACriticRankThatDiesEndsTheRunNamingIt) {
+  const std::string base = tests::FreshTestDir("ppo-group-kill");
+  const JobSpec spec = PpoGroupJob(base, 4, 1, 2, base + "/sft");
+  EXPECT_EQ(spec.actors.critic.max_restarts, 0);
+  StepMetrics steps;
+  RunOptions options = Recording(&steps, "gk");
+  options.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
+    steps[step] = m;
+    if (step == 2) FreezeThenKill("gk/critic-1", std::chrono::milliseconds(1500));
+  };
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), options);
+  ASSERT_FALSE(r.ok()) << "the run went on without critic rank 1";
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "step 3: the update of ")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "critic rank 1: ")) << r.status();
+  EXPECT_EQ(steps.size(), 2u);
+  EXPECT_TRUE(std::filesystem::is_directory(base + "/ckpt/critic/step_00000002"));
 }
 
 }  // namespace
