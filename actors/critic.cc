@@ -133,6 +133,7 @@ absl::Status CriticCore::Init(const proto::CriticConfig& config) {
                           models::LoadValueModel(c.model_dir(), static_cast<uint64_t>(c.seed())));
   model_ = model.ptr();
   model_->train();
+  model_->SetActivationCheckpointing(c.activation_checkpointing());
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tokenizer,
                           models::LoadTokenizer(c.model_dir() + "/tokenizer.json"));
   pad_id_ = tokenizer->pad_id().value_or(0);

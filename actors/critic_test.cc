@@ -16,6 +16,7 @@
 #include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "metrics/metric_catalog.h"
+#include "models/allocation_counter.h"
 #include "models/transformer.h"
 #include "runtime/actor_system.h"
 
@@ -331,6 +332,62 @@ TEST(CriticCore, MicroBatchesGiveTheWholeBatchUpdate) {
       for (int j = 0; j < x.values_size(); ++j) EXPECT_NEAR(x.values(j), y.values(j), 1e-4);
     }
   }
+}
+
+// activation_checkpointing reaches the value model: the same update, in less memory (the peak of
+// an update beyond the gradients and optimizer state the critic holds). A wider and deeper model
+// than PolicyDir()'s, on long responses, so that activations dominate the update.
+TEST(CriticCore, ActivationCheckpointingGivesTheSameUpdateInLessMemory) {
+  const std::string dir = TmpDir() + "/critic_test_deep_policy";
+  models::ModelConfig model = MicroModelConfig();
+  model.hidden_size = 64;
+  model.intermediate_size = 256;
+  model.num_hidden_layers = 4;
+  model.max_position_embeddings = 128;
+  ASSERT_TRUE(WriteRandomPolicy(dir, model, /*seed=*/6).ok());
+  proto::TrainStepRequest base;
+  for (int g = 0; g < 2; ++g) {
+    proto::SampleGroup* group = base.add_groups();
+    group->set_prompt_id(g);
+    for (int i = 0; i < 4; ++i) {
+      std::vector<int> response;
+      for (int t = 0; t < 56; ++t) response.push_back(3 + (g * 5 + i * 3 + t * 7) % 12);
+      *group->add_samples() = MakeSample(g, i, {1, 4 + g, 13}, response, g == 0 ? 1.0f : 0.0f);
+    }
+  }
+  std::vector<float> values[2];
+  int64_t peak[2];
+  for (bool on : {false, true}) {
+    proto::CriticConfig config = Config();
+    config.set_model_dir(dir);
+    config.set_lr(1e-3);
+    config.set_activation_checkpointing(on);
+    std::unique_ptr<CriticCore> core = Core(config);
+    ASSERT_NE(core, nullptr);
+    proto::TrainStepRequest req = base;
+    FillValues(*core, req);
+    // The first update allocates the gradients and AdamW's state; the second is measured.
+    ASSERT_TRUE(core->Update(req).ok());
+    {
+      models::ScopedAllocationCounter counter;
+      absl::StatusOr<proto::TrainStepReply> reply = core->Update(req);
+      ASSERT_TRUE(reply.ok()) << reply.status();
+      peak[on] = counter.peak_bytes();
+    }
+    proto::TrainStepRequest after = base;
+    FillValues(*core, after);
+    for (const proto::SampleGroup& g : after.groups()) {
+      for (const proto::Sample& s : g.samples()) {
+        values[on].insert(values[on].end(), s.values().begin(), s.values().end());
+      }
+    }
+  }
+  ASSERT_EQ(values[0].size(), values[1].size());
+  for (size_t i = 0; i < values[0].size(); ++i) EXPECT_NEAR(values[0][i], values[1][i], 1e-5) << i;
+  RecordProperty("peak_bytes_plain", std::to_string(peak[0]));
+  RecordProperty("peak_bytes_checkpointed", std::to_string(peak[1]));
+  EXPECT_LT(2 * peak[1], peak[0]) << "peak bytes with checkpointing " << peak[1] << ", without "
+                                  << peak[0];
 }
 
 TEST(CriticCore, ADivergedCriticRefusesEveryLaterCallAndSavesNothing) {

@@ -139,6 +139,13 @@ Future<proto::CheckpointReply> Trainer::Checkpoint(const proto::CheckpointReques
   if (services_ == nullptr) {
     return fail(absl::FailedPreconditionError("Checkpoint: the trainer is not part of a cluster"));
   }
+  if (rank_ != 0) {
+    // A rank of the group other than 0: its part of a sharded snapshot; rank 0 writes.
+    if (absl::Status s = core_->JoinSnapshot(); !s.ok()) return fail(s);
+    proto::CheckpointReply reply;
+    reply.set_path(absl::StrFormat("step_%08d", req.step()));
+    return MakeReadyFuture<proto::CheckpointReply>(reply);
+  }
   ResendFailedWrites();
   absl::StatusOr<proto::CheckpointRequest> snapshot = core_->Snapshot(req);
   if (!snapshot.ok()) return fail(snapshot.status());

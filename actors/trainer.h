@@ -19,7 +19,9 @@
 // spawns N trainers and calls JoinTrainGroup on each (rank r of N, group "<name>.<epoch>"): they
 // form a Gloo collective group and TrainerCore::EnableDataParallel makes each a rank (rank 0's
 // weights broadcast to the others). Every rank then gets every Step; rank 0 publishes the
-// weights and takes the checkpoints (the state is the same on every rank).
+// weights and writes the checkpoints. With a sharded optimizer (config.sharding) every rank gets
+// every Checkpoint too: the others send rank 0 their moments (TrainerCore::JoinSnapshot) and
+// reply at once; only rank 0's goes to the checkpointer.
 //
 // Both use the context's cluster services (ActorContext::services(): the KV store for the weight
 // group's rendezvous, the checkpointer by name); without them (not in a cluster) JoinWeightGroup

@@ -245,6 +245,7 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   const std::string& model_dir = c.model_dir();
   TROUPE_ASSIGN_OR_RETURN(policy_, LoadPolicy(model_dir));
   policy_.model->train();
+  policy_.model->SetActivationCheckpointing(c.activation_checkpointing());
   pad_id_ = policy_.tokenizer->pad_id().value_or(0);
   TROUPE_ASSIGN_OR_RETURN(model_config_json_, ReadFileToString(model_dir + "/config.json"));
   for (auto [file, text] : {std::pair{"/generation_config.json", &generation_config_json_},
@@ -258,6 +259,13 @@ absl::Status TrainerCore::Init(const proto::TrainerConfig& config) {
   }
   TROUPE_RETURN_IF_ERROR(SerializeTokenizer());
   if (c.checkpoint_attempts() < 1) return ConfigError("checkpoint_attempts must be at least 1");
+  if (c.data_parallel_size() < 1) {
+    return ConfigError(
+        absl::StrCat("data_parallel_size must be >= 1, got ", c.data_parallel_size()));
+  }
+  if (c.sharding() != proto::SHARDING_NONE && c.data_parallel_size() < 2) {
+    return ConfigError("sharding needs a group: data_parallel_size is 1");
+  }
 
   // PPO's optimizer steps per batch: ppo_epochs passes over mini-batches of mini_batch_size groups.
   if (c.ppo_epochs() < 1) {
@@ -742,7 +750,9 @@ absl::Status TrainerCore::EnableDataParallel(trainers::GradientCollective* colle
     return ConfigError(absl::StrCat("grad_bucket_mb must be > 0, got ", bucket_mb));
   }
   TROUPE_RETURN_IF_ERROR(trainer_->EnableDataParallel(
-      collective, {.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20))}));
+      collective, {.bucket_bytes = static_cast<int64_t>(bucket_mb * (1 << 20))},
+      config_.sharding() == proto::SHARDING_OPTIMIZER ? trainers::Sharding::kOptimizer
+                                                      : trainers::Sharding::kNone));
   collective_ = collective;
   return absl::OkStatus();
 }
@@ -767,6 +777,11 @@ absl::Status TrainerCore::SumOverGroup(const std::vector<double*>& values) {
   TROUPE_RETURN_IF_ERROR(collective_->AllReduceSum({t}));
   for (size_t i = 0; i < values.size(); ++i) *values[i] = t[i].item<double>();
   return absl::OkStatus();
+}
+
+absl::Status TrainerCore::JoinSnapshot() {
+  if (!snapshots_need_every_rank()) return absl::OkStatus();
+  return trainer_->SaveGroupState(/*include_parameters=*/false).status();
 }
 
 absl::Status TrainerCore::SerializeTokenizer() {
@@ -797,7 +812,7 @@ absl::StatusOr<proto::CheckpointRequest> TrainerCore::Snapshot(
   TROUPE_ASSIGN_OR_RETURN(*snapshot.mutable_weights(), StateDictToProto(*policy_.model, version_));
   // Optimizer and RNG state straight into the snapshot (no file: nothing for others to read).
   TROUPE_ASSIGN_OR_RETURN(*snapshot.mutable_trainer_state(),
-                          trainer_->SaveToString(/*include_parameters=*/false));
+                          trainer_->SaveGroupState(/*include_parameters=*/false));
   snapshot.set_model_config_json(model_config_json_);
   snapshot.set_tokenizer_json(tokenizer_json_);
   snapshot.set_generation_config_json(generation_config_json_);

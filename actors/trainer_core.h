@@ -115,8 +115,16 @@ class TrainerCore {
 
   // A snapshot of the current weights, optimizer and RNG state, model config and tokenizer (written
   // out from the loaded tokenizer, not copied), as the checkpointer writes it (the request's step
-  // and fields kept; weight_version set).
+  // and fields kept; weight_version set). With a sharded optimizer (config.sharding) the
+  // moments are gathered from every rank (trainers::Trainer::SaveGroupState): rank 0 calls
+  // Snapshot while every other rank calls JoinSnapshot, for each checkpoint.
   absl::StatusOr<proto::CheckpointRequest> Snapshot(const proto::CheckpointRequest& req);
+  // A rank other than 0's part of a snapshot (nothing unless snapshots_need_every_rank()).
+  absl::Status JoinSnapshot();
+  // Whether every rank takes part in a snapshot (a sharded group).
+  bool snapshots_need_every_rank() const {
+    return collective_ != nullptr && config_.sharding() != proto::SHARDING_NONE;
+  }
 
   // Makes this core a rank of `collective`'s data-parallel group (see above; not owned, must
   // outlive the core): rank 0's weights are broadcast to the others first, so the group starts

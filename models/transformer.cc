@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/ivalue.h>
 #include <sys/stat.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -316,6 +319,72 @@ at::Tensor DecoderLayerImpl::forward_cached(const at::Tensor& x, const RotaryTab
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Activation checkpointing.
+
+namespace {
+
+// Keeps a decoder layer alive in an autograd context, whose saved_data holds IValues only.
+struct LayerHolder : torch::CustomClassHolder {
+  explicit LayerHolder(std::shared_ptr<DecoderLayerImpl> l) : layer(std::move(l)) {}
+  std::shared_ptr<DecoderLayerImpl> layer;
+};
+
+// One decoder layer as a single autograd node that saves only its input x:
+//   forward   y = layer(x, rope, allowed) without recording autograd (the intermediate
+//             activations are freed as soon as they are used);
+//   backward  the same forward again, recorded, on a detached copy of x that requires grad, then
+//             a backward pass of the incoming gradient dL/dy through it: the layer's parameters
+//             accumulate their gradients into .grad, and dL/dx is returned.
+// rope.cos / rope.sin / allowed are constants (no gradient); the layer draws no random numbers,
+// so the recomputation equals the forward. (A layer that samples, e.g. dropout, would have to save
+// the generator's state here and restore it around the recomputation.) The recomputation reads the
+// parameters at backward time: one modified in place since the forward (its version counter moved)
+// is refused, as plain autograd refuses a modified saved tensor, instead of computing with it.
+class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+ public:
+  static std::vector<int64_t> ParameterVersions(const DecoderLayerImpl& layer) {
+    std::vector<int64_t> versions;
+    for (const at::Tensor& p : layer.parameters()) versions.push_back(p._version());
+    return versions;
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& allowed,
+                            std::shared_ptr<DecoderLayerImpl> layer) {
+    TORCH_CHECK(!cos.requires_grad() && !sin.requires_grad() && !allowed.requires_grad(),
+                "activation checkpointing: rotary tables and mask must not require grad");
+    at::NoGradGuard no_grad;  // Function::apply disables it too; this forward must not record.
+    ctx->save_for_backward({x, cos, sin, allowed});
+    at::Tensor y = layer->forward(x, RotaryTables{cos, sin}, allowed);
+    ctx->saved_data["layer"] = at::IValue::make_capsule(c10::make_intrusive<LayerHolder>(layer));
+    ctx->saved_data["versions"] = ParameterVersions(*layer);
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const std::shared_ptr<DecoderLayerImpl> layer =
+        c10::static_intrusive_pointer_cast<LayerHolder>(ctx->saved_data["layer"].toCapsule())
+            ->layer;
+    TORCH_CHECK(ParameterVersions(*layer) == ctx->saved_data["versions"].toIntVector(),
+                "activation checkpointing: a parameter of a decoder layer was modified in place "
+                "between the forward and its backward pass; the layer cannot be recomputed");
+    at::Tensor input = saved[0].detach().requires_grad_(true);
+    at::Tensor output;
+    {
+      at::AutoGradMode record(true);
+      output = layer->forward(input, RotaryTables{saved[1], saved[2]}, saved[3]);
+    }
+    torch::autograd::backward({output}, {grad_outputs[0]});
+    // One gradient per forward argument: x's, then none for cos, sin, allowed and the layer.
+    return {input.grad(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
 TransformerModelImpl::TransformerModelImpl(const ModelConfig& c, at::ScalarType dtype)
     : config_(c), inv_freq_(RopeInverseFrequencies(c)) {
   torch::nn::EmbeddingOptions embedding(c.vocab_size, c.hidden_size);
@@ -353,7 +422,14 @@ at::Tensor TransformerModelImpl::forward(const at::Tensor& input_ids,
   }
   at::Tensor h = embed_tokens->forward(input_ids);
   RotaryTables rope = ComputeRotary(positions, inv_freq_, h.scalar_type());
-  for (DecoderLayer& layer : layer_list_) h = layer->forward(h, rope, allowed);
+  const bool checkpoint = activation_checkpointing_ && at::GradMode::is_enabled();
+  for (DecoderLayer& layer : layer_list_) {
+    // A layer whose input needs no gradient runs as usual: the checkpointed node would not be
+    // part of the graph, and its parameters would get no gradient.
+    h = checkpoint && h.requires_grad()
+            ? CheckpointedLayer::apply(h, rope.cos, rope.sin, allowed, layer.ptr())
+            : layer->forward(h, rope, allowed);
+  }
   return norm->forward(h);
 }
 

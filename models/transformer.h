@@ -39,6 +39,16 @@
 //   model->ForwardWithCache(prompt_ids, prompt_pos, cache, /*slots=*/{3});     // prefill slot 3
 //   model->ForwardWithCache(next_ids, next_pos, cache, /*slots=*/{0, 1, 2, 3}); // one decode step
 //
+// Activation checkpointing (SetActivationCheckpointing, off by default): a forward that records
+// autograd keeps, of each decoder layer, only the layer's input; the layer runs without keeping
+// its intermediate activations (attention scores, MLP projections) and runs again in the backward
+// pass to compute them. Losses, logits and gradients are the same (the layers draw no random
+// numbers: no dropout); what the layers keep for the backward pass falls from all their
+// activations to one [B, T, hidden] tensor per layer, for one more forward of the layers in the
+// backward pass. Forwards without autograd (NoGradGuard, ForwardWithCache) are unaffected. As with
+// plain autograd, parameters must not be modified in place between a forward and its backward
+// pass (the backward pass throws c10::Error rather than recompute with the new values).
+//
 // Error handling: the capitalized methods (Forward, ForwardWithCache, ...) validate their inputs
 // and return absl::Status; they never throw. The lower-case torch-style `forward` methods of the
 // building blocks throw c10::Error like any LibTorch module and are meant for use inside this file
@@ -241,6 +251,14 @@ class TransformerModelImpl : public torch::nn::Module {
   at::Tensor forward_cached(const at::Tensor& input_ids, const at::Tensor& positions,
                             const CacheStep& step, KVCache& cache);
 
+  // Activation checkpointing of forward (see the banner): when on and autograd is recording,
+  // each layer whose input requires grad saves only that input and is recomputed in the backward
+  // pass (its parameters' gradients accumulate into their .grad as usual). A layer whose input does
+  // not require grad (the first one when the embedding is frozen) runs as usual, so that its
+  // parameters still get gradients. Off by default; forward_cached ignores it.
+  void SetActivationCheckpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
+
   const ModelConfig& config() const { return config_; }
   int64_t num_layers() const { return static_cast<int64_t>(layer_list_.size()); }
   DecoderLayer layer(int64_t i) const { return layer_list_[i]; }
@@ -253,6 +271,7 @@ class TransformerModelImpl : public torch::nn::Module {
   ModelConfig config_;
   std::vector<DecoderLayer> layer_list_;
   at::Tensor inv_freq_;  // RopeInverseFrequencies(config), on the CPU; not a buffer (as HF's)
+  bool activation_checkpointing_ = false;
 };
 TORCH_MODULE(TransformerModel);
 
@@ -302,6 +321,11 @@ class CausalLMImpl : public torch::nn::Module {
   // Deterministic init from `seed` (InitModuleWeights with config().initializer_range).
   void InitWeights(uint64_t seed);
 
+  // Activation checkpointing of Forward / HiddenStates when autograd records (see the banner and
+  // TransformerModelImpl::SetActivationCheckpointing). Off by default.
+  void SetActivationCheckpointing(bool on) { model->SetActivationCheckpointing(on); }
+  bool activation_checkpointing() const { return model->activation_checkpointing(); }
+
   // The [V, hidden] matrix the logits are computed with: lm_head.weight, or
   // model.embed_tokens.weight itself (same storage) when tie_word_embeddings.
   at::Tensor output_embedding() const;
@@ -332,6 +356,9 @@ class ValueModelImpl : public torch::nn::Module {
   absl::StatusOr<at::Tensor> HiddenStates(const at::Tensor& input_ids,
                                           const at::Tensor& attention_mask = at::Tensor());
   void InitWeights(uint64_t seed);
+  // As CausalLMImpl's: Forward / HiddenStates recompute each layer in the backward pass.
+  void SetActivationCheckpointing(bool on) { model->SetActivationCheckpointing(on); }
+  bool activation_checkpointing() const { return model->activation_checkpointing(); }
   const ModelConfig& config() const { return config_; }
 
   TransformerModel model{nullptr};

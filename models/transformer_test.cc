@@ -2,19 +2,24 @@
 
 #include <ATen/ATen.h>
 #include <sys/stat.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "base/atomic_file.h"
 #include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/allocation_counter.h"
 #include "models/safetensors.h"
 
 namespace troupe {
@@ -676,6 +681,238 @@ TEST(Transformer, CreatesAndLoadsModelsInTheRequestedDtype) {
   absl::StatusOr<SafetensorsReader> reader = SafetensorsReader::Open(as_bf16);
   ASSERT_TRUE(reader.ok());
   EXPECT_EQ(reader->Find("lm_head.weight")->dtype, at::kBFloat16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation checkpointing.
+
+// Mean negative log-likelihood of each next token at the mask's real positions (a training loss).
+at::Tensor NextTokenLoss(const at::Tensor& logits, const at::Tensor& ids, const at::Tensor& mask) {
+  const int64_t t = ids.size(1);
+  at::Tensor logp =
+      logits.narrow(1, 0, t - 1).log_softmax(-1).gather(-1, ids.narrow(1, 1, t - 1).unsqueeze(-1));
+  at::Tensor real = mask.narrow(1, 1, t - 1).to(at::kFloat);
+  return -(logp.squeeze(-1) * real).sum() / real.sum();
+}
+
+// Three rows of 12 tokens: unpadded, left-padded by 3, right-padded by 4.
+at::Tensor PaddedMask() {
+  at::Tensor mask = at::ones({3, 12}, at::kLong);
+  mask[1].narrow(0, 0, 3).zero_();
+  mask[2].narrow(0, 8, 4).zero_();
+  return mask;
+}
+
+// Every parameter of `a` and `b` (same names) has a gradient, and they differ by at most `tol`;
+// `b`'s are not all zero.
+::testing::AssertionResult SameGradients(const torch::nn::Module& a, const torch::nn::Module& b,
+                                         double tol) {
+  auto b_params = b.named_parameters();
+  double nonzero = 0;
+  for (const auto& item : a.named_parameters()) {
+    const at::Tensor& ga = item.value().grad();
+    const at::Tensor& gb = b_params[item.key()].grad();
+    if (!ga.defined() || !gb.defined()) {
+      return ::testing::AssertionFailure()
+             << item.key() << " has no gradient in " << (ga.defined() ? "the second" : "the first");
+    }
+    const double diff = (ga - gb).abs().max().item<double>();
+    if (!(diff <= tol)) {
+      return ::testing::AssertionFailure() << item.key() << ": gradients differ by " << diff;
+    }
+    nonzero += gb.abs().sum().item<double>();
+  }
+  if (!(nonzero > 0)) return ::testing::AssertionFailure() << "every gradient is zero";
+  return ::testing::AssertionSuccess();
+}
+
+// Trains `model` on PaddedMask()'s batch as two micro-batches (rows 0-1, then row 2), so the
+// gradients accumulate; returns the two losses.
+std::vector<double> TwoMicroBatches(CausalLM& model, const at::Tensor& ids) {
+  at::Tensor mask = PaddedMask();
+  std::vector<double> losses;
+  for (auto [begin, rows] : {std::pair<int64_t, int64_t>{0, 2}, {2, 1}}) {
+    at::Tensor batch_ids = ids.narrow(0, begin, rows);
+    at::Tensor batch_mask = mask.narrow(0, begin, rows);
+    absl::StatusOr<at::Tensor> logits = model->Forward(batch_ids, batch_mask);
+    EXPECT_TRUE(logits.ok()) << logits.status();
+    if (!logits.ok()) return losses;
+    at::Tensor loss = NextTokenLoss(*logits, batch_ids, batch_mask);
+    loss.backward();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
+ModelConfig FourLayerConfig() {
+  ModelConfig c = TinyConfig("llama", /*kv_heads=*/1);
+  c.num_hidden_layers = 4;
+  return c;
+}
+
+TEST(Transformer, ActivationCheckpointingIsOffByDefaultAndSetOnTheBackbone) {
+  CausalLM model = MakeModel(TinyConfig());
+  EXPECT_FALSE(model->activation_checkpointing());
+  model->SetActivationCheckpointing(true);
+  EXPECT_TRUE(model->activation_checkpointing());
+  EXPECT_TRUE(model->model->activation_checkpointing());
+  model->SetActivationCheckpointing(false);
+  EXPECT_FALSE(model->model->activation_checkpointing());
+}
+
+TEST(Transformer, CheckpointedTrainingGivesTheSameLossesAndGradients) {
+  for (const ModelConfig& config : {TinyConfig("llama"), TinyConfig("qwen2", 2, /*tied=*/true),
+                                    TinyConfig("qwen3"), FourLayerConfig()}) {
+    SCOPED_TRACE(config.model_type + " layers " + std::to_string(config.num_hidden_layers));
+    CausalLM plain = MakeModel(config, 21);
+    CausalLM checkpointed = MakeModel(config, 21);
+    checkpointed->SetActivationCheckpointing(true);
+    at::Tensor ids = RandomIds(3, 12, 37, 22);
+    std::vector<double> plain_losses = TwoMicroBatches(plain, ids);
+    std::vector<double> checkpointed_losses = TwoMicroBatches(checkpointed, ids);
+    ASSERT_EQ(plain_losses.size(), 2u);
+    ASSERT_EQ(checkpointed_losses.size(), 2u);
+    for (int i = 0; i < 2; ++i) EXPECT_NEAR(plain_losses[i], checkpointed_losses[i], 1e-6);
+    EXPECT_TRUE(SameGradients(*plain, *checkpointed, 1e-6));
+  }
+}
+
+TEST(Transformer, CheckpointedValueModelGivesTheSameGradients) {
+  std::vector<ValueModel> models;
+  for (bool on : {false, true}) {
+    absl::StatusOr<ValueModel> model = CreateValueModel(TinyConfig("qwen3"));
+    ASSERT_TRUE(model.ok()) << model.status();
+    (*model)->InitWeights(31);
+    (*model)->SetActivationCheckpointing(on);
+    absl::StatusOr<at::Tensor> values = (*model)->Forward(RandomIds(3, 12, 37, 32), PaddedMask());
+    ASSERT_TRUE(values.ok()) << values.status();
+    (values->pow(2) * PaddedMask()).sum().backward();
+    models.push_back(*model);
+  }
+  EXPECT_TRUE(SameGradients(*models[0], *models[1], 1e-6));
+}
+
+TEST(Transformer, CheckpointingWithAFrozenEmbeddingStillTrainsEveryLayer) {
+  // The first layer's input needs no gradient: it must run as usual, or its parameters would get
+  // none.
+  CausalLM plain = MakeModel(TinyConfig(), 41);
+  CausalLM checkpointed = MakeModel(TinyConfig(), 41);
+  checkpointed->SetActivationCheckpointing(true);
+  for (CausalLM* model : {&plain, &checkpointed}) {
+    (*model)->model->embed_tokens->weight.requires_grad_(false);
+  }
+  at::Tensor ids = RandomIds(3, 12, 37, 42);
+  TwoMicroBatches(plain, ids);
+  TwoMicroBatches(checkpointed, ids);
+  for (const auto& item : checkpointed->named_parameters()) {
+    if (item.key() == "model.embed_tokens.weight") continue;
+    ASSERT_TRUE(item.value().grad().defined()) << item.key();
+    const at::Tensor& expected = plain->named_parameters()[item.key()].grad();
+    EXPECT_LE((item.value().grad() - expected).abs().max().item<double>(), 1e-6) << item.key();
+  }
+}
+
+TEST(Transformer, CheckpointingRefusesParametersModifiedBeforeTheBackwardPass) {
+  // Plain autograd refuses a modified saved tensor; the recomputation must not use the new values
+  // silently either.
+  for (bool on : {false, true}) {
+    CausalLM model = MakeModel(TinyConfig(), 45);
+    model->SetActivationCheckpointing(on);
+    at::Tensor ids = RandomIds(3, 12, 37, 46);
+    absl::StatusOr<at::Tensor> logits = model->Forward(ids, PaddedMask());
+    ASSERT_TRUE(logits.ok());
+    at::Tensor loss = NextTokenLoss(*logits, ids, PaddedMask());
+    {
+      at::NoGradGuard no_grad;
+      model->model->layer(1)->mlp->up_proj->weight.mul_(2);
+    }
+    EXPECT_THROW(loss.backward(), c10::Error) << "checkpointing " << on;
+  }
+}
+
+TEST(Transformer, CheckpointingLeavesInferenceAndCachedGenerationUnchanged) {
+  CausalLM plain = MakeModel(TinyConfig("qwen3"), 51);
+  CausalLM checkpointed = MakeModel(TinyConfig("qwen3"), 51);
+  checkpointed->SetActivationCheckpointing(true);
+  at::Tensor ids = RandomIds(3, 12, 37, 52);
+  // The forward's values, with and without autograd recording.
+  EXPECT_TRUE(at::equal(Logits(plain, ids, PaddedMask()), Logits(checkpointed, ids, PaddedMask())));
+  {
+    at::NoGradGuard no_grad;
+    absl::StatusOr<at::Tensor> logits = checkpointed->Forward(ids, PaddedMask());
+    ASSERT_TRUE(logits.ok());
+    EXPECT_FALSE(logits->requires_grad());
+    EXPECT_TRUE(at::equal(*logits, Logits(plain, ids, PaddedMask())));
+  }
+  // Cached generation: prefill, then greedy decoding, token by token.
+  std::vector<at::Tensor> generated;
+  for (CausalLM* model : {&plain, &checkpointed}) {
+    absl::StatusOr<KVCache> cache = (*model)->CreateKVCache(/*num_slots=*/1, /*max_len=*/20);
+    ASSERT_TRUE(cache.ok());
+    at::Tensor prompt = ids.narrow(0, 0, 1);
+    absl::StatusOr<at::Tensor> logits = (*model)->ForwardWithCache(
+        prompt, at::arange(12, at::kLong).unsqueeze(0), *cache, {0}, {{}, true});
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    std::vector<at::Tensor> steps = {*logits};
+    for (int64_t t = 12; t < 18; ++t) {
+      at::Tensor next = steps.back().argmax(-1).view({1, 1});
+      logits = (*model)->ForwardWithCache(next, at::full({1, 1}, t, at::kLong), *cache, {0});
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      EXPECT_FALSE(logits->requires_grad());
+      steps.push_back(*logits);
+    }
+    generated.push_back(at::cat(steps, 1));
+  }
+  EXPECT_TRUE(at::equal(generated[0], generated[1]));
+}
+
+// Number of nodes of `root`'s autograd graph whose name contains `name`.
+int CountGraphNodes(const at::Tensor& root, absl::string_view name) {
+  std::vector<torch::autograd::Node*> stack = {root.grad_fn().get()};
+  absl::flat_hash_set<torch::autograd::Node*> seen;
+  int count = 0;
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    if (absl::StrContains(node->name(), name)) ++count;
+    for (const torch::autograd::Edge& edge : node->next_edges())
+      stack.push_back(edge.function.get());
+  }
+  return count;
+}
+
+TEST(Transformer, CheckpointedForwardKeepsOnlyEachLayersInputForTheBackwardPass) {
+  ModelConfig config = FourLayerConfig();
+  config.hidden_size = 64;
+  config.intermediate_size = 256;
+  const int64_t batch = 4, t = 64;
+  at::Tensor ids = RandomIds(batch, t, 37, 61);
+  at::Tensor mask = at::ones({batch, t}, at::kLong);
+  int64_t kept[2];
+  for (bool on : {false, true}) {
+    CausalLM model = MakeModel(config, 62);
+    model->SetActivationCheckpointing(on);
+    at::Tensor loss;
+    {
+      ScopedAllocationCounter counter;
+      absl::StatusOr<at::Tensor> logits = model->Forward(ids, mask);
+      ASSERT_TRUE(logits.ok()) << logits.status();
+      loss = NextTokenLoss(*logits, ids, mask);
+      // What is alive now is what the graph keeps for the backward pass (and the loss).
+      kept[on] = counter.live_bytes();
+    }
+    EXPECT_EQ(CountGraphNodes(loss, "CheckpointedLayer"), on ? config.num_hidden_layers : 0);
+    loss.backward();
+  }
+  // Without checkpointing every layer keeps its attention scores [B, H, T, T] and MLP activations
+  // [B, T, intermediate] several times over; with it a layer keeps its input [B, T, hidden].
+  const int64_t layer_input = batch * t * config.hidden_size * 4;
+  RecordProperty("kept_bytes_plain", std::to_string(kept[0]));
+  RecordProperty("kept_bytes_checkpointed", std::to_string(kept[1]));
+  EXPECT_GT(kept[0], config.num_hidden_layers * 8 * layer_input) << kept[0];
+  EXPECT_LT(kept[1] * 4, kept[0]) << kept[1] << " vs " << kept[0];
+  EXPECT_GE(kept[1], config.num_hidden_layers * layer_input) << kept[1];
 }
 
 }  // namespace

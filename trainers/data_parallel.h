@@ -142,6 +142,8 @@ class GradientReducer {
 
   GradientCollective* collective() const { return collective_; }
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // Gradient bytes of bucket `b` (0 .. num_buckets()-1, in the order they are summed).
+  int64_t bucket_bytes(int b) const { return buckets_.at(b).bytes; }
   const ReducerStats& stats() const { return stats_; }
 
  private:

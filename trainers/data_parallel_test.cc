@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -176,6 +178,86 @@ TEST(DataParallelTrainer, TwoAndThreeRanksGiveTheWeightsOfOneTrainerOnTheWholeBa
   }
 }
 
+// ZeRO-1: two ranks, each holding the moments of its share of the parameters, give one trainer's
+// weights; the group's state gathered to rank 0 is the single trainer's (it resumes a single
+// trainer exactly where the group left off).
+TEST(DataParallelTrainer, AShardedOptimizerGivesOneTrainersWeightsAndAWholeCheckpoint) {
+  const Data data;
+  const auto whole_batch = [&](Net& net) {
+    return [&](const MicroBatchContext& ctx) -> absl::StatusOr<MicroBatchLoss> {
+      const int64_t begin = ctx.micro_batch * 5;
+      return data.Loss(net, begin, begin + 5);
+    };
+  };
+  Net single;
+  auto one = Trainer::Create(single, Options());
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (int step = 0; step < 2; ++step) ASSERT_TRUE((*one)->Step(whole_batch(single), 2).ok());
+  const std::vector<at::Tensor> after_two = Params(single);
+
+  ThreadGroup group(2);
+  std::vector<std::vector<at::Tensor>> got(2);
+  std::vector<int> owned_moments(2);
+  std::string state;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      Net net;
+      ThreadMember member(&group, r);
+      auto trainer = Trainer::Create(net, Options());
+      ASSERT_TRUE(trainer.ok());
+      ASSERT_TRUE(
+          (*trainer)->EnableDataParallel(&member, {.bucket_bytes = 300}, Sharding::kOptimizer).ok());
+      for (int step = 0; step < 2; ++step) {
+        auto m = (*trainer)->Step(
+            [&](const MicroBatchContext&) -> absl::StatusOr<MicroBatchLoss> {
+              return data.Loss(net, r * 5, r * 5 + 5);
+            },
+            1, data.Terms(0, 10));
+        ASSERT_TRUE(m.ok()) << m.status();
+      }
+      got[r] = Params(net);
+      for (size_t j = 0; j < (*trainer)->optimizer().params().size(); ++j) {
+        owned_moments[r] += (*trainer)->optimizer().moments(j).exp_avg.defined() ? 1 : 0;
+      }
+      absl::StatusOr<std::string> bytes = (*trainer)->SaveGroupState();
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      if (r == 0) state = *bytes;
+      if (r != 0) EXPECT_TRUE(bytes->empty());
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  const size_t num_params = after_two.size();
+  // Each rank holds the moments of its share only (6 tensors: 3 on each rank here).
+  EXPECT_EQ(owned_moments[0] + owned_moments[1], static_cast<int>(num_params));
+  EXPECT_GT(owned_moments[0], 0);
+  EXPECT_GT(owned_moments[1], 0);
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < num_params; ++i) {
+      EXPECT_LT((got[r][i] - after_two[i]).abs().max().item<double>(), 1e-5)
+          << "rank " << r << " parameter " << i;
+    }
+  }
+  // The gathered state resumes a single trainer: one more step equals the uninterrupted one's.
+  ASSERT_FALSE(state.empty());
+  const std::string path =
+      (std::filesystem::path(testing::TempDir()) / "sharded_state.pt").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << state;
+  }
+  Net resumed;
+  auto again = Trainer::Create(resumed, Options());
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE((*again)->Load(path).ok());
+  ASSERT_TRUE((*one)->Step(whole_batch(single), 2).ok());
+  ASSERT_TRUE((*again)->Step(whole_batch(resumed), 2).ok());
+  const std::vector<at::Tensor> a = Params(single), b = Params(resumed);
+  for (size_t i = 0; i < num_params; ++i) {
+    EXPECT_LT((a[i] - b[i]).abs().max().item<double>(), 1e-5) << "parameter " << i;
+  }
+}
+
 TEST(DataParallelTrainer, RefusesAGroupWeightTheRanksDoNotAddUpTo) {
   const Data data;
   ThreadGroup group(2);
@@ -211,6 +293,11 @@ TEST(GradientReducer, SumsBucketsWhileTheBackwardPassRunsAndEveryBucketByFinish)
   auto reducer = GradientReducer::Create(params, &doubler, {.bucket_bytes = 256});
   ASSERT_TRUE(reducer.ok()) << reducer.status();
   ASSERT_GE((*reducer)->num_buckets(), 4);
+  // The buckets hold every parameter's gradient bytes, once.
+  int64_t bucketed = 0, total = 0;
+  for (int b = 0; b < (*reducer)->num_buckets(); ++b) bucketed += (*reducer)->bucket_bytes(b);
+  for (const at::Tensor& p : params) total += p.numel() * static_cast<int64_t>(p.element_size());
+  EXPECT_EQ(bucketed, total);
   const at::Tensor x = torch::randn({4, 6});
   // Reference gradients (no reducer armed: the hooks do nothing).
   net.forward(x).sum().backward();

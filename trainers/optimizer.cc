@@ -144,6 +144,29 @@ absl::Status AdamW::Step(double lr) {
   });
 }
 
+AdamW::Moments AdamW::moments(size_t i) const {
+  const ParamState& st = state_.at(i);
+  return {st.step, st.exp_avg, st.exp_avg_sq};
+}
+
+absl::Status AdamW::SetMoments(size_t i, Moments m) {
+  if (i >= params_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("AdamW::SetMoments: no parameter ", i));
+  }
+  if (m.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("AdamW::SetMoments: step ", m.step));
+  }
+  const bool defined = m.exp_avg.defined() && m.exp_avg_sq.defined();
+  if ((m.step > 0) != defined ||
+      (defined && (!m.exp_avg.sizes().equals(params_[i].sizes()) ||
+                   !m.exp_avg_sq.sizes().equals(params_[i].sizes())))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AdamW::SetMoments: parameter ", i, ": moments do not match the parameter's shape"));
+  }
+  state_[i] = ParamState{m.step, std::move(m.exp_avg), std::move(m.exp_avg_sq)};
+  return absl::OkStatus();
+}
+
 void AdamW::ZeroGrad() {
   for (at::Tensor& p : params_) {
     if (p.grad().defined()) p.mutable_grad().reset();

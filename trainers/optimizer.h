@@ -79,6 +79,20 @@ class AdamW {
   // The flattened parameter list, group by group, in construction order.
   const std::vector<at::Tensor>& params() const { return params_; }
 
+  // One parameter's state: its update count and moments (undefined before its first update).
+  struct Moments {
+    int64_t step = 0;
+    at::Tensor exp_avg, exp_avg_sq;
+  };
+  // Parameter i's state (shared tensors, not copies).
+  Moments moments(size_t i) const;
+  // Replaces parameter i's state; INVALID_ARGUMENT (nothing changed) for an index out of range,
+  // a negative step, or moments of another shape than the parameter's (undefined with step 0).
+  absl::Status SetMoments(size_t i, Moments m);
+  // Frees parameter i's state (a sharded optimizer keeps only its own parameters'); its next
+  // update starts it again from zero, so drop only the state of parameters another rank updates.
+  void DropMoments(size_t i) { state_.at(i) = ParamState(); }
+
   // Writes the moment estimates and step counts to `path` atomically (temp file + rename).
   absl::Status Save(const std::string& path) const;
   // Restores state written by Save for the same parameter layout; on error the optimizer is

@@ -137,7 +137,7 @@ absl::StatusOr<StepMetrics> Trainer::Step(const LossFn& loss_fn, int64_t num_mic
 }
 
 absl::Status Trainer::EnableDataParallel(GradientCollective* collective,
-                                         const ReducerOptions& options) {
+                                         const ReducerOptions& options, Sharding sharding) {
   if (reducer_ != nullptr) {
     return absl::InvalidArgumentError("Trainer: data parallelism is already enabled");
   }
@@ -145,7 +145,50 @@ absl::Status Trainer::EnableDataParallel(GradientCollective* collective,
     return absl::InvalidArgumentError("Trainer: data parallelism needs a group of 2 ranks or more");
   }
   TROUPE_ASSIGN_OR_RETURN(reducer_, GradientReducer::Create(params_, collective, options));
+  sharding_ = sharding;
+  if (sharding_ == Sharding::kOptimizer) {
+    shard_plan_ = ShardPlan(optimizer_->params(), collective->world_size());
+    for (size_t j = 0; j < optimizer_->params().size(); ++j) {
+      if (shard_plan_.owner(j) != collective->rank()) optimizer_->DropMoments(j);
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Trainer::SaveGroupState(bool include_parameters) {
+  if (reducer_ == nullptr || sharding_ == Sharding::kNone) {
+    return SaveToString(include_parameters);
+  }
+  GradientCollective* const group = reducer_->collective();
+  const int rank = group->rank();
+  const std::vector<at::Tensor>& params = optimizer_->params();
+  // Every parameter's update count (the owner's), then the moments of those owned elsewhere to
+  // rank 0, one parameter at a time.
+  at::Tensor steps = at::zeros({static_cast<int64_t>(params.size())}, at::kLong);
+  for (size_t j = 0; j < params.size(); ++j) {
+    if (shard_plan_.owner(j) == rank) steps[j] = optimizer_->moments(j).step;
+  }
+  TROUPE_RETURN_IF_ERROR(CatchTorch("Trainer::SaveGroupState", [&]() -> absl::Status {
+    TROUPE_RETURN_IF_ERROR(group->AllReduceSum({steps}));
+    for (size_t j = 0; j < params.size(); ++j) {
+      const int owner = shard_plan_.owner(j);
+      const int64_t step = steps[j].item<int64_t>();
+      if (owner == 0 || step == 0) continue;
+      AdamW::Moments m = optimizer_->moments(j);
+      if (rank != owner) {
+        m = {step, at::zeros_like(params[j]), at::zeros_like(params[j])};
+      }
+      TROUPE_RETURN_IF_ERROR(group->Broadcast({m.exp_avg, m.exp_avg_sq}, owner));
+      if (rank == 0) TROUPE_RETURN_IF_ERROR(optimizer_->SetMoments(j, std::move(m)));
+    }
+    return absl::OkStatus();
+  }));
+  if (rank != 0) return std::string();
+  absl::StatusOr<std::string> bytes = SaveToString(include_parameters);
+  for (size_t j = 0; j < params.size(); ++j) {
+    if (shard_plan_.owner(j) != 0) optimizer_->DropMoments(j);
+  }
+  return bytes;
 }
 
 absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n,
@@ -236,6 +279,23 @@ absl::StatusOr<StepMetrics> Trainer::StepImpl(const LossFn& loss_fn, int64_t n,
   TROUPE_ASSIGN_OR_RETURN(metrics.grad_norm, ClipGradNorm(params_, options_.max_grad_norm));
   if (!std::isfinite(metrics.grad_norm) && options_.skip_nonfinite_steps) {
     metrics.skipped = true;
+  } else if (sharding_ == Sharding::kOptimizer) {
+    // Each rank updates the parameters it owns, then each owner's are broadcast to the others.
+    const std::vector<at::Tensor>& params = optimizer_->params();
+    const int rank = reducer_->collective()->rank();
+    for (size_t j = 0; j < params.size(); ++j) {
+      if (shard_plan_.owner(j) != rank) optimizer_->params()[j].mutable_grad().reset();
+    }
+    TROUPE_RETURN_IF_ERROR(optimizer_->Step(metrics.lr));
+    for (int owner = 0; owner < shard_plan_.world_size(); ++owner) {
+      std::vector<at::Tensor> owned;
+      for (size_t j = 0; j < params.size(); ++j) {
+        if (shard_plan_.owner(j) == owner) owned.push_back(params[j].detach());
+      }
+      if (!owned.empty()) {
+        TROUPE_RETURN_IF_ERROR(reducer_->collective()->Broadcast(owned, owner));
+      }
+    }
   } else {
     TROUPE_RETURN_IF_ERROR(optimizer_->Step(metrics.lr));
   }

@@ -39,6 +39,15 @@
 // float rounding. StepMetrics.loss and .tokens are then the group's. Every rank must call Step the
 // same number of times; a rank whose closure fails makes the others' sums fail or time out.
 //
+// Sharding::kOptimizer (ZeRO stage 1): the AdamW moments are split over the ranks (ShardPlan over
+// the optimizer's parameters, balanced by elements); each rank updates only the parameters it
+// owns, then every owner broadcasts its updated parameters, so all ranks again hold the same
+// weights: optimizer memory per rank 8·P/N bytes instead of 8·P. SaveGroupState gathers the
+// moments to rank 0 (one parameter at a time, so no rank holds more than its share plus one
+// parameter's, except rank 0 while it writes) and writes the whole state: a checkpoint of a
+// sharded group is the same file as an unsharded one, and loads into any number of ranks (each
+// keeps its own share: resharding is exact).
+//
 // Ownership: the module is borrowed and must outlive the trainer; its parameters are updated in
 // place. Thread-safety: none; a trainer belongs to one thread (the trainer actor). Seeding and
 // restoring the global generator affects every user of it in the process.
@@ -145,7 +154,13 @@ class Trainer {
   // Makes this trainer one rank of `collective`'s group (see the file comment); the collective is
   // not owned and must outlive the trainer. INVALID_ARGUMENT for a group of fewer than 2 ranks,
   // or if already enabled.
-  absl::Status EnableDataParallel(GradientCollective* collective, const ReducerOptions& options);
+  // With Sharding::kOptimizer, the moments of the parameters this rank does not own are freed.
+  absl::Status EnableDataParallel(GradientCollective* collective, const ReducerOptions& options,
+                                  Sharding sharding = Sharding::kNone);
+  // The whole trainer state as SaveToString writes it, for a checkpoint of the group: alone or
+  // unsharded, SaveToString; sharded, a collective call every rank makes (rank 0 gets the
+  // state, the others "").
+  absl::StatusOr<std::string> SaveGroupState(bool include_parameters = true);
   // One optimizer step of a data-parallel trainer: this rank's `num_micro_batches` (>= 0) calls
   // of `loss_fn`, weighed against `group_weight` (> 0; see the file comment). Without data
   // parallelism, the same as Step(loss_fn, num_micro_batches) with its own weights checked
@@ -178,6 +193,8 @@ class Trainer {
   at::Generator generator_;
   int64_t step_ = 0;
   std::unique_ptr<GradientReducer> reducer_;  // data parallelism; null without
+  Sharding sharding_ = Sharding::kNone;
+  ShardPlan shard_plan_;  // over optimizer_->params(), with kOptimizer
 };
 
 }  // namespace troupe::trainers

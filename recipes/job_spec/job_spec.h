@@ -102,6 +102,7 @@ using LossAggMode = proto::LossAggregation;
 using PolicyLoss = proto::PolicyLossMode;
 using OffPolicyMode = proto::OffPolicyCorrection;
 using LrSchedule = proto::LrSchedule;
+using Sharding = proto::Sharding;
 using PreferenceLoss = proto::PreferenceLoss;
 
 // The defaults a spec key shares with an actor's config are the actor's (proto/actor_config.proto
@@ -293,6 +294,7 @@ struct TrainerSpec {
   int64_t seed = TrainerDefaults().seed();
   double lr = TrainerDefaults().lr();
   LrSchedule lr_schedule = TrainerDefaults().lr_schedule();
+  Sharding sharding = TrainerDefaults().sharding();
   int64_t warmup_steps = TrainerDefaults().warmup_steps();
   double min_lr_ratio = TrainerDefaults().min_lr_ratio();
   double weight_decay = TrainerDefaults().weight_decay();
@@ -309,6 +311,9 @@ struct TrainerSpec {
   // during these steps (1 = the first); 0, 0 = none.
   int64_t profile_from = 0;
   int64_t profile_to = 0;
+  // Every model the run trains (policy, critic, reward model, SFT) recomputes each decoder layer
+  // in the backward pass instead of keeping its activations.
+  bool activation_checkpointing = TrainerDefaults().activation_checkpointing();
 };
 
 struct SftSpec {

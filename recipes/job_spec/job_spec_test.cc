@@ -555,6 +555,31 @@ sft: {lr: 0.001}
   EXPECT_EQ(ToJson(*from_json), ToJson(spec));
 }
 
+// trainer.activation_checkpointing: off unless written, listed in the resolved spec only when on
+// (so the resolved specs of runs without it are unchanged), a boolean, and verl's spelling points
+// to it.
+TEST(JobSpec, ActivationCheckpointingIsABooleanListedOnlyWhenOn) {
+  const JobSpec off = Parse(kBase);
+  EXPECT_FALSE(off.trainer.activation_checkpointing);
+  EXPECT_THAT(ToYaml(off), Not(HasSubstr("activation_checkpointing")));
+
+  const JobSpec on = Parse(kBase, {"trainer.activation_checkpointing=true"});
+  EXPECT_TRUE(on.trainer.activation_checkpointing);
+  const std::string out = ToYaml(on);
+  EXPECT_THAT(out, HasSubstr("\n  activation_checkpointing: true\n"));
+  absl::StatusOr<JobSpec> again = ParseJobSpec(out, "resolved.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << out;
+  EXPECT_TRUE(again->trainer.activation_checkpointing);
+  EXPECT_EQ(ToJson(*again), ToJson(on));
+
+  EXPECT_THAT(ParseError(kBase, {"trainer.activation_checkpointing=sometimes"}),
+              HasSubstr("trainer.activation_checkpointing: "));
+  EXPECT_EQ(ParseError("name: t\nmodel: {config: m.json, init: random}\ndata: {task: arithmetic}\n"
+                       "trainer: {total_steps: 10, enable_gradient_checkpointing: true}\n"),
+            "job.yaml:4:28: trainer.enable_gradient_checkpointing: unknown key (verl's "
+            "enable_gradient_checkpointing is trainer.activation_checkpointing here)");
+}
+
 // Recipe ppo runs gae with a critic unless the spec says otherwise; its keys round-trip.
 TEST(JobSpec, RecipePpoDefaultsToGaeWithACriticAndRoundTrips) {
   const JobSpec spec =

@@ -30,6 +30,7 @@ const NameTable<LossAggMode>& LossAggModes() { return Spellings<LossAggMode>(); 
 const NameTable<PolicyLoss>& PolicyLosses() { return Spellings<PolicyLoss>(); }
 const NameTable<OffPolicyMode>& OffPolicyModes() { return Spellings<OffPolicyMode>(); }
 const NameTable<LrSchedule>& LrSchedules() { return Spellings<LrSchedule>(); }
+const NameTable<Sharding>& Shardings() { return Spellings<Sharding>(); }
 
 const NameTable<PreferenceLoss>& PreferenceLosses() {
   static const NameTable<PreferenceLoss>* const table = [] {
@@ -86,6 +87,7 @@ const std::vector<std::pair<absl::string_view, absl::string_view>>& VerlNames() 
       {"save_freq", "actors.checkpointer.every_steps"},
       {"max_actor_ckpt_to_keep", "actors.checkpointer.keep"},
       {"ppo_micro_batch_size_per_gpu", "trainer.micro_batch_size"},
+      {"enable_gradient_checkpointing", "trainer.activation_checkpointing"},
       {"lr_warmup_steps", "trainer.warmup_steps"},
       {"warmup_style", "trainer.lr_schedule"},
       {"response_length", "data.max_response_length"},

@@ -23,6 +23,7 @@ const NameTable<LossAggMode>& LossAggModes();
 const NameTable<PolicyLoss>& PolicyLosses();
 const NameTable<OffPolicyMode>& OffPolicyModes();
 const NameTable<LrSchedule>& LrSchedules();
+const NameTable<Sharding>& Shardings();
 // algorithm.dpo.loss: the preference losses (none, the policy gradient, is not one).
 const NameTable<PreferenceLoss>& PreferenceLosses();
 const NameTable<KlCtrlType>& KlCtrlTypes();

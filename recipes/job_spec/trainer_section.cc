@@ -22,6 +22,13 @@ void WalkTrainer(Section& top, JobSpec& spec) {
   s.Double("grad_clip", &t.grad_clip, Positive(), {.doc = "max global gradient norm"});
   s.Int("micro_batch_size", &t.micro_batch_size, NonNegative(),
         {.doc = "sequences per forward and backward (gradient accumulation); 0 = the whole step"});
+  s.Enum("sharding", &t.sharding, Shardings(),
+         {.doc = "what the trainer group (actors.trainer.replicas > 1) splits over its ranks: "
+                 "none (each rank holds the whole model, gradients and AdamW state) or "
+                 "optimizer (ZeRO-1: each rank the AdamW moments of its share of the "
+                 "parameters, 8 bytes per parameter split N ways; a checkpoint gathers them, so "
+                 "it resumes on any number of ranks)",
+          .write_if = t.sharding != proto::SHARDING_NONE});
   s.Int("ppo_epochs", &t.ppo_epochs, Positive(),
         {.doc = "passes over each batch (optimizer steps per mini-batch pass)"});
   s.Int("mini_batch_size", &t.mini_batch_size, NonNegative(),
@@ -35,6 +42,12 @@ void WalkTrainer(Section& top, JobSpec& spec) {
                       "become spans of the run's timeline (troupe timeline); needs span "
                       "recording on (TROUPE_TIMELINE_SPANS)",
                .write_if = t.profile_from > 0});
+  s.Bool("activation_checkpointing", &t.activation_checkpointing,
+         {.doc = "recompute each decoder layer in the backward pass instead of keeping its "
+                 "activations: less memory, one more forward of the layers per step (every "
+                 "model the run trains: policy, critic, reward model, the SFT warm start and "
+                 "recipe sft)",
+          .write_if = t.activation_checkpointing});
   s.Finish();
 }
 

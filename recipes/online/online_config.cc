@@ -256,6 +256,11 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   if (!ppo && spec.actors.critic.replicas > 0) {
     refuse("actors.critic.replicas", absl::StrCat("recipe ", recipe, " has no critic"));
   }
+  if (spec.trainer.sharding != proto::SHARDING_NONE && spec.actors.trainer.replicas < 2) {
+    refuse("trainer.sharding",
+           "shards the trainer's state over its ranks, and actors.trainer.replicas is 1: there "
+           "is nothing to shard over (set replicas >= 2, or sharding: none)");
+  }
   // Every trainer (and critic) rank needs rows of every mini-batch: a mini-batch of
   // mini_batch_size groups (the batch with 0) of algorithm.n samples (dpo: one pair per group).
   const int64_t mini_batch_groups =
@@ -486,6 +491,7 @@ proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string&
   c.set_max_response_length(spec.data.max_response_length);
   c.set_profile_from(t.profile_from);
   c.set_profile_to(t.profile_to);
+  c.set_activation_checkpointing(t.activation_checkpointing);
   // Recipe dpo's preference loss (none for the policy-gradient recipes).
   const bool dpo = spec.recipe == "dpo";
   const DpoSpec& d = a.dpo;
@@ -497,6 +503,7 @@ proto::TrainerConfig OnlineTrainerConfig(const JobSpec& spec, const std::string&
   if (dpo) c.set_kl_coef(0);  // the losses are against the reference already (beta)
   c.set_data_parallel_size(static_cast<int32_t>(spec.actors.trainer.replicas));
   c.set_grad_bucket_mb(kGradBucketMb);
+  c.set_sharding(spec.trainer.sharding);
   return c;
 }
 
@@ -523,6 +530,7 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
   c.set_kl_type(a.kl.type);
   c.set_data_parallel_size(static_cast<int32_t>(std::max<int64_t>(1, spec.actors.critic.replicas)));
   c.set_grad_bucket_mb(kGradBucketMb);
+  c.set_activation_checkpointing(t.activation_checkpointing);
   return c;
 }
 

@@ -115,6 +115,7 @@ TEST(OnlineSpec, EveryKeyItHandsToItsActorsChangesWhatTheyGet) {
       {{"rollout.max_new_tokens=7"}, "/generate/max_new_tokens", 7},
       {{"trainer.profile_steps=[1, 2]"}, "/trainer/profile_from", "1"},
       {{"trainer.profile_steps=[1, 2]"}, "/trainer/profile_to", "2"},
+      {{"trainer.activation_checkpointing=true"}, "/trainer/activation_checkpointing", true},
   };
   absl::StatusOr<JobSpec> defaults = Parse("");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
@@ -164,10 +165,11 @@ TEST(OnlineSpec, ActorConfigsAreWholeAndShareTheActorsDefaults) {
   expected.set_total_steps(2);  // kBase's
   proto::TrainerConfig got = trainer;
   got.clear_checkpoint_attempts();
-  for (const auto* f : {"lr", "lr_schedule", "warmup_steps", "min_lr_ratio", "weight_decay",
-                        "grad_clip", "seed", "micro_batch_size", "clip_eps_low", "clip_eps_high",
-                        "kl_coef", "kl_type", "entropy_coeff", "loss_agg_mode",
-                        "max_response_length", "norm_adv_by_std", "off_policy", "importance_cap"}) {
+  for (const auto* f :
+       {"lr", "lr_schedule", "warmup_steps", "min_lr_ratio", "weight_decay", "grad_clip", "seed",
+        "micro_batch_size", "clip_eps_low", "clip_eps_high", "kl_coef", "kl_type", "entropy_coeff",
+        "loss_agg_mode", "max_response_length", "norm_adv_by_std", "off_policy", "importance_cap",
+        "activation_checkpointing"}) {
     const google::protobuf::FieldDescriptor* field =
         proto::TrainerConfig::descriptor()->FindFieldByName(f);
     ASSERT_NE(field, nullptr) << f;
@@ -274,6 +276,14 @@ TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) 
                               "trainer.mini_batch_size=1", "actors.trainer.replicas=3"});
   EXPECT_THAT(std::string(CheckGrpoSpec(mini).message()),
               HasSubstr("3 trainer ranks, but a mini-batch has only 2 sequences"));
+  // A sharded optimizer needs ranks to shard over; it reaches the trainer.
+  const JobSpec alone = parse({"trainer.sharding=optimizer"});
+  EXPECT_THAT(std::string(CheckGrpoSpec(alone).message()),
+              HasSubstr("trainer.sharding: shards the trainer's state over its ranks, and "
+                        "actors.trainer.replicas is 1"));
+  const JobSpec sharded = parse({"trainer.sharding=optimizer", "actors.trainer.replicas=2"});
+  EXPECT_TRUE(CheckGrpoSpec(sharded).ok()) << CheckGrpoSpec(sharded);
+  EXPECT_EQ(OnlineTrainerConfig(sharded, "m", "", "c").sharding(), proto::SHARDING_OPTIMIZER);
   const JobSpec dpo = parse({"recipe=dpo", "data.train_batch_size=2", "actors.trainer.replicas=3"});
   EXPECT_THAT(std::string(CheckDpoSpec(dpo).message()),
               HasSubstr("3 trainer ranks, but a mini-batch has only 2 preference pairs"));
@@ -333,6 +343,12 @@ TEST(PpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheCriticAndTrainer) {
   EXPECT_EQ(t.mini_batch_size(), 32);
   EXPECT_EQ(t.train_batch_size(), spec->data.train_batch_size);
   EXPECT_EQ(t.lam(), spec->algorithm.lam);
+  // trainer.activation_checkpointing: both models the run trains recompute their layers.
+  EXPECT_FALSE(c.activation_checkpointing());
+  EXPECT_FALSE(t.activation_checkpointing());
+  spec->trainer.activation_checkpointing = true;
+  EXPECT_TRUE(PpoCriticConfig(*spec, "model", "resume").activation_checkpointing());
+  EXPECT_TRUE(OnlineTrainerConfig(*spec, "model", "", "checkpointer").activation_checkpointing());
 }
 
 TEST(PpoSpec, RefusesWhatItCannotRunWithTheKeysLocation) {

@@ -573,7 +573,7 @@ absl::Status OnlineRecipe::Checkpoint() {
   SaveRecipeState(recipe_state);
   if (kl_.enabled()) recipe_state["kl_in_reward_coef"] = kl_.coef();
   TROUPE_RETURN_IF_ERROR(state_.Checkpoint(trainer_, std::move(recipe_state), std::move(replay),
-                                           scoring_->OutstandingSamples()));
+                                           scoring_->OutstandingSamples(), trainer_peers_));
   return CheckpointRecipeRoles();
 }
 

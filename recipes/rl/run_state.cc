@@ -276,7 +276,8 @@ bool RunState::checkpoint_due() const {
 }
 
 absl::Status RunState::Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohmann::json state,
-                                  std::string replay_state, int64_t samples_out) {
+                                  std::string replay_state, int64_t samples_out,
+                                  const std::vector<ActorHandle<actors::Trainer>>& peers) {
   ScopedSpan span("checkpoint", "checkpoint", "driver");
   nlohmann::json st = {{"step", step_},
                        {"weight_version", version_},
@@ -297,9 +298,23 @@ absl::Status RunState::Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohman
   req.set_step(step_);
   req.set_driver_state_json(st.dump(2));
   req.set_replay_state(std::move(replay_state));
-  return trainer.Call(&actors::Trainer::Checkpoint, req, {.timeout = options_.checkpoint_timeout})
-      .Get()
-      .status();
+  // The other ranks of a trainer group take part in the snapshot (a sharded optimizer's moments
+  // are gathered to rank 0); rank 0 hands it to the checkpointer.
+  std::vector<Future<proto::CheckpointReply>> joined;
+  for (const ActorHandle<actors::Trainer>& peer : peers) {
+    joined.push_back(
+        peer.Call(&actors::Trainer::Checkpoint, req, {.timeout = options_.checkpoint_timeout}));
+  }
+  absl::Status status =
+      trainer.Call(&actors::Trainer::Checkpoint, req, {.timeout = options_.checkpoint_timeout})
+          .Get()
+          .status();
+  for (size_t r = 0; r < joined.size(); ++r) {
+    if (absl::Status s = joined[r].Get().status(); !s.ok() && status.ok()) {
+      status = absl::Status(s.code(), absl::StrCat("trainer rank ", r + 1, ": ", s.message()));
+    }
+  }
+  return status;
 }
 
 void RunState::NoteCheckpoints(const proto::CheckpointWrites& writes) {

@@ -103,9 +103,11 @@ class RunState {
   // Hands a checkpoint of the current step to the trainer: `state` (the recipe's part of
   // driver_state.json) and the replay buffer's state. `samples_out` samples counted as generated
   // are not in the replay buffer yet (being scored): a resumed run generates them again, so the
-  // checkpoint's count leaves them out.
+  // checkpoint's count leaves them out. `peers`: the trainer group's other ranks, which take part
+  // in the snapshot (rank 0, `trainer`, writes it).
   absl::Status Checkpoint(ActorHandle<actors::Trainer>& trainer, nlohmann::json state,
-                          std::string replay_state, int64_t samples_out);
+                          std::string replay_state, int64_t samples_out,
+                          const std::vector<ActorHandle<actors::Trainer>>& peers = {});
   // Waits until every checkpoint write has finished (retries included); DATA_LOSS if the
   // checkpoint of `last_step` (-1 = none in particular) could not be written.
   absl::Status FlushCheckpoints(ActorHandle<actors::Trainer>& trainer, int64_t last_step);

@@ -208,6 +208,7 @@ absl::StatusOr<models::ValueModel> MakeModel(const JobSpec& spec,
       return spec.ErrorAt("model.init",
                           absl::StrCat("loading the policy directory: ", model.status().message()));
     }
+    (*model)->SetActivationCheckpointing(spec.trainer.activation_checkpointing);
     return model;
   }
   absl::StatusOr<models::ModelConfig> config = models::LoadModelConfig(spec.model.config);
@@ -219,6 +220,7 @@ absl::StatusOr<models::ValueModel> MakeModel(const JobSpec& spec,
   absl::StatusOr<models::ValueModel> model = models::CreateValueModel(*config);
   if (!model.ok()) return spec.ErrorAt("model.config", model.status().message());
   (*model)->InitWeights(seed);
+  (*model)->SetActivationCheckpointing(spec.trainer.activation_checkpointing);
   return model;
 }
 
@@ -492,6 +494,9 @@ JobRecipeRules RmRules() {
     r.keys.push_back(
         NotReadKey(key, "is not read by recipe rm (one optimizer step per batch of pairs)"));
   }
+  r.keys.push_back(NotReadKey("trainer.sharding",
+                              "is not read by recipe rm (it trains on one process: the trainer "
+                              "group is the online recipes')"));
   r.sft_warm_start = false;
   r.reads_preference_records = true;
   r.init_may_be_value_model = true;  // its backbone, or a reward model's

@@ -16,7 +16,8 @@
 //   → the model: model.init a policy directory (its backbone, a new score head drawn with
 //     trainer.seed: models::LoadValueModel) or random (model.config with the tokenizer's
 //     vocabulary and ids, seeded with trainer.seed); the tokenizer is model.tokenizer, else the
-//     init directory's tokenizer.json
+//     init directory's tokenizer.json; trainer.activation_checkpointing recomputes its layers in
+//     the backward pass
 //   → evaluate (held-out pair accuracy before training)
 //   → loop trainer.total_steps times: data.train_batch_size pairs drawn in the order of
 //     data::ShuffledOrder(data.seed, data.shuffle); chosen and rejected sequences right-padded

@@ -131,5 +131,15 @@ TEST(JobSpecForRm, TheResolvedSpecHoldsOnlyWhatRecipeRmReadsAndPassesItsCheck) {
   EXPECT_EQ(ToYaml(*again).substr(ToYaml(*again).find('\n')), yaml.substr(yaml.find('\n')));
 }
 
+// Recipe rm trains its reward model in the driver and reads trainer.activation_checkpointing.
+TEST(CheckRmSpec, AcceptsActivationCheckpointingAndListsIt) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(RmJob(), "job.yaml", {"trainer.activation_checkpointing=true"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckRecipe(*spec).ok()) << CheckRecipe(*spec);
+  EXPECT_TRUE(spec->trainer.activation_checkpointing);
+  EXPECT_THAT(ToYaml(*spec), HasSubstr("\n  activation_checkpointing: true\n"));
+}
+
 }  // namespace
 }  // namespace troupe::recipes

@@ -214,9 +214,11 @@ JobRecipeRules SftRules() {
                  "max_response_length and chat_template; the records' keys are sft.prompt_key / "
                  "sft.response_key)"),
       ReadsKey("trainer.seed"),
+      ReadsKey("trainer.activation_checkpointing"),
       NotReadKey("trainer.*",
                  "is not read by recipe sft (its schedule is the sft section's: sft.steps, "
-                 "sft.batch_size, sft.lr, ...; of trainer it reads seed only)"),
+                 "sft.batch_size, sft.lr, ...; of trainer it reads seed and "
+                 "activation_checkpointing only)"),
       NotReadKey("logging.tensorboard",
                  "recipe sft writes no TensorBoard events (its curve is in "
                  "sft.dir/sft_metrics.json)",

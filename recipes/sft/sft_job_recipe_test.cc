@@ -16,6 +16,7 @@
 #include "models/transformer.h"
 #include "recipes/job_spec/job_spec.h"
 #include "recipes/recipe.h"
+#include "recipes/sft/sft_spec.h"
 
 namespace troupe::recipes {
 namespace {
@@ -190,6 +191,27 @@ TEST(JobSpecForSft, RandomInitIsTheDefaultAndTheResolvedSpecPassesTheCheck) {
   EXPECT_TRUE(CheckSftSpec(*again).ok()) << CheckSftSpec(*again) << "\n" << resolved;
   EXPECT_EQ(again->sft.train_files, spec->sft.train_files);
   EXPECT_EQ(again->data.val_files, spec->data.val_files);
+}
+
+// trainer.activation_checkpointing is one of the two trainer keys recipe sft reads (with seed): it
+// reaches the SFT options (and so the model RunSft trains) and the resolved spec.
+TEST(JobSpecForSft, ActivationCheckpointingReachesTheSftOptions) {
+  absl::StatusOr<SftOptions> off = [] {
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(SftJob(), "job.yaml");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return spec.ok() ? SftOptionsFromSpec(*spec) : spec.status();
+  }();
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->activation_checkpointing);
+
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(SftJob(), "job.yaml", {"trainer.activation_checkpointing=true"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(CheckRecipe(*spec).ok()) << CheckRecipe(*spec);
+  absl::StatusOr<SftOptions> on = SftOptionsFromSpec(*spec);
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->activation_checkpointing);
+  EXPECT_THAT(ToYaml(*spec), HasSubstr("\n  activation_checkpointing: true\n"));
 }
 
 }  // namespace

@@ -287,6 +287,7 @@ absl::StatusOr<SftResult> RunSftImpl(const SftInputs& inputs, const SftOptions& 
 
   TROUPE_ASSIGN_OR_RETURN(models::CausalLM model, models::CreateCausalLM(config));
   model->InitWeights(options.seed);
+  model->SetActivationCheckpointing(options.activation_checkpointing);
   trainers::TrainerOptions trainer_options;
   trainer_options.adamw.beta2 = 0.98;
   trainer_options.weight_decay = options.weight_decay;

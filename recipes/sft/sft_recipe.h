@@ -109,6 +109,9 @@ struct SftOptions {
   int64_t log_every = 25;    // Steps between progress lines.
   int64_t num_examples = 6;  // Held-out answers printed at the end.
   uint64_t seed = 0;         // Model init, batches.
+  // Recompute each decoder layer in the backward pass instead of keeping its activations
+  // (models::CausalLMImpl::SetActivationCheckpointing): less memory, the same training.
+  bool activation_checkpointing = false;
   // LibTorch intra-op and OpenBLAS threads (SetComputeThreads); 0 = leave as is. 1 is fastest on
   // a busy 2-core machine.
   int threads = 1;

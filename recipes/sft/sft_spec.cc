@@ -22,6 +22,7 @@ absl::StatusOr<SftOptions> SftOptionsFromSpec(const JobSpec& spec) {
   o.eval_every = spec.sft.eval_every;
   o.target_accuracy = spec.sft.target_accuracy;
   o.seed = static_cast<uint64_t>(spec.trainer.seed);
+  o.activation_checkpointing = spec.trainer.activation_checkpointing;
   return o;
 }
 

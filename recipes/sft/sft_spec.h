@@ -5,6 +5,7 @@
 //   schedule      sft.steps, batch_size, lr, warmup_steps, min_lr_ratio, weight_decay,
 //                 grad_clip, eval_every, target_accuracy
 //   seed          trainer.seed
+//   activation_checkpointing   trainer.activation_checkpointing
 // The caller sets what depends on its job: out_dir, cancelled, evaluation sizes and lengths.
 //
 // Thread-safety: a pure function.

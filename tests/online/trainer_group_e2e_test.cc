@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,7 +31,7 @@ using tests::StepMetrics;
 
 // A synchronous GRPO job: 4 prompts x 4 samples a step, micro-batches of 4 sequences.
 JobSpec GroupJob(const std::string& dir, int64_t steps, int trainer_ranks,
-                 const std::string& sft_dir) {
+                 const std::string& sft_dir, const std::string& sharding = "none") {
   const std::string yaml = absl::StrCat(R"(
 name: group-e2e
 model: {config: examples/models/tiny.json, init: sft}
@@ -42,7 +43,8 @@ algorithm: {adv_estimator: grpo, n: 4, kl: {coef: 0.01, type: k3}}
 async: {max_staleness: 0}
 trainer: {total_steps: )",
                                         steps, R"(, seed: 7, lr: 3.0e-4, eval_every: 0,
-          micro_batch_size: 4}
+          micro_batch_size: 4, sharding: )",
+                                        sharding, R"(}
 actors:
   rollout: {replicas: 1, resources: {CPU: 0.25}}
   reward: {replicas: 1, resources: {CPU: 0.25}}
@@ -136,18 +138,34 @@ TEST_F(TrainerGroupEndToEnd, TwoRanksTrainAsOneAndACheckpointResumesWithAnotherN
     EXPECT_EQ(two[step].at("weights/version"), step) << "step " << step;
   }
 
-  // 2 ranks for 2 steps, resumed with 1 to 4; and 1 rank for 2 steps, resumed with 2.
-  for (const auto& [first_ranks, then_ranks] : {std::pair{2, 1}, std::pair{1, 2}}) {
-    SCOPED_TRACE(absl::StrCat(first_ranks, " -> ", then_ranks, " ranks"));
-    const std::string dir = absl::StrCat(base, "/resume", first_ranks, then_ranks);
+  // A sharded optimizer (ZeRO-1) over the 2 ranks: the same run.
+  StepMetrics sharded;
+  absl::StatusOr<RunResult> rs = RunRecipe(GroupJob(base + "/sharded", 4, 2, sft, "optimizer"),
+                                           cluster(), Recording(&sharded, "sharded"));
+  ASSERT_TRUE(rs.ok()) << rs.status();
+  ASSERT_EQ(sharded.size(), 4u);
+  ExpectAccountingAddsUp(*rs);
+  for (int64_t step = 1; step <= 4; ++step) {
+    EXPECT_NEAR(sharded[step].at("actor/loss"), two[step].at("actor/loss"), 1e-4) << "step " << step;
+  }
+
+  // 2 ranks for 2 steps, resumed with 1 to 4; and 1 rank for 2 steps, resumed with 2; and a
+  // sharded group's checkpoint (its moments gathered to rank 0) resumed by one trainer.
+  for (const auto& [first_ranks, then_ranks, sharding] :
+       {std::tuple{2, 1, "none"}, std::tuple{1, 2, "none"}, std::tuple{2, 1, "optimizer"}}) {
+    SCOPED_TRACE(absl::StrCat(first_ranks, " -> ", then_ranks, " ranks, sharding ", sharding));
+    const std::string dir = absl::StrCat(base, "/resume", first_ranks, then_ranks, sharding);
     StepMetrics resumed;
-    RunOptions first = Recording(&resumed, absl::StrCat("r", first_ranks, then_ranks, "a"));
+    RunOptions first = Recording(&resumed, absl::StrCat("r", first_ranks, then_ranks, sharding));
     first.stop_after_steps = 2;
-    absl::StatusOr<RunResult> ra = RunRecipe(GroupJob(dir, 4, first_ranks, sft), cluster(), first);
+    absl::StatusOr<RunResult> ra =
+        RunRecipe(GroupJob(dir, 4, first_ranks, sft, first_ranks > 1 ? sharding : "none"),
+                  cluster(), first);
     ASSERT_TRUE(ra.ok()) << ra.status();
-    RunOptions second = Recording(&resumed, absl::StrCat("r", first_ranks, then_ranks, "b"));
+    RunOptions second = Recording(&resumed, absl::StrCat("s", first_ranks, then_ranks, sharding));
     second.resume = true;
-    absl::StatusOr<RunResult> rb = RunRecipe(GroupJob(dir, 4, then_ranks, sft), cluster(), second);
+    absl::StatusOr<RunResult> rb = RunRecipe(
+        GroupJob(dir, 4, then_ranks, sft, then_ranks > 1 ? sharding : "none"), cluster(), second);
     ASSERT_TRUE(rb.ok()) << rb.status();
     EXPECT_EQ(rb->steps, 4);
     ASSERT_EQ(resumed.size(), 4u);
