@@ -146,7 +146,8 @@ TEST_F(TrainerGroupEndToEnd, TwoRanksTrainAsOneAndACheckpointResumesWithAnotherN
   ASSERT_EQ(sharded.size(), 4u);
   ExpectAccountingAddsUp(*rs);
   for (int64_t step = 1; step <= 4; ++step) {
-    EXPECT_NEAR(sharded[step].at("actor/loss"), two[step].at("actor/loss"), 1e-4) << "step " << step;
+    EXPECT_NEAR(sharded[step].at("actor/loss"), two[step].at("actor/loss"), 1e-4)
+        << "step " << step;
   }
 
   // 2 ranks for 2 steps, resumed with 1 to 4; and 1 rank for 2 steps, resumed with 2; and a
@@ -158,9 +159,8 @@ TEST_F(TrainerGroupEndToEnd, TwoRanksTrainAsOneAndACheckpointResumesWithAnotherN
     StepMetrics resumed;
     RunOptions first = Recording(&resumed, absl::StrCat("r", first_ranks, then_ranks, sharding));
     first.stop_after_steps = 2;
-    absl::StatusOr<RunResult> ra =
-        RunRecipe(GroupJob(dir, 4, first_ranks, sft, first_ranks > 1 ? sharding : "none"),
-                  cluster(), first);
+    absl::StatusOr<RunResult> ra = RunRecipe(
+        GroupJob(dir, 4, first_ranks, sft, first_ranks > 1 ? sharding : "none"), cluster(), first);
     ASSERT_TRUE(ra.ok()) << ra.status();
     RunOptions second = Recording(&resumed, absl::StrCat("s", first_ranks, then_ranks, sharding));
     second.resume = true;
