@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "actors/group_collective.h"
 #include "actors/policy_util.h"
 #include "actors/trainer_options.h"
 #include "base/atomic_file.h"
@@ -118,6 +119,14 @@ absl::Status CriticCore::Init(const proto::CriticConfig& config) {
   }
   if (!(c.lr() > 0) || !std::isfinite(c.lr())) {
     return ConfigError(absl::StrCat("lr must be a finite number > 0, got ", c.lr()));
+  }
+  if (c.data_parallel_size() < 1) {
+    return ConfigError(
+        absl::StrCat("data_parallel_size must be >= 1, got ", c.data_parallel_size()));
+  }
+  if (!(c.grad_bucket_mb() > 0) || !std::isfinite(c.grad_bucket_mb())) {
+    return ConfigError(
+        absl::StrCat("grad_bucket_mb must be a finite number > 0, got ", c.grad_bucket_mb()));
   }
 
   TROUPE_ASSIGN_OR_RETURN(models::ValueModel model,
@@ -277,38 +286,51 @@ absl::StatusOr<proto::TrainStepReply> CriticCore::UpdateImpl(const proto::TrainS
     for (int64_t k = 0; k < num_mini; ++k) {
       const int64_t mini_begin = group_begin[k * groups_per_mini];
       const int64_t mini_end = group_begin[std::min(num_groups, (k + 1) * groups_per_mini)];
-      const int64_t mini_rows = mini_end - mini_begin;
+      // This rank's rows of the mini-batch (all of them alone; maybe none in a group).
+      const auto [share_begin, share_end] = RowShare(batch, mini_begin, mini_end);
+      const int64_t share_rows = share_end - share_begin;
       const int64_t per_micro = config_.micro_batch_size() > 0
-                                    ? std::min(config_.micro_batch_size(), mini_rows)
-                                    : mini_rows;
-      const int64_t num_micro = (mini_rows + per_micro - 1) / per_micro;
+                                    ? std::min(config_.micro_batch_size(), share_rows)
+                                    : share_rows;
+      const int64_t num_micro = share_rows == 0 ? 0 : (share_rows + per_micro - 1) / per_micro;
       const absl::Status diverged = absl::FailedPreconditionError(
           absl::StrCat("critic: value loss is not finite at step ", req.step(), " (epoch ", epoch,
                        ", mini-batch ", k, "): the critic diverged"));
       double step_tokens = 0, step_clipped = 0, step_vpred = 0;
-      absl::StatusOr<trainers::StepMetrics> metrics = trainer_->Step(
+      const trainers::LossFn loss_fn =
           [&](const trainers::MicroBatchContext& ctx) -> absl::StatusOr<trainers::MicroBatchLoss> {
-            const int64_t begin = mini_begin + ctx.micro_batch * per_micro;
-            const int64_t end = std::min(mini_end, begin + per_micro);
-            TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
-            TROUPE_ASSIGN_OR_RETURN(at::Tensor values, PositionValues(micro));
-            const at::Tensor micro_mask = micro.response_mask.to(torch::kFloat);
-            TROUPE_ASSIGN_OR_RETURN(
-                trainers::ValueLossOutput out,
-                trainers::ClippedValueLoss(values, SliceRows(v_old, begin, end, micro),
-                                           SliceRows(returns, begin, end, micro), micro_mask,
-                                           options));
-            // Dropping this step's gradients: the trainer applies nothing when the closure fails.
-            if (!std::isfinite(out.loss.item<double>())) return diverged;
-            const int64_t num_tokens = static_cast<int64_t>(micro_mask.sum().item<double>());
-            step_tokens += static_cast<double>(num_tokens);
-            step_clipped += out.clip_fraction * static_cast<double>(num_tokens);
-            step_vpred += (values.detach().to(torch::kDouble) * micro_mask.to(torch::kDouble))
-                              .sum()
-                              .item<double>();
-            return trainers::MicroBatchLoss{out.loss, num_tokens, token_mean ? 0 : end - begin};
-          },
-          num_micro);
+        const int64_t begin = share_begin + ctx.micro_batch * per_micro;
+        const int64_t end = std::min(share_end, begin + per_micro);
+        TROUPE_ASSIGN_OR_RETURN(SequenceBatch micro, SliceBatch(batch, begin, end));
+        TROUPE_ASSIGN_OR_RETURN(at::Tensor values, PositionValues(micro));
+        const at::Tensor micro_mask = micro.response_mask.to(torch::kFloat);
+        TROUPE_ASSIGN_OR_RETURN(
+            trainers::ValueLossOutput out,
+            trainers::ClippedValueLoss(values, SliceRows(v_old, begin, end, micro),
+                                       SliceRows(returns, begin, end, micro), micro_mask, options));
+        // Alone, dropping this step's gradients: the trainer applies nothing when the closure
+        // fails. In a group every rank sees it in the group's loss instead (below).
+        if (collective_ == nullptr && !std::isfinite(out.loss.item<double>())) {
+          return diverged;
+        }
+        const int64_t num_tokens = static_cast<int64_t>(micro_mask.sum().item<double>());
+        step_tokens += static_cast<double>(num_tokens);
+        step_clipped += out.clip_fraction * static_cast<double>(num_tokens);
+        step_vpred += (values.detach().to(torch::kDouble) * micro_mask.to(torch::kDouble))
+                          .sum()
+                          .item<double>();
+        return trainers::MicroBatchLoss{out.loss, num_tokens, token_mean ? 0 : end - begin};
+      };
+      absl::StatusOr<trainers::StepMetrics> metrics;
+      if (collective_ == nullptr) {
+        metrics = trainer_->Step(loss_fn, num_micro);
+      } else {
+        // The whole mini-batch's terms, which each rank's micro-batches are weighed against.
+        const int64_t group_weight =
+            token_mean ? batch.response_mask.slice(0, mini_begin, mini_end).sum().item<int64_t>()
+                       : mini_end - mini_begin;
+        metrics = trainer_->Step(loss_fn, num_micro, group_weight);
+      }
       if (!metrics.ok()) return metrics.status();
       if (metrics->skipped || !std::isfinite(metrics->grad_norm) || !std::isfinite(metrics->loss)) {
         return diverged;
@@ -322,6 +344,9 @@ absl::StatusOr<proto::TrainStepReply> CriticCore::UpdateImpl(const proto::TrainS
       vpred_sum += step_vpred;
     }
   }
+
+  // The group's token counts and sums (the loss and gradient norm are the group's already).
+  TROUPE_RETURN_IF_ERROR(SumOverGroup({&tokens, &clipped_tokens, &vpred_sum}));
 
   proto::TrainStepReply reply;
   reply.set_step(req.step());
@@ -337,6 +362,56 @@ absl::StatusOr<proto::TrainStepReply> CriticCore::UpdateImpl(const proto::TrainS
   m[n::kVfExplainedVar] =
       var_returns > 0 ? 1.0 - MaskedVariance(returns - v_old, mask) / var_returns : 0.0;
   return reply;
+}
+
+absl::Status CriticCore::EnableDataParallel(trainers::GradientCollective* collective) {
+  if (collective == nullptr || collective_ != nullptr) {
+    return absl::FailedPreconditionError("EnableDataParallel: no group, or already in one");
+  }
+  if (collective->world_size() != config_.data_parallel_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EnableDataParallel: the group has ", collective->world_size(),
+                     " ranks, data_parallel_size is ", config_.data_parallel_size()));
+  }
+  return CatchTorch("CriticCore::EnableDataParallel", [&]() -> absl::Status {
+    std::vector<at::Tensor> weights;
+    for (const at::Tensor& p : Parameters()) weights.push_back(p.detach());
+    TROUPE_RETURN_IF_ERROR(collective->Broadcast(weights, /*root=*/0));
+    TROUPE_RETURN_IF_ERROR(trainer_->EnableDataParallel(
+        collective, {.bucket_bytes = static_cast<int64_t>(config_.grad_bucket_mb() * (1 << 20))}));
+    collective_ = collective;
+    return absl::OkStatus();
+  });
+}
+
+std::vector<at::Tensor> CriticCore::Parameters() const {
+  std::vector<at::Tensor> params;
+  for (const auto& item : model_->named_parameters(/*recurse=*/true)) {
+    params.push_back(item.value());
+  }
+  return params;
+}
+
+std::pair<int64_t, int64_t> CriticCore::RowShare(const SequenceBatch& batch, int64_t begin,
+                                                 int64_t end) const {
+  if (collective_ == nullptr) return {begin, end};
+  std::vector<int64_t> costs;
+  for (int64_t i = begin; i < end; ++i) {
+    costs.push_back(batch.prompt_lengths[i] + batch.response_lengths[i]);
+  }
+  const auto [b, e] =
+      trainers::BalancedShare(costs, collective_->world_size(), collective_->rank());
+  return {begin + b, begin + e};
+}
+
+absl::Status CriticCore::SumOverGroup(const std::vector<double*>& values) {
+  if (collective_ == nullptr || values.empty()) return absl::OkStatus();
+  std::vector<double> local;
+  for (const double* v : values) local.push_back(*v);
+  at::Tensor t = torch::tensor(local, torch::kDouble);
+  TROUPE_RETURN_IF_ERROR(collective_->AllReduceSum({t}));
+  for (size_t i = 0; i < values.size(); ++i) *values[i] = t[i].item<double>();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<proto::CriticSaveReply> CriticCore::Save(const proto::CriticSaveRequest& req) {
@@ -389,7 +464,7 @@ absl::StatusOr<std::unique_ptr<Critic>> Critic::Create(const ActorContext& ctx) 
   TROUPE_ASSIGN_OR_RETURN(proto::CriticConfig config, ctx.ConfigAs<proto::CriticConfig>());
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<CriticCore> core, CriticCore::Create(config));
   return std::unique_ptr<Critic>(
-      new Critic(std::move(config), std::move(core), ctx.num_restarts()));
+      new Critic(ctx.services(), std::move(config), std::move(core), ctx.num_restarts()));
 }
 
 absl::Status Critic::CheckRestored() const {
@@ -419,6 +494,12 @@ absl::StatusOr<proto::CriticSaveReply> Critic::Save(const proto::CriticSaveReque
 }
 
 absl::StatusOr<proto::CriticRestoreReply> Critic::Restore(const proto::CriticRestoreRequest& req) {
+  if (train_group_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Critic.Restore: rank ", rank_, " of critic group ", train_group_->name(),
+        " is not restored alone (a data-parallel critic is not restarted: its ranks would "
+        "no longer hold one state)"));
+  }
   proto::CriticConfig config = config_;
   config.set_resume_dir(req.dir());
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<CriticCore> core, CriticCore::Create(config));
@@ -430,6 +511,48 @@ absl::StatusOr<proto::CriticRestoreReply> Critic::Restore(const proto::CriticRes
   return reply;
 }
 
-TROUPE_REGISTER_ACTOR(Critic, Values, Update, Save, Restore);
+absl::StatusOr<proto::JoinWeightGroupReply> Critic::JoinTrainGroup(
+    const proto::JoinWeightGroupRequest& req) {
+  TROUPE_RETURN_IF_ERROR(CheckRestored());
+  const int size = config_.data_parallel_size();
+  if (size < 2) {
+    return absl::FailedPreconditionError(
+        "Critic.JoinTrainGroup: this critic is alone (data_parallel_size 1)");
+  }
+  if (req.world_size() != size || req.rank() < 0 || req.rank() >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("Critic.JoinTrainGroup: rank ", req.rank(),
+                                                   " of ", req.world_size(),
+                                                   ", data_parallel_size is ", size));
+  }
+  if (services_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "Critic.JoinTrainGroup: the critic is not part of a cluster");
+  }
+  if (train_group_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("Critic.JoinTrainGroup: already rank ", rank_,
+                                                      " of group ", train_group_->name()));
+  }
+  // An update's forward and backward passes on the slowest rank fall inside one operation's wait.
+  TROUPE_ASSIGN_OR_RETURN(
+      train_group_, collective::CollectiveGroup::Create(
+                        &services_->kv(), {.name = absl::StrCat(req.group_name(), ".", req.epoch()),
+                                           .world_size = size,
+                                           .rank = req.rank(),
+                                           .timeout = absl::Minutes(10),
+                                           .gloo_host = context().node_address()}));
+  train_collective_ = std::make_unique<GroupCollective>(train_group_.get());
+  if (absl::Status s = core_->EnableDataParallel(train_collective_.get()); !s.ok()) {
+    train_collective_.reset();
+    (void)train_group_->Destroy();
+    train_group_.reset();
+    return s;
+  }
+  rank_ = req.rank();
+  proto::JoinWeightGroupReply reply;
+  reply.set_weight_version(core_->optimizer_steps());
+  return reply;
+}
+
+TROUPE_REGISTER_ACTOR(Critic, Values, Update, Save, Restore, JoinTrainGroup);
 
 }  // namespace troupe::actors

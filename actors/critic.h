@@ -3,7 +3,8 @@
 // writes checkpoints it can resume from (Save).
 //
 // CriticCore is the computation (testable without an actor system); Critic is the registered
-// actor around it (type "Critic", methods Values, Update, Save, Restore).
+// actor around it (type "Critic", methods Values, Update, Save, Restore,
+// JoinTrainGroup).
 //
 // Restarts: a Critic actor that was restarted (ActorContext::num_restarts() > 0) lost the weights
 // and optimizer state it had trained; its new instance holds its initial ones, which would give
@@ -56,18 +57,42 @@
 // optimizer fields); a model or checkpoint that cannot be loaded is its loader's error. A LibTorch
 // error in any call is INTERNAL.
 //
+// Data parallelism (config.data_parallel_size = N > 1; actors.critic.replicas): the driver spawns
+// N critics and calls JoinTrainGroup on each (rank r of N, group "<name>.<epoch>"): they form a
+// Gloo collective group (actors/group_collective.h) and CriticCore::EnableDataParallel makes each
+// a rank (rank 0's weights broadcast to the others). Every rank then gets every Update and
+// computes the same whole-batch returns, then trains on its own token-balanced contiguous share of
+// each mini-batch (trainers::BalancedShare over the rows' prompt + response tokens; a rank may get
+// none) in micro-batches of micro_batch_size, each micro-batch's loss weighed against the whole
+// mini-batch's terms (trainers::Trainer::Step with group_weight: its response tokens under
+// token-mean, its sequences otherwise); the gradients are summed over the group before each
+// optimizer step (trainers/data_parallel.h), so the ranks' weights stay identical and equal one
+// critic's on the whole batch up to float rounding. vf_clipfrac and vpred_mean are summed over
+// the ranks before they are reported, so every rank's reply carries the group's metrics. In a
+// group a non-finite loss is seen by every rank in the group's loss (one rank's closure does not
+// fail alone, which would leave the others waiting in the gradient sums), so every rank returns
+// the divergence error of the same mini-batch and is poisoned. Every rank must get every Update.
+// Values and Save need no group: the driver asks rank 0 (the state is the same on every rank).
+// A member of a group is not restored alone: Restore is FAILED_PRECONDITION there (a multi-rank
+// critic is not restarted; the job spec refuses actors.critic.max_restarts != 0 for it).
+//
 // Thread-safety: none; one caller at a time (the Critic actor's mailbox).
 #ifndef TROUPE_ACTORS_CRITIC_H_
 #define TROUPE_ACTORS_CRITIC_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/actor_config.pb.h"
 #include "proto/rl.pb.h"
 #include "runtime/actor.h"
+#include "runtime/collective/collective_group.h"
+#include "trainers/data_parallel.h"
 #include "trainers/losses.h"
 #include "trainers/train_step.h"
 
@@ -107,8 +132,19 @@ class CriticCore {
   // (the temporary directory removed, req.dir absent).
   absl::StatusOr<proto::CriticSaveReply> Save(const proto::CriticSaveRequest& req);
 
+  // Makes this core a rank of `collective`'s data-parallel group (see the file comment; not
+  // owned, must outlive the core): rank 0's weights are broadcast to the others first, so the
+  // group starts from one set of weights. INVALID_ARGUMENT if config.data_parallel_size differs
+  // from the group's size; FAILED_PRECONDITION for no group or when already in one; the
+  // collective's errors.
+  absl::Status EnableDataParallel(trainers::GradientCollective* collective);
+  // The group's gradient sums so far (null alone).
+  const trainers::ReducerStats* reducer_stats() const { return trainer_->reducer_stats(); }
+
   // Optimizer steps taken since the initial weights (restored on resume).
   int64_t optimizer_steps() const { return trainer_->step(); }
+  // The value model's parameters (shared storage, not copies), in the module's order.
+  std::vector<at::Tensor> Parameters() const;
 
  private:
   CriticCore() = default;
@@ -116,6 +152,11 @@ class CriticCore {
   // Per-position values [B, L - 1] aligned with batch.targets (differentiable in grad mode).
   absl::StatusOr<at::Tensor> PositionValues(const SequenceBatch& batch);
   absl::StatusOr<proto::TrainStepReply> UpdateImpl(const proto::TrainStepRequest& req);
+  // This rank's share [begin, end) of rows [begin, end) of `batch` (all of them alone).
+  std::pair<int64_t, int64_t> RowShare(const SequenceBatch& batch, int64_t begin,
+                                       int64_t end) const;
+  // Sums each *value over the data-parallel group in place (nothing alone).
+  absl::Status SumOverGroup(const std::vector<double*>& values);
 
   proto::CriticConfig config_;
   std::shared_ptr<models::ValueModelImpl> model_;
@@ -125,6 +166,7 @@ class CriticCore {
   int64_t pad_id_ = 0;
   // OK until the critic diverges; then the error every call returns.
   absl::Status poisoned_;
+  trainers::GradientCollective* collective_ = nullptr;  // data parallelism; not owned
 };
 
 class Critic : public Actor {
@@ -137,18 +179,33 @@ class Critic : public Actor {
   absl::StatusOr<proto::CriticSaveReply> Save(const proto::CriticSaveRequest& req);
   // Replaces the state with req.dir's (a Save directory; "" = the initial weights), as CriticCore
   // loads a resume_dir; the critic serves again. On an error the current state is kept (still
-  // refusing if it was).
+  // refusing if it was). FAILED_PRECONDITION for a rank of a data-parallel group (not restored).
   absl::StatusOr<proto::CriticRestoreReply> Restore(const proto::CriticRestoreRequest& req);
+  // Forms the critics' data-parallel group (see the file comment), blocking until every rank
+  // joined (or 10 minutes); reply.weight_version = the optimizer steps taken. FAILED_PRECONDITION
+  // alone (data_parallel_size 1), outside a cluster, when already in a group or while a restarted
+  // critic waits for its Restore; INVALID_ARGUMENT if world_size is not data_parallel_size or
+  // rank is out of range; the group's and EnableDataParallel's errors (the group then left).
+  absl::StatusOr<proto::JoinWeightGroupReply> JoinTrainGroup(
+      const proto::JoinWeightGroupRequest& req);
 
  private:
-  Critic(proto::CriticConfig config, std::unique_ptr<CriticCore> core, int restarts)
-      : config_(std::move(config)),
+  Critic(ActorServices* services, proto::CriticConfig config, std::unique_ptr<CriticCore> core,
+         int restarts)
+      : services_(services),
+        config_(std::move(config)),
         core_(std::move(core)),
         restarts_(restarts),
         needs_restore_(restarts > 0) {}
   // DATA_LOSS while a restarted critic waits for its Restore; OK otherwise.
   absl::Status CheckRestored() const;
 
+  ActorServices* const services_;  // null outside a cluster
+  // The data-parallel group and the core's view of it (declared before core_, which uses it, so
+  // that the core is destroyed first).
+  std::unique_ptr<collective::CollectiveGroup> train_group_;
+  std::unique_ptr<trainers::GradientCollective> train_collective_;
+  int rank_ = 0;
   proto::CriticConfig config_;
   std::unique_ptr<CriticCore> core_;
   int restarts_;

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/checkpointer.h"
+#include "actors/group_collective.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "metrics/metric_catalog.h"
@@ -15,26 +16,6 @@
 #include "trainers/torch_op_spans.h"
 
 namespace troupe::actors {
-namespace {
-
-// A trainer group's collective operations over runtime/collective (Gloo on CPU).
-class GroupCollective : public trainers::GradientCollective {
- public:
-  explicit GroupCollective(collective::CollectiveGroup* group) : group_(group) {}
-  int rank() const override { return group_->rank(); }
-  int world_size() const override { return group_->world_size(); }
-  absl::Status AllReduceSum(absl::Span<const at::Tensor> tensors) override {
-    return group_->AllReduce(tensors, collective::ReduceOp::kSum);
-  }
-  absl::Status Broadcast(absl::Span<const at::Tensor> tensors, int root) override {
-    return group_->Broadcast(tensors, root);
-  }
-
- private:
-  collective::CollectiveGroup* const group_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const ActorContext& ctx) {
   TROUPE_ASSIGN_OR_RETURN(proto::TrainerConfig config, ctx.ConfigAs<proto::TrainerConfig>());

@@ -72,8 +72,10 @@ void WalkResources(Section& r, ActorResources* out) {
 }
 
 // One kind of actor; the checkpointer's own keys follow in the same section (`finish` false).
+// `max_restarts_default`: the default's text when it depends on other keys (nullptr: the value).
 Section WalkActorGroup(Section& actors, absl::string_view kind, ActorGroupSpec* group,
-                       Range replicas, const KeyOpts& replicas_opts, bool finish = true) {
+                       Range replicas, const KeyOpts& replicas_opts, bool finish = true,
+                       const char* max_restarts_default = nullptr) {
   Section g = actors.Sub(kind);
   g.String("type", &group->type,
            {.doc = "registered actor type of the role; the recipe checks it serves the role's "
@@ -99,7 +101,8 @@ Section WalkActorGroup(Section& actors, absl::string_view kind, ActorGroupSpec* 
          {.doc = kPlacementDoc, .write_if = group->placement.has_value(), .default_text = "none"},
          PlacementHints());
   g.Int("max_restarts", &group->max_restarts, AtLeast(-1),
-        {.doc = "restarts after a crash; -1 = unlimited (Ray)"});
+        {.doc = "restarts after a crash; -1 = unlimited (Ray)",
+         .default_text = max_restarts_default});
   g.Json("config", &group->config,
          {.doc = "merged over the config the recipe derives from the typed sections (its keys "
                  "win); for troupe's own actor types, fields of that type's message in "
@@ -118,18 +121,21 @@ void WalkActors(Section& top, JobSpec& spec) {
   WalkActorGroup(a, "rollout", &actors.rollout, Positive(), replicas);
   WalkActorGroup(a, "reward", &actors.reward, Positive(), replicas);
   WalkActorGroup(a, "reference", &actors.reference, NonNegative(), replicas);
-  // The trainer: one data-parallel group of `replicas` ranks. At most one critic.
+  // The trainer and the critic: each one data-parallel group of `replicas` ranks.
   WalkActorGroup(a, "trainer", &actors.trainer, Positive(),
                  {.doc = "ranks of the trainer's data-parallel group: each trains on a "
                          "token-balanced share of every mini-batch, the gradients summed over "
                          "the group (Gloo) before one optimizer step in lockstep; rank 0 "
                          "publishes the weights and checkpoints"});
-  constexpr char kOneRank[] = "data-parallel training of the critic does not exist yet";
-  WalkActorGroup(a, "critic", &actors.critic, Because(Closed(0, 1), kOneRank),
-                 {.doc = "instances of the role: 1 for recipe ppo (adv_estimator gae, the default "
-                         "there), else 0 (the critic trains on one actor; data-parallel training "
-                         "of the critic does not exist yet)",
-                  .default_text = "0; 1 with adv_estimator gae"});
+  WalkActorGroup(a, "critic", &actors.critic, NonNegative(),
+                 {.doc = "ranks of the critic's data-parallel group (recipe ppo with adv_estimator "
+                         "gae, the default there; else 0): each trains on a token-balanced share "
+                         "of every mini-batch, the gradients summed over the group (Gloo) before "
+                         "one optimizer step in lockstep; rank 0 computes the values and writes "
+                         "the checkpoints. A critic of 2 or more ranks is not restarted "
+                         "(max_restarts 0)",
+                  .default_text = "0; 1 with adv_estimator gae"},
+                 /*finish=*/true, /*max_restarts_default=*/"3; 0 with replicas > 1");
   WalkActorGroup(a, "replay_buffer", &actors.replay_buffer, Closed(1, 1), replicas);
   CheckpointerSpec& c = actors.checkpointer;
   Section checkpointer =

@@ -128,6 +128,11 @@ void Resolve(JobSpec& s, const Context& ctx) {
   if (s.algorithm.adv_estimator == proto::ADV_ESTIMATOR_GAE && !written("actors.critic.replicas")) {
     s.actors.critic.replicas = 1;
   }
+  // A data-parallel critic is not restarted (a restarted rank would no longer hold its group's
+  // state; recipes/online/ppo_recipe.cc).
+  if (s.actors.critic.replicas > 1 && !written("actors.critic.max_restarts")) {
+    s.actors.critic.max_restarts = 0;
+  }
 }
 
 // Rules between keys, then the written keys that are not read; run only when every key was valid

@@ -51,8 +51,9 @@
 // recipes/sft/sft_recipe.h).
 //
 // Rules between keys (checked once every key is valid on its own): algorithm.n >= 2 for grpo; a
-// critic (actors.critic.replicas: 1; one trainer and at most one critic, as no recipe trains a
-// model on several actors yet) exactly when adv_estimator is gae; a reference
+// critic (actors.critic.replicas >= 1: the ranks of its data-parallel group, as the trainer's
+// replicas are; a critic of several ranks is not restarted, max_restarts 0 by default) exactly
+// when adv_estimator is gae; a reference
 // (actors.reference.replicas >= 1) when algorithm.kl.coef > 0; rollout.max_new_tokens <=
 // data.max_response_length; warmup steps < total steps (trainer and sft);
 // trainer.micro_batch_size <= data.train_batch_size x algorithm.n; model.init: sft only for a
@@ -379,8 +380,10 @@ struct ActorsSpec {
   ActorGroupSpec reward = DefaultActorGroup("RewardServer", 1, 0, 3);
   ActorGroupSpec reference = DefaultActorGroup("Reference", 1, 1, 3);
   // The trainer is not restarted: its weights and optimizer are the run's (a failed run resumes
-  // from its checkpoint with --resume). A restarted critic resumes from its newest checkpoint and
-  // a restarted replay buffer from the driver's record (recipes/online/online_recipe.cc).
+  // from its checkpoint with --resume). A restarted critic of one rank resumes from its newest
+  // checkpoint (one of several ranks is not restarted: max_restarts resolves to 0 with
+  // replicas > 1) and a restarted replay buffer from the driver's record
+  // (recipes/online/online_recipe.cc).
   ActorGroupSpec trainer = DefaultActorGroup("Trainer", 1, 1, 0);
   ActorGroupSpec critic = DefaultActorGroup("Critic", 0, 1, 3);
   ActorGroupSpec replay_buffer = DefaultActorGroup("ReplayBuffer", 1, 0, 3);

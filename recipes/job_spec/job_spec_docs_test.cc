@@ -56,16 +56,18 @@ TEST(JobSpecDocs, TypesRangesAndDefaultsComeFromTheParser) {
   EXPECT_THAT(SpecKeysMarkdown(), HasSubstr("| `algorithm.kl.coef` | a non-negative number | "));
 }
 
-// The reference says what the recipes accept: trainer ranks, at most one critic (more refused).
+// The reference says what the recipes accept: trainer ranks, critic ranks (not restarted).
 TEST(JobSpecDocs, TheReplicasOfTheTrainerAndTheCriticAreWhatTheRecipesRun) {
   std::map<std::string, SpecKeyInfo> by_path;
   for (const SpecKeyInfo& k : DescribeSpecKeys("arithmetic")) by_path[k.path] = k;
   EXPECT_EQ(by_path["actors.trainer.replicas"].type, "a positive integer");
-  EXPECT_EQ(by_path["actors.critic.replicas"].type, "an integer in [0, 1]");
+  EXPECT_EQ(by_path["actors.critic.replicas"].type, "a non-negative integer");
   EXPECT_EQ(by_path["actors.critic.replicas"].default_value, "0; 1 with adv_estimator gae");
+  EXPECT_EQ(by_path["actors.critic.max_restarts"].default_value, "3; 0 with replicas > 1");
+  EXPECT_EQ(by_path["actors.trainer.max_restarts"].default_value, "0");
   EXPECT_THAT(by_path["actors.trainer.replicas"].doc, HasSubstr("data-parallel group"));
-  EXPECT_THAT(by_path["actors.critic.replicas"].doc,
-              HasSubstr("data-parallel training of the critic does not exist yet"));
+  EXPECT_THAT(by_path["actors.critic.replicas"].doc, HasSubstr("critic's data-parallel group"));
+  EXPECT_THAT(by_path["actors.critic.replicas"].doc, HasSubstr("is not restarted"));
   EXPECT_EQ(by_path["actors.rollout.replicas"].type, "a positive integer");
   EXPECT_THAT(SpecKeysMarkdown(),
               HasSubstr("| `actors.trainer.replicas` | a positive integer | 1 | "));

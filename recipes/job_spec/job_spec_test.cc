@@ -1250,17 +1250,26 @@ TEST(JobSpecPaths, ValidateFilesNeverEchoesWhatAFileHolds) {
 // A spec promises only what runs
 // ------------------------------------------------------------------------------------------------
 
-// The trainer is a data-parallel group of any size; more than one critic is refused where it is
-// written, with the reason (and docs/job_spec.md says so: job_spec_docs_test).
-TEST(JobSpecActors, TrainerRanksAndAtMostOneCritic) {
+// The trainer and the critic are data-parallel groups of any size (docs/job_spec.md says so:
+// job_spec_docs_test); a critic of several ranks is not restarted unless the spec says so (which
+// recipe ppo refuses: online_config_test).
+TEST(JobSpecActors, TrainerAndCriticRanks) {
   EXPECT_EQ(Parse(kBase, {"actors.trainer.replicas=3"}).actors.trainer.replicas, 3);
   EXPECT_EQ(ParseError(kBase, {"actors.trainer.replicas=0"}),
             "override actors.trainer.replicas=0: actors.trainer.replicas: expected a positive "
             "integer, got 0");
-  EXPECT_EQ(ParseError(kBase + std::string("recipe: ppo\nactors: {critic: {replicas: 2}}\n")),
-            "job.yaml:6:29: actors.critic.replicas: expected an integer in [0, 1], got 2 "
-            "(data-parallel training of the critic does not exist yet)");
-  EXPECT_EQ(Parse(kBase, {"recipe=ppo"}).actors.critic.replicas, 1);
+  const JobSpec two = Parse(kBase + std::string("recipe: ppo\nactors: {critic: {replicas: 2}}\n"));
+  EXPECT_EQ(two.actors.critic.replicas, 2);
+  EXPECT_EQ(two.actors.critic.max_restarts, 0);
+  EXPECT_EQ(Parse(kBase, {"recipe=ppo", "actors.critic.replicas=2", "actors.critic.max_restarts=2"})
+                .actors.critic.max_restarts,
+            2);
+  EXPECT_EQ(ParseError(kBase, {"recipe=ppo", "actors.critic.replicas=-1"}),
+            "override actors.critic.replicas=-1: actors.critic.replicas: expected a "
+            "non-negative integer, got -1");
+  const JobSpec one = Parse(kBase, {"recipe=ppo"});
+  EXPECT_EQ(one.actors.critic.replicas, 1);
+  EXPECT_EQ(one.actors.critic.max_restarts, 3);
   EXPECT_EQ(Parse(kBase).actors.trainer.replicas, 1);
 }
 

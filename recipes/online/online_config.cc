@@ -256,18 +256,19 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
   if (!ppo && spec.actors.critic.replicas > 0) {
     refuse("actors.critic.replicas", absl::StrCat("recipe ", recipe, " has no critic"));
   }
-  // (One critic at most: the parser refuses more, job_spec.h.) Every trainer rank needs rows of
-  // every mini-batch: a mini-batch of mini_batch_size groups (the batch with 0) of algorithm.n
-  // samples (dpo: one pair per group).
   if (spec.trainer.sharding != proto::SHARDING_NONE && spec.actors.trainer.replicas < 2) {
     refuse("trainer.sharding",
            "shards the trainer's state over its ranks, and actors.trainer.replicas is 1: there "
            "is nothing to shard over (set replicas >= 2, or sharding: none)");
   }
+  // Every trainer (and critic) rank needs rows of every mini-batch: a mini-batch of
+  // mini_batch_size groups (the batch with 0) of algorithm.n samples (dpo: one pair per group).
+  const int64_t mini_batch_groups =
+      spec.trainer.mini_batch_size > 0
+          ? std::min(spec.trainer.mini_batch_size, spec.data.train_batch_size)
+          : spec.data.train_batch_size;
   if (const int64_t ranks = spec.actors.trainer.replicas; ranks > 1) {
-    const int64_t groups = spec.trainer.mini_batch_size > 0
-                               ? std::min(spec.trainer.mini_batch_size, spec.data.train_batch_size)
-                               : spec.data.train_batch_size;
+    const int64_t groups = mini_batch_groups;
     const int64_t units = dpo ? groups : groups * spec.algorithm.n;
     if (units < ranks) {
       refuse("actors.trainer.replicas",
@@ -275,6 +276,26 @@ absl::Status CheckOnlineRlSpec(const JobSpec& spec, absl::string_view recipe) {
                           dpo ? " preference pairs" : " sequences",
                           " (data.train_batch_size, trainer.mini_batch_size",
                           dpo ? "" : ", algorithm.n", "): every rank needs a share"));
+    }
+  }
+  if (const int64_t ranks = spec.actors.critic.replicas; ppo && ranks > 1) {
+    // The critic's mini-batches are the trainer's (trainer.mini_batch_size).
+    const int64_t sequences = mini_batch_groups * spec.algorithm.n;
+    if (sequences < ranks) {
+      refuse("actors.critic.replicas",
+             absl::StrCat(ranks, " critic ranks, but a mini-batch has only ", sequences,
+                          " sequences (data.train_batch_size, trainer.mini_batch_size, "
+                          "algorithm.n): every rank needs a share"));
+    }
+    // A restarted rank would hold its initial weights beside ranks that trained: the group is
+    // not re-formed, so a rank that dies ends the run (resume it from its checkpoint).
+    if (spec.actors.critic.max_restarts != 0) {
+      refuse("actors.critic.max_restarts",
+             absl::StrCat("a critic of ", ranks,
+                          " data-parallel ranks is not restarted (a restarted rank would leave "
+                          "its group and the state the group trained; a run whose critic rank "
+                          "dies ends, and --resume continues it from its checkpoint): set it to 0 "
+                          "(the default with replicas > 1)"));
     }
   }
   if (!spec.reward.model.empty()) {
@@ -507,6 +528,8 @@ proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& mode
   c.set_gamma(a.gamma);
   c.set_lam(a.lam);
   c.set_kl_type(a.kl.type);
+  c.set_data_parallel_size(static_cast<int32_t>(std::max<int64_t>(1, spec.actors.critic.replicas)));
+  c.set_grad_bucket_mb(kGradBucketMb);
   c.set_activation_checkpointing(t.activation_checkpointing);
   return c;
 }

@@ -53,7 +53,8 @@ bool NeedsReference(const JobSpec& spec);
 // The critic's config (recipe ppo): the initial weights (the policy's backbone with a new value
 // head), the optimizer as the trainer's but the learning rate (CriticConfig's default, or
 // actors.critic.config.lr), the same epochs and mini-batches, GAE's gamma and lam, the KL
-// estimator of the KL in the reward, and a critic checkpoint to resume from.
+// estimator of the KL in the reward, a critic checkpoint to resume from, and its data-parallel
+// group's size (actors.critic.replicas, at least 1) and gradient buckets.
 proto::CriticConfig PpoCriticConfig(const JobSpec& spec, const std::string& model_dir,
                                     const std::string& resume_dir);
 

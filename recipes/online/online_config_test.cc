@@ -289,6 +289,42 @@ TEST(OnlineSpec, TrainerRanksReachTheTrainerAndEachNeedsAShareOfEveryMiniBatch) 
               HasSubstr("3 trainer ranks, but a mini-batch has only 2 preference pairs"));
 }
 
+// The critic's ranks reach its config, are not restarted, and each needs a share of every
+// mini-batch.
+TEST(PpoSpec, CriticRanksReachTheCriticAreNotRestartedAndEachNeedsAShareOfEveryMiniBatch) {
+  const auto parse = [](std::vector<std::string> overrides) {
+    overrides.insert(overrides.begin(), "recipe=ppo");
+    absl::StatusOr<JobSpec> spec = ParseJobSpec(kBase, "job.yaml", overrides);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return *std::move(spec);
+  };
+  const JobSpec one = parse({});
+  EXPECT_EQ(one.actors.critic.max_restarts, 3);
+  EXPECT_EQ(PpoCriticConfig(one, "m", "").data_parallel_size(), 1);
+  const JobSpec two =
+      parse({"data.train_batch_size=2", "algorithm.n=2", "actors.critic.replicas=4"});
+  EXPECT_TRUE(CheckPpoSpec(two).ok()) << CheckPpoSpec(two);
+  EXPECT_EQ(two.actors.critic.max_restarts, 0);  // resolved: a critic group is not restarted
+  const proto::CriticConfig c = PpoCriticConfig(two, "m", "");
+  EXPECT_EQ(c.data_parallel_size(), 4);
+  EXPECT_GT(c.grad_bucket_mb(), 0);
+  const JobSpec many =
+      parse({"data.train_batch_size=2", "algorithm.n=2", "actors.critic.replicas=5"});
+  EXPECT_THAT(std::string(CheckPpoSpec(many).message()),
+              HasSubstr("actors.critic.replicas: 5 critic ranks, but a mini-batch has only 4 "
+                        "sequences"));
+  const JobSpec mini = parse({"data.train_batch_size=4", "algorithm.n=2",
+                              "trainer.mini_batch_size=1", "actors.critic.replicas=3"});
+  EXPECT_THAT(std::string(CheckPpoSpec(mini).message()),
+              HasSubstr("3 critic ranks, but a mini-batch has only 2 sequences"));
+  const JobSpec restarts = parse({"actors.critic.replicas=2", "actors.critic.max_restarts=1"});
+  EXPECT_THAT(std::string(CheckPpoSpec(restarts).message()),
+              HasSubstr("override actors.critic.max_restarts=1: actors.critic.max_restarts: a "
+                        "critic of 2 data-parallel ranks is not restarted"));
+  EXPECT_TRUE(
+      CheckPpoSpec(parse({"actors.critic.replicas=2", "actors.critic.max_restarts=0"})).ok());
+}
+
 TEST(PpoSpec, TheExampleJobIsHonouredAndItsKeysReachTheCriticAndTrainer) {
   absl::StatusOr<JobSpec> spec = LoadJobSpec("examples/ppo_arith.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();

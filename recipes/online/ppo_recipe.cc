@@ -7,22 +7,37 @@
 //   Update ─▶ Critic.Values ─▶ AdvanceUpdate ─┬─▶ Trainer.Step  ─┬─▶ TakeUpdate ─▶ FinishStep
 //                                             └─▶ Critic.Update ─┘   (the critic's metrics merged)
 //
+// The critic's ranks (actors.critic.replicas = N > 1): the driver spawns N critics and forms their
+// data-parallel group (Critic.JoinTrainGroup, rank r of N, group "<job>/critic.0"); every rank
+// gets every Critic.Update and trains on its share of the batch (actors/critic.h), and the step
+// takes rank 0's reply (the group's metrics) once every rank replied; an error of any rank fails
+// the step, naming the rank. Rank 0 alone computes the values and writes the checkpoints (the
+// ranks hold one state).
+//
 // Checkpoints hold the critic's state in <ckpt dir>/critic/step_N (Critic.Save), which a resumed
 // run needs. A critic whose values or loss are not finite fails the run at that step (no
-// checkpoint of it is written; the earlier ones stay). A critic that dies is restored from its
-// newest checkpoint (at first the state it started from), losing the updates since
+// checkpoint of it is written; the earlier ones stay). A critic of one rank that dies is restored
+// from its newest checkpoint (at first the state it started from), losing the updates since
 // (RunResult::critic_updates_lost); without checkpoints (actors.checkpointer.every_steps = 0) a
-// critic that had been updated cannot be, and the run ends saying so.
+// critic that had been updated cannot be, and the run ends saying so. A critic of several ranks
+// is not restarted (the spec refuses actors.critic.max_restarts != 0 for it: a restarted rank
+// would leave its group and the state the group trained, and the survivors' update of the step
+// could have been partly applied): a rank that dies ends the run, which --resume continues from
+// its newest checkpoint (the critic's through rank 0). Calls that only rank 0 serves (values,
+// checkpoints) are sent again after a lost reply as for one critic; an update is not.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "actors/critic.h"
@@ -71,15 +86,45 @@ class PpoRecipe final : public OnlineRecipe {
   absl::Status SpawnRecipeRoles() override {
     TROUPE_ASSIGN_OR_RETURN(
         critic_group_,
-        SpawnGroup(RoleOptions(prefix_, actors::roles::kCritic, spec_.actors.critic, 1,
+        SpawnGroup(RoleOptions(prefix_, actors::roles::kCritic, spec_.actors.critic,
+                               std::max<int64_t>(1, spec_.actors.critic.replicas),
                                ConfigJson(PpoCriticConfig(spec_, policy_dir_, critic_resume_)))));
     return absl::OkStatus();
   }
 
   absl::Status RecipeRolesUp() override {
     TROUPE_RETURN_IF_ERROR(critic_group_.WaitAlive());
-    TROUPE_ASSIGN_OR_RETURN(critic_, critic_group_.As<actors::Critic>(0));
+    TROUPE_ASSIGN_OR_RETURN(std::vector<ActorHandle<actors::Critic>> ranks,
+                            critic_group_.AllAs<actors::Critic>());
+    critic_ = ranks[0];
+    critic_peers_.assign(ranks.begin() + 1, ranks.end());
+    TROUPE_RETURN_IF_ERROR(FormCriticGroup(ranks));
     critic_restore_dir_ = critic_resume_;
+    return absl::OkStatus();
+  }
+
+  // The critic's ranks form their data-parallel group: every rank joins at once (the group forms
+  // when all have), rank r of N.
+  absl::Status FormCriticGroup(const std::vector<ActorHandle<actors::Critic>>& ranks) {
+    if (ranks.size() < 2) return absl::OkStatus();
+    std::vector<Future<proto::JoinWeightGroupReply>> joins;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      proto::JoinWeightGroupRequest req;
+      req.set_group_name(absl::StrCat(prefix_, "/critic"));
+      req.set_epoch(0);
+      req.set_rank(static_cast<int32_t>(r));
+      req.set_world_size(static_cast<int32_t>(ranks.size()));
+      joins.push_back(ranks[r].Call(&actors::Critic::JoinTrainGroup, std::move(req),
+                                    {.timeout = options_.weight_group_timeout}));
+    }
+    for (size_t r = 0; r < joins.size(); ++r) {
+      if (absl::StatusOr<proto::JoinWeightGroupReply> joined = joins[r].Get(); !joined.ok()) {
+        return absl::Status(joined.status().code(),
+                            absl::StrCat("critic rank ", r, " could not join the critic group: ",
+                                         joined.status().message()));
+      }
+    }
+    state_.Log(absl::StrCat("critic group formed: ", ranks.size(), " data-parallel ranks"));
     return absl::OkStatus();
   }
 
@@ -149,9 +194,39 @@ class PpoRecipe final : public OnlineRecipe {
     if (!warming_up()) SendPolicyUpdate(std::move(req));
   }
 
+  // Every rank of the critic group gets the whole batch and trains on its share of it.
   void SendCriticUpdate() {
+    critic_peer_updates_.clear();
+    for (const ActorHandle<actors::Critic>& peer : critic_peers_) {
+      critic_peer_updates_.push_back(wake_.Watch(peer.Call(
+          &actors::Critic::Update, *critic_request_, {.timeout = options_.train_timeout})));
+    }
     critic_update_ = wake_.Watch(critic_.Call(&actors::Critic::Update, *critic_request_,
                                               {.timeout = options_.train_timeout}));
+  }
+
+  // Once every rank of a critic group replied (rank 0's reply `rank0`): OK if every rank's update
+  // succeeded, else an error (the first failing rank's code) naming each failing rank with its
+  // error (a rank that died, and the ranks whose gradient sums failed with it).
+  absl::Status CriticGroupStatus(const absl::Status& rank0) {
+    std::vector<std::string> failures;
+    absl::StatusCode code = absl::StatusCode::kOk;
+    const auto add = [&](size_t rank, const absl::Status& s) {
+      if (s.ok()) return;
+      if (code == absl::StatusCode::kOk) code = s.code();
+      failures.push_back(absl::StrCat("critic rank ", rank, ": ", s.message()));
+    };
+    add(0, rank0);
+    for (size_t r = 0; r < critic_peer_updates_.size(); ++r) {
+      add(r + 1, critic_peer_updates_[r].Get().status());
+    }
+    critic_peer_updates_.clear();
+    if (failures.empty()) return absl::OkStatus();
+    return absl::Status(code, absl::StrCat("step ", state_.step() + 1, ": the update of ",
+                                           failures.size(), " of ", critic_peers_.size() + 1,
+                                           " critic ranks failed (a data-parallel critic is not "
+                                           "restarted): ",
+                                           absl::StrJoin(failures, "; ")));
   }
 
   // The trainer's reply (during the critic's warm-up, the step without a policy update: the
@@ -159,9 +234,14 @@ class PpoRecipe final : public OnlineRecipe {
   // its last good checkpoint intact.
   absl::StatusOr<std::optional<proto::TrainStepReply>> TakeUpdate() override {
     if (valuing_.has_value()) return std::nullopt;
-    if (critic_update_ && critic_update_->ready()) {
+    const bool peers_ready =
+        std::all_of(critic_peer_updates_.begin(), critic_peer_updates_.end(),
+                    [](const Future<proto::TrainStepReply>& f) { return f.ready(); });
+    if (critic_update_ && critic_update_->ready() && peers_ready) {
       absl::StatusOr<proto::TrainStepReply> critic = critic_update_->Get();
       critic_update_.reset();
+      // A group's update is not sent again: any rank's error ends the step.
+      if (!critic_peers_.empty()) TROUPE_RETURN_IF_ERROR(CriticGroupStatus(critic.status()));
       if (!critic.ok()) {
         // Died under the update: restored, then the same update again (the trainer's goes on).
         absl::Status again = RecoverCritic(critic.status());
@@ -207,6 +287,12 @@ class PpoRecipe final : public OnlineRecipe {
   // as it is; so is the last of RetryOptions::max_attempts failures in a row.
   absl::Status RecoverCritic(const absl::Status& error) {
     if (!IsRetryable(error) && !absl::IsDataLoss(error)) return error;
+    if (absl::IsDataLoss(error) && !critic_peers_.empty()) {
+      return absl::Status(
+          error.code(),
+          absl::StrCat("critic rank 0 restarted, and a critic of ", critic_peers_.size() + 1,
+                       " data-parallel ranks is not restored: ", error.message()));
+    }
     const int max_attempts = std::max(1, options_.retry.max_attempts);
     if (++critic_failures_ >= max_attempts) {
       return absl::Status(error.code(), absl::StrCat("the critic failed ", critic_failures_,
@@ -298,7 +384,8 @@ class PpoRecipe final : public OnlineRecipe {
 
   ActorGroup critic_group_;
   std::string critic_resume_;  // the critic's checkpoint to resume from ("" = a fresh critic)
-  ActorHandle<actors::Critic> critic_;
+  ActorHandle<actors::Critic> critic_;  // rank 0: values, checkpoints, the step's metrics
+  std::vector<ActorHandle<actors::Critic>> critic_peers_;  // ranks 1..N-1 of a critic group
   // A restarted critic: the state it is restored from (its newest checkpoint, at first the one it
   // started from), the updates it has had (counted by this run) and those in that state.
   std::string critic_restore_dir_;
@@ -312,6 +399,7 @@ class PpoRecipe final : public OnlineRecipe {
   std::optional<proto::TrainStepRequest> valued_;
   std::optional<Future<proto::ValuesReply>> valuing_;
   std::optional<Future<proto::TrainStepReply>> critic_update_;
+  std::vector<Future<proto::TrainStepReply>> critic_peer_updates_;  // ranks 1..N-1's
   absl::Time values_start_;
   double values_seconds_ = 0;
 };
