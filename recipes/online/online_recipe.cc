@@ -487,15 +487,23 @@ absl::StatusOr<std::optional<proto::TrainStepReply>> OnlineRecipe::TakePolicyUpd
     }
     absl::StatusOr<proto::TrainStepReply> trained = training_->Get();
     training_.reset();
-    TROUPE_RETURN_IF_ERROR(trained.status());
-    // The group's metrics are in rank 0's reply; the other ranks' only say they stepped too.
+    // The group's metrics are in rank 0's reply; the other ranks' only say they stepped too. A
+    // rank that died fails its own call and the others' collective sums: every failing rank is
+    // named, the first peer's error leading (rank 0's is then only the sums that broke).
+    std::vector<std::string> failed;
+    absl::StatusCode code = absl::StatusCode::kOk;
     for (size_t r = 0; r < training_peers_.size(); ++r) {
       if (absl::StatusOr<proto::TrainStepReply> peer = training_peers_[r].Get(); !peer.ok()) {
-        return absl::Status(peer.status().code(),
-                            absl::StrCat("trainer rank ", r + 1, ": ", peer.status().message()));
+        if (code == absl::StatusCode::kOk) code = peer.status().code();
+        failed.push_back(absl::StrCat("trainer rank ", r + 1, ": ", peer.status().message()));
       }
     }
     training_peers_.clear();
+    if (!trained.ok()) {
+      if (failed.empty()) return trained.status();
+      failed.push_back(absl::StrCat("trainer rank 0: ", trained.status().message()));
+    }
+    if (!failed.empty()) return absl::Status(code, absl::StrJoin(failed, "; "));
     return *std::move(trained);
   }
   if (!stand_in) return std::nullopt;

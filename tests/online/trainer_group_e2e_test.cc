@@ -16,6 +16,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "recipes/job_spec/job_spec.h"
@@ -220,6 +222,29 @@ TEST_F(TrainerGroupEndToEnd, PpoWithTwoTrainerAndTwoCriticRanksTrainsAsOneTraine
 // A data-parallel critic is not restarted (max_restarts resolves to 0): a rank killed between
 // steps ends the run at the next step's update, the error naming the dead rank, with the last
 // checkpoints (the critic's from rank 0) intact.
+// A trainer rank that dies (trainer ranks are not restarted yet) ends the run at the step it was
+// in, naming that rank, without waiting out the group's operation timeout; the checkpoint of the
+// step before stays whole, so --resume continues the run.
+TEST_F(TrainerGroupEndToEnd, ATrainerRankThatDiesEndsTheRunNamingIt) {
+  const std::string base = tests::FreshTestDir("group-kill");
+  const JobSpec spec = GroupJob(base, 4, 2, base + "/sft");
+  EXPECT_EQ(spec.actors.trainer.max_restarts, 0);
+  StepMetrics steps;
+  RunOptions options = Recording(&steps, "tk");
+  options.on_step = [&](int64_t step, const std::map<std::string, double>& m) {
+    steps[step] = m;
+    if (step == 2) FreezeThenKill("tk/trainer-1", std::chrono::milliseconds(1500));
+  };
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RunResult> r = RunRecipe(spec, cluster(), options);
+  ASSERT_FALSE(r.ok()) << "the run went on without trainer rank 1";
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "trainer rank 1: ")) << r.status();
+  EXPECT_LT(absl::Now() - start, absl::Minutes(3))
+      << "the group's 10-minute timeout was waited out";
+  EXPECT_EQ(steps.size(), 2u);
+  EXPECT_TRUE(std::filesystem::is_regular_file(base + "/ckpt/step_00000002/model.safetensors"));
+}
+
 TEST_F(TrainerGroupEndToEnd, ACriticRankThatDiesEndsTheRunNamingIt) {
   const std::string base = tests::FreshTestDir("ppo-group-kill");
   const JobSpec spec = PpoGroupJob(base, 4, 1, 2, base + "/sft");
