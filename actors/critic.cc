@@ -287,7 +287,7 @@ absl::StatusOr<proto::TrainStepReply> CriticCore::UpdateImpl(const proto::TrainS
       const int64_t mini_begin = group_begin[k * groups_per_mini];
       const int64_t mini_end = group_begin[std::min(num_groups, (k + 1) * groups_per_mini)];
       // This rank's rows of the mini-batch (all of them alone; maybe none in a group).
-      const auto [share_begin, share_end] = RowShare(batch, mini_begin, mini_end);
+      const auto [share_begin, share_end] = RowShare(collective_, batch, mini_begin, mini_end);
       const int64_t share_rows = share_end - share_begin;
       const int64_t per_micro = config_.micro_batch_size() > 0
                                     ? std::min(config_.micro_batch_size(), share_rows)
@@ -346,7 +346,8 @@ absl::StatusOr<proto::TrainStepReply> CriticCore::UpdateImpl(const proto::TrainS
   }
 
   // The group's token counts and sums (the loss and gradient norm are the group's already).
-  TROUPE_RETURN_IF_ERROR(SumOverGroup({&tokens, &clipped_tokens, &vpred_sum}));
+  TROUPE_RETURN_IF_ERROR(
+      trainers::SumOverGroup(collective_, {&tokens, &clipped_tokens, &vpred_sum}));
 
   proto::TrainStepReply reply;
   reply.set_step(req.step());
@@ -390,28 +391,6 @@ std::vector<at::Tensor> CriticCore::Parameters() const {
     params.push_back(item.value());
   }
   return params;
-}
-
-std::pair<int64_t, int64_t> CriticCore::RowShare(const SequenceBatch& batch, int64_t begin,
-                                                 int64_t end) const {
-  if (collective_ == nullptr) return {begin, end};
-  std::vector<int64_t> costs;
-  for (int64_t i = begin; i < end; ++i) {
-    costs.push_back(batch.prompt_lengths[i] + batch.response_lengths[i]);
-  }
-  const auto [b, e] =
-      trainers::BalancedShare(costs, collective_->world_size(), collective_->rank());
-  return {begin + b, begin + e};
-}
-
-absl::Status CriticCore::SumOverGroup(const std::vector<double*>& values) {
-  if (collective_ == nullptr || values.empty()) return absl::OkStatus();
-  std::vector<double> local;
-  for (const double* v : values) local.push_back(*v);
-  at::Tensor t = torch::tensor(local, torch::kDouble);
-  TROUPE_RETURN_IF_ERROR(collective_->AllReduceSum({t}));
-  for (size_t i = 0; i < values.size(); ++i) *values[i] = t[i].item<double>();
-  return absl::OkStatus();
 }
 
 absl::StatusOr<proto::CriticSaveReply> CriticCore::Save(const proto::CriticSaveRequest& req) {
@@ -514,32 +493,14 @@ absl::StatusOr<proto::CriticRestoreReply> Critic::Restore(const proto::CriticRes
 absl::StatusOr<proto::JoinWeightGroupReply> Critic::JoinTrainGroup(
     const proto::JoinWeightGroupRequest& req) {
   TROUPE_RETURN_IF_ERROR(CheckRestored());
-  const int size = config_.data_parallel_size();
-  if (size < 2) {
-    return absl::FailedPreconditionError(
-        "Critic.JoinTrainGroup: this critic is alone (data_parallel_size 1)");
-  }
-  if (req.world_size() != size || req.rank() < 0 || req.rank() >= size) {
-    return absl::InvalidArgumentError(absl::StrCat("Critic.JoinTrainGroup: rank ", req.rank(),
-                                                   " of ", req.world_size(),
-                                                   ", data_parallel_size is ", size));
-  }
-  if (services_ == nullptr) {
-    return absl::FailedPreconditionError(
-        "Critic.JoinTrainGroup: the critic is not part of a cluster");
-  }
   if (train_group_ != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("Critic.JoinTrainGroup: already rank ", rank_,
                                                       " of group ", train_group_->name()));
   }
-  // An update's forward and backward passes on the slowest rank fall inside one operation's wait.
   TROUPE_ASSIGN_OR_RETURN(
-      train_group_, collective::CollectiveGroup::Create(
-                        &services_->kv(), {.name = absl::StrCat(req.group_name(), ".", req.epoch()),
-                                           .world_size = size,
-                                           .rank = req.rank(),
-                                           .timeout = absl::Minutes(10),
-                                           .gloo_host = context().node_address()}));
+      train_group_, CreateTrainingGroup(services_ != nullptr ? &services_->kv() : nullptr, req,
+                                        config_.data_parallel_size(), context().node_address(),
+                                        "Critic.JoinTrainGroup"));
   train_collective_ = std::make_unique<GroupCollective>(train_group_.get());
   if (absl::Status s = core_->EnableDataParallel(train_collective_.get()); !s.ok()) {
     train_collective_.reset();

@@ -152,11 +152,6 @@ class CriticCore {
   // Per-position values [B, L - 1] aligned with batch.targets (differentiable in grad mode).
   absl::StatusOr<at::Tensor> PositionValues(const SequenceBatch& batch);
   absl::StatusOr<proto::TrainStepReply> UpdateImpl(const proto::TrainStepRequest& req);
-  // This rank's share [begin, end) of rows [begin, end) of `batch` (all of them alone).
-  std::pair<int64_t, int64_t> RowShare(const SequenceBatch& batch, int64_t begin,
-                                       int64_t end) const;
-  // Sums each *value over the data-parallel group in place (nothing alone).
-  absl::Status SumOverGroup(const std::vector<double*>& values);
 
   proto::CriticConfig config_;
   std::shared_ptr<models::ValueModelImpl> model_;

@@ -17,12 +17,28 @@
 #ifndef TROUPE_ACTORS_GROUP_COLLECTIVE_H_
 #define TROUPE_ACTORS_GROUP_COLLECTIVE_H_
 
+#include <memory>
+#include <string>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "proto/rl.pb.h"
 #include "runtime/collective/collective_group.h"
 #include "trainers/data_parallel.h"
 
 namespace troupe::actors {
+
+// The group a trainer's or critic's JoinTrainGroup asks for, as rank req.rank() of
+// `data_parallel_size`: the Gloo group "<group_name>.<epoch>" rendezvousing through `kv`,
+// listening on `gloo_host`, with 10-minute operations (a step's forward and backward passes on the
+// slowest rank fall inside one wait). FAILED_PRECONDITION when data_parallel_size < 2 (alone) or
+// `kv` is null (not in a cluster); INVALID_ARGUMENT for a rank or world size that does not fit
+// data_parallel_size; the group's errors otherwise. Messages begin with `who`.
+absl::StatusOr<std::unique_ptr<collective::CollectiveGroup>> CreateTrainingGroup(
+    collective::KvStore* kv, const proto::JoinWeightGroupRequest& req, int data_parallel_size,
+    const std::string& gloo_host, absl::string_view who);
 
 class GroupCollective : public trainers::GradientCollective {
  public:

@@ -78,6 +78,13 @@ absl::StatusOr<at::Tensor> ResponseLogprobs(models::CausalLMImpl& model,
   return logp * batch.response_mask;
 }
 
+std::pair<int64_t, int64_t> RowShare(const trainers::GradientCollective* collective,
+                                     const SequenceBatch& batch, int64_t begin, int64_t end) {
+  return trainers::RankShare(collective, begin, end, [&](int64_t i) {
+    return batch.prompt_lengths[i] + batch.response_lengths[i];
+  });
+}
+
 absl::StatusOr<SequenceBatch> SliceBatch(const SequenceBatch& batch, int64_t begin, int64_t end) {
   const int64_t n = static_cast<int64_t>(batch.prompt_lengths.size());
   if (begin < 0 || begin >= end || end > n) {

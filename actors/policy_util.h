@@ -20,6 +20,7 @@
 #include "models/transformer.h"
 #include "proto/rl.pb.h"
 #include "runtime/collective/weight_sync.h"
+#include "trainers/data_parallel.h"
 
 namespace troupe::actors {
 
@@ -49,6 +50,11 @@ struct SequenceBatch {
   at::Tensor input_ids, attention_mask, targets, response_mask;
   std::vector<int64_t> prompt_lengths, response_lengths;
 };
+
+// This rank's share of rows [begin, end) of `batch` in a data-parallel group, balanced by the
+// rows' tokens (prompt + response; trainers::RankShare); all of them when `collective` is null.
+std::pair<int64_t, int64_t> RowShare(const trainers::GradientCollective* collective,
+                                     const SequenceBatch& batch, int64_t begin, int64_t end);
 
 // INVALID_ARGUMENT for a sample with an empty prompt or response.
 absl::StatusOr<SequenceBatch> BuildBatch(const std::vector<const proto::Sample*>& samples,

@@ -96,31 +96,14 @@ absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinWeightGroup(
 
 absl::StatusOr<proto::JoinWeightGroupReply> Trainer::JoinTrainGroup(
     const proto::JoinWeightGroupRequest& req) {
-  const int size = core_->config().data_parallel_size();
-  if (size < 2) {
-    return absl::FailedPreconditionError(
-        "JoinTrainGroup: this trainer is alone (data_parallel_size 1)");
-  }
-  if (req.world_size() != size || req.rank() < 0 || req.rank() >= size) {
-    return absl::InvalidArgumentError(absl::StrCat("JoinTrainGroup: rank ", req.rank(), " of ",
-                                                   req.world_size(), ", data_parallel_size is ",
-                                                   size));
-  }
-  if (services_ == nullptr) {
-    return absl::FailedPreconditionError("JoinTrainGroup: the trainer is not part of a cluster");
-  }
   if (train_group_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("JoinTrainGroup: already rank ", rank_, " of group ", train_group_->name()));
   }
-  // A step's forward and backward passes on the slowest rank fall inside one operation's wait.
   TROUPE_ASSIGN_OR_RETURN(
-      train_group_, collective::CollectiveGroup::Create(
-                        &services_->kv(), {.name = absl::StrCat(req.group_name(), ".", req.epoch()),
-                                           .world_size = size,
-                                           .rank = req.rank(),
-                                           .timeout = absl::Minutes(10),
-                                           .gloo_host = context().node_address()}));
+      train_group_, CreateTrainingGroup(services_ != nullptr ? &services_->kv() : nullptr, req,
+                                        core_->config().data_parallel_size(),
+                                        context().node_address(), "JoinTrainGroup"));
   train_collective_ = std::make_unique<GroupCollective>(train_group_.get());
   if (absl::Status s = core_->EnableDataParallel(train_collective_.get()); !s.ok()) {
     train_collective_.reset();

@@ -504,8 +504,8 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
     } else {
       for (int64_t mini = 0; mini < num_mini; ++mini) {
         const int64_t mini_begin = mini * groups_per_mini * group_size;
-        spans.push_back(
-            RowShare(batch, mini_begin, std::min(rows, mini_begin + groups_per_mini * group_size)));
+        spans.push_back(RowShare(collective_, batch, mini_begin,
+                                 std::min(rows, mini_begin + groups_per_mini * group_size)));
       }
     }
     for (const auto& [span_begin, span_end] : spans) {
@@ -526,7 +526,7 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
       const int64_t mini_begin = mini * groups_per_mini * group_size;
       const int64_t mini_end = std::min(rows, mini_begin + groups_per_mini * group_size);
       // This rank's rows of the mini-batch (all of them alone).
-      const auto [share_begin, share_end] = RowShare(batch, mini_begin, mini_end);
+      const auto [share_begin, share_end] = RowShare(collective_, batch, mini_begin, mini_end);
       const int64_t per_micro = micro_rows(std::max<int64_t>(1, share_end - share_begin));
       const int64_t num_micro = MicroBatches(share_end - share_begin, micro_batch_size_);
       const trainers::LossFn loss_fn =
@@ -573,7 +573,7 @@ absl::Status TrainerCore::Step(const proto::TrainStepRequest& req,
   if (collective_ != nullptr) {
     std::vector<double*> sums = diagnostics.Sums();
     sums.push_back(totals.micro_batches());
-    TROUPE_RETURN_IF_ERROR(SumOverGroup(sums));
+    TROUPE_RETURN_IF_ERROR(trainers::SumOverGroup(collective_, sums));
   }
 
   totals.Report(reply);
@@ -663,21 +663,14 @@ absl::Status TrainerCore::PreferenceStep(const proto::TrainStepRequest& req,
       const int64_t unit_end = first_unit_of((mini + 1) * groups_per_mini);
       if (unit_begin == unit_end) continue;  // no group of this mini-batch has a preference
       // This rank's units of the mini-batch (all of them alone), by their rows' tokens.
-      int64_t share_begin = unit_begin, share_end = unit_end;
-      if (collective_ != nullptr) {
-        std::vector<int64_t> costs;
-        for (int64_t u = unit_begin; u < unit_end; ++u) {
-          int64_t cost = 0;
-          for (int64_t r = u * rows_per_unit; r < (u + 1) * rows_per_unit; ++r) {
-            cost += batch.prompt_lengths[r] + batch.response_lengths[r];
-          }
-          costs.push_back(cost);
-        }
-        const auto [b, e] =
-            trainers::BalancedShare(costs, collective_->world_size(), collective_->rank());
-        share_begin = unit_begin + b;
-        share_end = unit_begin + e;
-      }
+      const auto [share_begin, share_end] =
+          trainers::RankShare(collective_, unit_begin, unit_end, [&](int64_t u) {
+            int64_t cost = 0;
+            for (int64_t r = u * rows_per_unit; r < (u + 1) * rows_per_unit; ++r) {
+              cost += batch.prompt_lengths[r] + batch.response_lengths[r];
+            }
+            return cost;
+          });
       const int64_t per_micro =
           std::max<int64_t>(1, std::min(units_per_micro, share_end - share_begin));
       const int64_t num_micro = (share_end - share_begin + per_micro - 1) / per_micro;
@@ -724,7 +717,7 @@ absl::Status TrainerCore::PreferenceStep(const proto::TrainStepRequest& req,
   if (collective_ != nullptr) {
     std::vector<double*> sums = diagnostics.Sums();
     sums.push_back(totals.micro_batches());
-    TROUPE_RETURN_IF_ERROR(SumOverGroup(sums));
+    TROUPE_RETURN_IF_ERROR(trainers::SumOverGroup(collective_, sums));
   }
   totals.Report(reply);
   diagnostics.Report(paired, m);
@@ -754,28 +747,6 @@ absl::Status TrainerCore::EnableDataParallel(trainers::GradientCollective* colle
       config_.sharding() == proto::SHARDING_OPTIMIZER ? trainers::Sharding::kOptimizer
                                                       : trainers::Sharding::kNone));
   collective_ = collective;
-  return absl::OkStatus();
-}
-
-std::pair<int64_t, int64_t> TrainerCore::RowShare(const SequenceBatch& batch, int64_t begin,
-                                                  int64_t end) const {
-  if (collective_ == nullptr) return {begin, end};
-  std::vector<int64_t> costs;
-  for (int64_t i = begin; i < end; ++i) {
-    costs.push_back(batch.prompt_lengths[i] + batch.response_lengths[i]);
-  }
-  const auto [b, e] =
-      trainers::BalancedShare(costs, collective_->world_size(), collective_->rank());
-  return {begin + b, begin + e};
-}
-
-absl::Status TrainerCore::SumOverGroup(const std::vector<double*>& values) {
-  if (collective_ == nullptr || values.empty()) return absl::OkStatus();
-  std::vector<double> local;
-  for (const double* v : values) local.push_back(*v);
-  at::Tensor t = torch::tensor(local, torch::kDouble);
-  TROUPE_RETURN_IF_ERROR(collective_->AllReduceSum({t}));
-  for (size_t i = 0; i < values.size(); ++i) *values[i] = t[i].item<double>();
   return absl::OkStatus();
 }
 

@@ -164,11 +164,6 @@ class TrainerCore {
   // A tokenizer kind that cannot be written (Unimplemented) falls back to the directory's
   // tokenizer.json and tokenizer_config.json text as they are; other errors are returned.
   absl::Status SerializeTokenizer();
-  // This rank's share [begin, end) of rows [begin, end) of `batch` (all of them alone).
-  std::pair<int64_t, int64_t> RowShare(const SequenceBatch& batch, int64_t begin,
-                                       int64_t end) const;
-  // Sums each *value over the data-parallel group in place (nothing alone).
-  absl::Status SumOverGroup(const std::vector<double*>& values);
 
   proto::TrainerConfig config_;
   PolicyModel policy_;

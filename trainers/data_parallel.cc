@@ -59,6 +59,27 @@ std::pair<int64_t, int64_t> BalancedShare(absl::Span<const int64_t> costs, int w
   return {start, end};
 }
 
+std::pair<int64_t, int64_t> RankShare(const GradientCollective* collective, int64_t begin,
+                                      int64_t end, const std::function<int64_t(int64_t)>& cost) {
+  if (collective == nullptr) return {begin, end};
+  std::vector<int64_t> costs;
+  for (int64_t i = begin; i < end; ++i) costs.push_back(cost(i));
+  const auto [b, e] = BalancedShare(costs, collective->world_size(), collective->rank());
+  return {begin + b, begin + e};
+}
+
+absl::Status SumOverGroup(GradientCollective* collective, const std::vector<double*>& values) {
+  if (collective == nullptr || values.empty()) return absl::OkStatus();
+  std::vector<double> local;
+  for (const double* v : values) local.push_back(*v);
+  return models::CatchTorch("SumOverGroup", [&]() -> absl::Status {
+    at::Tensor t = at::tensor(local, at::kDouble);
+    TROUPE_RETURN_IF_ERROR(collective->AllReduceSum({t}));
+    for (size_t i = 0; i < values.size(); ++i) *values[i] = t[i].item<double>();
+    return absl::OkStatus();
+  });
+}
+
 ShardPlan::ShardPlan(absl::Span<const at::Tensor> params, int world_size)
     : numel_(std::max(world_size, 1), 0) {
   owner_.reserve(params.size());

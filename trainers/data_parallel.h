@@ -42,6 +42,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -104,6 +105,15 @@ class ShardPlan {
 // at least one row when there are as many rows as ranks (else rank r < rows gets row r alone and
 // the others none). Every rank computes the same split from the same costs.
 std::pair<int64_t, int64_t> BalancedShare(absl::Span<const int64_t> costs, int world, int rank);
+
+// This rank's share of rows [begin, end) whose costs (tokens) cost(i) gives: BalancedShare of
+// them when `collective` is a group, all of them when it is null (a trainer alone).
+std::pair<int64_t, int64_t> RankShare(const GradientCollective* collective, int64_t begin,
+                                      int64_t end, const std::function<int64_t(int64_t)>& cost);
+
+// Sums each *value over the group in place (one all-reduce of a float64 vector); nothing when
+// `collective` is null. For metrics a rank summed over its share.
+absl::Status SumOverGroup(GradientCollective* collective, const std::vector<double*>& values);
 
 struct ReducerOptions {
   // Largest bucket; 25 MiB as DDP's default.
